@@ -1,0 +1,63 @@
+"""The engine's typed errors, in one module so callers can catch by kind.
+
+Every error a user can provoke with input (a file, a size, a budget) is one of these,
+never a bare KeyError/struct.error/zlib.error leaking out of a parser or GL call.
+"""
+from __future__ import annotations
+
+
+class EngineError(Exception):
+    """Base class of every error the engine raises on purpose."""
+
+
+class TextureFormatError(EngineError, ValueError):
+    """A texture file is malformed or hostile. The message names the file and the field."""
+
+    def __init__(self, path: object, problem: str) -> None:
+        self.path = str(path)
+        self.problem = problem
+        super().__init__(f"{self.path}: {problem}")
+
+
+class UnsupportedFormatError(TextureFormatError):
+    """A well-formed file whose payload the engine cannot use (BasisLZ, UASTC, ETC, ...)."""
+
+    def __init__(self, path: object, format_name: str, why: str = "") -> None:
+        self.format_name = format_name
+        msg = f"unsupported format {format_name}" + (f" ({why})" if why else "")
+        super().__init__(path, msg)
+
+
+class BudgetError(EngineError, ValueError):
+    """A budget specification that cannot be honoured (unparsable, zero with no floor, ...)."""
+
+
+class GLError(EngineError, RuntimeError):
+    """A GL call reported an error (glGetError or KHR_debug high severity)."""
+
+    def __init__(self, message: str, codes: tuple[int, ...] = ()) -> None:
+        self.codes = codes
+        super().__init__(message)
+
+
+class GLOutOfMemoryError(GLError, MemoryError):
+    """GL_OUT_OF_MEMORY while allocating. The half-made object is already deleted and unledgered."""
+
+    def __init__(self, what: str, nbytes: int) -> None:
+        self.nbytes = nbytes
+        super().__init__(f"GL_OUT_OF_MEMORY allocating {what} ({nbytes} bytes)", (0x0505,))
+
+
+class ContextError(EngineError, RuntimeError):
+    """No usable GL context could be made or adopted, or GL was touched off the render thread."""
+
+
+class LeakError(EngineError, AssertionError):
+    """GL objects made inside a leak check were still alive at its end."""
+
+    def __init__(self, leaks: list) -> None:
+        self.leaks = leaks
+        lines = [f"{len(leaks)} GL object(s) leaked:"]
+        for rec in leaks:
+            lines.append("  " + rec.describe())
+        super().__init__("\n".join(lines))

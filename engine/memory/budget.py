@@ -1,0 +1,120 @@
+"""The one VRAM budget, as the user states it and as it changes at run time.
+
+A budget is written absolutely ("512MiB"), as a fraction of detected VRAM ("80%", like a
+per-process memory-fraction cap), or resolves against a *virtual* VRAM size where no probe
+exists (CI on llvmpipe). Listeners (the governor) are told of every change.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from typing import Callable
+
+from ..errors import BudgetError
+from .sizes import format_bytes, parse_bytes
+
+log = logging.getLogger(__name__)
+
+#: VRAM assumed where no probe reports any (llvmpipe): budgets in percent resolve against it.
+DEFAULT_VIRTUAL_VRAM = 2 << 30
+
+
+@dataclass(frozen=True)
+class BudgetSpec:
+    """A parsed budget: either absolute bytes or a fraction of total VRAM."""
+
+    absolute: int | None = None
+    fraction: float | None = None
+
+    @classmethod
+    def parse(cls, spec: "str | int | float | BudgetSpec") -> "BudgetSpec":
+        if isinstance(spec, BudgetSpec):
+            return spec
+        if isinstance(spec, (int, float)) and not isinstance(spec, bool):
+            if spec < 0:
+                raise BudgetError(f"budget must not be negative, got {spec}")
+            return cls(absolute=int(spec))
+        text = str(spec).strip()
+        if text.endswith("%"):
+            try:
+                pct = float(text[:-1])
+            except ValueError:
+                raise BudgetError(f"cannot parse budget {spec!r}") from None
+            if not 0 < pct <= 100:
+                raise BudgetError(f"budget percentage must be in (0, 100], got {spec!r}")
+            return cls(fraction=pct / 100.0)
+        try:
+            value = parse_bytes(text)
+        except ValueError as exc:
+            raise BudgetError(str(exc)) from None
+        return cls(absolute=value)
+
+    def resolve(self, vram_total: int) -> int:
+        if self.absolute is not None:
+            return self.absolute
+        assert self.fraction is not None
+        return int(vram_total * self.fraction)
+
+    def __str__(self) -> str:
+        if self.absolute is not None:
+            return format_bytes(self.absolute)
+        return f"{self.fraction * 100:g}%"
+
+
+Listener = Callable[[int, int], None]
+
+
+class Budget:
+    """The user's budget in bytes. Thread-safe; listeners get (old_bytes, new_bytes)."""
+
+    def __init__(self, spec: "str | int | BudgetSpec" = "80%", *, vram_total: int | None = None,
+                 virtual_vram: int = DEFAULT_VIRTUAL_VRAM) -> None:
+        self._lock = threading.Lock()
+        self._listeners: list[Listener] = []
+        self.vram_total = vram_total
+        self.virtual_vram = virtual_vram
+        self._spec = BudgetSpec.parse(spec)
+        self._bytes = self._spec.resolve(self.reference_total)
+
+    @property
+    def reference_total(self) -> int:
+        """What a percentage is taken of: the probed VRAM, else the virtual size."""
+        return self.vram_total if self.vram_total else self.virtual_vram
+
+    @property
+    def spec(self) -> BudgetSpec:
+        return self._spec
+
+    @property
+    def bytes(self) -> int:
+        return self._bytes
+
+    def set(self, spec: "str | int | BudgetSpec") -> int:
+        """Change the budget at run time; returns the new byte value and tells listeners."""
+        parsed = BudgetSpec.parse(spec)
+        with self._lock:
+            old = self._bytes
+            self._spec = parsed
+            self._bytes = parsed.resolve(self.reference_total)
+            new = self._bytes
+            listeners = list(self._listeners)
+        if new != old:
+            log.info("budget %s -> %s", format_bytes(old), format_bytes(new))
+            for fn in listeners:
+                fn(old, new)
+        return new
+
+    def subscribe(self, fn: Listener) -> Callable[[], None]:
+        """Register a listener; returns a function that unsubscribes it."""
+        with self._lock:
+            self._listeners.append(fn)
+
+        def unsubscribe() -> None:
+            with self._lock:
+                if fn in self._listeners:
+                    self._listeners.remove(fn)
+        return unsubscribe
+
+    def __repr__(self) -> str:
+        return f"Budget({self._spec}, {format_bytes(self._bytes)})"
