@@ -1,0 +1,79 @@
+"""Command line: `python -m engine info | bake | inspect | demo | bench | report`."""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+
+from .memory.sizes import format_bytes
+
+
+def _info(args: argparse.Namespace) -> int:
+    from .gl.device import Device
+
+    dev = Device.headless(args.budget) if args.headless else Device.auto(args.budget)
+    try:
+        reading = dev.vram()
+        caps = dev.caps
+        data = {
+            "renderer": caps.renderer,
+            "vendor": caps.vendor,
+            "gl_version": caps.gl_version,
+            "context": dev.handle.mode,
+            "compressed_formats": caps.compressed_families,
+            "compressed_format_variants": sorted(caps.compressed),
+            "max_texture_size": caps.max_texture_size,
+            "sparse_texture": caps.sparse_texture,
+            "copy_image": caps.copy_image,
+            "buffer_storage": caps.buffer_storage,
+            "debug_output": caps.debug_output,
+            "vram": {"source": reading.source, "total_bytes": reading.total_bytes,
+                     "available_bytes": reading.available_bytes},
+            "budget": str(dev.budget.spec),
+            "budget_bytes": dev.budget.bytes,
+            # What a percentage budget is taken of: probed VRAM, or the virtual size where
+            # the driver reports none (llvmpipe).
+            "budget_reference_bytes": dev.budget.reference_total,
+            "budget_reference": "probed" if dev.budget.vram_total else "virtual",
+        }
+    finally:
+        dev.shutdown()
+    if args.json:
+        print(json.dumps(data, indent=2))
+    else:
+        v = data["vram"]
+        print(f"renderer      {data['renderer']} ({data['vendor']})")
+        print(f"GL            {data['gl_version']} via {data['context']}")
+        print(f"compressed    {', '.join(data['compressed_formats']) or 'none'}")
+        print(f"max texture   {data['max_texture_size']}")
+        print(f"features      sparse={data['sparse_texture']} copy_image={data['copy_image']} "
+              f"buffer_storage={data['buffer_storage']} debug={data['debug_output']}")
+        print(f"VRAM          source={v['source'] or 'none'} total={format_bytes(v['total_bytes'])}"
+              f" available={format_bytes(v['available_bytes'])}")
+        print(f"budget        {data['budget']} = {format_bytes(data['budget_bytes'])} (of "
+              f"{data['budget_reference']} {format_bytes(data['budget_reference_bytes'])})")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m engine", description=__doc__)
+    p.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
+    sub = p.add_subparsers(dest="command", required=True)
+    info = sub.add_parser("info", help="GL renderer, compressed formats, VRAM and budget")
+    info.add_argument("--json", action="store_true")
+    info.add_argument("--budget", default="80%", help='"512MiB" or "80%%" of detected VRAM')
+    info.add_argument("--headless", action="store_true", help="force EGL even with a display")
+    info.set_defaults(func=_info)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,104 @@
+"""Making or adopting the GL context: headless EGL, a glfw window, or the host's own.
+
+Whatever the way, the result is a moderngl context plus the loader that resolves raw GL
+entry points through the same driver (see raw.py), and the thread that owns it.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import moderngl
+
+from ..errors import ContextError
+
+log = logging.getLogger(__name__)
+
+MIN_GL = 330
+
+
+@dataclass
+class ContextHandle:
+    """A moderngl context and how it was obtained."""
+
+    ctx: moderngl.Context
+    loader: Callable[[str], int | None]
+    mode: str  # "egl", "window", "adopted"
+    window: Any = None  # the glfw window in window mode
+    owns_context: bool = True
+
+
+def has_display() -> bool:
+    """True when a windowing system is reachable (X11 or Wayland)."""
+    return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+
+
+def _context_loader(ctx: moderngl.Context) -> Callable[[str], int | None] | None:
+    """glcontext's backend object (moderngl keeps it as mglo._context) has load(name)."""
+    backend = getattr(ctx.mglo, "_context", None)
+    load = getattr(backend, "load", None)
+    return load if callable(load) else None
+
+
+def create_headless() -> ContextHandle:
+    """A standalone context through EGL: no display needed (llvmpipe or a real GPU)."""
+    try:
+        ctx = moderngl.create_context(standalone=True, backend="egl", require=MIN_GL)
+    except Exception as exc:
+        raise ContextError(f"cannot create a headless EGL context: {exc}") from exc
+    loader = _context_loader(ctx)
+    if loader is None:
+        ctx.release()
+        raise ContextError("the EGL backend exposes no function loader")
+    return ContextHandle(ctx, loader, "egl")
+
+
+def create_window(size: tuple[int, int] = (1280, 720), title: str = "engine",
+                  visible: bool = True, vsync: bool = False) -> ContextHandle:
+    """A glfw window with a core 3.3+ context (drivers give their highest compatible)."""
+    import glfw
+
+    if not glfw.init():
+        raise ContextError("glfw.init() failed (no display?)")
+    glfw.window_hint(glfw.CONTEXT_VERSION_MAJOR, 3)
+    glfw.window_hint(glfw.CONTEXT_VERSION_MINOR, 3)
+    glfw.window_hint(glfw.OPENGL_PROFILE, glfw.OPENGL_CORE_PROFILE)
+    glfw.window_hint(glfw.OPENGL_FORWARD_COMPAT, True)
+    glfw.window_hint(glfw.VISIBLE, bool(visible))
+    win = glfw.create_window(int(size[0]), int(size[1]), title, None, None)
+    if not win:
+        glfw.terminate()
+        raise ContextError("glfw could not create a window with an OpenGL 3.3 core context")
+    glfw.make_context_current(win)
+    glfw.swap_interval(1 if vsync else 0)
+    try:
+        ctx = moderngl.create_context(require=MIN_GL)
+    except Exception as exc:
+        glfw.destroy_window(win)
+        raise ContextError(f"moderngl cannot use the glfw context: {exc}") from exc
+    return ContextHandle(ctx, glfw.get_proc_address, "window", window=win)
+
+
+def adopt_current(ctx: moderngl.Context | None = None,
+                  loader: Callable[[str], int | None] | None = None) -> ContextHandle:
+    """Use the context the host application has made current (its glfw window, a
+    moderngl-window app, Qt). The host keeps ownership: we never destroy it."""
+    if ctx is None:
+        try:
+            ctx = moderngl.create_context(require=MIN_GL)
+        except Exception as exc:
+            raise ContextError(f"no current GL context to adopt: {exc}") from exc
+    loader = loader or _context_loader(ctx)
+    if loader is None:
+        try:
+            import glfw
+            if glfw.get_current_context():
+                loader = glfw.get_proc_address
+        except Exception:  # glfw absent or not initialised: no loader from it
+            loader = None
+    if loader is None:
+        raise ContextError("cannot find a GL function loader for the adopted context; "
+                           "pass loader= (e.g. glfw.get_proc_address)")
+    return ContextHandle(ctx, loader, "adopted", owns_context=False)

@@ -1,0 +1,269 @@
+"""The one-budget governor: splits a single byte budget between fixed allocations, render
+targets and the texture-streaming pool. Pure policy: numbers in, an `Allocation` out.
+
+Why one budget. The streamer and the resolution controller both want VRAM, and each alone would
+happily take all of it. The governor is the only place that decides who gets what; the streamer
+never loads past `pool_allowance` and the resolution controller never allocates targets past
+`targets_allowance`.
+
+Effective budget. The user's budget (`engine.memory.budget.Budget.bytes`) is an upper bound.
+When the driver reports available VRAM (NVX "current available"), memory taken by *other*
+programs lowers it: ``effective = min(user, our_usage + available - reserve)``. The term
+``our_usage + available`` does not move when we allocate or free (both terms shift by the same
+amount), so it only tracks other programs. It is lowered at once (others took memory: we must
+shrink now) but raised only after it has stayed more than `raise_band_bytes` higher for
+`raise_frames` consecutive frames, and then only to the lowest value seen during that streak,
+so a noisy driver figure cannot make targets and pool breathe.
+
+Split. ``room = effective - fixed``. Render targets and texture detail are coupled: at render
+scale ``s`` the screen shows ``log2(1/s)`` fewer mip levels of detail (the streamer's mip bias),
+and each level dropped divides the bytes above the always-resident tails by 4, so
+``wanted(s) = tail + (wanted(1) - tail) * s**2``. Shrinking targets therefore also shrinks what
+the textures need, which is why the two features help each other. The knob `prefer` in [0, 1]
+says how much of that above-tail detail resolution may eat:
+
+    planned scale = the highest candidate s with
+        targets(s) + tail + (1 - prefer) * (wanted(s) - tail) <= room
+
+prefer = 1 ("keep resolution") guarantees textures only their tails; prefer = 0 ("keep texture
+detail") raises the scale only while the full detail the screen can show at that scale still
+fits. The default 0.5 reserves half of it. Targets get exactly ``targets(s)``; the pool gets all
+the rest of the room (never less than the tails), so spare memory goes to texture detail.
+If even ``targets(min) + tail`` exceed the room, both get their minimums, the sum exceeds the
+budget and the allocation says ``over_budget`` (degrade, never go negative).
+
+Candidates and their exact target bytes come from the resolution controller
+(`ResolutionController.target_curve`): the governor stays below the resolution layer and does no
+size arithmetic of its own.
+"""
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from ..errors import BudgetError
+from .sizes import format_bytes
+
+log = logging.getLogger(__name__)
+
+
+def check_bytes(name: str, value: float | int) -> int:
+    """A byte count must be a finite, non-negative real number; NaN would poison every min/max
+    downstream without raising, so it is refused here."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise BudgetError(f"{name} must be a number of bytes, got {value!r}")
+    if not math.isfinite(value) or value < 0:
+        raise BudgetError(f"{name} must be finite and >= 0, got {value!r}")
+    return int(value)
+
+
+def _check_scale(name: str, value: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not math.isfinite(value) or not 0 < value <= 1:
+        raise BudgetError(f"{name} must be a scale in (0, 1], got {value!r}")
+    return float(value)
+
+
+@dataclass(frozen=True)
+class GovernorSettings:
+    """Tuning of the governor. `prefer`: 1.0 keeps resolution, 0.0 keeps texture detail."""
+
+    prefer: float = 0.5
+    #: VRAM left untouched below the driver's available figure (driver, compositor, spikes).
+    reserve_bytes: int = 64 << 20
+    #: How much higher the external cap must be before it is believed...
+    raise_band_bytes: int = 32 << 20
+    #: ...and for how many consecutive frames.
+    raise_frames: int = 30
+
+    def __post_init__(self) -> None:
+        if isinstance(self.prefer, bool) or not isinstance(self.prefer, (int, float)) \
+                or not 0.0 <= self.prefer <= 1.0:
+            raise BudgetError(f"prefer must be in [0, 1], got {self.prefer!r}")
+        check_bytes("reserve_bytes", self.reserve_bytes)
+        check_bytes("raise_band_bytes", self.raise_band_bytes)
+        if self.raise_frames < 1:
+            raise BudgetError(f"raise_frames must be >= 1, got {self.raise_frames}")
+
+
+@dataclass(frozen=True)
+class GovernorInputs:
+    """One frame's numbers. Usage figures come from the ledger, by category.
+
+    target_curve: ``((scale, exact target bytes), ...)`` ascending in scale, one entry per scale
+        the resolution controller can take; its first and last entries are the targets at the
+        minimum and maximum scale.
+    stream_wanted: bytes the streamer needs for full desired detail, measured at render scale
+        `stream_wanted_scale` (the scale it currently biases its mips for).
+    stream_min: the always-resident mip tails; the pool is never smaller.
+    scale_cap: the highest scale the controller would use for reasons other than memory (frame
+        time, an out-of-memory ceiling); memory above it goes to the pool instead.
+    vram_available / vram_total: driver figures (NVX), or None where no probe exists.
+    """
+
+    budget_bytes: int
+    fixed_bytes: int
+    target_bytes: int
+    streamed_bytes: int
+    target_curve: Sequence[tuple[float, int]]
+    stream_wanted: int
+    stream_min: int
+    stream_wanted_scale: float = 1.0
+    scale_cap: float = 1.0
+    vram_available: int | None = None
+    vram_total: int | None = None
+
+    def validated(self) -> "GovernorInputs":
+        """A copy with every number checked and ints normalised; raises BudgetError."""
+        curve = tuple((_check_scale("target_curve scale", s), check_bytes("target_curve bytes", b))
+                      for s, b in self.target_curve)
+        if not curve:
+            raise BudgetError("target_curve must list at least one (scale, bytes) entry")
+        for (s0, b0), (s1, b1) in zip(curve, curve[1:]):
+            if not (s1 > s0 and b1 >= b0):
+                raise BudgetError(f"target_curve must ascend in scale with non-decreasing bytes; "
+                                  f"got ({s0}, {b0}) then ({s1}, {b1})")
+        available = None if self.vram_available is None \
+            else check_bytes("vram_available", self.vram_available)
+        total = None if self.vram_total is None else check_bytes("vram_total", self.vram_total)
+        return GovernorInputs(
+            budget_bytes=check_bytes("budget_bytes", self.budget_bytes),
+            fixed_bytes=check_bytes("fixed_bytes", self.fixed_bytes),
+            target_bytes=check_bytes("target_bytes", self.target_bytes),
+            streamed_bytes=check_bytes("streamed_bytes", self.streamed_bytes),
+            target_curve=curve,
+            stream_wanted=check_bytes("stream_wanted", self.stream_wanted),
+            stream_min=check_bytes("stream_min", self.stream_min),
+            stream_wanted_scale=_check_scale("stream_wanted_scale", self.stream_wanted_scale),
+            scale_cap=_check_scale("scale_cap", self.scale_cap),
+            vram_available=available,
+            vram_total=total,
+        )
+
+    @property
+    def used_bytes(self) -> int:
+        return self.fixed_bytes + self.target_bytes + self.streamed_bytes
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """The governor's answer for one frame. Allowances are never negative.
+
+    free_bytes: budget not used by anything right now; the resolution controller swaps targets
+        with old and new alive together only if the new set fits in it.
+    external_pressure_bytes: how far other programs pushed the effective budget below the
+        user's budget.
+    """
+
+    effective_budget: int
+    fixed: int
+    targets_allowance: int
+    pool_allowance: int
+    planned_scale: float
+    free_bytes: int
+    external_pressure_bytes: int
+    over_budget: bool
+    reason: str
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+class Governor:
+    """Owns the one budget. `decide` is a pure function of its inputs plus the small
+    external-pressure hysteresis state kept here (the held cap and the raise streak)."""
+
+    def __init__(self, settings: GovernorSettings | None = None) -> None:
+        self.settings = settings or GovernorSettings()
+        self._held_cap: int | None = None
+        self._streak = 0
+        self._streak_min = 0
+        self._last_effective: int | None = None
+        self._last_over = False
+
+    def _external_cap(self, raw: int) -> int:
+        """Lower at once; raise only after a sustained rise beyond the band."""
+        s = self.settings
+        if self._held_cap is None or raw <= self._held_cap:
+            self._held_cap = raw
+            self._streak = 0
+        elif raw > self._held_cap + s.raise_band_bytes:
+            self._streak_min = raw if self._streak == 0 else min(self._streak_min, raw)
+            self._streak += 1
+            if self._streak >= s.raise_frames:
+                log.debug("external cap raised %s -> %s", format_bytes(self._held_cap),
+                          format_bytes(self._streak_min))
+                self._held_cap = self._streak_min
+                self._streak = 0
+        else:
+            self._streak = 0  # higher, but inside the band: not evidence of memory given back
+        return self._held_cap
+
+    def decide(self, inputs: GovernorInputs) -> Allocation:
+        """Split this frame's effective budget; raises BudgetError on NaN/negative inputs."""
+        x = inputs.validated()
+        s = self.settings
+        notes: list[str] = []
+
+        effective = x.budget_bytes
+        if x.vram_available is not None:
+            raw = max(0, x.used_bytes + x.vram_available - s.reserve_bytes)
+            if x.vram_total is not None:
+                raw = min(raw, x.vram_total)
+            cap = self._external_cap(raw)
+            if cap < effective:
+                effective = cap
+                notes.append(f"other programs hold VRAM: budget lowered to {format_bytes(cap)}")
+        pressure = x.budget_bytes - effective
+
+        curve = x.target_curve
+        tail = x.stream_min
+        # The streamer's want at scale 1.0, undoing the s**2 coupling at its current scale.
+        above_tail_at_1 = max(0, x.stream_wanted - tail) / (x.stream_wanted_scale ** 2)
+        room = effective - x.fixed_bytes
+        candidates = [c for c in curve if c[0] <= x.scale_cap + 1e-9] or [curve[0]]
+
+        chosen: tuple[float, int] | None = None
+        for scale, tbytes in reversed(candidates):
+            detail_reserve = (1.0 - s.prefer) * above_tail_at_1 * scale * scale
+            if tbytes + tail + detail_reserve <= room:
+                chosen = (scale, tbytes)
+                reason = "fits" if scale == candidates[-1][0] else "scaled to fit"
+                break
+
+        min_scale, min_targets = curve[0]
+        if chosen is None and min_targets + tail <= room:
+            chosen = (min_scale, min_targets)
+            reason = "minimum scale; texture detail below its reservation"
+        if chosen is None:
+            planned, targets_allowance, pool_allowance = min_scale, min_targets, tail
+            over = True
+            reason = "over_budget"
+            notes.append(f"fixed {format_bytes(x.fixed_bytes)} + minimum targets "
+                         f"{format_bytes(min_targets)} + tails {format_bytes(tail)} exceed "
+                         f"{format_bytes(effective)}")
+        else:
+            planned, targets_allowance = chosen
+            pool_allowance = room - targets_allowance
+            over = False
+        if x.scale_cap < curve[-1][0]:
+            notes.append(f"scale capped at {x.scale_cap:g} by the resolution controller")
+
+        free = max(0, effective - x.used_bytes)
+        self._log_changes(effective, over, reason)
+        return Allocation(effective_budget=effective, fixed=x.fixed_bytes,
+                          targets_allowance=targets_allowance, pool_allowance=pool_allowance,
+                          planned_scale=planned, free_bytes=free,
+                          external_pressure_bytes=pressure, over_budget=over, reason=reason,
+                          notes=tuple(notes))
+
+    def _log_changes(self, effective: int, over: bool, reason: str) -> None:
+        """Log transitions only: a per-frame line would drown the log at 60 fps."""
+        if effective != self._last_effective:
+            log.info("effective budget %s (%s)", format_bytes(effective), reason)
+            self._last_effective = effective
+        if over != self._last_over:
+            (log.warning if over else log.info)(
+                "governor %s", "over budget: minimum allocations exceed the budget"
+                if over else "back within budget")
+            self._last_over = over

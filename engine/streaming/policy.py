@@ -1,0 +1,465 @@
+"""Which mip levels to make resident and which to drop, under a hard byte budget. Pure.
+
+The policy sees numbers only (desired mips, resident levels, exact byte sizes, the pool the
+governor grants) and returns a `Plan`: an ordered list of `MipOp`s that the GL executor runs
+front to back. Nothing here touches GL, files or threads, so every rule below is unit-tested.
+
+Storage model. A texture holds the contiguous chain `base .. levels-1`; changing `base`
+reallocates (immutable storage): the new storage is made, the kept levels are copied
+(ARB_copy_image), the old storage is deleted. During that swap BOTH exist, so an op whose
+`total` bytes precede it peaks at `total + new_bytes` (`PolicyConfig.realloc=False` models
+sparse textures, where only committed pages count). Levels from `tail_base` down are the
+always-resident tail (O3DE's mip tail): allocated at registration and never evicted.
+
+Rules, each one exactly true of every plan (tests/test_streaming_policy.py):
+- Hard budget: a plan that starts within the pool never exceeds it at any step, counting
+  in-flight bytes and each op's transient peak (`step_peaks`). A plan that starts above it
+  (the pool was cut under us) holds only evictions, least important first, until it fits.
+- Importance of one level (t, l), compared as a tuple, larger is more important:
+  (frame t was last visible, l is needed (l >= target), l is acceptable (l >= target + 2,
+  or the tail), -bytes of l). Loads go most important first; evictions take the finest
+  level of the least important texture first; so visible textures all reach their acceptable
+  level before any is refined, smaller loads win ties, larger levels are dropped first.
+- A resident level is only evicted to make room for a strictly more important load: a
+  visible texture never loses detail to a less visible one, and no two loads can evict each
+  other back and forth.
+- Hysteresis: the target level only moves when the float mip leaves a +-0.25 band around
+  it; unneeded detail (resident finer than target) is kept `evict_delay_frames` before a
+  voluntary eviction. A still camera therefore settles to zero ops per frame.
+- Per-frame caps on ops and upload bytes; grows go one level per texture per frame.
+"""
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, replace
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from ..formats import PixelFormat
+from ..memory.sizes import mip_dims, texture_bytes
+
+#: Key of one level's importance; tuples compare lexicographically (see module docstring).
+Importance = tuple[int, bool, bool, int]
+
+
+def tail_base_level(width: int, height: int, levels: int, *, max_tail_size: int = 64,
+                    tail_levels: int | None = None) -> int:
+    """First level of the always-resident tail: the first level whose larger side is
+    <= `max_tail_size` texels, or the last `tail_levels` levels when that is given.
+
+    Why a tail: something must always be sampleable while finer levels stream, and small
+    levels cost almost nothing (all levels <= 64x64 of BC7 are ~5.5 KiB)."""
+    if levels < 1:
+        raise ValueError(f"a texture has at least one level, got {levels}")
+    if tail_levels is not None:
+        return max(0, levels - max(1, tail_levels))
+    for lvl in range(levels):
+        if max(mip_dims(width, height, lvl)) <= max_tail_size:
+            return lvl
+    return levels - 1
+
+
+@dataclass(frozen=True)
+class TextureSpec:
+    """What the policy needs to know of one streamed texture to size its storage."""
+
+    fmt: PixelFormat | str
+    width: int
+    height: int
+    levels: int
+    layers: int = 1
+    faces: int = 1
+
+
+@dataclass(frozen=True)
+class TextureTable:
+    """Static per-texture facts, computed once at registration.
+
+    `storage[t, b]` is the exact byte size of texture t's storage when its finest resident
+    level is b (levels b..levels-1, all layers/faces); 0 for b >= levels. The bytes of one
+    level l are `storage[t, l] - storage[t, l + 1]`."""
+
+    levels: np.ndarray     # (T,) int32
+    tail_base: np.ndarray  # (T,) int32
+    storage: np.ndarray    # (T, max_levels + 1) int64
+
+    @classmethod
+    def build(cls, specs: Sequence[TextureSpec], *, max_tail_size: int = 64,
+              tail_levels: int | None = None) -> "TextureTable":
+        count = len(specs)
+        max_levels = max((s.levels for s in specs), default=1)
+        storage = np.zeros((count, max_levels + 1), dtype=np.int64)
+        for t, s in enumerate(specs):
+            for b in range(s.levels):
+                storage[t, b] = texture_bytes(s.fmt, s.width, s.height, levels=s.levels - b,
+                                              base_level=b, layers=s.layers, faces=s.faces)
+        levels = np.array([s.levels for s in specs], dtype=np.int32)
+        tail = np.array([tail_base_level(s.width, s.height, s.levels, max_tail_size=max_tail_size,
+                                         tail_levels=tail_levels) for s in specs], dtype=np.int32)
+        return cls(levels=levels, tail_base=tail, storage=storage)
+
+    def bytes_at(self, base: np.ndarray) -> np.ndarray:
+        """Storage bytes of every texture at the given base levels."""
+        return self.storage[np.arange(len(self.levels)), base]
+
+
+@dataclass(frozen=True)
+class PolicyConfig:
+    """Limits and tuning. Defaults follow Unreal/O3DE orders of magnitude."""
+
+    max_upload_bytes: int = 64 << 20   # per frame; one load may exceed it so big levels ever load
+    max_ops: int = 16                  # reallocations per frame (loads + evictions)
+    max_requests: int = 64             # I/O requests handed out per plan
+    evict_delay_frames: int = 30       # unneeded detail kept this long unless room is needed
+    recent_frames: int = 120           # invisible this long: "recently visible", keeps its target
+    hysteresis: float = 0.25           # mip band around the target level
+    acceptable_offset: int = 2         # acceptable = target + this (or the tail)
+    realloc: bool = True               # False: sparse storage, no old + new transient
+
+
+@dataclass
+class StreamerState:
+    """Per-texture state the policy carries between frames. Updated only by `update_state`
+    (desires) and `apply_ops` (what the executor really did), both returning a new state.
+
+    `level_times[t, l]` is when level l became resident (seconds; -inf for the tail and
+    padding, +inf when not resident): the fade-in reads it."""
+
+    resident_base: np.ndarray   # (T,) int32, finest resident level
+    target: np.ndarray          # (T,) int32, wanted base after hysteresis (<= tail)
+    last_visible: np.ndarray    # (T,) int64, frame number, -1 = never
+    unwanted_since: np.ndarray  # (T,) int64, frame detail became unneeded, -1 = it is needed
+    level_times: np.ndarray     # (T, max_levels) float64
+
+    @classmethod
+    def initial(cls, table: TextureTable) -> "StreamerState":
+        """Every texture with only its tail resident (what registration allocates)."""
+        count, max_levels = table.storage.shape[0], table.storage.shape[1] - 1
+        lvl = np.arange(max_levels)[None, :]
+        times = np.where(lvl >= table.tail_base[:, None], -np.inf, np.inf)
+        return cls(resident_base=table.tail_base.copy(), target=table.tail_base.copy(),
+                   last_visible=np.full(count, -1, np.int64),
+                   unwanted_since=np.full(count, -1, np.int64), level_times=times)
+
+    def copy(self) -> "StreamerState":
+        return StreamerState(*(np.array(a) for a in (
+            self.resident_base, self.target, self.last_visible, self.unwanted_since,
+            self.level_times)))
+
+
+def update_state(state: StreamerState, table: TextureTable, mip: np.ndarray,
+                 visible: np.ndarray, frame: int, config: PolicyConfig) -> StreamerState:
+    """Fold this frame's desired mips (estimator output) into the state, with hysteresis.
+
+    Visible: the target moves to floor(mip) only when mip leaves [target - h, target + 1 + h).
+    Invisible but seen within `recent_frames`: target kept (turning around should not
+    re-stream). Otherwise: target = tail, so its detail becomes unneeded."""
+    new = state.copy()
+    visible = np.asarray(visible, dtype=bool)
+    new.last_visible[visible] = frame
+    tail = table.tail_base
+    m = np.asarray(mip, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        raw = np.clip(np.floor(np.where(visible, m, 0.0)), 0, tail).astype(np.int32)
+    h = config.hysteresis
+    finer = visible & (m < state.target - h)
+    coarser = visible & (m >= state.target + 1 + h)
+    new.target = np.where(finer | coarser, raw, state.target).astype(np.int32)
+    stale = ~visible & (frame - new.last_visible > config.recent_frames)
+    new.target[stale] = tail[stale]
+    unwanted = new.resident_base < new.target
+    new.unwanted_since = np.where(
+        unwanted, np.where(state.unwanted_since < 0, frame, state.unwanted_since), -1)
+    return new
+
+
+@dataclass(frozen=True)
+class MipOp:
+    """Change texture `texture`'s finest resident level from `old_base` to `new_base`.
+    A load (new_base < old_base) uploads exactly the level `new_base` (the rest is copied
+    on the GPU); an eviction may drop several levels in one reallocation."""
+
+    texture: int
+    old_base: int
+    new_base: int
+    old_bytes: int
+    new_bytes: int
+    realloc: bool = True
+
+    @property
+    def is_load(self) -> bool:
+        return self.new_base < self.old_base
+
+    @property
+    def delta(self) -> int:
+        """Change of resident bytes once the op completes."""
+        return self.new_bytes - self.old_bytes
+
+    @property
+    def transient_bytes(self) -> int:
+        """Bytes on top of the pre-op total while the op runs (old and new storage coexist)."""
+        return self.new_bytes if self.realloc else max(0, self.delta)
+
+    @property
+    def upload_bytes(self) -> int:
+        return self.delta if self.is_load else 0
+
+
+def step_peaks(ops: Iterable[MipOp], start_bytes: int) -> list[int]:
+    """Peak bytes during each op when run in order from `start_bytes` (resident + in flight).
+    Skipping any load keeps every later peak the same or lower (loads only add bytes), so
+    an executor may drop loads whose data is not there; it must not drop evictions."""
+    total, peaks = start_bytes, []
+    for op in ops:
+        peaks.append(total + op.transient_bytes)
+        total += op.delta
+    return peaks
+
+
+def plan_fits(ops: Sequence[MipOp], start_bytes: int, pool_bytes: int) -> bool:
+    """True when running `ops` in order never exceeds `pool_bytes` (the executor's check)."""
+    return all(p <= pool_bytes for p in step_peaks(ops, start_bytes))
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One frame's decisions. `ops` in execution order; `requests` are (texture, level)
+    reads the I/O should fetch, most important first (loads whose data is not ready)."""
+
+    ops: tuple[MipOp, ...]
+    requests: tuple[tuple[int, int], ...]
+    start_bytes: int
+    pool_bytes: int
+    peak_bytes: int
+    end_bytes: int
+    over_budget: bool
+    deferred_loads: int
+
+    @property
+    def loads(self) -> list[MipOp]:
+        return [op for op in self.ops if op.is_load]
+
+    @property
+    def evictions(self) -> list[MipOp]:
+        return [op for op in self.ops if not op.is_load]
+
+    @property
+    def upload_bytes(self) -> int:
+        return sum(op.upload_bytes for op in self.ops)
+
+
+def resident_bytes(state: StreamerState, table: TextureTable) -> int:
+    return int(table.bytes_at(state.resident_base).sum())
+
+
+def wanted_bytes(state: StreamerState, table: TextureTable) -> int:
+    """Bytes every texture would take at its target level (what the scene asks for)."""
+    return int(table.bytes_at(state.target).sum())
+
+
+class _Planner:
+    """One frame's planning pass. A class only to share the arrays between the steps; it
+    lives for one `make_plan` call."""
+
+    def __init__(self, state: StreamerState, table: TextureTable, pool: int, start: int,
+                 config: PolicyConfig) -> None:
+        self.table, self.config, self.pool, self.start = table, config, pool, start
+        self.res = state.resident_base.tolist()
+        self.tgt = state.target.tolist()
+        self.tail = table.tail_base.tolist()
+        self.acc = np.minimum(state.target + config.acceptable_offset, table.tail_base).tolist()
+        self.last = state.last_visible.tolist()
+        self.storage = table.storage
+        # Entries in execution order: ("e", t) eviction to self.evict_to[t], ("l", t) load.
+        self.entries: list[tuple[str, int]] = []
+        self.evict_to: dict[int, int] = {}
+        self.loaded: set[int] = set()
+        self._heap: list[tuple[Importance, int, int]] | None = None
+
+    def importance(self, t: int, lvl: int) -> Importance:
+        lb = int(self.storage[t, lvl] - self.storage[t, lvl + 1])
+        return (self.last[t], lvl >= self.tgt[t], lvl >= self.acc[t], -lb)
+
+    def base(self, t: int, evict_to: dict[int, int]) -> int:
+        return evict_to.get(t, self.res[t])
+
+    def ops(self, entries: list[tuple[str, int]], evict_to: dict[int, int]) -> list[MipOp]:
+        out = []
+        for kind, t in entries:
+            new = evict_to[t] if kind == "e" else self.res[t] - 1
+            out.append(MipOp(t, self.res[t], new, int(self.storage[t, self.res[t]]),
+                             int(self.storage[t, new]), self.config.realloc))
+        return out
+
+    def fits(self, entries: list[tuple[str, int]], evict_to: dict[int, int]) -> bool:
+        return plan_fits(self.ops(entries, evict_to), self.start, self.pool)
+
+    # -- eviction candidates: a lazy heap of each texture's finest evictable level --------
+    def heap(self) -> list[tuple[Importance, int, int]]:
+        if self._heap is None:
+            self._heap = [(self.importance(t, b), t, b) for t, b in enumerate(self.res)
+                          if b < self.tail[t]]
+            heapq.heapify(self._heap)
+        return self._heap
+
+    def pop_evictable(self, evict_to: dict[int, int],
+                      below: Importance | None) -> tuple[Importance, int, int] | None:
+        """Least important evictable level, if strictly less important than `below`."""
+        heap, growing, found = self.heap(), [], None
+        while heap:
+            key, t, lvl = heap[0]
+            if below is not None and not key < below:
+                break
+            heapq.heappop(heap)
+            if lvl != self.base(t, evict_to):
+                continue  # stale: that level is already planned away
+            if t in self.loaded:
+                growing.append((key, t, lvl))  # not now: it grows this frame (or may)
+                continue
+            if lvl + 1 < self.tail[t]:
+                heapq.heappush(heap, (self.importance(t, lvl + 1), t, lvl + 1))
+            found = (key, t, lvl)
+            break
+        for item in growing:
+            heapq.heappush(heap, item)
+        return found
+
+    def evict_level(self, entries: list[tuple[str, int]], evict_to: dict[int, int],
+                    t: int, lvl: int) -> None:
+        """Drop level `lvl` of t: deepen t's eviction op (always safe: it lowers every later
+        total and its own transient) or append a new one."""
+        if t not in evict_to:
+            entries.append(("e", t))
+        evict_to[t] = lvl + 1
+
+    # -- the three modes ------------------------------------------------------------------
+    def recover(self) -> None:
+        """Over the pool before doing anything: evict least important first until it fits."""
+        total = self.start
+        while total > self.pool:
+            item = self.pop_evictable(self.evict_to, None)
+            if item is None:
+                return
+            _, t, lvl = item
+            self.evict_level(self.entries, self.evict_to, t, lvl)
+            total -= int(self.storage[t, lvl] - self.storage[t, lvl + 1])
+
+    def try_load(self, t: int) -> bool:
+        """Add the load of t's next finer level, evicting strictly less important levels
+        if that is what makes it fit; all or nothing."""
+        entries = self.entries + [("l", t)]
+        if self.fits(entries, self.evict_to):
+            self.entries = entries
+            self.loaded.add(t)
+            return True
+        key = self.importance(t, self.res[t] - 1)
+        trial_entries, trial_evict = list(self.entries), dict(self.evict_to)
+        popped = []
+        self.loaded.add(t)  # t's own levels are not candidates
+        while True:
+            item = self.pop_evictable(trial_evict, key)
+            if item is None:
+                break
+            popped.append(item)
+            self.evict_level(trial_entries, trial_evict, item[1], item[2])
+            if len(trial_entries) + 1 > self.config.max_ops:
+                break
+            if self.fits(trial_entries + [("l", t)], trial_evict):
+                self.entries, self.evict_to = trial_entries + [("l", t)], trial_evict
+                return True
+        self.loaded.discard(t)
+        for item in popped:
+            heapq.heappush(self.heap(), item)
+        return False
+
+    def voluntary_evictions(self, candidates: list[int]) -> None:
+        """Drop detail unneeded for `evict_delay_frames`, if the op itself fits."""
+        for t in candidates:
+            if len(self.entries) >= self.config.max_ops:
+                return
+            if t in self.loaded or self.base(t, self.evict_to) >= self.tgt[t]:
+                continue
+            entries, evict_to = list(self.entries), dict(self.evict_to)
+            if t not in evict_to:
+                entries.append(("e", t))
+            evict_to[t] = self.tgt[t]
+            if self.fits(entries, evict_to):
+                self.entries, self.evict_to = entries, evict_to
+
+
+def make_plan(state: StreamerState, table: TextureTable, frame: int, pool_bytes: int,
+              in_flight_bytes: int = 0, config: PolicyConfig = PolicyConfig(),
+              ready: np.ndarray | None = None) -> Plan:
+    """This frame's plan. `ready[t]` says the next finer level of t (resident_base - 1) is
+    in RAM; None means every level is (tests, or sparse/preloaded data). Loads that are not
+    ready become `requests` instead of ops and get no room made for them."""
+    start = resident_bytes(state, table) + int(in_flight_bytes)
+    planner = _Planner(state, table, int(pool_bytes), start, config)
+    requests: list[tuple[int, int]] = []
+    deferred = 0
+    over = start > pool_bytes
+    if over:
+        planner.recover()
+    else:
+        res, tgt = state.resident_base, state.target
+        want = np.flatnonzero(res > tgt)
+        keys = [planner.importance(int(t), int(res[t]) - 1) for t in want]
+        order = sorted(range(len(want)), key=keys.__getitem__, reverse=True)
+        uploads = 0
+        for i in order:
+            t = int(want[i])
+            up = int(table.storage[t, res[t] - 1] - table.storage[t, res[t]])
+            if t in planner.evict_to:
+                continue  # lost its finest level to a more important load this frame
+            if ready is not None and not ready[t]:
+                if len(requests) < config.max_requests:
+                    requests.append((t, int(res[t]) - 1))
+                continue
+            capped = len(planner.entries) >= config.max_ops or (
+                planner.loaded and uploads + up > config.max_upload_bytes)
+            if capped or not planner.try_load(t):
+                deferred += 1
+                continue
+            uploads += up
+        unneeded = np.flatnonzero((state.unwanted_since >= 0) & (res < tgt)
+                                  & (frame - state.unwanted_since >= config.evict_delay_frames))
+        unneeded = sorted(unneeded.tolist(),
+                          key=lambda t: planner.importance(t, int(res[t])))
+        planner.voluntary_evictions(unneeded)
+    ops = tuple(planner.ops(planner.entries, planner.evict_to))
+    peaks = step_peaks(ops, start)
+    return Plan(ops=ops, requests=tuple(requests), start_bytes=start, pool_bytes=int(pool_bytes),
+                peak_bytes=max([start, *peaks]), end_bytes=start + sum(op.delta for op in ops),
+                over_budget=over, deferred_loads=deferred)
+
+
+def apply_ops(state: StreamerState, ops: Iterable[MipOp], now: float) -> StreamerState:
+    """The state after the executor completed `ops` (pass only those it really did)."""
+    new = state.copy()
+    for op in ops:
+        t = op.texture
+        new.resident_base[t] = op.new_base
+        if op.is_load:
+            new.level_times[t, op.new_base:op.old_base] = now
+        else:
+            new.level_times[t, op.old_base:op.new_base] = np.inf
+    return new
+
+
+def fade_min_lod(state: StreamerState, now: float, seconds_per_level: float = 0.3) -> np.ndarray:
+    """Sampler minimum LOD per texture (in levels of the full chain; subtract the storage
+    base for GL_TEXTURE_MIN_LOD of a reallocated texture) so new levels blend in over
+    `seconds_per_level` each instead of popping, as Unreal does.
+
+    A level starts fading when it arrived AND the next coarser one finished fading, so two
+    levels arriving together fade one after the other rather than jumping."""
+    times = state.level_times
+    lvl = np.arange(times.shape[1], dtype=np.float64)[None, :]
+    spl = max(seconds_per_level, 1e-9)
+    # start_l = max(time_l, start_{l+1} + spl)  <=>  w_l = max(time_l + l*spl, w_{l+1})
+    w = np.maximum.accumulate((times + lvl * spl)[:, ::-1], axis=1)[:, ::-1]
+    with np.errstate(invalid="ignore"):
+        progress = np.clip((now - (w - lvl * spl)) / spl, 0.0, 1.0)
+    lod = np.where(lvl >= state.resident_base[:, None], lvl + 1.0 - progress, np.inf)
+    return np.maximum(lod.min(axis=1), state.resident_base).astype(np.float32)

@@ -1,0 +1,463 @@
+"""Bake images into streamable KTX2 textures: image -> mip chain -> BCn blocks -> KTX2 file.
+
+One bake is three kinds of work, each a picklable top-level function so any
+`concurrent.futures.Executor` can run it (a ProcessPoolExecutor by default, or
+`dask.distributed.Client.get_executor()` to bake on a cluster):
+
+  _prepare_task  load + decode the image, choose the exact format, build the mip chain
+  _encode_task   encode a group of pieces: strips of a large level, or several small levels
+  _write_task    assemble the levels and write the (optionally zstd-supercompressed) KTX2
+
+Large levels are cut into strips whose heights are multiples of 4 (BCn blocks are stored
+row by row, so the strips' blocks concatenate to the level's), which keeps every core busy
+even when baking a single 8K texture; small mip-tail levels are grouped so that no task is
+too small to be worth its pickling. PSNR is scored inside the encode tasks from the strips'
+sums of squared error, so the source image never travels twice.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import time
+from collections.abc import Sequence
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+import numpy as np
+
+from ..errors import TextureFormatError
+from ..formats import get
+from ..memory.sizes import format_bytes
+from .encode import decode_image, encode_image
+from .ktx2_write import write_ktx2
+from .mipgen import ColorSpace, generate_mips
+from .progress import Progress
+from .quality import psnr_from_sse, squared_error
+
+log = logging.getLogger(__name__)
+
+FORMAT_CHOICES = ("bc7", "bc1", "bc3", "bc4", "bc5", "rgba8")
+# Pixels per encode task: etcpak BC7 manages a few Mpx/s per core, the others hundreds, so
+# BC7 work is cut finer to spread it over the pool; the rest is cut coarser to save pickling.
+_TASK_PIXELS = {"BC7": 1 << 19}
+_DEFAULT_TASK_PIXELS = 1 << 22
+
+ImageInput = str | os.PathLike | tuple[str, np.ndarray]
+
+
+@dataclass(frozen=True)
+class BakeResult:
+    """What one bake produced and what it cost. `seconds` is the CPU time of all the work
+    for this file (summed over workers, so parallel bakes do not inflate it), and
+    `mpx_per_s` is level-0 megapixels per such second: a per-core throughput."""
+
+    source: str
+    output: Path
+    format: str
+    width: int
+    height: int
+    levels: int
+    bytes: int
+    seconds: float
+    mpx_per_s: float
+    psnr_db: float
+
+
+@dataclass(frozen=True)
+class _Options:
+    fmt: str
+    srgb: bool
+    zstd_level: int | None
+    normal_map: bool
+
+
+@dataclass
+class _Prepared:
+    source: str
+    fmt_name: str
+    levels: list[np.ndarray]
+    psnr_channels: tuple[int, ...]
+    seconds: float
+
+
+@dataclass(frozen=True)
+class _Failed:
+    """An unreadable input, returned rather than raised by `_prepare_task` because
+    TextureFormatError does not survive pickling (its __init__ takes (path, problem) but
+    its args hold only the message), and a worker's exception must cross a process boundary."""
+
+    path: str
+    problem: str
+
+
+@dataclass(frozen=True)
+class _Piece:
+    level: int
+    row0: int
+    rgba: np.ndarray
+
+
+@dataclass(frozen=True)
+class _Encoded:
+    level: int
+    row0: int
+    data: bytes
+    sse: float
+    count: int
+
+
+@dataclass
+class _FileState:
+    """Bookkeeping of one file while its tasks are in flight in `bake_many`."""
+
+    index: int
+    out_path: Path
+    prepared: _Prepared | None = None
+    pending: int = 0
+    encoded: list[_Encoded] = field(default_factory=list)
+    seconds: float = 0.0
+    psnr_db: float = 0.0
+
+
+def load_rgba(path: str | os.PathLike[str]) -> np.ndarray:
+    """Read an image file as (H, W, 4) uint8 RGBA, upright per its EXIF orientation.
+
+    Raises TextureFormatError naming the file for anything Pillow cannot read.
+    """
+    from PIL import Image, ImageOps
+
+    try:
+        with Image.open(path) as im:
+            im = ImageOps.exif_transpose(im)
+            return np.asarray(im.convert("RGBA"), dtype=np.uint8).copy()
+    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:
+        raise TextureFormatError(path, f"cannot read image: {exc}") from exc
+
+
+def choose_format(fmt: str, srgb: bool, rgba: np.ndarray) -> str:
+    """The exact pixel format for a CLI format name: bc1 becomes BC1_RGBA only when some texel
+    is not opaque (BC1_RGB otherwise, so samplers return alpha 1 exactly); bc4/bc5 hold data,
+    never sRGB colour; the others follow `srgb`."""
+    fmt = fmt.lower()
+    suffix = "_SRGB" if srgb else ""
+    if fmt == "bc1":
+        has_alpha = bool((rgba[..., 3] < 255).any())
+        return ("BC1_RGBA" if has_alpha else "BC1_RGB") + suffix
+    if fmt in ("bc3", "bc7", "rgba8"):
+        return fmt.upper() + suffix
+    if fmt in ("bc4", "bc5"):
+        return fmt.upper()
+    raise ValueError(f"unknown bake format {fmt!r}; choose from {', '.join(FORMAT_CHOICES)}")
+
+
+def _colorspace(fmt_name: str, opts: _Options) -> ColorSpace:
+    if opts.normal_map:
+        return "normal"
+    return "srgb" if get(fmt_name).srgb else "linear"
+
+
+def _psnr_channels(fmt_name: str, rgba: np.ndarray) -> tuple[int, ...]:
+    """Channels the format stores: R for BC4, RG for BC5, RGB when alpha carries nothing."""
+    family = get(fmt_name).family
+    if family == "BC4":
+        return (0,)
+    if family == "BC5":
+        return (0, 1)
+    if get(fmt_name).components == 3 or not (rgba[..., 3] < 255).any():
+        return (0, 1, 2)
+    return (0, 1, 2, 3)
+
+
+def _prepare(source: str, rgba: np.ndarray | None, opts: _Options) -> _Prepared:
+    start = time.process_time()
+    image = load_rgba(source) if rgba is None else _check_rgba(rgba, source)
+    fmt_name = choose_format(opts.fmt, opts.srgb, image)
+    levels = generate_mips(image, colorspace=_colorspace(fmt_name, opts))
+    return _Prepared(source, fmt_name, levels, _psnr_channels(fmt_name, image),
+                     time.process_time() - start)
+
+
+def _check_rgba(rgba: np.ndarray, source: str) -> np.ndarray:
+    if rgba.ndim != 3 or rgba.shape[2] != 4 or rgba.dtype != np.uint8 or 0 in rgba.shape:
+        raise TextureFormatError(source, f"expected an (H, W, 4) uint8 RGBA array, got {rgba.shape} {rgba.dtype}")
+    return rgba
+
+
+def _prepare_task(source: str, rgba: np.ndarray | None, opts: _Options) -> _Prepared | _Failed:
+    """Worker entry: `_prepare`, with an unreadable input reported as a value (see _Failed)."""
+    try:
+        return _prepare(source, rgba, opts)
+    except TextureFormatError as exc:
+        return _Failed(exc.path, exc.problem)
+
+
+def _encode_task(pieces: list[_Piece], fmt_name: str,
+                 psnr_channels: tuple[int, ...]) -> tuple[list[_Encoded], float]:
+    """Worker entry: encode pieces; level-0 pieces are decoded again and scored."""
+    start = time.process_time()
+    out = []
+    for piece in pieces:
+        data = encode_image(piece.rgba, fmt_name)
+        sse, count = 0.0, 0
+        if piece.level == 0:
+            h, w = piece.rgba.shape[:2]
+            sse, count = squared_error(decode_image(data, fmt_name, w, h), piece.rgba, psnr_channels)
+        out.append(_Encoded(piece.level, piece.row0, data, sse, count))
+    return out, time.process_time() - start
+
+
+def _write_task(out_path: Path, fmt_name: str, width: int, height: int, levels: list[bytes],
+                zstd_level: int | None) -> tuple[int, float]:
+    """Worker entry: write the KTX2 file; returns (file bytes, CPU seconds)."""
+    start = time.process_time()
+    if zstd_level is None:
+        nbytes = write_ktx2(out_path, fmt_name, width, height, levels)
+    else:
+        nbytes = write_ktx2(out_path, fmt_name, width, height, levels, supercompression="zstd",
+                            zstd_level=zstd_level)
+    return nbytes, time.process_time() - start
+
+
+def _plan(levels: list[np.ndarray], fmt_name: str) -> list[list[_Piece]]:
+    """Group the levels into encode tasks of about `_TASK_PIXELS` pixels: big levels are cut
+    into strips of whole block rows, small levels are batched together."""
+    target = _TASK_PIXELS.get(get(fmt_name).family, _DEFAULT_TASK_PIXELS)
+    groups: list[list[_Piece]] = []
+    batch: list[_Piece] = []
+    batch_pixels = 0
+    for level, img in enumerate(levels):
+        h, w = img.shape[:2]
+        if h * w > target:
+            rows = max(4, (target // w) // 4 * 4)
+            groups.extend([_Piece(level, r, img[r:r + rows])] for r in range(0, h, rows))
+            continue
+        batch.append(_Piece(level, 0, img))
+        batch_pixels += h * w
+        if batch_pixels >= target:
+            groups.append(batch)
+            batch, batch_pixels = [], 0
+    if batch:
+        groups.append(batch)
+    return groups
+
+
+def _assemble(encoded: list[_Encoded], count: int) -> tuple[list[bytes], float]:
+    """Level byte strings (strips joined in row order) and level-0 PSNR from encoded pieces."""
+    by_level: list[list[_Encoded]] = [[] for _ in range(count)]
+    for e in encoded:
+        by_level[e.level].append(e)
+    levels = [b"".join(e.data for e in sorted(parts, key=lambda e: e.row0)) for parts in by_level]
+    sse = sum(e.sse for e in by_level[0])
+    n = sum(e.count for e in by_level[0])
+    return levels, psnr_from_sse(sse, n)
+
+
+def _result(prep: _Prepared, out_path: Path, nbytes: int, seconds: float, psnr_db: float) -> BakeResult:
+    h, w = prep.levels[0].shape[:2]
+    return BakeResult(source=prep.source, output=out_path, format=prep.fmt_name, width=w, height=h,
+                      levels=len(prep.levels), bytes=nbytes, seconds=seconds,
+                      mpx_per_s=(w * h / 1e6) / seconds if seconds > 0 else float("inf"),
+                      psnr_db=psnr_db)
+
+
+def _bake_inline(source: str, rgba: np.ndarray | None, out_path: Path, opts: _Options) -> BakeResult:
+    prep = _prepare(source, rgba, opts)
+    encoded, enc_s = _encode_task([p for g in _plan(prep.levels, prep.fmt_name) for p in g],
+                                  prep.fmt_name, prep.psnr_channels)
+    levels, psnr_db = _assemble(encoded, len(prep.levels))
+    h, w = prep.levels[0].shape[:2]
+    nbytes, write_s = _write_task(out_path, prep.fmt_name, w, h, levels, opts.zstd_level)
+    result = _result(prep, out_path, nbytes, prep.seconds + enc_s + write_s, psnr_db)
+    log.info("baked %s -> %s (%s, %.1f dB)", source, out_path, prep.fmt_name, psnr_db)
+    return result
+
+
+def bake_image(rgba: np.ndarray, out_path: str | os.PathLike[str], fmt: str = "bc7", srgb: bool = True,
+               zstd_level: int | None = None, *, normal_map: bool = False,
+               source: str = "<array>") -> BakeResult:
+    """Bake an in-memory (H, W, 4) uint8 RGBA image to the KTX2 file `out_path`, in this
+    process (for many images at once use `bake_many` with (name, array) inputs)."""
+    out = Path(out_path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    return _bake_inline(source, rgba, out, _Options(fmt, srgb, zstd_level, normal_map))
+
+
+def bake_file(src: str | os.PathLike[str], out_dir: str | os.PathLike[str], fmt: str = "bc7",
+              srgb: bool = True, zstd_level: int | None = None, *,
+              normal_map: bool = False) -> BakeResult:
+    """Bake one image file to `out_dir/<stem>.ktx2`, in this process."""
+    out_path = Path(out_dir) / (Path(src).stem + ".ktx2")
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    return _bake_inline(os.fspath(src), None, out_path, _Options(fmt, srgb, zstd_level, normal_map))
+
+
+def _split_input(item: ImageInput) -> tuple[str, np.ndarray | None, str]:
+    """(source name, array or None, output stem) of a bake_many input."""
+    if isinstance(item, tuple):
+        name, rgba = item
+        return name, rgba, Path(name).stem
+    return os.fspath(item), None, Path(item).stem
+
+
+def bake_many(inputs: Sequence[ImageInput], out_dir: str | os.PathLike[str], fmt: str = "bc7",
+              srgb: bool = True, zstd_level: int | None = None, *, normal_map: bool = False,
+              executor: Executor | None = None, jobs: int | None = None,
+              progress: bool = True) -> list[BakeResult]:
+    """Bake many images in parallel, over files and over the levels (and strips of levels)
+    of each file. Inputs are image paths or (name, RGBA array) pairs; outputs go to
+    `out_dir/<stem>.ktx2`; results come back in input order.
+
+    `executor` runs the tasks (any concurrent.futures.Executor, e.g. a dask.distributed
+    client's `get_executor()`); without one a ProcessPoolExecutor of `jobs` workers (default:
+    all cores) is made and shut down here. At most about `jobs` files are prepared ahead of
+    the encoders, so memory stays bounded however many inputs there are. The first unreadable
+    input raises TextureFormatError and cancels what is still queued.
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    opts = _Options(fmt, srgb, zstd_level, normal_map)
+    choose_format(fmt, srgb, np.zeros((1, 1, 4), np.uint8))  # reject a bad name before any work
+    split = [_split_input(item) for item in inputs]
+    stems = [stem for _, _, stem in split]
+    dupes = sorted({s for s in stems if stems.count(s) > 1})
+    if dupes:
+        raise ValueError(f"several inputs would write the same output: {', '.join(dupes)}")
+
+    workers = jobs or os.cpu_count() or 1
+    own = executor is None
+    pool = ProcessPoolExecutor(max_workers=workers) if own else executor
+    assert pool is not None
+    wall = time.perf_counter()
+    try:
+        with Progress(len(split), "bake", enabled=None if progress else False) as bar:
+            results = _run(pool, split, out, opts, max(2, workers), bar)
+    finally:
+        if own:
+            pool.shutdown(wait=True, cancel_futures=True)
+    wall = time.perf_counter() - wall
+    mpx = sum(r.width * r.height for r in results) / 1e6
+    log.info("baked %d file(s), %.1f Mpx in %.2f s wall (%.1f Mpx/s)", len(results), mpx, wall,
+             mpx / wall if wall > 0 else float("inf"))
+    return results
+
+
+def _run(pool: Executor, split: list[tuple[str, np.ndarray | None, str]], out: Path, opts: _Options,
+         ahead: int, bar: Progress) -> list[BakeResult]:
+    """Drive the prepare -> encode -> write state machine of every file over `pool`."""
+    results: list[BakeResult | None] = [None] * len(split)
+    states = [_FileState(i, out / f"{stem}.ktx2") for i, (_, _, stem) in enumerate(split)]
+    futures: dict[Future, tuple[str, _FileState]] = {}
+    next_file = 0
+    prepared_waiting = 0  # files whose levels sit in this process waiting for encoders
+
+    def start_more() -> None:
+        nonlocal next_file, prepared_waiting
+        while next_file < len(split) and prepared_waiting < ahead:
+            source, rgba, _ = split[next_file]
+            futures[pool.submit(_prepare_task, source, rgba, opts)] = ("prepare", states[next_file])
+            next_file += 1
+            prepared_waiting += 1
+
+    try:
+        start_more()
+        while futures:
+            done, _ = wait(list(futures), return_when=FIRST_COMPLETED)
+            for fut in done:
+                kind, st = futures.pop(fut)
+                if kind == "prepare":
+                    prep = fut.result()
+                    if isinstance(prep, _Failed):
+                        raise TextureFormatError(prep.path, prep.problem)
+                    st.prepared, st.seconds = prep, prep.seconds
+                    groups = _plan(prep.levels, prep.fmt_name)
+                    st.pending = len(groups)
+                    for group in groups:
+                        futures[pool.submit(_encode_task, group, prep.fmt_name,
+                                            prep.psnr_channels)] = ("encode", st)
+                elif kind == "encode":
+                    encoded, secs = fut.result()
+                    st.encoded.extend(encoded)
+                    st.seconds += secs
+                    st.pending -= 1
+                    if st.pending == 0:
+                        prep = st.prepared
+                        assert prep is not None
+                        levels, st.psnr_db = _assemble(st.encoded, len(prep.levels))
+                        st.encoded = []
+                        h, w = prep.levels[0].shape[:2]
+                        futures[pool.submit(_write_task, st.out_path, prep.fmt_name, w, h, levels,
+                                            opts.zstd_level)] = ("write", st)
+                else:
+                    nbytes, secs = fut.result()
+                    prep = st.prepared
+                    assert prep is not None
+                    results[st.index] = _result(prep, st.out_path, nbytes, st.seconds + secs,
+                                                st.psnr_db)
+                    st.prepared = None
+                    prepared_waiting -= 1
+                    bar.advance(1, Path(st.out_path).name)
+                    log.info("baked %s -> %s", prep.source, st.out_path)
+            start_more()
+    finally:
+        for fut in futures:
+            fut.cancel()
+    return [r for r in results if r is not None]
+
+
+def _table(results: Sequence[BakeResult]) -> str:
+    header = f"{'file':<28} {'format':<14} {'size':>11} {'lv':>3} {'bytes':>11} {'sec':>7} {'Mpx/s':>7} {'PSNR dB':>8}"
+    lines = [header, "-" * len(header)]
+    for r in results:
+        name = Path(r.output).name
+        lines.append(f"{name[:28]:<28} {r.format:<14} {f'{r.width}x{r.height}':>11} {r.levels:>3} "
+                     f"{format_bytes(r.bytes):>11} {r.seconds:>7.2f} {r.mpx_per_s:>7.1f} {r.psnr_db:>8.2f}")
+    return "\n".join(lines)
+
+
+def bake_main(argv: Sequence[str] | None = None) -> int:
+    """`python -m engine bake INPUT... -o OUTDIR [--format F] [--srgb|--linear] [--zstd LEVEL]
+    [--jobs N]`: bake images in parallel and print one table row per file. Returns the exit
+    status: 0 when every file baked, 1 for an unreadable input, 2 for bad arguments."""
+    parser = argparse.ArgumentParser(prog="python -m engine bake",
+                                     description="Bake images to mipmapped, BCn-compressed KTX2 textures.")
+    parser.add_argument("inputs", nargs="+", metavar="INPUT", help="image files (PNG, JPEG, ...)")
+    parser.add_argument("-o", "--out", required=True, metavar="OUTDIR", help="output directory")
+    parser.add_argument("--format", default="bc7", choices=FORMAT_CHOICES,
+                        help="block format (default bc7); bc4/bc5 are always linear")
+    space = parser.add_mutually_exclusive_group()
+    space.add_argument("--srgb", dest="srgb", action="store_true", default=True,
+                       help="colour texture: sRGB format, mips filtered in linear light (default)")
+    space.add_argument("--linear", dest="srgb", action="store_false",
+                       help="data texture: linear format, no sRGB conversion")
+    parser.add_argument("--normal-map", action="store_true",
+                        help="tangent-space normal map: mips filtered as unit vectors")
+    parser.add_argument("--zstd", type=int, default=None, metavar="LEVEL",
+                        help="zstd-supercompress each level at this level (1-22)")
+    parser.add_argument("--jobs", type=int, default=None, metavar="N",
+                        help="worker processes (default: all cores)")
+    parser.add_argument("--no-progress", dest="progress", action="store_false",
+                        help="no progress bar on stderr")
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    if args.jobs is not None and args.jobs < 1:
+        parser.print_usage(sys.stderr)
+        print("error: --jobs must be at least 1", file=sys.stderr)
+        return 2
+
+    wall = time.perf_counter()
+    try:
+        results = bake_many(args.inputs, args.out, args.format, args.srgb, args.zstd,
+                            normal_map=args.normal_map, jobs=args.jobs, progress=args.progress)
+    except (TextureFormatError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    wall = time.perf_counter() - wall
+    print(_table(results))
+    mpx = sum(r.width * r.height for r in results) / 1e6
+    print(f"{len(results)} file(s), {mpx:.1f} Mpx in {wall:.2f} s wall "
+          f"({mpx / wall if wall > 0 else float('inf'):.1f} Mpx/s)")
+    return 0
