@@ -65,6 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
     info.add_argument("--budget", default="80%", help='"512MiB" or "80%%" of detected VRAM')
     info.add_argument("--headless", action="store_true", help="force EGL even with a display")
     info.set_defaults(func=_info)
+    from .bench.harness import add_parser as add_bench
+    add_bench(sub)
     return p
 
 

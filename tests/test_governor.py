@@ -8,7 +8,8 @@ from hypothesis import given, settings, strategies as st
 
 from engine.errors import BudgetError
 from engine.memory.budget import Budget
-from engine.memory.governor import Allocation, Governor, GovernorInputs, GovernorSettings
+from engine.memory.governor import (Allocation, Governor, GovernorInputs, GovernorSettings,
+                                    split_usage)
 from engine.resolution.policy import ResolutionController
 from engine.resolution.targets_spec import TargetsSpec
 
@@ -136,6 +137,13 @@ def test_bad_inputs_raise_budget_error(field: str, value: object) -> None:
 def test_bad_prefer_raises(prefer: float) -> None:
     with pytest.raises(BudgetError):
         GovernorSettings(prefer=prefer)
+
+
+def test_split_usage_from_ledger_categories() -> None:
+    by_cat = {"texture.streamed": 300, "texture.static": 50, "target": 200, "buffer": 40,
+              "staging": 8, "other": 2}
+    assert split_usage(by_cat) == (100, 200, 300)
+    assert split_usage({}) == (0, 0, 0)
 
 
 def test_takes_the_budget_objects_bytes() -> None:

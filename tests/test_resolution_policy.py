@@ -114,16 +114,20 @@ def test_six_hundred_steady_frames_make_no_resize() -> None:
     assert sum(d.resize for d in decisions[1:]) == 0
 
 
-@pytest.mark.parametrize("noise", [1, 4096, 64 * 1024])
-def test_no_oscillation_on_a_boundary(noise: int) -> None:
-    """Allowance on the exact byte cost of 0.75 +- noise: at most one change, ever."""
-    rng = random.Random(noise)
-    ctrl = ResolutionController(SPEC)
+@pytest.mark.parametrize("noise", [1, 4096, 1 << 20])
+@pytest.mark.parametrize("p_below", [0.25, 0.5, 0.75])
+def test_no_oscillation_on_a_boundary(noise: int, p_below: float) -> None:
+    """Allowance on the exact byte cost of 0.75 +- noise. Memory forces every dip (it must), but
+    the backed-off rise hold (8 -> 32 -> 128 frames) ends it: at most two round trips per
+    10 s, over many noise sequences, and only between the two neighbouring scales."""
     boundary = cost(0.75)
-    scales = [run(ctrl, boundary + rng.randint(-noise, noise), free=0).scale
-              for _ in range(600)]
-    changes = sum(a != b for a, b in zip(scales, scales[1:]))
-    assert changes <= 1 and set(scales) <= {0.75, 0.6875}
+    for seed in range(10):
+        rng = random.Random(seed)
+        ctrl = ResolutionController(SPEC)
+        scales = [run(ctrl, boundary + (-noise if rng.random() < p_below else noise)).scale
+                  for _ in range(600)]
+        changes = sum(a != b for a, b in zip(scales, scales[1:]))
+        assert changes <= 4 and set(scales) <= {0.75, 0.6875}
 
 
 def test_going_up_needs_cooldown_and_a_stable_window() -> None:
@@ -133,10 +137,25 @@ def test_going_up_needs_cooldown_and_a_stable_window() -> None:
     ups = [run(ctrl, cost(1.0), free=cost(1.0)) for _ in range(s.cooldown_frames)]
     assert [d.resize for d in ups] == [False] * (s.cooldown_frames - 1) + [True]
     assert ups[-1].scale == 1.0 and ups[-1].reason == "up" and not ups[-1].release_first
-    # One dip in the window blocks the next rise for a whole window.
+    # A frame that wants less than the rise (without forcing a drop) restarts the window, and
+    # the rise goes to the lowest scale wanted across it.
+    ctrl = ResolutionController(SPEC, s)
+    run(ctrl, cost(0.5))
+    for allowance in [cost(1.0)] * 5 + [cost(0.5)] + [cost(1.0)] * 7:
+        assert not run(ctrl, allowance).resize
+    assert run(ctrl, cost(0.75)).scale == 0.75
+    # A dip that undoes a recent rise backs the hold off.
     ctrl = ResolutionController(SPEC, s)
     run(ctrl, cost(0.5))
     for _ in range(20):
+        run(ctrl, cost(1.0))
+    d = run(ctrl, cost(0.5))
+    assert d.resize and d.reason == "memory"
+    # That dip undid a rise 12 frames old (< 4 holds): the hold backed off to 4 x 8 frames.
+    rising = [run(ctrl, cost(1.0)) for _ in range(4 * s.cooldown_frames)]
+    assert [d.resize for d in rising].index(True) == 4 * s.cooldown_frames - 1
+    # A dip long after a rise is not flapping: the hold is back to cooldown_frames.
+    for _ in range(200):
         run(ctrl, cost(1.0))
     run(ctrl, cost(0.5))
     rising = [run(ctrl, cost(1.0)) for _ in range(s.cooldown_frames)]

@@ -380,20 +380,25 @@ class Device:
                                         w, h, src.layers * src.faces)
         self.check_errors(f"copy of levels {list(chain_levels)} '{src.label}' -> '{dst.label}'")
 
-    def read_level(self, tex: GpuTexture, chain_level: int, face: int = 0) -> bytes:
+    def read_level(self, tex: GpuTexture, chain_level: int, face: int = 0,
+                   rgba8: bool = False) -> bytes:
         """What the GPU holds for one level (every layer and face of an array; one face of
-        a cube map), for tests and round trips."""
+        a cube map), for tests and round trips. With `rgba8` the driver decodes it to
+        RGBA8 (for compressed formats: the driver's own decoder, what sampling sees)."""
         self._require_render_thread("read_level")
         lvl = tex.storage_level(chain_level)
         w, h = mip_dims(tex.chain_width, tex.chain_height, chain_level)
         layered = tex.target in (K.TEXTURE_2D_ARRAY, K.TEXTURE_CUBE_MAP_ARRAY)
-        n = level_bytes(tex.fmt, w, h) * (tex.layers * tex.faces if layered else 1)
+        per = w * h * 4 if rgba8 else level_bytes(tex.fmt, w, h)
+        n = per * (tex.layers * tex.faces if layered else 1)
         out = (C.c_ubyte * n)()
         target = K.TEXTURE_CUBE_MAP_POSITIVE_X + face if tex.target == K.TEXTURE_CUBE_MAP \
             else tex.target
         self.raw.glBindTexture(tex.target, tex.glo)
         self.raw.glPixelStorei(K.PACK_ALIGNMENT, 1)
-        if tex.fmt.compressed:
+        if rgba8:
+            self.raw.glGetTexImage(target, lvl, K.GL_RGBA, K.UNSIGNED_BYTE, out)
+        elif tex.fmt.compressed:
             self.raw.glGetCompressedTexImage(target, lvl, out)
         else:
             self.raw.glGetTexImage(target, lvl, tex.fmt.gl_format, tex.fmt.gl_type, out)

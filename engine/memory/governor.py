@@ -41,7 +41,7 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from ..errors import BudgetError
 from .sizes import format_bytes
@@ -57,6 +57,19 @@ def check_bytes(name: str, value: float | int) -> int:
     if not math.isfinite(value) or value < 0:
         raise BudgetError(f"{name} must be finite and >= 0, got {value!r}")
     return int(value)
+
+
+#: Ledger categories that are not fixed: render targets and the streaming pool.
+TARGET_CATEGORY = "target"
+STREAMED_CATEGORY = "texture.streamed"
+
+
+def split_usage(by_category: Mapping[str, int]) -> tuple[int, int, int]:
+    """(fixed, target, streamed) bytes from the ledger's per-category totals. Everything the
+    governor cannot resize (buffers, static textures, staging, other) counts as fixed."""
+    target = by_category.get(TARGET_CATEGORY, 0)
+    streamed = by_category.get(STREAMED_CATEGORY, 0)
+    return sum(by_category.values()) - target - streamed, target, streamed
 
 
 def _check_scale(name: str, value: float) -> float:

@@ -14,7 +14,8 @@ scales to fit *memory*, so a change of scale is a real reallocation, and it has 
   rise goes to the *minimum* wanted over them, so one dip keeps the lower scale), and the change
   must be at least `up_threshold` relative (Unreal: 8 frames, 2%). `hold` starts at
   `cooldown_frames` and backs off exponentially: a memory drop that undoes a rise within
-  4 x `hold` frames doubles it (up to `max_rise_hold_frames`), a drop after that resets it.
+  4 x `hold` frames quadruples it (8, 32, 128, 512 = `max_rise_hold_frames`), a drop after
+  that resets it.
   So an allowance sitting on a boundary +- noise makes a handful of changes, then none, while a
   clean, stable allowance (what the governor hands out: exact grid costs) is followed promptly.
 * Optional frame-time target: a PI controller with a dead band (as Filament does) proposes a
@@ -219,7 +220,8 @@ class ResolutionController:
 
         memory_scale, fits = self._memory_scale(allowance)
         if self._pi is not None and frame_ms is not None:
-            self._time_scale = self._nearest(self._pi.update(frame_ms, self._scale or self.settings.max_scale))
+            applied = self._scale if self._scale is not None else self.settings.max_scale
+            self._time_scale = self._nearest(self._pi.update(frame_ms, applied))
         wanted = min(memory_scale, self.scale_cap)
         self._wanted.append(wanted)
 
@@ -308,7 +310,7 @@ class ResolutionController:
         return "frame time"
 
     def _back_off(self) -> None:
-        """A memory drop: double the rise hold if it undid a recent rise (the allowance is
+        """A memory drop: quadruple the rise hold if it undid a recent rise (the allowance is
         flapping around a boundary), else start afresh."""
         s = self.settings
         if self._since_rise is not None and self._since_rise < 4 * self._rise_hold:

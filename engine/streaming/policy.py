@@ -14,7 +14,10 @@ always-resident tail (O3DE's mip tail): allocated at registration and never evic
 Rules, each one exactly true of every plan (tests/test_streaming_policy.py):
 - Hard budget: a plan that starts within the pool never exceeds it at any step, counting
   in-flight bytes and each op's transient peak (`step_peaks`). A plan that starts above it
-  (the pool was cut under us) holds only evictions, least important first, until it fits.
+  (the pool was cut under us) holds only evictions, least important first, down to the
+  low-water mark `pool - reserve`. A plan with loads ends at or below that mark, where
+  `reserve` (`tail_reserve`) is what shrinking any texture to its tail needs: a full pool
+  can thus always make room, it never deadlocks.
 - Importance of one level (t, l), compared as a tuple, larger is more important:
   (frame t was last visible, l is needed (l >= target), l is acceptable (l >= target + 2,
   or the tail), -bytes of l). Loads go most important first; evictions take the finest
@@ -235,6 +238,7 @@ class Plan:
     end_bytes: int
     over_budget: bool
     deferred_loads: int
+    reserve_bytes: int
 
     @property
     def loads(self) -> list[MipOp]:
@@ -247,6 +251,15 @@ class Plan:
     @property
     def upload_bytes(self) -> int:
         return sum(op.upload_bytes for op in self.ops)
+
+
+def tail_reserve(table: TextureTable, config: PolicyConfig) -> int:
+    """Bytes loads must leave free: the largest tail storage. With that much headroom any
+    texture can always be shrunk to its tail (a realloc needs its new storage first), so a
+    full pool can never deadlock with nothing evictable. Zero for sparse storage."""
+    if not config.realloc or len(table.levels) == 0:
+        return 0
+    return int(table.bytes_at(table.tail_base).max())
 
 
 def resident_bytes(state: StreamerState, table: TextureTable) -> int:
@@ -271,6 +284,7 @@ class _Planner:
         self.acc = np.minimum(state.target + config.acceptable_offset, table.tail_base).tolist()
         self.last = state.last_visible.tolist()
         self.storage = table.storage
+        self.reserve = tail_reserve(table, config)
         # Entries in execution order: ("e", t) eviction to self.evict_to[t], ("l", t) load.
         self.entries: list[tuple[str, int]] = []
         self.evict_to: dict[int, int] = {}
@@ -293,7 +307,12 @@ class _Planner:
         return out
 
     def fits(self, entries: list[tuple[str, int]], evict_to: dict[int, int]) -> bool:
-        return plan_fits(self.ops(entries, evict_to), self.start, self.pool)
+        """Every step within the pool, and a plan with loads leaves the tail reserve free."""
+        ops = self.ops(entries, evict_to)
+        if not plan_fits(ops, self.start, self.pool):
+            return False
+        end = self.start + sum(op.delta for op in ops)
+        return end <= self.pool - self.reserve or not any(op.is_load for op in ops)
 
     # -- eviction candidates: a lazy heap of each texture's finest evictable level --------
     def heap(self) -> list[tuple[Importance, int, int]]:
@@ -333,11 +352,19 @@ class _Planner:
             entries.append(("e", t))
         evict_to[t] = lvl + 1
 
+    def arranged(self, new: list[tuple[str, int]], evict_to: dict[int, int],
+                 load: int) -> list[tuple[str, int]]:
+        """Committed entries, then this load's evictions smallest transient first (for
+        steps that all free bytes, ascending headroom need is the order most likely to
+        fit), then the load."""
+        new = sorted(new, key=lambda e: int(self.storage[e[1], evict_to[e[1]]]))
+        return self.entries + new + [("l", load)]
+
     # -- the three modes ------------------------------------------------------------------
     def recover(self) -> None:
         """Over the pool before doing anything: evict least important first until it fits."""
         total = self.start
-        while total > self.pool:
+        while total > self.pool - self.reserve:
             item = self.pop_evictable(self.evict_to, None)
             if item is None:
                 return
@@ -354,7 +381,8 @@ class _Planner:
             self.loaded.add(t)
             return True
         key = self.importance(t, self.res[t] - 1)
-        trial_entries, trial_evict = list(self.entries), dict(self.evict_to)
+        new: list[tuple[str, int]] = []
+        trial_evict = dict(self.evict_to)
         popped = []
         self.loaded.add(t)  # t's own levels are not candidates
         while True:
@@ -362,11 +390,12 @@ class _Planner:
             if item is None:
                 break
             popped.append(item)
-            self.evict_level(trial_entries, trial_evict, item[1], item[2])
-            if len(trial_entries) + 1 > self.config.max_ops:
+            self.evict_level(new, trial_evict, item[1], item[2])
+            if len(self.entries) + len(new) + 1 > self.config.max_ops:
                 break
-            if self.fits(trial_entries + [("l", t)], trial_evict):
-                self.entries, self.evict_to = trial_entries + [("l", t)], trial_evict
+            trial = self.arranged(new, trial_evict, t)
+            if self.fits(trial, trial_evict):
+                self.entries, self.evict_to = trial, trial_evict
                 return True
         self.loaded.discard(t)
         for item in popped:
@@ -431,7 +460,7 @@ def make_plan(state: StreamerState, table: TextureTable, frame: int, pool_bytes:
     peaks = step_peaks(ops, start)
     return Plan(ops=ops, requests=tuple(requests), start_bytes=start, pool_bytes=int(pool_bytes),
                 peak_bytes=max([start, *peaks]), end_bytes=start + sum(op.delta for op in ops),
-                over_budget=over, deferred_loads=deferred)
+                over_budget=over, deferred_loads=deferred, reserve_bytes=planner.reserve)
 
 
 def apply_ops(state: StreamerState, ops: Iterable[MipOp], now: float) -> StreamerState:
@@ -459,7 +488,10 @@ def fade_min_lod(state: StreamerState, now: float, seconds_per_level: float = 0.
     spl = max(seconds_per_level, 1e-9)
     # start_l = max(time_l, start_{l+1} + spl)  <=>  w_l = max(time_l + l*spl, w_{l+1})
     w = np.maximum.accumulate((times + lvl * spl)[:, ::-1], axis=1)[:, ::-1]
+    start = w - lvl * spl
     with np.errstate(invalid="ignore"):
-        progress = np.clip((now - (w - lvl * spl)) / spl, 0.0, 1.0)
-    lod = np.where(lvl >= state.resident_base[:, None], lvl + 1.0 - progress, np.inf)
-    return np.maximum(lod.min(axis=1), state.resident_base).astype(np.float32)
+        progress = np.clip((now - start) / spl, 0.0, 1.0)
+    started = (lvl >= state.resident_base[:, None]) & (start <= now)
+    lod = np.where(started, lvl + 1.0 - progress, np.inf).min(axis=1)
+    base = state.resident_base.astype(np.float64)
+    return np.where(np.isfinite(lod), np.maximum(lod, base), base).astype(np.float32)

@@ -17,9 +17,12 @@ def squared_error(a: np.ndarray, b: np.ndarray, channels: Sequence[int] | None =
         raise ValueError(f"shape mismatch {a.shape} vs {b.shape}")
     if channels is not None:
         a, b = a[..., list(channels)], b[..., list(channels)]
-    diff = a.astype(np.float64) - b.astype(np.float64)
-    flat = diff.ravel()
-    return float(flat @ flat), int(flat.size)
+    if a.dtype == np.uint8 and b.dtype == np.uint8:
+        # Exact integer arithmetic, and ~5x faster than going through float64.
+        diff = a.astype(np.int32) - b
+        return float(np.einsum("i,i->", diff.ravel(), diff.ravel(), dtype=np.int64)), int(diff.size)
+    diff = (a.astype(np.float64) - b).ravel()
+    return float(diff @ diff), int(diff.size)
 
 
 def psnr_from_sse(sse: float, count: int, peak: float = 255.0) -> float:

@@ -1,0 +1,70 @@
+"""Shared helpers of the benchmark suites: timing medians and draws that touch textures."""
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+FULLSCREEN_VS = """#version 330
+out vec2 uv;
+void main() {
+    vec2 p = vec2((gl_VertexID << 1) & 2, gl_VertexID & 2);
+    uv = p;
+    gl_Position = vec4(p * 2.0 - 1.0, 0.0, 1.0);
+}"""
+SAMPLE_FS = """#version 330
+uniform sampler2D tex;
+in vec2 uv;
+out vec4 color;
+void main() { color = texture(tex, uv); }"""
+
+
+@dataclass
+class SuiteResult:
+    """One suite's output: rows for the table and the raw figures for the JSON."""
+
+    name: str
+    rows: list[dict] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def median_time(fn: Callable[[], object], repeats: int) -> tuple[float, list[float]]:
+    """Median wall seconds of `fn` over `repeats` runs, and every sample."""
+    samples = []
+    for _ in range(max(1, repeats)):
+        t0 = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - t0)
+    return statistics.median(samples), samples
+
+
+class TextureToucher:
+    """Draws a fullscreen triangle sampling each texture, so drivers that place textures on
+    first use (NVIDIA, see DESIGN.md section 2) really have them resident."""
+
+    def __init__(self, device) -> None:
+        self.device = device
+        self.prog = device.program(vertex_shader=FULLSCREEN_VS, fragment_shader=SAMPLE_FS,
+                                   label="bench-sample")
+        self.vao = device.vertex_array(self.prog, [], label="bench-fullscreen")
+        self.color = device.texture((64, 64), label="bench-touch-target", category="target")
+        self.fbo = device.framebuffer([self.color], label="bench-touch-fbo")
+
+    def touch(self, textures) -> None:
+        self.fbo.use()
+        for tex in textures:
+            tex.use(0)
+            self.vao.render(vertices=3)
+        self.device.ctx.finish()
+
+    def release(self) -> None:
+        for obj in (self.vao, self.prog, self.fbo, self.color):
+            self.device.release(obj)
+
+
+def random_blocks(nbytes: int, seed: int = 0) -> bytes:
+    """Payload for compressed uploads where content does not matter (sizes, speed)."""
+    return np.random.default_rng(seed).integers(0, 256, nbytes, dtype=np.uint8).tobytes()

@@ -1,0 +1,64 @@
+"""The bench command: run suites, print their rows as tables, write JSON."""
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib
+import json
+import logging
+import platform
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+SUITES = ("accounting",)
+
+
+def _table(rows: list[dict]) -> str:
+    if not rows:
+        return "  (no rows)"
+    cols = list(dict.fromkeys(k for r in rows for k in r))
+    fmt = lambda v: f"{v:.3g}" if isinstance(v, float) else str(v)  # noqa: E731
+    widths = {c: max(len(c), *(len(fmt(r.get(c, ""))) for r in rows)) for c in cols}
+    lines = ["  " + "  ".join(c.ljust(widths[c]) for c in cols)]
+    for r in rows:
+        lines.append("  " + "  ".join(fmt(r.get(c, "")).ljust(widths[c]) for c in cols))
+    return "\n".join(lines)
+
+
+def bench_main(args: argparse.Namespace) -> int:
+    from ..gl.device import Device
+
+    names = args.suites or list(SUITES)
+    unknown = [n for n in names if n not in SUITES]
+    if unknown:
+        raise SystemExit(f"unknown suite(s) {unknown}; known: {', '.join(SUITES)}")
+    device = Device.headless(args.budget)
+    out = {"machine": {"renderer": device.caps.renderer, "gl_version": device.caps.gl_version,
+                       "host": platform.node(), "cpu_count": __import__("os").cpu_count()},
+           "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+           "quick": args.quick, "suites": {}}
+    try:
+        for name in names:
+            suite = importlib.import_module(f"engine.bench.{name}")
+            res = suite.run(device, quick=args.quick)
+            out["suites"][name] = {"rows": res.rows, "notes": res.notes}
+            print(f"== {name} ({device.caps.renderer})")
+            print(_table(res.rows))
+            for note in res.notes:
+                print(f"  note: {note}")
+    finally:
+        device.shutdown()
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(out, indent=2))
+    return 0
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("bench", help="benchmarks: ratios side by side in one run")
+    p.add_argument("suites", nargs="*", help=f"suites to run (default all): {', '.join(SUITES)}")
+    p.add_argument("--json", help="write the figures to this JSON file")
+    p.add_argument("--quick", action="store_true", help="small sizes, for CI smoke runs")
+    p.add_argument("--budget", default="80%")
+    p.set_defaults(func=bench_main)

@@ -1,0 +1,69 @@
+"""Uploading texture files: immutable storage of exactly the levels asked for.
+
+The streamer and the static loader both come here. A level range base..last of the file's
+chain becomes a GpuTexture whose storage holds just those levels (ledgered with their exact
+bytes). Formats the driver cannot sample are decoded on the CPU to RGBA8 (sRGB kept) and
+accounted at their real 4 bytes per texel; `force_cpu_decode` takes that path on purpose so
+tests cover it on drivers that sample everything.
+"""
+from __future__ import annotations
+
+import logging
+
+from ..errors import UnsupportedFormatError
+from ..formats import PixelFormat, get as get_format
+from ..textures import TextureFile, decode_rgba
+from .device import Device
+from .textures import GpuTexture
+
+log = logging.getLogger(__name__)
+
+
+def gpu_format(device: Device, tf: TextureFile, force_cpu_decode: bool = False) -> PixelFormat:
+    """The format the GPU copy will have: the file's own, or RGBA8 after a CPU decode."""
+    fmt = tf.pixel_format
+    if not force_cpu_decode and device.caps.can_sample(fmt):
+        return fmt
+    return get_format("RGBA8_SRGB" if fmt.srgb else "RGBA8")
+
+
+def level_payload(tf: TextureFile, fmt: PixelFormat, level: int, layer: int, face: int) -> bytes:
+    """Bytes of one image ready for `Device.upload` in `fmt` (decoding when fmt differs)."""
+    if fmt is tf.pixel_format:
+        return tf.read_level(level, layer, face)
+    return decode_rgba(tf, level, layer, face).tobytes()
+
+
+def upload_texture_file(device: Device, tf: TextureFile, *, base_level: int = 0,
+                        last_level: int | None = None, category: str = "texture.static",
+                        label: str | None = None, force_cpu_decode: bool = False) -> GpuTexture:
+    """Make storage for chain levels base_level..last_level of `tf` and fill them.
+
+    If any read or upload fails the texture is released before the error propagates:
+    no half-made texture stays allocated."""
+    if tf.depth > 1:
+        raise UnsupportedFormatError(tf.path, f"{tf.format} 3D", "3D textures are not uploaded")
+    last = len(tf.levels) - 1 if last_level is None else last_level
+    if not 0 <= base_level <= last < len(tf.levels):
+        raise ValueError(f"{tf.path}: level range {base_level}..{last} outside "
+                         f"0..{len(tf.levels) - 1}")
+    fmt = gpu_format(device, tf, force_cpu_decode)
+    if fmt is not tf.pixel_format:
+        log.info("%s: %s decoded on the CPU to %s", tf.path, tf.format, fmt.name)
+    tex = device.storage_texture(fmt, tf.width, tf.height, levels=last - base_level + 1,
+                                 base_level=base_level, layers=tf.layers, cube=tf.is_cube,
+                                 category=category, label=label or tf.path.name)
+    try:
+        for level in range(base_level, last + 1):
+            fill_level(device, tex, tf, level)
+    except BaseException:
+        device.release(tex)
+        raise
+    return tex
+
+
+def fill_level(device: Device, tex: GpuTexture, tf: TextureFile, level: int) -> None:
+    """Upload every layer and face of one chain level of `tf` into `tex`."""
+    for layer in range(tf.layers):
+        for face in range(tf.faces):
+            device.upload(tex, level, level_payload(tf, tex.fmt, level, layer, face), layer, face)
