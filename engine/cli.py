@@ -56,6 +56,33 @@ def _info(args: argparse.Namespace) -> int:
     return 0
 
 
+def _describe(info: dict) -> str:
+    """inspect()'s dict as a few readable lines and a level table."""
+    head = (f"{info['path']}: {info['container']} {info['format']} {info['width']}x"
+            f"{info['height']} layers={info.get('layers', 1)} faces={info.get('faces', 1)} "
+            f"supercompression={info.get('supercompression', 'none')}")
+    rows = [head, f"  {'level':>5} {'size':>11} {'offset':>10} {'stored':>10} {'bytes':>10}"]
+    for lv in info["levels"]:
+        rows.append(f"  {lv['index']:>5} {str(lv['width']) + 'x' + str(lv['height']):>11} "
+                    f"{lv['offset']:>10} {lv['stored_bytes']:>10} {lv['uncompressed_bytes']:>10}")
+    return "\n".join(rows)
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    from .errors import TextureFormatError
+    from .textures import inspect
+
+    status = 0
+    for path in args.files:
+        try:
+            info = inspect(path)
+            print(json.dumps(info, indent=2) if args.json else _describe(info))
+        except TextureFormatError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            status = 1
+    return status
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m engine", description=__doc__)
     p.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
@@ -65,12 +92,25 @@ def build_parser() -> argparse.ArgumentParser:
     info.add_argument("--budget", default="80%", help='"512MiB" or "80%%" of detected VRAM')
     info.add_argument("--headless", action="store_true", help="force EGL even with a display")
     info.set_defaults(func=_info)
+    from .render.demo_cli import add_parser as add_demo
+    add_demo(sub)
+    # `bake` is dispatched in main() before parsing; listed here for --help.
+    sub.add_parser("bake", help="images -> mip chain -> BCn -> KTX2 (see bake --help)")
+    insp = sub.add_parser("inspect", help="container, format, levels of KTX2/DDS files")
+    insp.add_argument("files", nargs="+")
+    insp.add_argument("--json", action="store_true")
+    insp.set_defaults(func=_inspect)
     from .bench.harness import add_parser as add_bench
     add_bench(sub)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["bake"]:  # bake owns its whole argument list (and its --help)
+        logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+        from .textures.bake import bake_main
+        return bake_main(argv[1:])
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")

@@ -18,6 +18,10 @@ class TextureFormatError(EngineError, ValueError):
         self.problem = problem
         super().__init__(f"{self.path}: {problem}")
 
+    def __reduce__(self):
+        # Errors cross process boundaries (bake workers): rebuild from the fields.
+        return (TextureFormatError, (self.path, self.problem))
+
 
 class UnsupportedFormatError(TextureFormatError):
     """A well-formed file whose payload the engine cannot use (BasisLZ, UASTC, ETC, ...)."""
@@ -26,6 +30,10 @@ class UnsupportedFormatError(TextureFormatError):
         self.format_name = format_name
         msg = f"unsupported format {format_name}" + (f" ({why})" if why else "")
         super().__init__(path, msg)
+        self.why = why
+
+    def __reduce__(self):
+        return (UnsupportedFormatError, (self.path, self.format_name, self.why))
 
 
 class BudgetError(EngineError, ValueError):
@@ -45,6 +53,7 @@ class GLOutOfMemoryError(GLError, MemoryError):
 
     def __init__(self, what: str, nbytes: int) -> None:
         self.nbytes = nbytes
+        self.what = what
         super().__init__(f"GL_OUT_OF_MEMORY allocating {what} ({nbytes} bytes)", (0x0505,))
 
 

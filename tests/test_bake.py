@@ -189,3 +189,20 @@ def test_cli_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert "x.png" in capsys.readouterr().err
     assert bake_main(["-o", str(tmp_path)]) == 2
     assert bake_main([str(bad), "-o", str(tmp_path), "--format", "astc"]) == 2
+
+
+def test_progress_bar_draws_only_when_asked() -> None:
+    import io
+
+    from engine.textures.progress import Progress
+
+    quiet = io.StringIO()  # not a TTY: silent by default
+    with Progress(2, "bake", stream=quiet) as bar:
+        bar.advance(2)
+    assert quiet.getvalue() == ""
+    loud = io.StringIO()
+    with Progress(2, "bake", stream=loud, enabled=True) as bar:
+        bar.advance(1, "a.ktx2")
+        bar.advance(1, "b.ktx2")
+    text = loud.getvalue()
+    assert "2/2" in text and "b.ktx2" in text and text.endswith("\n")

@@ -116,21 +116,19 @@ def test_hostile_headers_raise_format_error(tmp_path: Path, case: str) -> None:
     assert str(p) in str(info.value)
 
 
-def _sc_file(tmp_path: Path, scheme: int, stored: bytes, declared: int = 64) -> Path:
-    data = build_ktx2(Ktx2Spec(145, 8, 8, [bytes(declared)], scheme=scheme))
-    head = data[:80 + 24]
-    offset = len(data) - len(build_ktx2(Ktx2Spec(145, 8, 8, [bytes(declared)], scheme=scheme))[
-        struct.unpack_from("<Q", data, 80)[0]:])
-    body = data[80 + 24:offset] + stored
-    head = _patch(head, 88, "<Q", len(stored))
-    return _write(tmp_path, head + body)
+def _sc_file(tmp_path: Path, scheme: int, stored: bytes) -> Path:
+    """A one-level 8x8 BC7 file (64 bytes declared) whose stored level is `stored`."""
+    data = build_ktx2(Ktx2Spec(145, 8, 8, [bytes(64)], scheme=scheme))
+    offset = struct.unpack_from("<Q", data, 80)[0]
+    return _write(tmp_path, _patch(data[:offset], 88, "<Q", len(stored)) + stored)
 
 
 @pytest.mark.parametrize("scheme,compress", [(2, zstandard.ZstdCompressor().compress),
-                                             (3, zlib.compress)])
-@pytest.mark.parametrize("payload", [bytes(64 << 20), bytes(65), bytes(63)])
-def test_supercompression_bounded(tmp_path: Path, scheme: int, compress, payload: bytes) -> None:
-    p = _sc_file(tmp_path, scheme, compress(payload))
+                                             (3, zlib.compress)], ids=["zstd", "zlib"])
+@pytest.mark.parametrize("inflated", [64 << 20, 65, 63], ids=["bomb", "one-more", "one-less"])
+def test_supercompression_bounded(tmp_path: Path, scheme: int, compress, inflated: int) -> None:
+    """A level that inflates to anything but its declared 64 bytes is refused."""
+    p = _sc_file(tmp_path, scheme, compress(bytes(inflated)))
     tex = textures.open(p)
     with pytest.raises(TextureFormatError, match="inflates to"):
         tex.read_level(0)

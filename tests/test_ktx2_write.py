@@ -2,6 +2,7 @@
 by parsing the bytes here, then read back through engine.textures.open."""
 from __future__ import annotations
 
+import itertools
 import math
 import struct
 from pathlib import Path
@@ -32,9 +33,9 @@ def _parse(path: Path) -> dict:
     (vk, type_size, w, h, d, layers, faces, nlev, scheme) = struct.unpack_from("<9I", raw, 12)
     dfd_off, dfd_len, kvd_off, kvd_len, sgd_off, sgd_len = struct.unpack_from("<IIIIQQ", raw, 48)
     index = [struct.unpack_from("<QQQ", raw, 80 + 24 * i) for i in range(nlev)]
-    return dict(raw=raw, vk=vk, type_size=type_size, w=w, h=h, d=d, layers=layers, faces=faces,
-                nlev=nlev, scheme=scheme, dfd=(dfd_off, dfd_len), kvd=(kvd_off, kvd_len),
-                sgd=(sgd_off, sgd_len), index=index)
+    return {"raw": raw, "vk": vk, "type_size": type_size, "w": w, "h": h, "d": d, "layers": layers, "faces": faces,
+                "nlev": nlev, "scheme": scheme, "dfd": (dfd_off, dfd_len), "kvd": (kvd_off, kvd_len),
+                "sgd": (sgd_off, sgd_len), "index": index}
 
 
 def _kvd(raw: bytes, off: int, length: int) -> list[tuple[str, str]]:
@@ -107,13 +108,13 @@ def _dfd_fields(fmt: str) -> dict:
     w = struct.unpack_from("<6I", dfd, 4)
     n = (total - 28) // 16
     samples = [struct.unpack_from("<IIII", dfd, 28 + 16 * i) for i in range(n)]
-    return dict(
-        total=total, vendor=w[0] & 0x1FFFF, dtype=w[0] >> 17, version=w[1] & 0xFFFF,
-        block_size=w[1] >> 16, model=w[2] & 0xFF, primaries=(w[2] >> 8) & 0xFF,
-        transfer=(w[2] >> 16) & 0xFF, flags=w[2] >> 24, dims=[(w[3] >> s) & 0xFF for s in (0, 8, 16, 24)],
-        bytes0=w[4] & 0xFF,
-        samples=[dict(offset=s[0] & 0xFFFF, bits=((s[0] >> 16) & 0xFF) + 1, channel=(s[0] >> 24) & 0xF,
-                      qual=(s[0] >> 24) & 0xF0, lower=s[2], upper=s[3]) for s in samples])
+    return {
+        "total": total, "vendor": w[0] & 0x1FFFF, "dtype": w[0] >> 17, "version": w[1] & 0xFFFF,
+        "block_size": w[1] >> 16, "model": w[2] & 0xFF, "primaries": (w[2] >> 8) & 0xFF,
+        "transfer": (w[2] >> 16) & 0xFF, "flags": w[2] >> 24, "dims": [(w[3] >> s) & 0xFF for s in (0, 8, 16, 24)],
+        "bytes0": w[4] & 0xFF,
+        "samples": [{"offset": s[0] & 0xFFFF, "bits": ((s[0] >> 16) & 0xFF) + 1, "channel": (s[0] >> 24) & 0xF,
+                      "qual": (s[0] >> 24) & 0xF0, "lower": s[2], "upper": s[3]} for s in samples]}
 
 
 @pytest.mark.parametrize("fmt,model,transfer,samples", [
@@ -180,7 +181,7 @@ def test_zstd_supercompression_round_trip(tmp_path: Path) -> None:
         assert dctx.decompress(p["raw"][off:off + length], max_output_size=ulength) == levels[i]
         spans.append((off, off + length))
     spans.sort()
-    assert all(a[1] == b[0] for a, b in zip(spans, spans[1:])), "no padding when supercompressed"
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(spans)), "no padding when supercompressed"
     assert spans[-1][1] == size
     tex = engine.textures.open(path)
     assert [tex.read_level(i) for i in range(len(levels))] == levels
@@ -198,12 +199,12 @@ def test_array_and_cube_counts(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("bad", [
-    dict(levels=[]),
-    dict(levels=[b"\0" * 15]),
-    dict(supercompression="zlib"),
+    {"levels": []},
+    {"levels": [b"\0" * 15]},
+    {"supercompression": "zlib"},
 ])
 def test_rejects_inconsistent_input(tmp_path: Path, bad: dict) -> None:
-    args = dict(levels=[b"\0" * 16], supercompression=None) | bad
+    args = {"levels": [b"\0" * 16], "supercompression": None} | bad
     with pytest.raises(ValueError):
         write_ktx2(tmp_path / "x.ktx2", "BC7", 4, 4, args["levels"], supercompression=args["supercompression"])
     assert not (tmp_path / "x.ktx2").exists()

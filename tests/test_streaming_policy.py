@@ -8,8 +8,20 @@ from hypothesis import strategies as st
 
 from engine.memory.sizes import texture_bytes
 from engine.streaming.policy import (
-    MipOp, PolicyConfig, StreamerState, TextureSpec, TextureTable, apply_ops, fade_min_lod,
-    make_plan, plan_fits, resident_bytes, step_peaks, tail_base_level, update_state)
+    MipOp,
+    PolicyConfig,
+    StreamerState,
+    TextureSpec,
+    TextureTable,
+    apply_ops,
+    fade_min_lod,
+    make_plan,
+    plan_fits,
+    resident_bytes,
+    step_peaks,
+    tail_base_level,
+    update_state,
+)
 
 KIB, MIB = 1 << 10, 1 << 20
 
@@ -22,8 +34,8 @@ class Sim:
     """Runs estimator output -> update_state -> make_plan -> execute, checking the hard
     budget on every plan; `ops` per frame are recorded."""
 
-    def __init__(self, table: TextureTable, config: PolicyConfig = PolicyConfig()) -> None:
-        self.table, self.config = table, config
+    def __init__(self, table: TextureTable, config: PolicyConfig | None = None) -> None:
+        self.table, self.config = table, config or PolicyConfig()
         self.state = StreamerState.initial(table)
         self.frame = 0
         self.ops_per_frame: list[int] = []
@@ -128,7 +140,7 @@ def test_still_camera_settles_to_zero_changes(pool):
     base_mip = rng.integers(0, 5, size=60).astype(float)   # right on level boundaries
     visible = rng.random(60) < 0.7
     sim = Sim(table, PolicyConfig(max_ops=8, max_upload_bytes=2 * MIB))
-    noisy = lambda: base_mip + rng.uniform(-0.2, 0.2, size=60)  # noqa: E731
+    noisy = lambda: base_mip + rng.uniform(-0.2, 0.2, size=60)
     sim.run(200, noisy, visible, pool)
     settled = len(sim.ops_per_frame)
     sim.run(300, noisy, visible, pool)

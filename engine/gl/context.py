@@ -43,11 +43,19 @@ def _context_loader(ctx: moderngl.Context) -> Callable[[str], int | None] | None
 
 
 def create_headless() -> ContextHandle:
-    """A standalone context through EGL: no display needed (llvmpipe or a real GPU)."""
-    try:
-        ctx = moderngl.create_context(standalone=True, backend="egl", require=MIN_GL)
-    except Exception as exc:
-        raise ContextError(f"cannot create a headless EGL context: {exc}") from exc
+    """A standalone context through EGL: no display needed (llvmpipe or a real GPU).
+
+    EGL hands out exactly the version asked for (NVIDIA gives 3.3 when asked for 3.3), so
+    ask for 4.6 and 4.5 first: immutable storage, copy image and KHR_debug are core there."""
+    ctx, last_exc = None, None
+    for version in (460, 450, MIN_GL):
+        try:
+            ctx = moderngl.create_context(standalone=True, backend="egl", require=version)
+            break
+        except Exception as exc:  # this version is not offered; try the next lower one
+            last_exc = exc
+    if ctx is None:
+        raise ContextError(f"cannot create a headless EGL context: {last_exc}") from last_exc
     loader = _context_loader(ctx)
     if loader is None:
         ctx.release()

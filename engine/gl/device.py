@@ -334,35 +334,48 @@ class Device:
     def upload(self, tex: GpuTexture, chain_level: int, data: bytes | memoryview,
                layer: int = 0, face: int = 0) -> None:
         """Fill one chain level of one layer/face. `data` is exactly that image's bytes."""
+        buf = memoryview(data).cast("B")
+        cbuf = (C.c_ubyte * buf.nbytes).from_buffer_copy(buf) if buf.readonly else \
+            (C.c_ubyte * buf.nbytes).from_buffer(buf)
+        self._tex_sub_image(tex, chain_level, layer, face, buf.nbytes, cbuf)
+
+    def upload_from_buffer(self, tex: GpuTexture, chain_level: int, buffer_glo: int,
+                           offset: int, nbytes: int, layer: int = 0, face: int = 0) -> None:
+        """Fill one level from a pixel unpack buffer (the streamer's staging ring): the
+        driver copies asynchronously instead of from client memory during the call."""
+        self.raw.glBindBuffer(K.PIXEL_UNPACK_BUFFER, buffer_glo)
+        try:
+            self._tex_sub_image(tex, chain_level, layer, face, nbytes, C.c_void_p(offset))
+        finally:
+            self.raw.glBindBuffer(K.PIXEL_UNPACK_BUFFER, 0)
+
+    def _tex_sub_image(self, tex: GpuTexture, chain_level: int, layer: int, face: int,
+                       nbytes: int, pointer) -> None:
         self._require_render_thread("upload")
         lvl = tex.storage_level(chain_level)
         w, h = mip_dims(tex.chain_width, tex.chain_height, chain_level)
         expected = level_bytes(tex.fmt, w, h)
-        buf = memoryview(data).cast("B")
-        if buf.nbytes != expected:
+        if nbytes != expected:
             raise ValueError(f"{tex.label}: level {chain_level} needs {expected} bytes, "
-                             f"got {buf.nbytes}")
-        raw = self.raw
-        cbuf = (C.c_ubyte * buf.nbytes).from_buffer_copy(buf) if buf.readonly else \
-            (C.c_ubyte * buf.nbytes).from_buffer(buf)
+                             f"got {nbytes}")
+        raw, f = self.raw, tex.fmt
         raw.glBindTexture(tex.target, tex.glo)
         raw.glPixelStorei(K.UNPACK_ALIGNMENT, 1)
-        f = tex.fmt
         if tex.target in (K.TEXTURE_2D_ARRAY, K.TEXTURE_CUBE_MAP_ARRAY):
             z = layer * tex.faces + face
             if f.compressed:
                 raw.glCompressedTexSubImage3D(tex.target, lvl, 0, 0, z, w, h, 1, f.gl_internal,
-                                              expected, cbuf)
+                                              expected, pointer)
             else:
                 raw.glTexSubImage3D(tex.target, lvl, 0, 0, z, w, h, 1, f.gl_format, f.gl_type,
-                                    cbuf)
+                                    pointer)
         else:
             target = K.TEXTURE_CUBE_MAP_POSITIVE_X + face if tex.faces == 6 else tex.target
             if f.compressed:
                 raw.glCompressedTexSubImage2D(target, lvl, 0, 0, w, h, f.gl_internal, expected,
-                                              cbuf)
+                                              pointer)
             else:
-                raw.glTexSubImage2D(target, lvl, 0, 0, w, h, f.gl_format, f.gl_type, cbuf)
+                raw.glTexSubImage2D(target, lvl, 0, 0, w, h, f.gl_format, f.gl_type, pointer)
         raw.glPixelStorei(K.UNPACK_ALIGNMENT, 4)
         raw.glBindTexture(tex.target, 0)
         self.check_errors(f"upload of level {chain_level} to '{tex.label}'")
@@ -442,7 +455,16 @@ class Device:
         if isinstance(obj, GpuTexture):
             obj.released = True
         if not self._closed:
+            if entry.alloc.kind == "framebuffer" and self.ctx.fbo is obj:
+                # moderngl rebinds its last bound framebuffer after making a new one; if
+                # that one was deleted, every later framebuffer creation would fail.
+                self._default_framebuffer().use()
             entry.destroy()
+
+    def _default_framebuffer(self) -> moderngl.Framebuffer:
+        """The window's framebuffer, or GL name 0 wrapped (headless: binding it is valid)."""
+        return self.ctx.screen if self.ctx.screen is not None else \
+            self.ctx.detect_framebuffer(0)
 
     def flush_releases(self) -> int:
         """Do the releases other threads queued; forget objects users released directly."""

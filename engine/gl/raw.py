@@ -48,6 +48,8 @@ SIGNATURES: dict[str, tuple[object, tuple[object, ...]]] = {
                                   sizei, sizei, sizei)),
     "glPixelStorei": (None, (u32, i32)),
     "glBindBuffer": (None, (u32, u32)),
+    "glGenBuffers": (None, (sizei, u32p)),
+    "glDeleteBuffers": (None, (sizei, u32p)),
     "glObjectLabel": (None, (u32, u32, sizei, C.c_char_p)),
     "glDebugMessageCallback": (None, (DEBUGPROC, ptr)),
     "glDebugMessageControl": (None, (u32, u32, u32, sizei, u32p, C.c_ubyte)),
@@ -112,6 +114,15 @@ class RawGL:
     def delete_texture(self, name: int) -> None:
         arr = u32(name)
         self._fns["glDeleteTextures"](1, C.byref(arr))
+
+    def gen_buffer(self) -> int:
+        name = u32(0)
+        self._fns["glGenBuffers"](1, C.byref(name))
+        return name.value
+
+    def delete_buffer(self, name: int) -> None:
+        arr = u32(name)
+        self._fns["glDeleteBuffers"](1, C.byref(arr))
 
     def tex_level_int(self, target: int, level: int, pname: int) -> int:
         v = i32(0)

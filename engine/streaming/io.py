@@ -21,8 +21,9 @@ import queue
 import random
 import threading
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Callable, Iterable
+from typing import Self
 
 from .cache import LevelCache, level_key
 from .stats import IOStats
@@ -82,6 +83,8 @@ class LevelIO:
         """Ask for a level (higher priority is read first). A cached level completes at
         once; one already pending is re-prioritised; one being read is left alone."""
         key = (int(texture_id), int(level))
+        if self._closed:
+            raise RuntimeError("LevelIO is closed")
         if self._cache is not None:
             data = self._cache.get(level_key(*key))
             if data is not None:
@@ -92,8 +95,6 @@ class LevelIO:
                 self._done.put(ReadResult(key[0], key[1], data, from_cache=True))
                 return
         with self._cond:
-            if self._closed:
-                raise RuntimeError("LevelIO is closed")
             if key in self._in_progress:
                 self._cancelled_in_progress.discard(key)
                 return
@@ -146,7 +147,7 @@ class LevelIO:
         for thread in self._threads:
             thread.join()
 
-    def __enter__(self) -> "LevelIO":
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -34,8 +34,8 @@ Rules, each one exactly true of every plan (tests/test_streaming_policy.py):
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass, replace
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -89,7 +89,7 @@ class TextureTable:
 
     @classmethod
     def build(cls, specs: Sequence[TextureSpec], *, max_tail_size: int = 64,
-              tail_levels: int | None = None) -> "TextureTable":
+              tail_levels: int | None = None) -> TextureTable:
         count = len(specs)
         max_levels = max((s.levels for s in specs), default=1)
         storage = np.zeros((count, max_levels + 1), dtype=np.int64)
@@ -136,7 +136,7 @@ class StreamerState:
     level_times: np.ndarray     # (T, max_levels) float64
 
     @classmethod
-    def initial(cls, table: TextureTable) -> "StreamerState":
+    def initial(cls, table: TextureTable) -> StreamerState:
         """Every texture with only its tail resident (what registration allocates)."""
         count, max_levels = table.storage.shape[0], table.storage.shape[1] - 1
         lvl = np.arange(max_levels)[None, :]
@@ -145,7 +145,7 @@ class StreamerState:
                    last_visible=np.full(count, -1, np.int64),
                    unwanted_since=np.full(count, -1, np.int64), level_times=times)
 
-    def copy(self) -> "StreamerState":
+    def copy(self) -> StreamerState:
         return StreamerState(*(np.array(a) for a in (
             self.resident_base, self.target, self.last_visible, self.unwanted_since,
             self.level_times)))

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
+
 import numpy as np
 
 from ..errors import TextureFormatError
@@ -130,8 +131,8 @@ def load_rgba(path: str | os.PathLike[str]) -> np.ndarray:
 
     try:
         with Image.open(path) as im:
-            im = ImageOps.exif_transpose(im)
-            return np.asarray(im.convert("RGBA"), dtype=np.uint8).copy()
+            upright = ImageOps.exif_transpose(im)
+            return np.asarray(upright.convert("RGBA"), dtype=np.uint8).copy()
     except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:
         raise TextureFormatError(path, f"cannot read image: {exc}") from exc
 

@@ -124,6 +124,10 @@ def _dx10(path: Path, prefix: bytes, height: int, depth: int) -> tuple[str, int,
     if dim != _DIM_3D:
         depth = 1
     faces = 6 if misc & DDS_RESOURCE_MISC_TEXTURECUBE else 1
+    if array_size == 0:
+        # Pillow (13) writes arraySize 0 for its DX10 files; one image is what it means.
+        log.debug("%s: DX10 arraySize 0 read as 1", path)
+        array_size = 1
     if dim == _DIM_3D and (faces == 6 or array_size != 1):
         raise TextureFormatError(path, "DX10 3D texture with cube flag or arraySize != 1")
     return name, height, depth, array_size, {"dxgi_format": dxgi, "resource_dimension": dim,

@@ -131,7 +131,9 @@ def generate_mips(rgba: np.ndarray, *, colorspace: ColorSpace = "srgb",
     weight_alpha = alpha_weighted and colorspace != "normal" and bool((rgba[..., 3] < 255).any())
 
     levels = [rgba]
-    work = _to_working(rgba, colorspace, weight_alpha) if count > 1 else None
+    if count == 1:
+        return levels
+    work = _to_working(rgba, colorspace, weight_alpha)
     for level in range(1, count):
         w, h = max(1, width >> level), max(1, height >> level)
         work = downsample(work, w, h)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 import time
 from types import TracebackType
-from typing import TextIO
+from typing import Self, TextIO
 
 
 class Progress:
@@ -36,7 +36,7 @@ class Progress:
 
     def _draw(self, note: str) -> None:
         frac = self.done / self.total if self.total else 1.0
-        filled = int(round(frac * self.width))
+        filled = round(frac * self.width)
         bar = "#" * filled + "." * (self.width - filled)
         elapsed = time.perf_counter() - self._start
         self.stream.write(f"\r{self.label} [{bar}] {self.done}/{self.total} {elapsed:5.1f}s {note}"[:200] + "\x1b[K")
@@ -50,7 +50,7 @@ class Progress:
             self.stream.flush()
             self.enabled = False
 
-    def __enter__(self) -> Progress:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,

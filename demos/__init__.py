@@ -1,0 +1,39 @@
+"""Demo scenes, by name: `python -m engine demo NAME`.
+
+A demo is a scene factory `(device, provider, options) -> Scene`, optionally with per-frame
+hooks (`hooks(options) -> list[FrameHook]`) for scripted events such as budget changes. Add
+one by putting a `Demo` in `DEMOS` (or calling `register`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from engine.render.runner import FrameHook, SceneFactory
+
+
+@dataclass(frozen=True)
+class Demo:
+    name: str
+    factory: SceneFactory
+    description: str = ""
+    hooks: Callable[[Mapping[str, Any]], list[FrameHook]] = field(default=lambda opts: [])
+
+
+DEMOS: dict[str, Demo] = {}
+
+
+def register(demo: Demo) -> Demo:
+    DEMOS[demo.name] = demo
+    return demo
+
+
+def _builtin() -> None:
+    from . import gallery, pressure
+
+    register(Demo("gallery", gallery.build, "corridor of large BC7 textures, scripted fly-through"))
+    register(Demo("pressure", gallery.build, "the gallery while the budget rises and falls",
+                  pressure.hooks))
+
+
+_builtin()

@@ -1,0 +1,609 @@
+"""glTF 2.0 loader: .gltf (external files or data: URIs) and .glb, into plain CPU data.
+
+`load_gltf(path)` parses the file into a `GltfAsset` (numpy geometry as the renderer's own
+`MeshData`, materials as factors plus image indices, and the node hierarchy flattened into
+world-space instances). No GL is touched, so loading can happen anywhere and tests need no
+context. `add_to_scene(asset, scene, provider)` then makes the GPU meshes through the scene's
+device and registers the images with the texture provider.
+
+Images reach the provider as KTX2 files, because providers (static or streaming) read single
+BCn mip levels from files: PNG/JPEG images are baked to BC7 once and cached under the engine
+cache directory by a hash of their bytes (a re-import costs a file check); images that already
+are KTX2 (mimeType image/ktx2) are used as they are. BasisLZ/UASTC payloads are rejected by the
+KTX2 reader with `UnsupportedFormatError` when the provider opens them.
+
+Files are treated as hostile: every index, offset and count is checked against what exists,
+node graphs may not loop, and external URIs may not leave the model's folder. Any problem is
+a `GltfError` naming the file and the field.
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import json
+import logging
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+import glm
+import numpy as np
+
+from ..textures.ktx2 import IDENTIFIER as KTX2_IDENTIFIER
+from .material import Material
+from .mesh import Mesh, MeshData
+from .scene import Instance, Scene
+from .textures import TextureProvider
+
+log = logging.getLogger(__name__)
+
+_GLB_MAGIC = b"glTF"
+_CHUNK_JSON = 0x4E4F534A
+_CHUNK_BIN = 0x004E4942
+_COMPONENTS = {5120: np.int8, 5121: np.uint8, 5122: np.int16, 5123: np.uint16,
+               5125: np.uint32, 5126: np.float32}
+_TYPE_SIZES = {"SCALAR": 1, "VEC2": 2, "VEC3": 3, "VEC4": 4, "MAT2": 4, "MAT3": 9, "MAT4": 16}
+_TRIANGLES, _TRIANGLE_STRIP, _TRIANGLE_FAN = 4, 5, 6
+_MAX_NODE_DEPTH = 256
+# Extensions that change how geometry or images must be read: a file requiring one we do
+# not implement cannot be shown correctly, so it is refused rather than drawn wrong.
+_SUPPORTED_REQUIRED = {"KHR_texture_basisu", "KHR_materials_emissive_strength"}
+BAKE_VERSION = 1  # part of the cache key: bump when baking changes what it writes
+
+
+class GltfError(ValueError):
+    """A malformed or hostile glTF file. The message names the file and the field."""
+
+    def __init__(self, path: object, problem: str) -> None:
+        self.path = str(path)
+        self.problem = problem
+        super().__init__(f"{self.path}: {problem}")
+
+
+class UnsupportedGltfError(GltfError):
+    """A well-formed glTF using a feature the engine does not implement (sparse accessors,
+    Draco, required extensions, ...)."""
+
+
+# ---------------------------------------------------------------------------- data model
+@dataclass(frozen=True)
+class GltfImage:
+    """One image's encoded bytes (PNG, JPEG or KTX2) and, for external files, their path
+    (a KTX2 file on disk is handed to the provider directly, without a copy)."""
+
+    name: str
+    mime_type: str
+    data: bytes
+    source_path: Path | None = None
+
+
+@dataclass
+class GltfMaterial:
+    """pbrMetallicRoughness factors and image indices (None = no texture)."""
+
+    name: str = "material"
+    base_color_factor: tuple[float, float, float, float] = (1.0, 1.0, 1.0, 1.0)
+    metallic_factor: float = 1.0
+    roughness_factor: float = 1.0
+    emissive_factor: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    normal_scale: float = 1.0
+    base_color_image: int | None = None
+    metallic_roughness_image: int | None = None
+    normal_image: int | None = None
+
+
+@dataclass
+class GltfPrimitive:
+    data: MeshData
+    material: int | None  # index into GltfAsset.materials
+
+
+@dataclass
+class GltfMesh:
+    name: str
+    primitives: list[GltfPrimitive]
+
+
+@dataclass(frozen=True)
+class GltfInstance:
+    """A mesh placed in the world: the node hierarchy multiplied out."""
+
+    mesh: int
+    world: np.ndarray  # (4, 4) float32, row-major (numpy convention)
+    node: int
+
+
+@dataclass
+class GltfAsset:
+    path: Path
+    meshes: list[GltfMesh] = field(default_factory=list)
+    materials: list[GltfMaterial] = field(default_factory=list)
+    images: list[GltfImage] = field(default_factory=list)
+    instances: list[GltfInstance] = field(default_factory=list)
+
+    def bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        """World-space axis-aligned box (lo, hi) of every instance: for framing a camera."""
+        pts = []
+        for inst in self.instances:
+            for prim in self.meshes[inst.mesh].primitives:
+                p = prim.data.positions
+                h = np.hstack([p, np.ones((len(p), 1), np.float32)]) @ inst.world.T
+                pts.append(h[:, :3])
+        if not pts:
+            return np.zeros(3, np.float32), np.zeros(3, np.float32)
+        allp = np.vstack(pts)
+        return allp.min(axis=0), allp.max(axis=0)
+
+
+# ---------------------------------------------------------------------------- parsing
+class _Reader:
+    """Parsing state of one file: the JSON, the loaded buffers and the path for errors."""
+
+    def __init__(self, path: Path, doc: dict[str, Any], glb_bin: bytes | None) -> None:
+        self.path = path
+        self.doc = doc
+        self.glb_bin = glb_bin
+        self._buffers: dict[int, bytes] = {}
+
+    def fail(self, problem: str) -> GltfError:
+        return GltfError(self.path, problem)
+
+    def item(self, kind: str, index: Any) -> dict[str, Any]:
+        items = self.doc.get(kind, [])
+        if not isinstance(items, list) or not isinstance(index, int) or isinstance(index, bool) \
+                or not 0 <= index < len(items) or not isinstance(items[index], dict):
+            raise self.fail(f"{kind}[{index!r}]: no such entry")
+        return items[index]
+
+    def uri_bytes(self, uri: str, what: str) -> tuple[bytes, Path | None]:
+        if not isinstance(uri, str):
+            raise self.fail(f"{what}.uri: not a string")
+        if uri.startswith("data:"):
+            head, _, payload = uri.partition(",")
+            if not head.endswith(";base64"):
+                raise self.fail(f"{what}.uri: only base64 data: URIs are supported")
+            try:
+                return base64.b64decode(payload, validate=True), None
+            except ValueError as exc:
+                raise self.fail(f"{what}.uri: bad base64 ({exc})") from exc
+        if "://" in uri:
+            raise UnsupportedGltfError(self.path, f"{what}.uri: remote URI {uri!r}")
+        base = self.path.parent.resolve()
+        target = (base / unquote(uri)).resolve()
+        if not target.is_relative_to(base):
+            raise self.fail(f"{what}.uri: {uri!r} points outside the model's folder")
+        try:
+            return target.read_bytes(), target
+        except OSError as exc:
+            raise self.fail(f"{what}.uri: cannot read {uri!r} ({exc.strerror})") from exc
+
+    def buffer(self, index: int) -> bytes:
+        if index not in self._buffers:
+            b = self.item("buffers", index)
+            if "uri" in b:
+                data, _ = self.uri_bytes(b["uri"], f"buffers[{index}]")
+            elif self.glb_bin is not None and index == 0:
+                data = self.glb_bin
+            else:
+                raise self.fail(f"buffers[{index}]: no uri and no GLB binary chunk")
+            length = b.get("byteLength")
+            if not isinstance(length, int) or length < 0 or length > len(data):
+                raise self.fail(f"buffers[{index}].byteLength: {length!r} but "
+                                f"{len(data)} bytes exist")
+            self._buffers[index] = data[:length]
+        return self._buffers[index]
+
+    def view(self, index: int) -> tuple[memoryview, int | None]:
+        """(bytes of bufferView `index`, its byteStride or None)."""
+        v = self.item("bufferViews", index)
+        data = self.buffer(v.get("buffer"))
+        off, length = v.get("byteOffset", 0), v.get("byteLength")
+        if not all(isinstance(x, int) and x >= 0 for x in (off, length)) \
+                or off + length > len(data):
+            raise self.fail(f"bufferViews[{index}]: range {off!r}+{length!r} outside buffer "
+                            f"of {len(data)} bytes")
+        stride = v.get("byteStride")
+        if stride is not None and (not isinstance(stride, int) or not 4 <= stride <= 252):
+            raise self.fail(f"bufferViews[{index}].byteStride: {stride!r}")
+        return memoryview(data)[off:off + length], stride
+
+    def accessor(self, index: int) -> np.ndarray:
+        """Accessor `index` as an (count, components) array; normalized integers become
+        float32 in [0, 1] or [-1, 1] as the spec says."""
+        a = self.item("accessors", index)
+        what = f"accessors[{index}]"
+        if "sparse" in a:
+            raise UnsupportedGltfError(self.path, f"{what}: sparse accessors")
+        dtype = _COMPONENTS.get(a.get("componentType"))
+        n = _TYPE_SIZES.get(a.get("type"))
+        count = a.get("count")
+        if dtype is None or n is None or not isinstance(count, int) or count < 0:
+            raise self.fail(f"{what}: componentType {a.get('componentType')!r}, type "
+                            f"{a.get('type')!r}, count {count!r}")
+        dt = np.dtype(dtype).newbyteorder("<")
+        if "bufferView" not in a:
+            return np.zeros((count, n), dt)  # the spec: all zeros (sparse would fill them)
+        view, stride = self.view(a["bufferView"])
+        off = a.get("byteOffset", 0)
+        elem = dt.itemsize * n
+        stride = stride or elem
+        if not isinstance(off, int) or off < 0 or off % dt.itemsize or stride < elem:
+            raise self.fail(f"{what}: byteOffset {off!r} / stride {stride} for {elem}-byte "
+                            "elements")
+        if count and off + stride * (count - 1) + elem > len(view):
+            raise self.fail(f"{what}: {count} elements do not fit in bufferView "
+                            f"{a['bufferView']} ({len(view)} bytes)")
+        raw = np.frombuffer(view, np.uint8)
+        arr = np.ndarray((count, n), dt, raw, off, (stride, dt.itemsize)) if count \
+            else np.zeros((0, n), dt)
+        if a.get("normalized"):
+            if dtype == np.float32 or dtype == np.uint32:
+                raise self.fail(f"{what}: normalized {np.dtype(dtype).name} is not allowed")
+            info = np.iinfo(dtype)
+            return np.maximum(arr.astype(np.float32) / info.max, -1.0)
+        return arr.copy()
+
+
+def _read_glb(path: Path, blob: bytes) -> tuple[dict[str, Any], bytes | None]:
+    if len(blob) < 20:
+        raise GltfError(path, "GLB header: file too short")
+    magic, version, length = struct.unpack_from("<4sII", blob)
+    if version != 2:
+        raise UnsupportedGltfError(path, f"GLB header.version: {version} (only 2)")
+    if length > len(blob):
+        raise GltfError(path, f"GLB header.length: {length} but the file has {len(blob)} bytes")
+    pos, doc, bin_chunk = 12, None, None
+    while pos + 8 <= length:
+        clen, ctype = struct.unpack_from("<II", blob, pos)
+        start, pos = pos + 8, pos + 8 + clen
+        if pos > length:
+            raise GltfError(path, f"GLB chunk at {start - 8}: length {clen} runs past the end")
+        if ctype == _CHUNK_JSON and doc is None:
+            doc = _parse_json(path, blob[start:pos])
+        elif ctype == _CHUNK_BIN and bin_chunk is None:
+            bin_chunk = blob[start:pos]
+    if doc is None:
+        raise GltfError(path, "GLB: no JSON chunk")
+    return doc, bin_chunk
+
+
+def _parse_json(path: Path, data: bytes) -> dict[str, Any]:
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise GltfError(path, f"JSON: {exc}") from exc
+    if not isinstance(doc, dict):
+        raise GltfError(path, "JSON: the top level is not an object")
+    return doc
+
+
+def _check_asset(path: Path, doc: dict[str, Any]) -> None:
+    version = str(doc.get("asset", {}).get("version", "")) if isinstance(doc.get("asset"),
+                                                                         dict) else ""
+    if not version.startswith("2."):
+        raise UnsupportedGltfError(path, f"asset.version: {version or 'missing'} (only 2.x)")
+    required = set(doc.get("extensionsRequired", []) or []) - _SUPPORTED_REQUIRED
+    if required:
+        raise UnsupportedGltfError(path, f"extensionsRequired: {', '.join(sorted(required))}")
+
+
+# ---------------------------------------------------------------------------- meshes
+def _triangles(indices: np.ndarray, mode: int) -> np.ndarray:
+    """Triangle-list indices from list, strip or fan indices."""
+    if mode == _TRIANGLES:
+        return indices[: len(indices) // 3 * 3]
+    if len(indices) < 3:
+        return np.zeros(0, np.uint32)
+    k = np.arange(len(indices) - 2)
+    if mode == _TRIANGLE_FAN:
+        return np.stack([indices[np.zeros_like(k)], indices[k + 1], indices[k + 2]],
+                        axis=1).ravel()
+    odd = (k % 2).astype(bool)  # strips alternate winding: swap the first two of odd ones
+    a = np.where(odd, indices[k + 1], indices[k])
+    b = np.where(odd, indices[k], indices[k + 1])
+    return np.stack([a, b, indices[k + 2]], axis=1).ravel()
+
+
+def _flat_normals(pos: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """Area-weighted vertex normals for primitives without NORMAL (the spec asks for flat;
+    smooth averages over shared vertices are the closest indexed geometry allows)."""
+    tri = idx.reshape(-1, 3)
+    fn = np.cross(pos[tri[:, 1]] - pos[tri[:, 0]], pos[tri[:, 2]] - pos[tri[:, 0]])
+    out = np.zeros_like(pos, dtype=np.float64)
+    for k in range(3):
+        np.add.at(out, tri[:, k], fn)
+    length = np.linalg.norm(out, axis=1, keepdims=True)
+    return np.where(length > 1e-20, out / np.maximum(length, 1e-20), [0.0, 0.0, 1.0]).astype(
+        np.float32)
+
+
+def _primitive(r: _Reader, mi: int, pi: int, p: dict[str, Any]) -> GltfPrimitive | None:
+    what = f"meshes[{mi}].primitives[{pi}]"
+    mode = p.get("mode", _TRIANGLES)
+    if mode not in (_TRIANGLES, _TRIANGLE_STRIP, _TRIANGLE_FAN):
+        log.warning("%s: %s: mode %s (points/lines) is not drawn", r.path, what, mode)
+        return None
+    if "KHR_draco_mesh_compression" in p.get("extensions", {}):
+        raise UnsupportedGltfError(r.path, f"{what}: Draco compression")
+    attrs = p.get("attributes")
+    if not isinstance(attrs, dict) or "POSITION" not in attrs:
+        raise r.fail(f"{what}.attributes: no POSITION")
+    pos = r.accessor(attrs["POSITION"]).astype(np.float32)
+    if pos.shape[1] != 3:
+        raise r.fail(f"{what}: POSITION is not VEC3")
+    n = len(pos)
+
+    def attr(name: str, width: int) -> np.ndarray | None:
+        if name not in attrs:
+            return None
+        arr = r.accessor(attrs[name])
+        if arr.shape != (n, width):
+            raise r.fail(f"{what}.attributes.{name}: shape {arr.shape}, expected ({n}, {width})")
+        return arr.astype(np.float32)
+
+    if "indices" in p:
+        idx = r.accessor(p["indices"])
+        if idx.shape[1] != 1 or idx.dtype.kind != "u":
+            raise r.fail(f"{what}.indices: must be unsigned SCALAR")
+        idx = idx.ravel().astype(np.uint32)
+    else:
+        idx = np.arange(n, dtype=np.uint32)
+    if len(idx) and int(idx.max()) >= n:
+        raise r.fail(f"{what}.indices: index {int(idx.max())} >= vertex count {n}")
+    idx = _triangles(idx, mode).astype(np.uint32)
+    normals = attr("NORMAL", 3)
+    uvs = attr("TEXCOORD_0", 2)
+    tangents = attr("TANGENT", 4)
+    data = MeshData(pos, normals if normals is not None else _flat_normals(pos, idx),
+                    uvs if uvs is not None else np.zeros((n, 2), np.float32), idx, tangents)
+    material = p.get("material")
+    if material is not None:
+        r.item("materials", material)
+    return GltfPrimitive(data, material)
+
+
+def _meshes(r: _Reader) -> list[GltfMesh]:
+    out = []
+    for mi, m in enumerate(r.doc.get("meshes", [])):
+        prims = m.get("primitives", []) if isinstance(m, dict) else None
+        if not isinstance(prims, list):
+            raise r.fail(f"meshes[{mi}].primitives: not a list")
+        made = [_primitive(r, mi, pi, p) for pi, p in enumerate(prims)]
+        out.append(GltfMesh(str(m.get("name", f"mesh{mi}")), [x for x in made if x]))
+    return out
+
+
+# ---------------------------------------------------------------------------- materials
+def _texture_image(r: _Reader, info: Any, what: str) -> int | None:
+    """The image index behind a textureInfo (KHR_texture_basisu's source counts too)."""
+    if info is None:
+        return None
+    if not isinstance(info, dict):
+        raise r.fail(f"{what}: not an object")
+    tex = r.item("textures", info.get("index"))
+    if info.get("texCoord", 0) != 0:
+        log.warning("%s: %s uses TEXCOORD_%s; drawing with TEXCOORD_0", r.path, what,
+                    info.get("texCoord"))
+    source = tex.get("source")
+    basisu = tex.get("extensions", {}).get("KHR_texture_basisu")
+    if source is None and isinstance(basisu, dict):
+        source = basisu.get("source")
+    if source is None:
+        return None
+    r.item("images", source)
+    return source
+
+
+def _floats(r: _Reader, value: Any, n: int, default: tuple[float, ...], what: str
+            ) -> tuple[float, ...]:
+    if value is None:
+        return default
+    if not isinstance(value, list) or len(value) != n or \
+            not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in value):
+        raise r.fail(f"{what}: expected {n} numbers, got {value!r}")
+    return tuple(float(x) for x in value)
+
+
+def _materials(r: _Reader) -> list[GltfMaterial]:
+    out = []
+    for i, m in enumerate(r.doc.get("materials", [])):
+        w = f"materials[{i}]"
+        pbr = m.get("pbrMetallicRoughness", {}) or {}
+        normal = m.get("normalTexture")
+        out.append(GltfMaterial(
+            name=str(m.get("name", f"material{i}")),
+            base_color_factor=_floats(r, pbr.get("baseColorFactor"), 4, (1.0, 1.0, 1.0, 1.0),
+                                      f"{w}.baseColorFactor"),  # type: ignore[arg-type]
+            metallic_factor=float(pbr.get("metallicFactor", 1.0)),
+            roughness_factor=float(pbr.get("roughnessFactor", 1.0)),
+            emissive_factor=_floats(r, m.get("emissiveFactor"), 3, (0.0, 0.0, 0.0),
+                                    f"{w}.emissiveFactor"),  # type: ignore[arg-type]
+            normal_scale=float(normal.get("scale", 1.0)) if isinstance(normal, dict) else 1.0,
+            base_color_image=_texture_image(r, pbr.get("baseColorTexture"),
+                                            f"{w}.baseColorTexture"),
+            metallic_roughness_image=_texture_image(r, pbr.get("metallicRoughnessTexture"),
+                                                    f"{w}.metallicRoughnessTexture"),
+            normal_image=_texture_image(r, normal, f"{w}.normalTexture")))
+    return out
+
+
+def _sniff_mime(data: bytes) -> str | None:
+    if data.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "image/png"
+    if data.startswith(b"\xff\xd8\xff"):
+        return "image/jpeg"
+    if data.startswith(KTX2_IDENTIFIER):
+        return "image/ktx2"
+    return None
+
+
+def _images(r: _Reader) -> list[GltfImage]:
+    out = []
+    for i, im in enumerate(r.doc.get("images", [])):
+        w = f"images[{i}]"
+        if "uri" in im:
+            data, src = r.uri_bytes(im["uri"], w)
+        elif "bufferView" in im:
+            data, src = bytes(r.view(im["bufferView"])[0]), None
+        else:
+            raise r.fail(f"{w}: neither uri nor bufferView")
+        mime = _sniff_mime(data)  # trust the bytes: mimeType is often missing or wrong
+        if mime is None:
+            raise UnsupportedGltfError(r.path, f"{w}: not PNG, JPEG or KTX2 "
+                                               f"(declared {im.get('mimeType')!r})")
+        out.append(GltfImage(str(im.get("name", f"image{i}")), mime, data, src))
+    return out
+
+
+# ---------------------------------------------------------------------------- nodes
+def _local_matrix(r: _Reader, node: dict[str, Any], i: int) -> np.ndarray:
+    if "matrix" in node:
+        m = _floats(r, node["matrix"], 16, (), f"nodes[{i}].matrix")
+        return np.array(m, np.float64).reshape(4, 4).T  # glTF is column-major
+    t = _floats(r, node.get("translation"), 3, (0.0, 0.0, 0.0), f"nodes[{i}].translation")
+    x, y, z, w = _floats(r, node.get("rotation"), 4, (0.0, 0.0, 0.0, 1.0),
+                         f"nodes[{i}].rotation")
+    s = _floats(r, node.get("scale"), 3, (1.0, 1.0, 1.0), f"nodes[{i}].scale")
+    q = np.array([x, y, z, w]) / max(float(np.linalg.norm([x, y, z, w])), 1e-12)
+    x, y, z, w = q
+    rot = np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+                    [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+                    [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)]])
+    m = np.eye(4)
+    m[:3, :3] = rot * np.array(s)[None, :]
+    m[:3, 3] = t
+    return m
+
+
+def _instances(r: _Reader, mesh_count: int) -> list[GltfInstance]:
+    nodes = r.doc.get("nodes", [])
+    scenes = r.doc.get("scenes", [])
+    if scenes:
+        scene = r.item("scenes", r.doc.get("scene", 0))
+        roots = scene.get("nodes", [])
+    else:  # no scenes: every node nobody points at is a root
+        children = {c for n in nodes if isinstance(n, dict) for c in n.get("children", [])}
+        roots = [i for i in range(len(nodes)) if i not in children]
+    out: list[GltfInstance] = []
+    stack = [(root, np.eye(4), frozenset()) for root in reversed(roots)]
+    while stack:
+        i, parent, path = stack.pop()
+        node = r.item("nodes", i)
+        if i in path or len(path) >= _MAX_NODE_DEPTH:
+            raise r.fail(f"nodes[{i}]: the node graph loops or nests deeper than "
+                         f"{_MAX_NODE_DEPTH}")
+        world = parent @ _local_matrix(r, node, i)
+        if "mesh" in node:
+            mesh = node["mesh"]
+            if not isinstance(mesh, int) or not 0 <= mesh < mesh_count:
+                raise r.fail(f"nodes[{i}].mesh: {mesh!r} of {mesh_count}")
+            out.append(GltfInstance(mesh, world.astype(np.float32), i))
+        children = node.get("children", [])
+        if not isinstance(children, list):
+            raise r.fail(f"nodes[{i}].children: not a list")
+        stack.extend((c, world, path | {i}) for c in reversed(children))
+    return out
+
+
+def load_gltf(path: str | Path) -> GltfAsset:
+    """Parse a .gltf or .glb file (and its buffers and images) into CPU data."""
+    path = Path(path)
+    try:
+        blob = path.read_bytes()
+    except OSError as exc:
+        raise GltfError(path, f"cannot read ({exc.strerror})") from exc
+    if blob[:4] == _GLB_MAGIC:
+        doc, glb_bin = _read_glb(path, blob)
+    else:
+        doc, glb_bin = _parse_json(path, blob), None
+    _check_asset(path, doc)
+    r = _Reader(path, doc, glb_bin)
+    try:
+        meshes = _meshes(r)
+        asset = GltfAsset(path, meshes, _materials(r), _images(r), _instances(r, len(meshes)))
+    except (TypeError, AttributeError, KeyError) as exc:
+        # A field of the wrong JSON type deep in a structure: still the file's fault.
+        raise GltfError(path, f"malformed structure ({type(exc).__name__}: {exc})") from exc
+    log.info("loaded %s: %d meshes, %d materials, %d images, %d instances", path.name,
+             len(asset.meshes), len(asset.materials), len(asset.images), len(asset.instances))
+    return asset
+
+
+# ---------------------------------------------------------------------------- textures
+def gltf_cache_dir() -> Path:
+    from .gallery_assets import cache_root
+    return cache_root() / "gltf"
+
+
+def image_ktx2(image: GltfImage, *, srgb: bool, normal_map: bool = False,
+               cache_dir: Path | None = None) -> Path:
+    """A KTX2 file with the image's pixels: the file itself for external KTX2 images, else a
+    cached one (PNG/JPEG baked to BC7, embedded KTX2 written out), named by content hash."""
+    if image.mime_type == "image/ktx2" and image.source_path is not None:
+        return image.source_path
+    directory = cache_dir or gltf_cache_dir()
+    kind = "ktx2" if image.mime_type == "image/ktx2" else \
+        f"bc7-{'srgb' if srgb else 'linear'}-{'n' if normal_map else 'c'}-v{BAKE_VERSION}"
+    digest = hashlib.sha256(image.data).hexdigest()[:32]
+    out = directory / f"{digest}-{kind}.ktx2"
+    if out.is_file():
+        return out
+    directory.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(f".tmp{id(image)}")
+    if image.mime_type == "image/ktx2":
+        tmp.write_bytes(image.data)
+    else:
+        from PIL import Image, UnidentifiedImageError
+
+        from ..textures.bake import bake_image
+        try:
+            with Image.open(io.BytesIO(image.data)) as im:
+                rgba = np.asarray(im.convert("RGBA"), np.uint8).copy()
+        except (OSError, UnidentifiedImageError, Image.DecompressionBombError) as exc:
+            raise GltfError(image.name, f"cannot decode {image.mime_type}: {exc}") from exc
+        bake_image(rgba, tmp, "bc7", srgb, normal_map=normal_map, source=image.name)
+    tmp.replace(out)  # atomic: a concurrent or interrupted import never sees half a file
+    return out
+
+
+def add_to_scene(asset: GltfAsset, scene: Scene, provider: TextureProvider, *,
+                 transform: glm.mat4 | None = None, cache_dir: Path | None = None
+                 ) -> list[Instance]:
+    """Make GPU meshes (owned by the scene), materials with provider texture ids, and one
+    scene instance per (node, primitive). `transform` places the whole asset."""
+    base = np.array(transform.to_list(), np.float32).T if transform is not None else np.eye(4)
+    tex_ids: dict[tuple[int, bool, bool], int] = {}
+
+    def texture(index: int | None, srgb: bool, normal: bool = False) -> int:
+        if index is None:
+            return -1
+        key = (index, srgb, normal)
+        if key not in tex_ids:
+            path = image_ktx2(asset.images[index], srgb=srgb, normal_map=normal,
+                              cache_dir=cache_dir)
+            tex_ids[key] = provider.register(f"{asset.path.name}#{path.name}", path)
+        return tex_ids[key]
+
+    materials = [Material(
+        name=m.name, albedo=texture(m.base_color_image, True),
+        normal=texture(m.normal_image, False, True),
+        roughness_metal=texture(m.metallic_roughness_image, False),
+        albedo_factor=m.base_color_factor, roughness=m.roughness_factor,
+        metalness=m.metallic_factor, emissive=m.emissive_factor, normal_scale=m.normal_scale)
+        for m in asset.materials]
+    default = Material(name="gltf-default", roughness=1.0, metalness=1.0)
+    scene.materials.extend(materials)
+    meshes: list[list[tuple[Mesh, Material]]] = []
+    for mi, m in enumerate(asset.meshes):
+        meshes.append([(scene.add_mesh(Mesh(scene.device, p.data, label=f"{m.name}.{pi}")),
+                        materials[p.material] if p.material is not None else default)
+                       for pi, p in enumerate(m.primitives)])
+    out = []
+    for inst in asset.instances:
+        world = base @ inst.world
+        model = glm.mat4(*world.T.ravel().tolist())  # glm takes columns
+        out.extend(scene.add(mesh, mat, model) for mesh, mat in meshes[inst.mesh])
+    return out

@@ -1,0 +1,282 @@
+"""Forward renderer: scene -> HDR targets at render resolution -> tone-mapped output.
+
+The scene pass lights in linear space into an RGBA16F target sized by the render scale (the
+`RenderTargetSet` reallocates it when memory asks for a smaller scale). The present pass maps
+HDR to display: it tone-maps and sRGB-encodes into an 8-bit output at output resolution. With
+plain bilinear upscaling both happen in one pass (no intermediate target, so lowering the scale
+really saves memory); an edge-aware upscaler (FSR) wants tone-mapped input, so then the
+tone-mapped image goes through an LDR target at render resolution first.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Literal
+
+import glm
+import moderngl
+import numpy as np
+
+from ..gl.device import Device
+from ..resolution.targets import RenderTargetSet, ResizeEvent, default_targets_spec
+from ..resolution.targets_spec import TargetsSpec
+from . import shaders
+from .camera import mat_to_numpy
+from .frame import FrameView
+from .material import Material
+from .scene import MAX_POINT_LIGHTS, Scene
+from .textures import TextureProvider
+
+log = logging.getLogger(__name__)
+
+ViewMode = Literal["lit", "mip"]
+_UNITS = {"albedo": 0, "normal": 1, "roughness_metal": 2}
+
+
+class _Program:
+    """A program plus the names of its active uniforms (the compiler drops unused ones, and
+    setting a dropped uniform must be a no-op rather than a KeyError)."""
+
+    def __init__(self, device: Device, label: str, vertex: str, fragment: str) -> None:
+        self.prog = device.program(vertex_shader=shaders.load(vertex),
+                                   fragment_shader=shaders.load(fragment), label=label)
+        self.names = set(self.prog)
+
+    def set(self, name: str, value) -> None:
+        if name in self.names:
+            if isinstance(value, (glm.mat4, glm.mat3)):
+                self.prog[name].write(value.to_bytes())
+            elif isinstance(value, np.ndarray):
+                self.prog[name].write(value.astype(np.float32).tobytes())
+            else:
+                self.prog[name].value = value
+
+
+class Renderer:
+    """Draws a Scene with textures from a TextureProvider. One per device and output."""
+
+    def __init__(self, device: Device, provider: TextureProvider,
+                 output_size: tuple[int, int], *, scale: float = 1.0,
+                 upscale: str = "bilinear", targets_spec: TargetsSpec | None = None,
+                 exposure: float = 1.0) -> None:
+        self.device = device
+        self.provider = provider
+        self.upscale = upscale
+        self.exposure = exposure
+        self.view_mode: ViewMode = "lit"
+        self._made: list = []
+        try:
+            self.targets = RenderTargetSet(device, targets_spec or default_targets_spec(),
+                                           output_size, scale, label="scene")
+            self._forward = self._keep(_Program(device, "forward", "forward.vert.glsl",
+                                                "forward.frag.glsl"))
+            self._present = self._keep(_Program(device, "present", "fullscreen.vert.glsl",
+                                                "present.frag.glsl"))
+            self._fullscreen = self._keep_gl(device.vertex_array(self._present.prog, [],
+                                                                 label="fullscreen"))
+            self._output_tex, self._output_fbo = self._make_output(output_size)
+        except BaseException:
+            self.release()
+            raise
+        self._ldr: tuple[moderngl.Texture, moderngl.Framebuffer] | None = None
+        self._upscaler = None
+
+    # ------------------------------------------------------------------ construction helpers
+    def _keep(self, p: _Program) -> _Program:
+        self._made.append(p.prog)
+        return p
+
+    def _keep_gl(self, obj):
+        self._made.append(obj)
+        return obj
+
+    def _make_output(self, size: tuple[int, int]):
+        tex = self.device.texture(size, 4, category="target", label="output")
+        try:
+            fbo = self.device.framebuffer([tex], label="output.fbo")
+        except BaseException:
+            self.device.release(tex)
+            raise
+        return tex, fbo
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def output_size(self) -> tuple[int, int]:
+        return self.targets.output_size
+
+    @property
+    def render_size(self) -> tuple[int, int]:
+        return self.targets.render_size
+
+    @property
+    def render_scale(self) -> float:
+        return self.targets.scale
+
+    @property
+    def output_fbo(self) -> moderngl.Framebuffer:
+        """The final 8-bit display image (what the HUD draws over and the window shows)."""
+        return self._output_fbo
+
+    # ------------------------------------------------------------------ resizing
+    def set_scale(self, scale: float, release_first: bool = False) -> ResizeEvent:
+        """Reallocate the scene targets at a new render scale (memory pressure)."""
+        event = self.targets.resize(scale, release_first=release_first)
+        self._drop_ldr()
+        return event
+
+    def set_output_size(self, size: tuple[int, int]) -> None:
+        """The window changed size."""
+        if tuple(size) == self.output_size:
+            return
+        self.targets.set_output_size(*size)
+        self.device.release(self._output_fbo)
+        self.device.release(self._output_tex)
+        self._output_tex, self._output_fbo = self._make_output(size)
+        self._drop_ldr()
+
+    # ------------------------------------------------------------------ per frame
+    def frame_view(self, scene: Scene, frame: int, time: float) -> FrameView:
+        """What the texture provider needs to know about this frame."""
+        w, h = self.render_size
+        cam = scene.camera
+        centers, radii, density, ids = scene.frame_arrays()
+        return FrameView(frame=frame, time=time, camera_pos=np.array(tuple(cam.position),
+                                                                     np.float32),
+                         view=mat_to_numpy(cam.view_matrix()),
+                         proj=mat_to_numpy(cam.proj_matrix(w / h)), fovy=cam.fovy,
+                         viewport=(w, h), render_scale=self.render_scale, centers=centers,
+                         radii=radii, uv_density=density, texture_ids=ids)
+
+    def render(self, scene: Scene) -> None:
+        """The scene pass into the HDR targets."""
+        ctx = self.device.ctx
+        fbo = self.targets.fbo
+        fbo.use()
+        fbo.clear(*scene.clear_color, 1.0, depth=1.0)
+        ctx.enable_only(moderngl.DEPTH_TEST)
+        w, h = self.render_size
+        cam = scene.camera
+        view_proj = cam.proj_matrix(w / h) * cam.view_matrix()
+        p = self._forward
+        p.set("u_view_proj", view_proj)
+        p.set("u_camera_pos", tuple(cam.position))
+        self._set_lights(scene)
+        p.set("u_view_mode", 1 if self.view_mode == "mip" else 0)
+        for slot, unit in _UNITS.items():
+            p.set({"albedo": "u_albedo_tex", "normal": "u_normal_tex",
+                   "roughness_metal": "u_rm_tex"}[slot], unit)
+        bound: Material | None = None
+        for inst in scene.instances:
+            if inst.material is not bound:
+                self._set_material(inst.material)
+                bound = inst.material
+            p.set("u_model", inst.model)
+            p.set("u_normal_matrix", glm.mat3(glm.transpose(glm.inverse(inst.model))))
+            inst.mesh.vertex_array(p.prog).render(moderngl.TRIANGLES)
+        if self.targets.msaa > 1:
+            self.targets.resolve()
+
+    def _set_lights(self, scene: Scene) -> None:
+        p = self._forward
+        sun = scene.sun
+        p.set("u_sun_dir", tuple(glm.normalize(glm.vec3(sun.direction))))
+        p.set("u_sun_color", tuple(c * sun.intensity for c in sun.color))
+        p.set("u_ambient", scene.ambient)
+        lights = scene.point_lights[:MAX_POINT_LIGHTS]
+        pos = np.zeros((MAX_POINT_LIGHTS, 4), np.float32)
+        col = np.zeros((MAX_POINT_LIGHTS, 3), np.float32)
+        for i, light in enumerate(lights):
+            pos[i] = (*light.position, light.range)
+            col[i] = tuple(c * light.intensity for c in light.color)
+        p.set("u_point_count", len(lights))
+        p.set("u_point_pos", pos)
+        p.set("u_point_color", col)
+
+    def _set_material(self, m: Material) -> None:
+        p = self._forward
+        p.set("u_albedo_factor", m.albedo_factor)
+        p.set("u_roughness", m.roughness)
+        p.set("u_metalness", m.metalness)
+        p.set("u_normal_scale", m.normal_scale)
+        p.set("u_emissive", m.emissive)
+        flags = {"albedo": "u_has_albedo", "normal": "u_has_normal",
+                 "roughness_metal": "u_has_rm"}
+        for slot, unit in _UNITS.items():
+            tid = getattr(m, slot)
+            p.set(flags[slot], tid >= 0)
+            if tid >= 0:
+                self.provider.bind(tid, unit)
+        if m.albedo >= 0:
+            res = self.provider.residency(m.albedo)
+            p.set("u_albedo_chain_size", (float(res.chain_width), float(res.chain_height)))
+            p.set("u_albedo_resident", float(res.base_level))
+
+    def present(self) -> None:
+        """Tone-map + sRGB-encode (and upscale) the HDR colour into the output."""
+        ctx = self.device.ctx
+        ctx.disable(moderngl.DEPTH_TEST | moderngl.BLEND)
+        p = self._present
+        p.set("u_hdr", 0)
+        p.set("u_exposure", self.exposure)
+        p.set("u_tonemap", True)
+        if self.upscale == "bilinear" or self.render_size == self.output_size:
+            self._tonemap_into(self._output_fbo)
+            return
+        ldr_tex, ldr_fbo = self._ensure_ldr()
+        self._tonemap_into(ldr_fbo)
+        self._ensure_upscaler().present(ldr_tex, self.render_size, self._output_fbo,
+                                        self.output_size)
+
+    def _tonemap_into(self, fbo: moderngl.Framebuffer) -> None:
+        fbo.use()
+        self.targets.color.use(0)
+        self._fullscreen.render(moderngl.TRIANGLES, vertices=3)
+
+    def _ensure_ldr(self) -> tuple[moderngl.Texture, moderngl.Framebuffer]:
+        if self._ldr is None:
+            tex = self.device.texture(self.render_size, 4, category="target", label="ldr")
+            try:
+                self._ldr = (tex, self.device.framebuffer([tex], label="ldr.fbo"))
+            except BaseException:
+                self.device.release(tex)
+                raise
+        return self._ldr
+
+    def _drop_ldr(self) -> None:
+        if self._ldr is not None:
+            self.device.release(self._ldr[1])
+            self.device.release(self._ldr[0])
+            self._ldr = None
+
+    def _ensure_upscaler(self):
+        if self._upscaler is None:
+            from ..resolution.upscale import Upscaler
+            self._upscaler = Upscaler(self.device, mode=self.upscale)
+        return self._upscaler
+
+    def read_output(self, components: int = 3) -> np.ndarray:
+        """The output image, top row first: (H, W, components) uint8."""
+        w, h = self.output_size
+        data = self._output_fbo.read(components=components, alignment=1)
+        return np.frombuffer(data, np.uint8).reshape(h, w, components)[::-1].copy()
+
+    def blit_to_screen(self) -> None:
+        """Window mode: copy the output to the default framebuffer."""
+        ctx = self.device.ctx
+        ctx.copy_framebuffer(ctx.screen, self._output_fbo)
+
+    def release(self) -> None:
+        if getattr(self, "_upscaler", None) is not None:
+            self._upscaler.release()
+            self._upscaler = None
+        if getattr(self, "_ldr", None) is not None:
+            self._drop_ldr()
+        for name in ("_output_fbo", "_output_tex"):
+            obj = self.__dict__.pop(name, None)
+            if obj is not None:
+                self.device.release(obj)
+        for obj in reversed(self._made):
+            self.device.release(obj)
+        self._made.clear()
+        targets = self.__dict__.pop("targets", None)
+        if targets is not None:
+            targets.release()

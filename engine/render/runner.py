@@ -1,0 +1,288 @@
+"""The frame loop shared by demos, tests and the window, plus the JSON run report.
+
+Per frame: camera update -> provider.begin_frame(view) -> scene pass -> present ->
+provider.end_frame() -> on_frame hooks -> device.end_frame (ledger sample) -> memory reaction
+(governor splits the budget, the resolution controller picks a render scale that fits). Time
+advances by a fixed step, not the wall clock, so frame N always shows the same picture.
+
+Every GL object a run makes is released at its end, and the leak count goes in the report:
+a demo that leaks fails its own report, not only a test.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+import numpy as np
+
+from ..gl.device import Device
+from ..memory.budget import Budget
+from ..memory.governor import Allocation, Governor, GovernorInputs
+from ..resolution.policy import Decision, ResolutionController
+from .imagecompare import save_png
+from .renderer import Renderer
+from .scene import Scene
+from .textures import TextureProvider, make_provider
+
+log = logging.getLogger(__name__)
+
+SceneFactory = Callable[[Device, TextureProvider, Mapping[str, Any]], Scene]
+
+
+@dataclass
+class FrameContext:
+    """What an on_frame hook sees; hooks may add keys to `record` (it goes in the report)."""
+
+    frame: int
+    time: float
+    device: Device
+    renderer: Renderer
+    scene: Scene
+    provider: TextureProvider
+    record: dict[str, Any]
+    allocation: Allocation | None = None
+    decision: Decision | None = None
+
+
+FrameHook = Callable[[FrameContext], None]
+
+
+@dataclass
+class RunResult:
+    summary: dict[str, Any]
+    frames: list[dict[str, Any]]
+    image: np.ndarray | None = None  # the last frame's output (H, W, 3) uint8
+    screenshot: Path | None = None
+    report: Path | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"summary": self.summary, "frames": self.frames}
+
+
+class MemoryReaction:
+    """The executor of the one-budget policy for a run: each frame the governor splits the
+    budget, the resolution controller picks the largest render scale whose exact target bytes
+    fit the targets' share, and the renderer reallocates when the scale changes."""
+
+    def __init__(self, device: Device, renderer: Renderer) -> None:
+        self.device = device
+        self.renderer = renderer
+        self.governor = Governor()
+        self.controller = ResolutionController(renderer.targets.spec)
+
+    def update(self, provider_stats: Mapping[str, Any],
+               frame_ms: float | None) -> tuple[Allocation, Decision]:
+        ledger = self.device.ledger
+        targets = self.renderer.targets.nbytes
+        streamed = ledger.category_total("texture.streamed")
+        curve = self.controller.target_curve(*self.renderer.output_size)
+        alloc = self.governor.decide(GovernorInputs(
+            budget_bytes=self.device.budget.bytes,
+            fixed_bytes=max(0, ledger.total - targets - streamed),
+            target_bytes=targets, streamed_bytes=streamed, target_curve=curve,
+            stream_wanted=int(provider_stats.get("wanted_bytes", 0)) if streamed else 0,
+            stream_min=int(provider_stats.get("min_bytes", 0)),
+            stream_wanted_scale=self.renderer.render_scale,
+            scale_cap=self.controller.scale_cap))
+        decision = self.controller.update(self.renderer.output_size, alloc.targets_allowance,
+                                          alloc.free_bytes, frame_ms)
+        if decision.resize and abs(decision.scale - self.renderer.render_scale) > 1e-9:
+            event = self.renderer.set_scale(decision.scale, decision.release_first)
+            if event.failed:
+                decision = self.controller.on_alloc_failed(decision.scale)
+                self.renderer.set_scale(decision.scale, release_first=True)
+        return alloc, decision
+
+
+def _percentile(values: list[float], q: float) -> float:
+    return float(np.percentile(values, q)) if values else 0.0
+
+
+def summarize(frames: list[dict[str, Any]], device: Device, leaked: int) -> dict[str, Any]:
+    ms = [f["ms"] for f in frames]
+    return {
+        "frames": len(frames),
+        "budget_bytes": device.budget.bytes,
+        "peak_bytes": max((f["total_bytes"] for f in frames), default=0),
+        "peak_by_category": device.ledger.peak_by_category(),
+        "frame_ms_p50": _percentile(ms, 50),
+        "frame_ms_p99": _percentile(ms, 99),
+        "leaked_objects": leaked,
+        "renderer": device.caps.renderer,
+    }
+
+
+def write_report(result: RunResult, path: Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result.to_json(), indent=1), encoding="utf-8")
+    return path
+
+
+class FrameLoop:
+    """One run's objects (provider, scene, renderer, memory reaction) and its frame step.
+    The headless runner and the window both drive it."""
+
+    def __init__(self, device: Device, scene_factory: SceneFactory, *, size: tuple[int, int],
+                 provider: str = "static", scale: float = 1.0, upscale: str = "bilinear",
+                 view_mode: str = "lit", react: bool = True,
+                 on_frame: Iterable[FrameHook] = (), options: Mapping[str, Any] | None = None,
+                 dt: float = 1.0 / 60.0) -> None:
+        self.device = device
+        self.dt = dt
+        self.on_frame: list[FrameHook] = list(on_frame)
+        self.frames: list[dict[str, Any]] = []
+        self.provider = make_provider(provider, device)
+        self.scene: Scene | None = None
+        self.renderer: Renderer | None = None
+        try:
+            self.scene = scene_factory(device, self.provider, dict(options or {}))
+            self.renderer = Renderer(device, self.provider, size, scale=scale, upscale=upscale)
+        except BaseException:
+            self.release()
+            raise
+        self.renderer.view_mode = view_mode  # type: ignore[assignment]
+        self.reaction = MemoryReaction(device, self.renderer) if react else None
+        self._last_ms: float | None = None
+
+    def step(self, frame: int, camera_override: Callable[[Scene], None] | None = None
+             ) -> dict[str, Any]:
+        """Render one frame into the renderer's output; returns the frame's record."""
+        assert self.scene is not None and self.renderer is not None
+        start = time.perf_counter()
+        t = frame * self.dt
+        self.scene.update(t)
+        if camera_override is not None:
+            camera_override(self.scene)
+        self.provider.begin_frame(self.renderer.frame_view(self.scene, frame, t))
+        self.renderer.render(self.scene)
+        self.renderer.present()
+        self.provider.end_frame()
+        self.device.ctx.finish()  # honest frame times: wait for the GPU
+        ms = (time.perf_counter() - start) * 1000.0
+        stats = self.provider.stats()
+        ledger = self.device.ledger
+        record: dict[str, Any] = {
+            "frame": frame, "ms": ms, "total_bytes": ledger.total,
+            "budget_bytes": self.device.budget.bytes, "by_category": ledger.by_category(),
+            "render_scale": self.renderer.render_scale,
+            "texture_resident_bytes": int(stats.get("resident_bytes", 0)),
+            "texture_wanted_bytes": int(stats.get("wanted_bytes", 0)),
+            "pending_uploads": int(stats.get("pending_uploads", 0)),
+        }
+        ctx = FrameContext(frame, t, self.device, self.renderer, self.scene, self.provider,
+                           record)
+        if self.reaction is not None:
+            ctx.allocation, ctx.decision = self.reaction.update(stats, self._last_ms)
+            record["scale_reason"] = ctx.decision.reason
+            record["over_budget"] = ctx.allocation.over_budget
+        for hook in self.on_frame:
+            hook(ctx)
+        sample = self.device.end_frame(frame)
+        record["peak_bytes"] = sample.peak_bytes
+        self._last_ms = ms
+        self.frames.append(record)
+        return record
+
+    def release(self) -> None:
+        if self.renderer is not None:
+            self.renderer.release()
+            self.renderer = None
+        if self.scene is not None:
+            self.scene.release()
+            self.scene = None
+        self.provider.release()
+
+
+def _hud_hook(device: Device) -> tuple[FrameHook, Callable[[], None]] | None:
+    """A hook drawing the diagnostics HUD over the output, when that module exists."""
+    try:
+        from ..diagnostics.hud import Hud
+    except ImportError:
+        log.info("no HUD module (engine.diagnostics.hud); running without HUD")
+        return None
+    hud = Hud(device)
+
+    def draw(ctx: FrameContext) -> None:
+        ctx.renderer.output_fbo.use()
+        hud.draw(ctx.renderer.output_fbo, ctx.renderer.output_size, ctx.record)
+
+    return draw, hud.release
+
+
+def run_scene(scene_factory: SceneFactory, *, frames: int = 120,
+              size: tuple[int, int] = (1280, 720), budget: str | int | Budget = "80%",
+              headless: bool = True, screenshot: Path | str | None = None,
+              report: Path | str | None = None, provider: str = "static", scale: float = 1.0,
+              upscale: str = "bilinear", view_mode: str = "lit", hud: bool = False,
+              react: bool = True, on_frame: Iterable[FrameHook] = (),
+              options: Mapping[str, Any] | None = None, device: Device | None = None,
+              dt: float = 1.0 / 60.0) -> RunResult:
+    """Run `frames` frames of the scene `scene_factory(device, provider, options)` builds.
+
+    headless=False opens a window (engine.render.window) and runs until closed or `frames`
+    frames (frames <= 0: until closed). `device`: use this device (tests share one) instead of
+    making one; it is not shut down, but everything the run made is released and counted.
+    """
+    if not headless:
+        from .window import run_window
+        return run_window(scene_factory, frames=frames, size=size, budget=budget,
+                          screenshot=screenshot, report=report, provider=provider,
+                          scale=scale, upscale=upscale, view_mode=view_mode, hud=hud,
+                          react=react,
+                          on_frame=on_frame, options=options, dt=dt)
+    own = device is None
+    dev = Device.headless(budget) if own else device
+    old_budget = dev.budget.spec
+    if not own and budget is not None and not isinstance(budget, Budget):
+        dev.budget.set(budget)
+    try:
+        mark = dev.tracker.mark()
+        hooks = list(on_frame)
+        hud_parts = _hud_hook(dev) if hud else None
+        if hud_parts:
+            hooks.append(hud_parts[0])
+        loop = FrameLoop(dev, scene_factory, size=size, provider=provider, scale=scale,
+                         upscale=upscale, view_mode=view_mode, react=react, on_frame=hooks,
+                         options=options, dt=dt)
+        try:
+            for frame in range(frames):
+                loop.step(frame)
+            assert loop.renderer is not None
+            image = loop.renderer.read_output()
+        finally:
+            loop.release()
+            if hud_parts:
+                hud_parts[1]()
+        leaked = finish_run(dev, mark)
+        result = RunResult(summarize(loop.frames, dev, leaked), loop.frames, image)
+        return save_outputs(result, screenshot, report)
+    finally:
+        if own:
+            dev.shutdown()
+        else:
+            dev.budget.set(old_budget)  # a shared device leaves the run as it came
+
+
+def finish_run(device: Device, mark: int) -> int:
+    """Count (and log) GL objects the run made that are still alive after its release."""
+    device.flush_releases()
+    leaked = device.tracker.made_since(mark)
+    if leaked:
+        log.error("%d GL object(s) leaked by the run:\n%s", len(leaked),
+                  "\n".join("  " + r.describe() for r in leaked))
+    return len(leaked)
+
+
+def save_outputs(result: RunResult, screenshot: Path | str | None,
+                 report: Path | str | None) -> RunResult:
+    if screenshot is not None and result.image is not None:
+        result.screenshot = Path(screenshot)
+        save_png(result.image, result.screenshot)
+    if report is not None:
+        result.report = write_report(result, Path(report))
+    return result

@@ -1,0 +1,114 @@
+"""A scene: meshes, materials, instances, lights and a camera (optionally on a path).
+
+Instances carry their world bounding sphere and UV density precomputed, because the texture
+provider needs them for every instance every frame (`Scene.frame_arrays`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import glm
+import numpy as np
+
+from ..gl.device import Device
+from .camera import Camera, CameraPath
+from .frame import TEXTURE_SLOTS
+from .material import Material
+from .mesh import Mesh
+
+MAX_POINT_LIGHTS = 4
+
+
+@dataclass
+class Instance:
+    mesh: Mesh
+    material: Material
+    model: glm.mat4 = field(default_factory=glm.mat4)
+
+    @property
+    def scale(self) -> float:
+        """The largest axis scale of the model matrix (conservative for bounds)."""
+        return max(glm.length(glm.vec3(self.model[i])) for i in range(3))
+
+    @property
+    def center(self) -> glm.vec3:
+        return glm.vec3(self.model * glm.vec4(*self.mesh.center, 1.0))
+
+    @property
+    def radius(self) -> float:
+        return self.mesh.radius * self.scale
+
+    @property
+    def uv_density(self) -> float:
+        """UV units per world unit: the mesh's, shrunk by the instance scale."""
+        return self.mesh.uv_density / max(self.scale, 1e-9)
+
+
+@dataclass
+class DirectionalLight:
+    direction: tuple[float, float, float] = (-0.3, -1.0, -0.4)  # direction light travels
+    color: tuple[float, float, float] = (1.0, 0.97, 0.9)
+    intensity: float = 2.5
+
+
+@dataclass
+class PointLight:
+    position: tuple[float, float, float]
+    color: tuple[float, float, float] = (1.0, 1.0, 1.0)
+    intensity: float = 5.0
+    range: float = 10.0
+
+
+@dataclass
+class Scene:
+    """Everything drawn. The scene owns its meshes (it releases them); textures belong to
+    the provider."""
+
+    device: Device
+    meshes: list[Mesh] = field(default_factory=list)
+    materials: list[Material] = field(default_factory=list)
+    instances: list[Instance] = field(default_factory=list)
+    sun: DirectionalLight = field(default_factory=DirectionalLight)
+    point_lights: list[PointLight] = field(default_factory=list)
+    ambient: tuple[float, float, float] = (0.18, 0.19, 0.22)
+    camera: Camera = field(default_factory=Camera)
+    camera_path: CameraPath | None = None
+    clear_color: tuple[float, float, float] = (0.02, 0.02, 0.03)
+    on_update: list[Callable[["Scene", float], None]] = field(default_factory=list)
+
+    def add_mesh(self, mesh: Mesh) -> Mesh:
+        self.meshes.append(mesh)
+        return mesh
+
+    def add(self, mesh: Mesh, material: Material, model: glm.mat4 | None = None) -> Instance:
+        inst = Instance(mesh, material, model if model is not None else glm.mat4())
+        self.instances.append(inst)
+        return inst
+
+    def update(self, t: float) -> None:
+        """Move the camera along its path (if any) and run scene animations."""
+        if self.camera_path is not None:
+            self.camera_path.apply(self.camera, t)
+        for fn in self.on_update:
+            fn(self, t)
+
+    def frame_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(centers Nx3, radii N, uv_density N, texture_ids NxS) for the FrameView."""
+        n = len(self.instances)
+        centers = np.zeros((n, 3), np.float32)
+        radii = np.zeros(n, np.float32)
+        density = np.zeros(n, np.float32)
+        ids = np.zeros((n, len(TEXTURE_SLOTS)), np.int32)
+        for i, inst in enumerate(self.instances):
+            centers[i] = tuple(inst.center)
+            radii[i] = inst.radius
+            density[i] = inst.uv_density
+            ids[i] = inst.material.texture_ids()
+        return centers, radii, density, ids
+
+    def release(self) -> None:
+        for mesh in self.meshes:
+            mesh.release()
+        self.meshes.clear()
+        self.instances.clear()

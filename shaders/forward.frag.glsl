@@ -1,0 +1,102 @@
+#version 330 core
+// Forward pass: metal-roughness GGX with normal maps, lit in linear space into an HDR target.
+// Albedo textures are sRGB formats, so sampling returns linear values already.
+#include "mipdebug.glsl"
+
+in vec3 v_world;
+in vec3 v_normal;
+in vec2 v_uv;
+in vec4 v_tangent;
+
+uniform sampler2D u_albedo_tex;
+uniform sampler2D u_normal_tex;
+uniform sampler2D u_rm_tex;
+uniform bool u_has_albedo;
+uniform bool u_has_normal;
+uniform bool u_has_rm;
+uniform vec4 u_albedo_factor;
+uniform float u_roughness;
+uniform float u_metalness;
+uniform float u_normal_scale;
+uniform vec3 u_emissive;
+
+uniform vec3 u_camera_pos;
+uniform vec3 u_sun_dir;      // direction the light travels
+uniform vec3 u_sun_color;    // colour x intensity
+uniform vec3 u_ambient;
+uniform int u_point_count;
+uniform vec4 u_point_pos[4];   // xyz, range
+uniform vec3 u_point_color[4]; // colour x intensity
+
+uniform int u_view_mode;           // 0 lit, 1 mip debug
+uniform vec2 u_albedo_chain_size;  // level 0 of the albedo chain, in texels
+uniform float u_albedo_resident;   // finest chain level resident (min LOD)
+
+out vec4 f_color;
+
+const float PI = 3.14159265;
+
+float d_ggx(float ndh, float a) {
+    float a2 = a * a;
+    float d = ndh * ndh * (a2 - 1.0) + 1.0;
+    return a2 / (PI * d * d);
+}
+
+float v_smith(float ndv, float ndl, float a) {
+    float k = a * 0.5;
+    return 0.25 / ((ndv * (1.0 - k) + k) * (ndl * (1.0 - k) + k));
+}
+
+vec3 brdf(vec3 n, vec3 v, vec3 l, vec3 base, float rough, float metal) {
+    vec3 h = normalize(v + l);
+    float ndl = max(dot(n, l), 0.0);
+    float ndv = max(dot(n, v), 1e-4);
+    float ndh = max(dot(n, h), 0.0);
+    float vdh = max(dot(v, h), 0.0);
+    float a = max(rough * rough, 0.002);
+    vec3 f0 = mix(vec3(0.04), base, metal);
+    vec3 f = f0 + (1.0 - f0) * pow(1.0 - vdh, 5.0);
+    vec3 spec = f * d_ggx(ndh, a) * v_smith(ndv, ndl, a);
+    vec3 diff = (1.0 - f) * (1.0 - metal) * base / PI;
+    return (diff + spec) * ndl;
+}
+
+void main() {
+    vec4 albedo = u_albedo_factor;
+    if (u_has_albedo) albedo *= texture(u_albedo_tex, v_uv);
+    if (u_view_mode == 1) {
+        f_color = u_has_albedo
+            ? vec4(mip_debug_color(wanted_level(v_uv, u_albedo_chain_size), u_albedo_resident,
+                                   albedo.rgb), 1.0)
+            : vec4(vec3(0.3), 1.0);
+        return;
+    }
+    float rough = u_roughness;
+    float metal = u_metalness;
+    if (u_has_rm) {
+        vec3 rm = texture(u_rm_tex, v_uv).rgb;
+        rough *= rm.g;
+        metal *= rm.b;
+    }
+    vec3 n = normalize(v_normal);
+    if (!gl_FrontFacing) n = -n;
+    if (u_has_normal) {
+        vec3 t = normalize(v_tangent.xyz - n * dot(n, v_tangent.xyz));
+        vec3 b = cross(n, t) * v_tangent.w;
+        vec3 tn = texture(u_normal_tex, v_uv).xyz * 2.0 - 1.0;
+        tn.xy *= u_normal_scale;
+        n = normalize(mat3(t, b, n) * tn);
+    }
+    vec3 v = normalize(u_camera_pos - v_world);
+    vec3 color = u_ambient * albedo.rgb * (1.0 - 0.5 * metal) + u_emissive;
+    color += brdf(n, v, normalize(-u_sun_dir), albedo.rgb, rough, metal) * u_sun_color;
+    for (int i = 0; i < u_point_count; ++i) {
+        vec3 d = u_point_pos[i].xyz - v_world;
+        float dist = length(d);
+        float fall = clamp(1.0 - pow(dist / u_point_pos[i].w, 4.0), 0.0, 1.0);
+        float atten = fall * fall / (dist * dist + 1.0);
+        color += brdf(n, v, d / max(dist, 1e-4), albedo.rgb, rough, metal)
+                 * u_point_color[i] * atten;
+    }
+    f_color = vec4(color, albedo.a);
+}
