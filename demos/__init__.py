@@ -6,8 +6,9 @@ one by putting a `Demo` in `DEMOS` (or calling `register`).
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from engine.render.runner import FrameHook, SceneFactory
 

@@ -8,9 +8,10 @@ fast) and cached.
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
-import glm
+from pyglm import glm
 
 from engine.gl.device import Device
 from engine.render.camera import Camera, CameraPath, Keyframe
@@ -62,6 +63,9 @@ def _populate(scene: Scene, provider: TextureProvider, paths, speed: float) -> N
     scene.materials.append(plaster)
     for side in (-1.0, 1.0):
         scene.add(wall, plaster, glm.translate(glm.vec3(side * (HALF_WIDTH + 0.15), 2.0, mid)))
+    end = scene.add_mesh(Mesh(device, box((2 * HALF_WIDTH + 0.4, 4.2, 0.2)), label="end"))
+    for z in (mid - length / 2 - 4.1, mid + length / 2 + 4.1):
+        scene.add(end, plaster, glm.translate(glm.vec3(0, 2.0, z)))
     for i, path in enumerate(paths):
         tid = provider.register(path.stem, path)
         mat = Material(path.stem, albedo=tid, roughness=0.45 + 0.4 * ((i * 7) % 5) / 4)

@@ -11,7 +11,8 @@ and texture bytes following the budget down and back up.
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 

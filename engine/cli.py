@@ -102,6 +102,8 @@ def build_parser() -> argparse.ArgumentParser:
     insp.set_defaults(func=_inspect)
     from .bench.harness import add_parser as add_bench
     add_bench(sub)
+    from .diagnostics.timeline import add_parser as add_report
+    add_report(sub)
     return p
 
 

@@ -7,12 +7,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PIL import Image
+from texture_helpers import (
+    DDPF_ALPHAPIXELS,
+    DDPF_RGB,
+    DDSD_MIPMAPCOUNT,
+    DdsSpec,
+    build_dds,
+    legacy_dds,
+    rgba_image,
+    texconv_dds,
+)
 
-import engine.textures as textures
+from engine import textures
 from engine.errors import TextureFormatError, UnsupportedFormatError
 from engine.memory.sizes import level_bytes
-from texture_helpers import (DDPF_ALPHAPIXELS, DDPF_RGB, DDSD_MIPMAPCOUNT, DdsSpec, build_dds,
-                             legacy_dds, rgba_image, texconv_dds)
 
 
 def _write(tmp_path: Path, data: bytes, name: str = "t.dds") -> Path:
@@ -35,11 +43,11 @@ def test_pillow_written(tmp_path: Path, pixel_format: str | None, fmt: str) -> N
     assert (tex.container, tex.format, tex.width, tex.height, len(tex.levels)) == (
         "dds", fmt, 20, 12, 1)
     ours = textures.decode_rgba(tex)
-    pil = np.asarray(Image.open(p).convert("RGBA"))
-    if fmt == "BC5":  # Pillow fills blue with 0 too, but as RGB: compare the two channels
-        np.testing.assert_array_equal(ours[..., :2], pil[..., :2])
-    else:
-        np.testing.assert_array_equal(ours, pil)
+    pil = np.asarray(Image.open(p).convert("RGBA")).astype(int)
+    if fmt == "BC5":  # Pillow decodes BC5 as RGB: compare the two channels
+        ours, pil = ours[..., :2], pil[..., :2]
+    # Pillow's palette rounding is not llvmpipe's (ours): within 2, exact when uncompressed.
+    assert np.abs(ours.astype(int) - pil).max() <= (0 if fmt == "BGRA8" else 2)
 
 
 @pytest.mark.parametrize("dxgi,fmt", [(98, "BC7"), (99, "BC7_SRGB"), (72, "BC1_RGBA_SRGB"),

@@ -1,4 +1,8 @@
-"""CPU decode: every block mode of BC1-BC5 against GL semantics, BC6H/BC7 via texture2ddecoder."""
+"""CPU decode: every block mode of BC1-BC5 by hand, and against texture2ddecoder.
+
+Our BC1-BC5 arithmetic is llvmpipe's (tests/test_decode_gpu.py holds it to the driver);
+texture2ddecoder rounds palette entries differently, so it agrees only within 2.
+"""
 from __future__ import annotations
 
 import struct
@@ -7,11 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import texture2ddecoder
+from texture_helpers import Ktx2Spec, build_ktx2, ktx2_for
 
-import engine.textures as textures
+from engine import textures
 from engine.errors import UnsupportedFormatError
 from engine.textures.decode import decode_image
-from texture_helpers import Ktx2Spec, build_ktx2, ktx2_for
 
 RNG = np.random.default_rng(7)
 
@@ -22,6 +26,10 @@ def _random_blocks(n: int, size: int) -> bytes:
 
 def _t2d(fn, data: bytes, w: int, h: int) -> np.ndarray:
     return np.frombuffer(fn(data, w, h), np.uint8).reshape(h, w, 4)[..., [2, 1, 0, 3]]
+
+
+def _close(ours: np.ndarray, ref: np.ndarray) -> None:
+    assert np.abs(ours.astype(int) - ref.astype(int)).max() <= 2
 
 
 def _colour_block(c0: int, c1: int, indices: int) -> bytes:
@@ -39,17 +47,17 @@ def test_bc1_matches_texture2ddecoder_colour_and_gl_alpha() -> None:
     data = _random_blocks(16 * 16, 8)
     ref = _t2d(texture2ddecoder.decode_bc1, data, 64, 64)
     rgb, rgba = decode_image("BC1_RGB", data, 64, 64), decode_image("BC1_RGBA", data, 64, 64)
-    np.testing.assert_array_equal(rgb, ref)  # opaque black for punch-through, alpha 255
+    _close(rgb, ref)  # opaque black for punch-through, alpha 255
     punch = (ref[..., 3] == 255) & (rgba[..., 3] == 0)
     assert punch.any()
-    np.testing.assert_array_equal(rgba[~punch], ref[~punch])
+    _close(rgba[~punch], ref[~punch])
     assert (rgba[punch] == 0).all() and (ref[punch][:, :3] == 0).all()
 
 
 def test_bc1_three_colour_mode_by_hand() -> None:
     block = _colour_block(0x0000, 0xFFFF, 0b11_10_01_00)  # row 0: indices 0, 1, 2, 3
     row = decode_image("BC1_RGBA", block, 4, 4)[0]
-    assert row.tolist() == [[0, 0, 0, 255], [255, 255, 255, 255], [127, 127, 127, 255],
+    assert row.tolist() == [[0, 0, 0, 255], [255, 255, 255, 255], [128, 128, 128, 255],
                             [0, 0, 0, 0]]
 
 
@@ -57,7 +65,8 @@ def test_bc3_colour_is_always_four_colour_mode() -> None:
     """color0 <= color1 must not switch BC3 (or BC2) to BC1's 3-colour mode."""
     block = b"\xff\xff" + bytes(6) + _colour_block(0x0000, 0xFFFF, 0b11_10_01_00)
     row = decode_image("BC3", block, 4, 4)[0]
-    assert row[:, :3].tolist() == [[0, 0, 0], [255, 255, 255], [85, 85, 85], [170, 170, 170]]
+    # llvmpipe's lerp: 255 * 85 >> 8 = 84, 255 * 170 >> 8 = 169
+    assert row[:, :3].tolist() == [[0, 0, 0], [255, 255, 255], [84, 84, 84], [169, 169, 169]]
     assert (row[:, 3] == 255).all()
 
 
@@ -65,8 +74,8 @@ def test_bc3_matches_texture2ddecoder_on_four_colour_blocks() -> None:
     data = _random_blocks(16 * 16, 16)
     ours, ref = decode_image("BC3", data, 64, 64), _t2d(texture2ddecoder.decode_bc3, data, 64, 64)
     four = np.repeat(np.repeat(_colour_modes(data, 8, 16).reshape(16, 16), 4, 0), 4, 1)
-    np.testing.assert_array_equal(ours[four], ref[four])
-    np.testing.assert_array_equal(ours[..., 3], ref[..., 3])  # alpha: every mode
+    _close(ours[four], ref[four])
+    _close(ours[..., 3], ref[..., 3])  # alpha: every mode
 
 
 def test_bc2_explicit_alpha_and_four_colour() -> None:
@@ -83,8 +92,10 @@ def test_bc2_explicit_alpha_and_four_colour() -> None:
                                          ("BC6H_UF", texture2ddecoder.decode_bc6, 16)])
 def test_matches_texture2ddecoder(fmt: str, fn, size: int) -> None:
     data = _random_blocks(16 * 16, size)
-    ours = decode_image(fmt, data, 64, 64)
-    np.testing.assert_array_equal(ours, _t2d(fn, data, 64, 64))
+    ours, ref = decode_image(fmt, data, 64, 64), _t2d(fn, data, 64, 64)
+    if fmt == "BC6H_UF":  # reserved modes: texture2ddecoder gives alpha 0, GL alpha 1
+        ours, ref = ours[..., :3], ref[..., :3]
+    _close(ours, ref)
     if fmt.startswith(("BC4", "BC5")):
         assert (ours[..., 2] == 0).all() and (ours[..., 3] == 255).all()
         if fmt == "BC4":
@@ -95,8 +106,8 @@ def test_bc4_snorm_by_hand() -> None:
     # r0=127 (1.0) > r1=-127 (-1.0): 8-value mode; row 0 indices 0, 1, 2, 7.
     eight = struct.pack("<bb", 127, -127) + (0 | 1 << 3 | 2 << 6 | 7 << 9).to_bytes(6, "little")
     row = decode_image("BC4_SNORM", eight, 4, 4)[0]
-    # index 2 = (6*127 - 127) / 7 = 90.7 -> 90, index 7 = (127 - 6*127) / 7 -> -90 (C truncation)
-    assert row[:, 0].tolist() == [255, 0, round((90 / 127 + 1) * 127.5),
+    # lerp(127, -127, w) = (127*256 - 254*w) >> 8: w=36 -> 91, w=218 -> -90 (floored)
+    assert row[:, 0].tolist() == [255, 0, round((91 / 127 + 1) * 127.5),
                                   round((-90 / 127 + 1) * 127.5)]
     # r0=-128 <= r1=0: 6-value mode, index 6 = -1.0, index 7 = +1.0; -128 reads as -1.0 too
     six = struct.pack("<bb", -128, 0) + (0 | 6 << 3 | 7 << 6).to_bytes(6, "little")

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 import zstandard
+from texture_helpers import Ktx2Spec, build_ktx2, ktx2_for
 
-import engine.textures as textures
+from engine import textures
 from engine.errors import TextureFormatError, UnsupportedFormatError
 from engine.memory.sizes import level_bytes
-from texture_helpers import Ktx2Spec, build_ktx2, ktx2_for
 
 
 def _write(tmp_path: Path, data: bytes, name: str = "t.ktx2") -> Path:
@@ -49,7 +49,7 @@ def test_array_and_cube_slices(tmp_path: Path, scheme: int, name: str) -> None:
 
 
 def test_open_reads_no_level_bytes(tmp_path: Path) -> None:
-    data, images = ktx2_for("BC1_RGBA", 8, 8, levels=1)
+    data, _ = ktx2_for("BC1_RGBA", 8, 8, levels=1)
     p = _write(tmp_path, data)
     tex = textures.open(p)
     lv = tex.levels[0]
@@ -74,8 +74,8 @@ def test_level_count_zero_means_one_level(tmp_path: Path) -> None:
 
 
 def _spec(**kw: object) -> Ktx2Spec:
-    base = dict(vk_format=145, width=8, height=8, levels=[bytes(64), bytes(16), bytes(16),
-                                                          bytes(16)])
+    base = {"vk_format": 145, "width": 8, "height": 8,
+            "levels": [bytes(64), bytes(16), bytes(16), bytes(16)]}
     base.update(kw)
     return Ktx2Spec(**base)  # type: ignore[arg-type]
 

@@ -13,12 +13,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import texture2ddecoder
+from texture_helpers import TESTDATA
 
-import engine.textures as textures
+from engine import textures
 from engine.errors import TextureFormatError, UnsupportedFormatError
 from engine.formats import BY_VK
 from engine.memory.sizes import level_bytes
-from texture_helpers import TESTDATA
 
 CTS = TESTDATA / "ktx2-cts"
 
@@ -43,7 +43,8 @@ def _check_levels(tex: textures.TextureFile) -> None:
 
 
 # texture2ddecoder is a reference only where it follows GL: not BC1_RGBA punch-through,
-# not BC3 blocks with color0 <= color1, not signed RGTC (see engine/textures/bcn.py).
+# not BC3 blocks with color0 <= color1, not signed RGTC, and its BC1-BC5 palette rounding
+# differs from llvmpipe's by up to 2 (see engine/textures/bcn.py): BC6H/BC7 must be exact.
 _T2D = {"BC1": texture2ddecoder.decode_bc1, "BC4": texture2ddecoder.decode_bc4,
         "BC5": texture2ddecoder.decode_bc5, "BC6H": texture2ddecoder.decode_bc6,
         "BC7": texture2ddecoder.decode_bc7}
@@ -63,7 +64,8 @@ def test_bcn(path: Path) -> None:
     theirs = theirs[..., [2, 1, 0, 3]]
     if tex.format.startswith("BC1_RGBA"):
         ours, theirs = ours[..., :3], theirs[..., :3]
-    np.testing.assert_array_equal(ours, theirs)
+    tolerance = 0 if tex.pixel_format.family in ("BC6H", "BC7") else 2
+    assert np.abs(ours.astype(int) - theirs.astype(int)).max() <= tolerance
 
 
 @pytest.mark.parametrize("path", _params("supercompressed") + _params("rgba8"))

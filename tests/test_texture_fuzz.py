@@ -11,11 +11,11 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from texture_helpers import ktx2_for, legacy_dds, texconv_dds
 
-import engine.textures as textures
+from engine import textures
 from engine.errors import TextureFormatError
 from engine.memory.sizes import level_bytes
-from texture_helpers import ktx2_for, legacy_dds, texconv_dds
 
 SEEDS = {
     "ktx2": ktx2_for("BC7", 16, 8, levels=4, layers=2)[0],

@@ -8,7 +8,6 @@ import pytest
 
 from engine.resolution import quality
 from engine.resolution.bench import area_downsample, upscale_quality
-from engine.resolution.targets import release_framebuffer
 from engine.resolution.upscale import Upscaler
 
 PHOTO = Path(__file__).resolve().parents[1] / "assets" / "photos" / "astronaut.jpg"
@@ -47,7 +46,7 @@ def _present(device, mode: str, src: np.ndarray, out_size: tuple[int, int],
                                                                          out_size[0], 4)
     finally:
         upscaler.release()
-        release_framebuffer(device, fbo)
+        device.release(fbo)
         device.release(dst)
         device.release(src_tex)
 
@@ -81,7 +80,7 @@ def test_fsr_intermediate_is_a_ledgered_target_reallocated_on_size_change(device
         assert device.ledger.category_total("target") - before == 32 * 32 * 4
     finally:
         upscaler.release()
-        release_framebuffer(device, fbo)
+        device.release(fbo)
         device.release(dst)
         device.release(src)
     assert device.ledger.category_total("target") == before

@@ -219,7 +219,8 @@ class Device:
     def _mgl(self, kind: str, category: str, label: str, nbytes: int,
              make: Callable[[], Any]) -> Any:
         obj = self._guarded(f"{kind} '{label}'", nbytes, make, lambda o: o.release())
-        return self._register(obj, kind, category, label, nbytes, obj.glo, obj.release,
+        return self._register(obj, kind, category, label, nbytes, getattr(obj, "glo", 0),
+                              obj.release,
                               moderngl_alive(obj))
 
     def texture(self, size: tuple[int, int], components: int = 4, data: bytes | None = None,
@@ -436,6 +437,18 @@ class Device:
         self.raw.glBindTexture(tex.target, tex.glo)
         self.raw.glTexParameterf(tex.target, pname, value)
         self.raw.glBindTexture(tex.target, 0)
+
+    def reaccount(self, obj: Any, nbytes: int) -> None:
+        """Change the ledgered size of a live object whose memory changes in place
+        (sparse textures committing or decommitting pages)."""
+        serial = self._by_obj[id(obj)]
+        entry = self._entries[serial]
+        old = entry.alloc
+        self.ledger.remove(old)
+        entry.alloc = self.ledger.add(old.kind, old.category, old.label, nbytes, old.glo)
+        entry.rec.nbytes = int(nbytes)
+        if isinstance(obj, GpuTexture):
+            obj.nbytes = int(nbytes)
 
     # ----------------------------------------------------------------- release
     def release(self, obj: Any) -> None:

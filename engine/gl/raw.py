@@ -32,6 +32,7 @@ SIGNATURES: dict[str, tuple[object, tuple[object, ...]]] = {
     "glActiveTexture": (None, (u32,)),
     "glTexParameteri": (None, (u32, u32, i32)),
     "glTexParameterf": (None, (u32, u32, f32)),
+    "glGetTexParameteriv": (None, (u32, u32, i32p)),
     "glTexStorage2D": (None, (u32, sizei, u32, sizei, sizei)),
     "glTexStorage3D": (None, (u32, sizei, u32, sizei, sizei, sizei)),
     "glTexStorage2DMultisample": (None, (u32, sizei, u32, sizei, sizei, C.c_ubyte)),

@@ -7,11 +7,12 @@ uses `FlyCamera` for free movement.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Sequence
+from typing import Literal
 
-import glm
 import numpy as np
+from pyglm import glm
 
 Vec3 = tuple[float, float, float]
 
@@ -111,7 +112,7 @@ class FlyCamera:
     sensitivity: float = 0.15  # degrees per pixel of mouse motion
 
     @classmethod
-    def from_camera(cls, camera: Camera) -> "FlyCamera":
+    def from_camera(cls, camera: Camera) -> FlyCamera:
         d = glm.normalize(camera.target - camera.position)
         return cls(glm.vec3(camera.position), math.degrees(math.atan2(d.z, d.x)),
                    math.degrees(math.asin(max(-1.0, min(1.0, d.y)))))

@@ -12,7 +12,6 @@ import os
 import sys
 from pathlib import Path
 
-
 log = logging.getLogger(__name__)
 
 

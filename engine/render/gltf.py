@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-import glm
 import numpy as np
+from pyglm import glm
 
 from ..textures.ktx2 import IDENTIFIER as KTX2_IDENTIFIER
 from .material import Material

@@ -12,9 +12,9 @@ from __future__ import annotations
 import logging
 from typing import Literal
 
-import glm
 import moderngl
 import numpy as np
+from pyglm import glm
 
 from ..gl.device import Device
 from ..resolution.targets import RenderTargetSet, ResizeEvent, default_targets_spec

@@ -5,11 +5,11 @@ provider needs them for every instance every frame (`Scene.frame_arrays`).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
-import glm
 import numpy as np
+from pyglm import glm
 
 from ..gl.device import Device
 from .camera import Camera, CameraPath
@@ -75,7 +75,7 @@ class Scene:
     camera: Camera = field(default_factory=Camera)
     camera_path: CameraPath | None = None
     clear_color: tuple[float, float, float] = (0.02, 0.02, 0.03)
-    on_update: list[Callable[["Scene", float], None]] = field(default_factory=list)
+    on_update: list[Callable[[Scene, float], None]] = field(default_factory=list)
 
     def add_mesh(self, mesh: Mesh) -> Mesh:
         self.meshes.append(mesh)

@@ -6,14 +6,14 @@ files with their editor's GLSL support instead of Python strings.
 from __future__ import annotations
 
 import re
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 SHADER_DIR = Path(__file__).resolve().parents[2] / "shaders"
 _INCLUDE = re.compile(r'^\s*#include\s+"([^"]+)"\s*$', re.MULTILINE)
 
 
-@lru_cache(maxsize=None)
+@cache
 def load(name: str) -> str:
     """Source of shaders/<name> with each `#include "file"` line replaced by that file
     (one level deep is all the shaders need; an include inside an include is expanded too)."""

@@ -8,9 +8,10 @@ which chain levels are really there, so the mip-debug view can colour what is mi
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from ..gl.device import Device
 from ..gl.textures import GpuTexture

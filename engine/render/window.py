@@ -8,16 +8,25 @@ headless run would read back.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 import glfw
 
 from ..gl.device import Device
 from ..memory.budget import Budget
 from .camera import FlyCamera
-from .runner import (FrameContext, FrameHook, FrameLoop, RunResult, SceneFactory, _hud_hook,
-                     finish_run, save_outputs, summarize)
+from .runner import (
+    FrameHook,
+    FrameLoop,
+    RunResult,
+    SceneFactory,
+    _hud_hook,
+    finish_run,
+    save_outputs,
+    summarize,
+)
 from .scene import Scene
 
 log = logging.getLogger(__name__)

@@ -19,7 +19,6 @@ import numpy as np
 
 from ..gl.device import Device
 from . import quality
-from .targets import release_framebuffer
 from .upscale import MODES, Upscaler
 
 log = logging.getLogger(__name__)
@@ -81,7 +80,7 @@ def upscale_quality(device: Device, image: np.ndarray, scales: tuple[float, ...]
             finally:
                 upscaler.release()
     finally:
-        release_framebuffer(device, fbo)
+        device.release(fbo)
         device.release(dst)
     return results
 

@@ -18,8 +18,9 @@ Target roles, by name in the spec:
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 import moderngl
 
@@ -172,7 +173,13 @@ class RenderTargetSet:
 
     # -- reallocation ----------------------------------------------------------------------------
     def resize(self, scale: float, release_first: bool = False) -> ResizeEvent:
-        """Reallocate every scaled target for `scale` (see the module docstring for order)."""
+        """Reallocate every scaled target for `scale` (see the module docstring for order).
+
+        GL_OUT_OF_MEMORY does not raise: the event comes back with `failed` set and the set
+        still valid, at the old scale (default order) or a fallback below the request
+        (release_first); answer it with `ResolutionController.on_alloc_failed`. Only a
+        release-first failure whose every fallback fails too re-raises, leaving the set empty.
+        """
         return self._rebuild(self._current().output_size, _check_scale(scale), release_first)
 
     def set_output_size(self, width: int, height: int,
@@ -256,7 +263,7 @@ class RenderTargetSet:
 
     def _release(self, gen: _Allocated, meter: _Meter) -> None:
         for fbo in reversed(gen.framebuffers):
-            release_framebuffer(self._device, fbo)
+            self._device.release(fbo)
         for name in reversed(list(gen.targets)):
             self._device.release(gen.targets[name])
             meter.sub(gen.sizes.get(name, 0))
@@ -325,18 +332,6 @@ class RenderTargetSet:
             log.warning("'%s': fell back to scale %g", self._label, s)
             return live
         raise cause
-
-
-def release_framebuffer(device: Device, fbo: moderngl.Framebuffer | None) -> None:
-    """Release a framebuffer that may be the bound one. moderngl remembers the bound
-    framebuffer (`ctx.fbo`) and re-binds it after making the next framebuffer; if that one was
-    deleted, the re-bind fails with GL_INVALID_OPERATION. GL itself reverts to framebuffer 0
-    when the bound one is deleted, so bind 0 through moderngl first and the two agree."""
-    if fbo is None:
-        return
-    if device.ctx.fbo is fbo:
-        device.ctx.detect_framebuffer(0).use()
-    device.release(fbo)
 
 
 def _check_scale(scale: float) -> float:

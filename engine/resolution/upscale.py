@@ -18,15 +18,16 @@ The intermediate is a render target like any other: made through the device (cat
 from __future__ import annotations
 
 import logging
+from typing import TypeVar
 
 import moderngl
 
 from ..gl.device import Device
 from ..memory.sizes import level_bytes
 from ..render import shaders
-from .targets import release_framebuffer
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 MODES = ("bilinear", "fsr")
 #: AMD's suggested default: 0.2 stops below the strongest sharpening.
@@ -96,7 +97,7 @@ class Upscaler:
         self._objects.clear()
 
     # -- internals -------------------------------------------------------------------------------
-    def _own(self, obj):
+    def _own(self, obj: _T) -> _T:
         self._objects.append(obj)
         return obj
 
@@ -141,6 +142,6 @@ class Upscaler:
         return self._intermediate_fbo
 
     def _release_intermediate(self) -> None:
-        release_framebuffer(self._device, self._intermediate_fbo)
+        self._device.release(self._intermediate_fbo)
         self._device.release(self._intermediate)
         self._intermediate_fbo = self._intermediate = None

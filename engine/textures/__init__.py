@@ -14,7 +14,8 @@ from .decode import decode_rgba
 from .inspect import describe, inspect
 from .reader import open_texture
 
-open = open_texture  # noqa: A001 - the public name; shadows the builtin only inside this package
+# The public name; it shadows the builtin only inside this package's namespace.
+open = open_texture
 
-__all__ = ["Level", "TextureFile", "MAX_DIMENSION", "MAX_DEPTH", "MAX_LAYERS", "open",
-           "open_texture", "decode_rgba", "inspect", "describe"]
+__all__ = ["MAX_DEPTH", "MAX_DIMENSION", "MAX_LAYERS", "Level", "TextureFile", "decode_rgba",
+           "describe", "inspect", "open", "open_texture"]

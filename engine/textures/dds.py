@@ -18,7 +18,14 @@ from pathlib import Path
 
 from ..errors import TextureFormatError, UnsupportedFormatError
 from ..formats import BY_DXGI, BY_NAME, PixelFormat
-from .container import Level, TextureFile, check_geometry, file_size, level_geometry, read_prefix
+from .container import (
+    Level,
+    TextureFile,
+    check_geometry,
+    file_size,
+    level_geometry,
+    read_prefix,
+)
 
 log = logging.getLogger(__name__)
 

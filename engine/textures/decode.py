@@ -55,7 +55,11 @@ def decode_image(fmt_name: str, data: bytes, w: int, h: int,
         img = bcn.decode_rgtc(data, cols, rows, channels, signed=fmt_name.endswith("SNORM"))
         return _crop(img, w, h)
     if fmt_name == "BC6H_UF":
-        return _bgra_to_rgba(texture2ddecoder.decode_bc6(data, w, h), w, h)
+        # BC6H has no alpha: GL samples 1.0, also for reserved modes that texture2ddecoder
+        # returns as (0, 0, 0, 0).
+        img = _bgra_to_rgba(texture2ddecoder.decode_bc6(data, w, h), w, h)
+        img[..., 3] = 255
+        return img
     if fmt_name == "BC6H_SF":
         raise UnsupportedFormatError(path, fmt_name, "no CPU decode: texture2ddecoder 1.0.6 "
                                                     "decodes unsigned BC6H only")

@@ -10,11 +10,19 @@ from __future__ import annotations
 import logging
 import struct
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 
 from ..errors import TextureFormatError, UnsupportedFormatError
 from ..formats import BY_VK, PixelFormat
-from .container import Level, TextureFile, check_geometry, file_size, level_geometry, read_prefix
+from .container import (
+    Level,
+    TextureFile,
+    check_geometry,
+    file_size,
+    level_geometry,
+    read_prefix,
+)
 from .supercompression import inflate_zlib, inflate_zstd
 
 log = logging.getLogger(__name__)
@@ -167,7 +175,7 @@ def _parse_levels(path: Path, prefix: bytes, h: _Header, fmt: PixelFormat, layer
         spans.append((offset, offset + stored, f"level {i}"))
         levels.append(Level(i, w, hh, d, offset, stored, expected, image))
     spans.sort()
-    for (_, a_end, a), (b_start, _, b) in zip(spans, spans[1:]):
+    for (_, a_end, a), (b_start, _, b) in pairwise(spans):
         if b_start < a_end:
             raise TextureFormatError(path, f"level index: {b} overlaps {a}")
     return tuple(levels)

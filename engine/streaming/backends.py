@@ -1,0 +1,189 @@
+"""How a streamed texture's resident range changes on the GPU: the two executors.
+
+`ReallocBackend` (portable): immutable storage of exactly the resident levels. Growing or
+shrinking makes the new storage, copies the kept levels on the GPU (glCopyImageSubData),
+uploads the new level, then releases the old; both exist meanwhile and both are ledgered.
+`SparseBackend` (ARB_sparse_texture, e.g. NVIDIA): one texture with the whole chain's
+address space; levels are committed and decommitted in place, no copy, no transient.
+Both expose the exact bytes of every resident range, which the policy plans with.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..gl.device import Device
+from ..gl.sparse import SparseLayout, commit, sparse_texture
+from ..gl.staging import StagingRing
+from ..gl.textures import GpuTexture
+from ..memory.sizes import texture_bytes
+from ..textures import TextureFile
+
+log = logging.getLogger(__name__)
+
+CATEGORY = "texture.streamed"
+
+
+@dataclass(eq=False)
+class Streamed:
+    """One registered texture: its file (header only) and its current GPU object."""
+
+    key: str
+    tf: TextureFile
+    tex: GpuTexture | None = None
+    layout: SparseLayout | None = None
+    base: int = 0  # finest resident chain level
+    failed: bool = False
+
+
+class Uploader:
+    """Level uploads through the staging ring when it has room, else from client memory."""
+
+    def __init__(self, device: Device, ring: StagingRing | None) -> None:
+        self.device = device
+        self.ring = ring
+        self.ring_ok = False
+
+    def begin_frame(self) -> None:
+        self.ring_ok = self.ring.begin_frame() if self.ring is not None else False
+
+    def end_frame(self) -> None:
+        if self.ring is not None:
+            self.ring.end_frame()
+
+    def level(self, tex: GpuTexture, item: Streamed, level: int, data: bytes) -> None:
+        """Upload a whole level (every layer and face, KTX2 order) into `tex`."""
+        images = item.tf.layers * item.tf.faces
+        step = len(data) // images
+        for i in range(images):
+            chunk = memoryview(data)[i * step:(i + 1) * step]
+            layer, face = divmod(i, item.tf.faces)
+            offset = self.ring.write(chunk) if self.ring_ok else None
+            if offset is None:
+                self.device.upload(tex, level, chunk, layer, face)
+            else:
+                self.device.upload_from_buffer(tex, level, self.ring.glo, offset, step, layer,
+                                               face)
+
+
+class ReallocBackend:
+    name = "realloc"
+    realloc = True
+
+    def __init__(self, device: Device) -> None:
+        self.device = device
+
+    def storage_bytes(self, tf: TextureFile, base: int) -> int:
+        return texture_bytes(tf.pixel_format, tf.width, tf.height, levels=len(tf.levels) - base,
+                             base_level=base, layers=tf.layers, faces=tf.faces)
+
+    def _allocate(self, item: Streamed, base: int) -> GpuTexture:
+        tf = item.tf
+        return self.device.storage_texture(tf.pixel_format, tf.width, tf.height,
+                                           levels=len(tf.levels) - base, base_level=base,
+                                           layers=tf.layers, cube=tf.is_cube, category=CATEGORY,
+                                           label=f"{item.key}@{base}")
+
+    def create(self, item: Streamed, base: int, read, up: Uploader) -> None:
+        tex = self._allocate(item, base)
+        try:
+            for lvl in range(base, len(item.tf.levels)):
+                up.level(tex, item, lvl, read(lvl))
+        except BaseException:
+            self.device.release(tex)
+            raise
+        item.tex, item.base = tex, base
+
+    def change(self, item: Streamed, new_base: int, data: bytes | None, up: Uploader) -> None:
+        """Grow by one level (data = that level) or shrink to new_base (data None)."""
+        old = item.tex
+        new = self._allocate(item, new_base)
+        try:
+            kept = range(max(item.base, new_base), len(item.tf.levels))
+            self.device.copy_levels(old, new, kept)
+            if data is not None:
+                up.level(new, item, new_base, data)
+        except BaseException:
+            self.device.release(new)
+            raise
+        self.device.release(old)
+        item.tex, item.base = new, new_base
+
+    def release(self, item: Streamed) -> None:
+        self.device.release(item.tex)
+        item.tex = None
+
+
+class SparseBackend:
+    name = "sparse"
+    realloc = False
+
+    def __init__(self, device: Device) -> None:
+        self.device = device
+        self._layouts: dict[tuple, SparseLayout] = {}
+
+    @staticmethod
+    def supports(tf: TextureFile) -> bool:
+        return tf.layers == 1 and tf.faces == 1 and tf.depth == 1
+
+    def storage_bytes(self, tf: TextureFile, base: int) -> int:
+        key = (tf.format, tf.width, tf.height, len(tf.levels))
+        if key not in self._layouts:  # page geometry needs a texture; make one and drop it
+            tex, lay = sparse_texture(self.device, tf.pixel_format, tf.width, tf.height,
+                                      len(tf.levels), label="sparse-probe")
+            self.device.release(tex)
+            self._layouts[key] = lay
+        return self._layouts[key].bytes_from(base)
+
+    def create(self, item: Streamed, base: int, read, up: Uploader) -> None:
+        tf = item.tf
+        tex, lay = sparse_texture(self.device, tf.pixel_format, tf.width, tf.height,
+                                  len(tf.levels), label=item.key)
+        item.tex, item.layout, item.base = tex, lay, len(tf.levels)
+        try:
+            for lvl in range(len(tf.levels) - 1, base - 1, -1):
+                self._commit(item, lvl, True)
+                up.level(tex, item, lvl, read(lvl))
+                item.base = lvl
+        except BaseException:
+            self.device.release(tex)
+            item.tex = None
+            raise
+        self._set_base(item)
+
+    def _commit(self, item: Streamed, level: int, on: bool) -> None:
+        lay = item.layout
+        if level >= lay.num_sparse_levels:
+            if on and item.base <= lay.num_sparse_levels:
+                return  # the tail is committed as one unit, already there
+        commit(self.device, item.tex, lay, level, on)
+        base = level if on else level + 1
+        self.device.reaccount(item.tex, lay.bytes_from(min(base, lay.num_sparse_levels)))
+
+    def _set_base(self, item: Streamed) -> None:
+        # Sampling must never touch uncommitted pages: clamp the sampled range.
+        from ..gl import constants as K
+        raw = self.device.raw
+        raw.glBindTexture(item.tex.target, item.tex.glo)
+        raw.glTexParameteri(item.tex.target, K.TEXTURE_BASE_LEVEL, item.base)
+        raw.glBindTexture(item.tex.target, 0)
+
+    def change(self, item: Streamed, new_base: int, data: bytes | None, up: Uploader) -> None:
+        if new_base < item.base:
+            self._commit(item, new_base, True)
+            up.level(item.tex, item, new_base, data)
+        else:
+            for lvl in range(item.base, new_base):
+                self._commit(item, lvl, False)
+        item.base = new_base
+        self._set_base(item)
+
+    def release(self, item: Streamed) -> None:
+        self.device.release(item.tex)
+        item.tex = None
+
+
+def level_image_bytes(tf: TextureFile) -> np.ndarray:
+    return np.array([lv.nbytes for lv in tf.levels], dtype=np.int64)

@@ -1,0 +1,304 @@
+"""The texture streamer: the TextureProvider that keeps only the mip levels the screen needs,
+under a hard byte pool, without hitches.
+
+Per frame (render thread): drain finished reads -> estimate desired mips from the FrameView
+(pure, vectorised) -> fold into the policy state (hysteresis) -> plan (pure: priority,
+eviction, the hard-budget invariant with transients) -> execute the plan's ops through a
+backend (realloc + copy image, or sparse commit) within upload caps -> request the reads the
+plan wants from the I/O threads -> fade new levels in through the sampler's min LOD.
+Worker threads only read and decompress files; bytes cross back through a queue.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from .. import textures
+from ..gl.device import Device
+from ..gl.staging import StagingRing
+from ..render.frame import FrameView
+from ..render.textures import Residency, register_provider
+from .backends import CATEGORY, ReallocBackend, SparseBackend, Streamed, Uploader
+from .cache import LevelCache
+from .estimator import CameraInput, InstanceArrays, TextureArrays, estimate_mips
+from .io import LevelIO
+from .policy import (PolicyConfig, StreamerState, TextureTable, apply_ops, fade_min_lod,
+                     make_plan, resident_bytes, tail_base_level, update_state, wanted_bytes)
+from .stats import StreamingStats
+
+log = logging.getLogger(__name__)
+
+
+class TextureStreamer:
+    """Streams BCn mip levels of registered texture files under `pool_bytes()`.
+
+    `pool` is a callable returning this frame's streaming pool in bytes (the governor's
+    allowance); by default the budget minus everything else in the ledger."""
+
+    def __init__(self, device: Device, *, backend: str = "auto",
+                 pool: Callable[[], int] | None = None, config: PolicyConfig | None = None,
+                 ram_cache_bytes: int = 256 << 20, io_workers: int = 2,
+                 io_latency_ms: tuple[float, float] | None = None,
+                 max_upload_ms: float = 4.0, staging_bytes: int = 16 << 20,
+                 max_tail_size: int = 64, mip_bias: float = 0.0) -> None:
+        self.device = device
+        if backend == "auto":
+            backend = "sparse" if device.caps.sparse_texture else "realloc"
+        if backend == "sparse" and not device.caps.sparse_texture:
+            raise ValueError("backend 'sparse' needs ARB_sparse_texture, which this driver lacks")
+        self.backend = SparseBackend(device) if backend == "sparse" else ReallocBackend(device)
+        self._realloc = ReallocBackend(device)  # arrays/cubes stream by reallocation anyway
+        self.config = config or PolicyConfig(realloc=self.backend.realloc)
+        self.pool = pool or self._default_pool
+        self.max_upload_ms = max_upload_ms
+        self.max_tail_size = max_tail_size
+        self.mip_bias = mip_bias
+        self.items: list[Streamed] = []
+        self._ids: dict[str, int] = {}
+        self._table: TextureTable | None = None
+        self._state: StreamerState | None = None
+        self._ready: dict[tuple[int, int], bytes] = {}
+        self._lods = np.zeros(0, np.float32)
+        self._frame = 0
+        self._t0 = time.perf_counter()
+        self.cache = LevelCache(ram_cache_bytes)
+        self.io = LevelIO(self._read, self.cache, workers=io_workers, latency_ms=io_latency_ms)
+        ring = None
+        if staging_bytes and device.caps.buffer_storage:
+            ring = StagingRing(device, staging_bytes, label="streamer-staging")
+        self.uploader = Uploader(device, ring)
+        self.stats_ = StreamingStats()
+        self.budget_violations = 0
+        self.residency_changes = 0
+
+    # ------------------------------------------------------------------ registration
+    def _backend_for(self, item: Streamed):
+        if isinstance(self.backend, SparseBackend) and not SparseBackend.supports(item.tf):
+            return self._realloc
+        return self.backend
+
+    def register(self, key: str, path: Path) -> int:
+        """Open the file (header only) and make its always-resident tail: sampling is valid
+        from the first frame. Raises the texture error for a bad file, allocating nothing."""
+        if key in self._ids:
+            return self._ids[key]
+        tf = textures.open(path)
+        item = Streamed(key, tf)
+        tail = tail_base_level(tf.width, tf.height, len(tf.levels),
+                               max_tail_size=self.max_tail_size)
+        self._backend_for(item).create(item, tail, tf.read_level_all, self.uploader)
+        self.items.append(item)
+        self._ids[key] = len(self.items) - 1
+        self._table = None  # rebuilt (and the state extended) at the next frame
+        return self._ids[key]
+
+    def _read(self, tid: int, level: int) -> bytes:
+        """Worker-thread reader: only file I/O and decompression, never GL."""
+        return self.items[tid].tf.read_level_all(level)
+
+    def _rebuild(self) -> None:
+        count = len(self.items)
+        max_levels = max(len(it.tf.levels) for it in self.items)
+        storage = np.zeros((count, max_levels + 1), np.int64)
+        for t, it in enumerate(self.items):
+            be = self._backend_for(it)
+            for b in range(len(it.tf.levels)):
+                storage[t, b] = be.storage_bytes(it.tf, b)
+        levels = np.array([len(it.tf.levels) for it in self.items], np.int32)
+        tails = np.array([tail_base_level(it.tf.width, it.tf.height, len(it.tf.levels),
+                                          max_tail_size=self.max_tail_size)
+                          for it in self.items], np.int32)
+        self._table = TextureTable(levels=levels, tail_base=tails, storage=storage)
+        new = StreamerState.initial(self._table)
+        old = self._state
+        if old is not None:
+            n, m = len(old.resident_base), min(old.level_times.shape[1], max_levels)
+            for name in ("resident_base", "target", "last_visible", "unwanted_since"):
+                getattr(new, name)[:n] = getattr(old, name)
+            new.level_times[:n, :m] = old.level_times[:, :m]
+        self._state = new
+        self._lods = np.resize(self._lods, count)
+        self._tex_arrays = TextureArrays(
+            width=np.array([it.tf.width for it in self.items]),
+            height=np.array([it.tf.height for it in self.items]),
+            levels=levels, bias=np.zeros(count))
+
+    # ------------------------------------------------------------------ per frame
+    def _default_pool(self) -> int:
+        led = self.device.ledger
+        others = led.total - led.category_total(CATEGORY)
+        return max(0, self.device.budget.bytes - others)
+
+    def begin_frame(self, view: FrameView) -> None:
+        if not self.items:
+            return
+        if self._table is None:
+            self._rebuild()
+        self._frame = view.frame
+        now = time.perf_counter() - self._t0
+        self.uploader.begin_frame()
+        self._drain_reads()
+        est = self._estimate(view)
+        state = update_state(self._state, self._table, est.mip, est.visible, view.frame,
+                             self.config)
+        failed = np.array([it.failed for it in self.items])
+        state.target[failed] = np.maximum(state.target[failed], state.resident_base[failed])
+        self._state = state
+        self._execute(now)
+        self._fade(now)
+
+    def _estimate(self, view: FrameView):
+        ids = view.texture_ids
+        rows, cols = np.nonzero(ids >= 0)
+        inst = InstanceArrays(centers=view.centers[rows], radii=view.radii[rows],
+                              uv_density=view.uv_density[rows], texture=ids[rows, cols])
+        vp = np.asarray(view.proj, np.float64) @ np.asarray(view.view, np.float64)
+        cam = CameraInput(position=view.camera_pos, view_proj=vp, fovy=view.fovy,
+                          viewport_height=max(1, round(view.viewport[1] / view.render_scale)),
+                          render_scale=view.render_scale)
+        return estimate_mips(inst, self._tex_arrays, cam, self.mip_bias)
+
+    def _drain_reads(self) -> None:
+        for res in self.io.poll(256):
+            if res.ok:
+                self._ready[(res.texture_id, res.level)] = res.data
+            elif not self.items[res.texture_id].failed:
+                self.items[res.texture_id].failed = True
+                self.stats_.io_errors += 1
+                log.warning("texture %s stays at level %d: %s", self.items[res.texture_id].key,
+                            self.items[res.texture_id].base, res.error)
+
+    def _execute(self, now: float) -> None:
+        st, table = self._state, self._table
+        ready = np.array([(t, int(b) - 1) in self._ready or b == 0
+                          for t, b in enumerate(st.resident_base)])
+        pool = int(self.pool())
+        plan = make_plan(st, table, self._frame, pool, 0, self.config, ready)
+        done = []
+        t0 = time.perf_counter()
+        uploaded = 0
+        for op in plan.ops:
+            item = self.items[op.texture]
+            if op.is_load:
+                if (time.perf_counter() - t0) * 1000 > self.max_upload_ms and uploaded:
+                    continue  # out of time this frame: loads may be skipped, never evictions
+                data = self._ready.pop((op.texture, op.new_base), None)
+                if data is None:
+                    continue
+                uploaded += 1
+            else:
+                data = None
+            streamed = self.device.ledger.category_total(CATEGORY)
+            transient = op.new_bytes if self.backend.realloc else max(0, op.delta)
+            if streamed + transient > pool and op.is_load:
+                self.budget_violations += 1  # the plan promised otherwise: refuse the op
+                log.error("refusing %s: %d + %d > pool %d", item.key, streamed, transient, pool)
+                continue
+            try:
+                self._backend_for(item).change(item, op.new_base, data, self.uploader)
+            except Exception as exc:  # GL OOM etc.: keep what is resident, report once
+                if not item.failed:
+                    log.warning("streaming %s failed: %s", item.key, exc)
+                item.failed = True
+                continue
+            done.append(op)
+        self.uploader.end_frame()
+        self._state = apply_ops(st, done, now)
+        self.residency_changes += len(done)
+        wanted_keys = set(plan.requests)
+        for rank, (t, lvl) in enumerate(plan.requests):
+            self.io.request(t, lvl, priority=float(len(plan.requests) - rank))
+        self.io.retain(wanted_keys)
+        for key in [k for k in self._ready if k not in wanted_keys
+                    and k[1] != self._state.resident_base[k[0]] - 1]:
+            del self._ready[key]
+        s = self.stats_
+        s.pool_bytes = pool
+        s.peak_bytes = plan.peak_bytes
+        s.over_budget_events += int(plan.over_budget)
+        s.loads += len([o for o in done if o.is_load])
+        s.evictions += len([o for o in done if not o.is_load])
+        s.upload_bytes_this_frame = sum(o.upload_bytes for o in done)
+        s.ops_this_frame = len(done)
+        s.deferred_loads = plan.deferred_loads
+
+    def _fade(self, now: float) -> None:
+        lods = fade_min_lod(self._state, now)
+        changed = np.flatnonzero(np.abs(lods - self._lods) > 1e-3)
+        for t in changed:
+            item = self.items[t]
+            storage_base = item.tex.base_level
+            item.tex.set_min_lod(float(lods[t]) - storage_base)
+        self._lods = lods
+
+    def bind(self, texture_id: int, unit: int) -> None:
+        self.items[texture_id].tex.use(unit)
+
+    def residency(self, texture_id: int) -> Residency:
+        it = self.items[texture_id]
+        lod = float(self._lods[texture_id]) if texture_id < len(self._lods) else float(it.base)
+        return Residency(it.tf.width, it.tf.height, len(it.tf.levels), max(lod, it.base))
+
+    def end_frame(self) -> None:
+        self.device.flush_releases()
+
+    # ------------------------------------------------------------------ API
+    def preload(self, keys: list[str] | None = None, level: int = 0,
+                timeout: float = 10.0) -> bool:
+        """Make the given textures (default: all) resident down to `level`, running the
+        streamer without rendering; True when done within `timeout` seconds."""
+        if self._table is None and self.items:
+            self._rebuild()
+        ids = [self._ids[k] for k in keys] if keys else list(range(len(self.items)))
+        deadline = time.perf_counter() + timeout
+        while time.perf_counter() < deadline:
+            st = self._state
+            todo = [t for t in ids if st.resident_base[t] > level and not self.items[t].failed]
+            if not todo:
+                return True
+            st.target[todo] = level
+            st.last_visible[todo] = self._frame
+            self._frame += 1
+            self.uploader.begin_frame()
+            self._drain_reads()
+            self._execute(time.perf_counter() - self._t0)
+            self._fade(time.perf_counter() - self._t0)
+            time.sleep(0.001)
+        return False
+
+    def stats(self) -> dict:
+        s = self.stats_
+        if self._table is not None:
+            s.resident_bytes = resident_bytes(self._state, self._table)
+            s.wanted_bytes = wanted_bytes(self._state, self._table)
+        ios = self.io.stats()
+        s.cached_bytes = self.cache.stats().bytes
+        s.pending_count = len(self._ready) + ios.pending
+        s.pending_bytes = sum(len(v) for v in self._ready.values())
+        out = asdict(s)
+        tails = (int(self._table.bytes_at(self._table.tail_base).sum())
+                 if self._table is not None else 0)
+        out.update(pending_uploads=s.pending_count, backend=self.backend.name, min_bytes=tails,
+                   budget_violations=self.budget_violations, textures=len(self.items),
+                   residency_changes=self.residency_changes)
+        return out
+
+    def release(self) -> None:
+        self.io.close()
+        for item in self.items:
+            if item.tex is not None:
+                self._backend_for(item).release(item)
+        if self.uploader.ring is not None:
+            self.uploader.ring.release()
+        self.items.clear()
+        self._ids.clear()
+        self._table = None
+        self._state = None
+
+
+register_provider("streaming", TextureStreamer)
