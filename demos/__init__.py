@@ -30,11 +30,12 @@ def register(demo: Demo) -> Demo:
 
 
 def _builtin() -> None:
-    from . import gallery, pressure
+    from . import gallery, gltf_demo, pressure
 
     register(Demo("gallery", gallery.build, "corridor of large BC7 textures, scripted fly-through"))
     register(Demo("pressure", gallery.build, "the gallery while the budget rises and falls",
                   pressure.hooks))
+    register(Demo("gltf", gltf_demo.build, "Khronos BoxTextured glTF sample on an orbit"))
 
 
 _builtin()

@@ -36,6 +36,23 @@ class UnsupportedFormatError(TextureFormatError):
         return (UnsupportedFormatError, (self.path, self.format_name, self.why))
 
 
+class GltfError(EngineError, ValueError):
+    """A malformed or hostile glTF file. The message names the file and the field."""
+
+    def __init__(self, path: object, problem: str) -> None:
+        self.path = str(path)
+        self.problem = problem
+        super().__init__(f"{self.path}: {problem}")
+
+    def __reduce__(self):
+        return (type(self), (self.path, self.problem))
+
+
+class UnsupportedGltfError(GltfError):
+    """A well-formed glTF using a feature the engine does not implement (sparse accessors,
+    Draco, required extensions, ...)."""
+
+
 class BudgetError(EngineError, ValueError):
     """A budget specification that cannot be honoured (unparsable, zero with no floor, ...)."""
 

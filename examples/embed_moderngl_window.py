@@ -14,7 +14,6 @@ import logging
 import sys
 from pathlib import Path
 
-import moderngl
 import moderngl_window as mglw
 import numpy as np
 

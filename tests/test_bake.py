@@ -13,7 +13,8 @@ from engine.errors import TextureFormatError
 from engine.memory.sizes import level_bytes, mip_count, mip_dims
 from engine.textures import bake
 from engine.textures.bake import bake_file, bake_image, bake_main, bake_many, choose_format, load_rgba
-from engine.textures.encode import decode_image, encode_image
+from engine.textures.decode import decode_image
+from engine.textures.encode import encode_image
 from engine.textures.quality import psnr, ssim
 
 PHOTOS = Path(__file__).resolve().parent.parent / "assets" / "photos"
@@ -86,7 +87,7 @@ def test_encode_block_count_matches_real_dimensions(w: int, h: int) -> None:
     for fmt in ("BC1_RGB", "BC1_RGBA", "BC3", "BC4", "BC5", "BC7"):
         data = encode_image(img, fmt)
         assert len(data) == level_bytes(fmt, w, h)
-        assert decode_image(data, fmt, w, h).shape == (h, w, 4)
+        assert decode_image(fmt, data, w, h).shape == (h, w, 4)
 
 
 def test_strips_concatenate_to_the_whole_level() -> None:

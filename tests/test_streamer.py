@@ -23,6 +23,7 @@ def files(tmp_path_factory):
 def run_frames(dev, streamer, frames, eye_fn, budget_fn=None, start=0):
     """Run frames; returns (per-frame ledger samples, budgets in force)."""
     samples, budgets = [], []
+    dev.ledger.reset_frame_peak()  # earlier tests' objects are gone: measure from here
     for f in range(start, start + frames):
         if budget_fn is not None:
             dev.budget.set(budget_fn(f))

@@ -29,3 +29,15 @@ def gl_leak_check(engine_device) -> Iterator:
     with TrackedContext) during the test must be released by its end."""
     with engine_device.leak_check() as tracker:
         yield tracker
+
+
+@pytest.fixture
+def engine_scene_runner(engine_device):
+    """Run a scene on the shared headless device: `runner(scene, frames=..., budget=...)`
+    returns the RunResult; pair it with engine.testing's assert_under_budget/no_leaks."""
+    from ..testing import run_headless
+
+    def run(scene, **kw):
+        kw.setdefault("device", engine_device)
+        return run_headless(scene, **kw)
+    return run

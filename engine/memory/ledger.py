@@ -108,6 +108,12 @@ class Ledger:
     def category_total(self, category: str) -> int:
         return self._by_cat.get(category, 0)
 
+    def reset_frame_peak(self) -> None:
+        """Start measuring a frame peak from now (a run on a shared device must not inherit
+        the peak of whatever ran before it)."""
+        with self._lock:
+            self._frame_peak = self._total
+
     def end_frame(self, frame: int) -> Sample:
         """Record a history sample. Its peak is the highest total seen *during* the frame,
         so transient double allocations (a resize, a mip swap) are not hidden by the end state."""

@@ -18,6 +18,8 @@ a `GltfError` naming the file and the field.
 """
 from __future__ import annotations
 
+from ..errors import GltfError, UnsupportedGltfError  # noqa: F401 - re-exported
+
 import base64
 import hashlib
 import io
@@ -54,18 +56,6 @@ _SUPPORTED_REQUIRED = {"KHR_texture_basisu", "KHR_materials_emissive_strength"}
 BAKE_VERSION = 1  # part of the cache key: bump when baking changes what it writes
 
 
-class GltfError(ValueError):
-    """A malformed or hostile glTF file. The message names the file and the field."""
-
-    def __init__(self, path: object, problem: str) -> None:
-        self.path = str(path)
-        self.problem = problem
-        super().__init__(f"{self.path}: {problem}")
-
-
-class UnsupportedGltfError(GltfError):
-    """A well-formed glTF using a feature the engine does not implement (sparse accessors,
-    Draco, required extensions, ...)."""
 
 
 # ---------------------------------------------------------------------------- data model
@@ -250,7 +240,7 @@ class _Reader:
 def _read_glb(path: Path, blob: bytes) -> tuple[dict[str, Any], bytes | None]:
     if len(blob) < 20:
         raise GltfError(path, "GLB header: file too short")
-    magic, version, length = struct.unpack_from("<4sII", blob)
+    _magic, version, length = struct.unpack_from("<4sII", blob)
     if version != 2:
         raise UnsupportedGltfError(path, f"GLB header.version: {version} (only 2)")
     if length > len(blob):

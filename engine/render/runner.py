@@ -243,6 +243,7 @@ def run_scene(scene_factory: SceneFactory, *, frames: int = 120,
         dev.budget.set(budget)
     try:
         mark = dev.tracker.mark()
+        dev.ledger.reset_frame_peak()
         hooks = list(on_frame)
         hud_parts = _hud_hook(dev) if hud else None
         if hud_parts:

@@ -44,7 +44,7 @@ class TextureStreamer:
                  pool: Callable[[], int] | None = None, config: PolicyConfig | None = None,
                  ram_cache_bytes: int = 256 << 20, io_workers: int = 2,
                  io_latency_ms: tuple[float, float] | None = None,
-                 max_upload_ms: float = 4.0, staging_bytes: int = 16 << 20,
+                 max_upload_ms: float = 4.0, staging_bytes: int = 4 << 20,
                  max_tail_size: int = 64, mip_bias: float = 0.0) -> None:
         self.device = device
         if backend == "auto":

@@ -31,7 +31,8 @@ import numpy as np
 from ..errors import TextureFormatError
 from ..formats import get
 from ..memory.sizes import format_bytes
-from .encode import decode_image, encode_image
+from .decode import decode_image
+from .encode import encode_image
 from .ktx2_write import write_ktx2
 from .mipgen import ColorSpace, generate_mips
 from .progress import Progress
@@ -204,7 +205,7 @@ def _encode_task(pieces: list[_Piece], fmt_name: str,
         sse, count = 0.0, 0
         if piece.level == 0:
             h, w = piece.rgba.shape[:2]
-            sse, count = squared_error(decode_image(data, fmt_name, w, h), piece.rgba, psnr_channels)
+            sse, count = squared_error(decode_image(fmt_name, data, w, h), piece.rgba, psnr_channels)
         out.append(_Encoded(piece.level, piece.row0, data, sse, count))
     return out, time.process_time() - start
 

@@ -14,16 +14,13 @@ from __future__ import annotations
 
 import etcpak
 import numpy as np
-import texture2ddecoder
 
 from ..formats import PixelFormat, get
 
-# What etcpak and texture2ddecoder call each family; RGBA8 needs neither.
+# What etcpak calls each family; RGBA8 needs no encoder. Decoding (for PSNR) goes through
+# engine.textures.decode, which matches what the GPU samples.
 _ENCODERS = {"BC1": etcpak.compress_bc1, "BC3": etcpak.compress_bc3, "BC4": etcpak.compress_bc4,
              "BC5": etcpak.compress_bc5}
-_DECODERS = {"BC1": texture2ddecoder.decode_bc1, "BC3": texture2ddecoder.decode_bc3,
-             "BC4": texture2ddecoder.decode_bc4, "BC5": texture2ddecoder.decode_bc5,
-             "BC7": texture2ddecoder.decode_bc7}
 ENCODABLE = ("BC1_RGB", "BC1_RGB_SRGB", "BC1_RGBA", "BC1_RGBA_SRGB", "BC3", "BC3_SRGB", "BC4",
              "BC5", "BC7", "BC7_SRGB", "RGBA8", "RGBA8_SRGB")
 PUNCH_THROUGH_ALPHA = 128  # BC1_RGBA texels below this alpha become transparent
@@ -109,21 +106,3 @@ def encode_image(rgba: np.ndarray, fmt: PixelFormat | str) -> bytes:
     if f.family == "BC1" and f.components == 4:
         return _encode_bc1_punch_through(padded)
     return _ENCODERS[f.family](padded.tobytes(), w, h)
-
-
-def decode_image(data: bytes, fmt: PixelFormat | str, width: int, height: int) -> np.ndarray:
-    """Decode blocks made by `encode_image` to (height, width, 4) uint8 RGBA with
-    texture2ddecoder, for PSNR checks. BC4 comes back as (R, 0, 0, 255), BC5 as (R, G, 0, 255).
-    """
-    f = _fmt(fmt)
-    if f.family == "RGBA8":
-        return np.frombuffer(data, dtype=np.uint8).reshape(height, width, 4)
-    pw, ph = width + (-width % 4), height + (-height % 4)
-    bgra = np.frombuffer(_DECODERS[f.family](data, pw, ph), dtype=np.uint8).reshape(ph, pw, 4)
-    rgba = bgra[:height, :width, [2, 1, 0, 3]].copy()
-    if f.family in ("BC4", "BC5"):
-        rgba[..., 2] = 0
-        rgba[..., 3] = 255
-        if f.family == "BC4":
-            rgba[..., 1] = 0
-    return rgba
