@@ -74,6 +74,16 @@ class MemoryReaction:
         self.renderer = renderer
         self.governor = Governor()
         self.controller = ResolutionController(renderer.targets.spec)
+        self.last: Allocation | None = None
+
+    def pool_bytes(self) -> int:
+        """The streaming pool of the last decision; before the first one, what the budget
+        leaves after everything else in the ledger."""
+        if self.last is not None:
+            return self.last.pool_allowance
+        led = self.device.ledger
+        return max(0, self.device.budget.bytes - (led.total - led.category_total(
+            "texture.streamed")))
 
     def update(self, provider_stats: Mapping[str, Any],
                frame_ms: float | None) -> tuple[Allocation, Decision]:
@@ -81,6 +91,9 @@ class MemoryReaction:
         targets = self.renderer.targets.nbytes
         streamed = ledger.category_total("texture.streamed")
         curve = self.controller.target_curve(*self.renderer.output_size)
+        # Where the driver reports free VRAM (NVX), memory other programs take lowers the
+        # effective budget, as a DXGI budget-change notification would.
+        vram = self.device.vram() if self.device.probe.source == "NVX" else None
         alloc = self.governor.decide(GovernorInputs(
             budget_bytes=self.device.budget.bytes,
             fixed_bytes=max(0, ledger.total - targets - streamed),
@@ -88,7 +101,10 @@ class MemoryReaction:
             stream_wanted=int(provider_stats.get("wanted_bytes", 0)) if streamed else 0,
             stream_min=int(provider_stats.get("min_bytes", 0)),
             stream_wanted_scale=self.renderer.render_scale,
-            scale_cap=self.controller.scale_cap))
+            scale_cap=self.controller.scale_cap,
+            vram_available=vram.available_bytes if vram else None,
+            vram_total=vram.total_bytes if vram else None))
+        self.last = alloc
         decision = self.controller.update(self.renderer.output_size, alloc.targets_allowance,
                                           alloc.free_bytes, frame_ms)
         if decision.resize and abs(decision.scale - self.renderer.render_scale) > 1e-9:
@@ -148,6 +164,9 @@ class FrameLoop:
             raise
         self.renderer.view_mode = view_mode  # type: ignore[assignment]
         self.reaction = MemoryReaction(device, self.renderer) if react else None
+        if self.reaction is not None and hasattr(self.provider, "pool"):
+            # One budget: the streamer fills exactly the pool the governor grants it.
+            self.provider.pool = self.reaction.pool_bytes
         self._last_ms: float | None = None
 
     def step(self, frame: int, camera_override: Callable[[Scene], None] | None = None
@@ -181,6 +200,9 @@ class FrameLoop:
             ctx.allocation, ctx.decision = self.reaction.update(stats, self._last_ms)
             record["scale_reason"] = ctx.decision.reason
             record["over_budget"] = ctx.allocation.over_budget
+            record["effective_budget_bytes"] = ctx.allocation.effective_budget
+            record["external_pressure_bytes"] = ctx.allocation.external_pressure_bytes
+            record["pool_bytes"] = ctx.allocation.pool_allowance
         for hook in self.on_frame:
             hook(ctx)
         sample = self.device.end_frame(frame)
