@@ -39,7 +39,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--texture-size", type=int, help="gallery: texture edge (power of two)")
     p.add_argument("--format", choices=("bc7", "bc1"), help="gallery: texture format")
     p.add_argument("--headless", action="store_true", help="no window even with a display")
-    p.add_argument("--provider", default="static", help="texture provider: static|streaming")
+    p.add_argument("--provider", default="streaming",
+                   help="texture provider: streaming (default) or static (all resident)")
     p.add_argument("--upscale", default="bilinear", help="upscaler: bilinear|fsr")
     p.add_argument("--hud", action="store_true", help="draw the HUD (always on in a window)")
     p.add_argument("--mip-debug", action="store_true", help="colour by missing mip levels")

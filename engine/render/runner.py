@@ -1,9 +1,11 @@
 """The frame loop shared by demos, tests and the window, plus the JSON run report.
 
-Per frame: camera update -> provider.begin_frame(view) -> scene pass -> present ->
-provider.end_frame() -> on_frame hooks -> device.end_frame (ledger sample) -> memory reaction
-(governor splits the budget, the resolution controller picks a render scale that fits). Time
-advances by a fixed step, not the wall clock, so frame N always shows the same picture.
+Per frame: memory reaction (the governor splits the budget in force now, the resolution
+controller picks a render scale that fits, targets are reallocated) -> camera update ->
+provider.begin_frame(view) (the streamer fits the pool just granted) -> scene pass -> present ->
+provider.end_frame() -> on_frame hooks -> device.end_frame (ledger sample). A budget changed
+between frames is thus fitted by the next frame before it allocates anything. Time advances by
+a fixed step, not the wall clock, so frame N always shows the same picture.
 
 Every GL object a run makes is released at its end, and the leak count goes in the report:
 a demo that leaks fails its own report, not only a test.
@@ -148,7 +150,7 @@ class FrameLoop:
                  provider: str = "static", scale: float = 1.0, upscale: str = "bilinear",
                  view_mode: str = "lit", react: bool = True,
                  on_frame: Iterable[FrameHook] = (), options: Mapping[str, Any] | None = None,
-                 dt: float = 1.0 / 60.0) -> None:
+                 dt: float = 1.0 / 60.0, feedback: bool = False) -> None:
         self.device = device
         self.dt = dt
         self.on_frame: list[FrameHook] = list(on_frame)
@@ -156,9 +158,13 @@ class FrameLoop:
         self.provider = make_provider(provider, device)
         self.scene: Scene | None = None
         self.renderer: Renderer | None = None
+        self.feedback = None  # the GPU feedback pass (engine.streaming.feedback), if enabled
         try:
             self.scene = scene_factory(device, self.provider, dict(options or {}))
             self.renderer = Renderer(device, self.provider, size, scale=scale, upscale=upscale)
+            if feedback:  # imported here: the render package does not depend on streaming
+                from ..streaming.feedback import FeedbackPass
+                self.feedback = FeedbackPass(device, self.provider)
         except BaseException:
             self.release()
             raise
@@ -175,9 +181,19 @@ class FrameLoop:
         assert self.scene is not None and self.renderer is not None
         start = time.perf_counter()
         t = frame * self.dt
+        # Fit memory first, before this frame allocates anything: a budget changed since the
+        # last frame (a hook, a key, another thread) is answered by this very frame, targets
+        # shrink before the scene is drawn into them, and the streamer plans its evictions and
+        # loads against the pool just granted for this budget, not last frame's.
+        budget = self.device.budget.bytes
+        allocation = decision = None
+        if self.reaction is not None:
+            allocation, decision = self.reaction.update(self.provider.stats(), self._last_ms)
         self.scene.update(t)
         if camera_override is not None:
             camera_override(self.scene)
+        if self.feedback is not None:
+            self.feedback.frame_step(frame, self.scene, self.renderer.render_size)
         self.provider.begin_frame(self.renderer.frame_view(self.scene, frame, t))
         self.renderer.render(self.scene)
         self.renderer.present()
@@ -188,21 +204,20 @@ class FrameLoop:
         ledger = self.device.ledger
         record: dict[str, Any] = {
             "frame": frame, "ms": ms, "total_bytes": ledger.total,
-            "budget_bytes": self.device.budget.bytes, "by_category": ledger.by_category(),
+            "budget_bytes": budget, "by_category": ledger.by_category(),
             "render_scale": self.renderer.render_scale,
             "texture_resident_bytes": int(stats.get("resident_bytes", 0)),
             "texture_wanted_bytes": int(stats.get("wanted_bytes", 0)),
             "pending_uploads": int(stats.get("pending_uploads", 0)),
         }
         ctx = FrameContext(frame, t, self.device, self.renderer, self.scene, self.provider,
-                           record)
-        if self.reaction is not None:
-            ctx.allocation, ctx.decision = self.reaction.update(stats, self._last_ms)
-            record["scale_reason"] = ctx.decision.reason
-            record["over_budget"] = ctx.allocation.over_budget
-            record["effective_budget_bytes"] = ctx.allocation.effective_budget
-            record["external_pressure_bytes"] = ctx.allocation.external_pressure_bytes
-            record["pool_bytes"] = ctx.allocation.pool_allowance
+                           record, allocation, decision)
+        if allocation is not None and decision is not None:
+            record["scale_reason"] = decision.reason
+            record["over_budget"] = allocation.over_budget
+            record["effective_budget_bytes"] = allocation.effective_budget
+            record["external_pressure_bytes"] = allocation.external_pressure_bytes
+            record["pool_bytes"] = allocation.pool_allowance
         for hook in self.on_frame:
             hook(ctx)
         sample = self.device.end_frame(frame)
@@ -212,6 +227,9 @@ class FrameLoop:
         return record
 
     def release(self) -> None:
+        if self.feedback is not None:
+            self.feedback.release()
+            self.feedback = None
         if self.renderer is not None:
             self.renderer.release()
             self.renderer = None
@@ -244,14 +262,18 @@ def run_scene(scene_factory: SceneFactory, *, frames: int = 120,
               upscale: str = "bilinear", view_mode: str = "lit", hud: bool = False,
               react: bool = True, on_frame: Iterable[FrameHook] = (),
               options: Mapping[str, Any] | None = None, device: Device | None = None,
-              dt: float = 1.0 / 60.0) -> RunResult:
+              dt: float = 1.0 / 60.0, feedback: bool = False) -> RunResult:
     """Run `frames` frames of the scene `scene_factory(device, provider, options)` builds.
 
     headless=False opens a window (engine.render.window) and runs until closed or `frames`
     frames (frames <= 0: until closed). `device`: use this device (tests share one) instead of
     making one; it is not shut down, but everything the run made is released and counted.
+    feedback=True runs the GPU feedback pass (engine.streaming.feedback) every few frames and
+    hands its results to a provider that takes them (the streamer); headless runs only.
     """
     if not headless:
+        if feedback:
+            raise ValueError("feedback=True needs a headless run (the window loop lacks it)")
         from .window import run_window
         return run_window(scene_factory, frames=frames, size=size, budget=budget,
                           screenshot=screenshot, report=report, provider=provider,
@@ -272,7 +294,7 @@ def run_scene(scene_factory: SceneFactory, *, frames: int = 120,
             hooks.append(hud_parts[0])
         loop = FrameLoop(dev, scene_factory, size=size, provider=provider, scale=scale,
                          upscale=upscale, view_mode=view_mode, react=react, on_frame=hooks,
-                         options=options, dt=dt)
+                         options=options, dt=dt, feedback=feedback)
         try:
             for frame in range(frames):
                 loop.step(frame)

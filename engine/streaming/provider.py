@@ -26,6 +26,7 @@ from ..render.textures import Residency, register_provider
 from .backends import CATEGORY, ReallocBackend, SparseBackend, Streamed, Uploader
 from .cache import LevelCache
 from .estimator import CameraInput, InstanceArrays, TextureArrays, estimate_mips
+from .feedback import combine
 from .io import LevelIO
 from .policy import (PolicyConfig, StreamerState, TextureTable, apply_ops, fade_min_lod,
                      make_plan, resident_bytes, tail_base_level, update_state, wanted_bytes)
@@ -58,6 +59,9 @@ class TextureStreamer:
         self.max_upload_ms = max_upload_ms
         self.max_tail_size = max_tail_size
         self.mip_bias = mip_bias
+        # Per-texture finest level from the GPU feedback pass (feedback.py), set by its
+        # caller; folded into each frame's estimate. None: bounds alone.
+        self.feedback_mips: np.ndarray | None = None
         self.items: list[Streamed] = []
         self._ids: dict[str, int] = {}
         self._table: TextureTable | None = None
@@ -144,8 +148,10 @@ class TextureStreamer:
         self.uploader.begin_frame()
         self._drain_reads()
         est = self._estimate(view)
-        state = update_state(self._state, self._table, est.mip, est.visible, view.frame,
-                             self.config)
+        mip, visible = est.mip, est.visible
+        if self.feedback_mips is not None:
+            mip, visible = combine(mip, visible, self.feedback_mips, self.mip_bias)
+        state = update_state(self._state, self._table, mip, visible, view.frame, self.config)
         failed = np.array([it.failed for it in self.items])
         state.target[failed] = np.maximum(state.target[failed], state.resident_base[failed])
         self._state = state
