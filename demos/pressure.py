@@ -38,8 +38,10 @@ def hooks(options: Mapping[str, Any]) -> list[FrameHook]:
 
     def pressure(ctx: FrameContext) -> None:
         start = base.setdefault("bytes", ctx.device.budget.bytes)
-        fraction = budget_fraction(ctx.frame, period)
-        ctx.device.budget.set(int(start * fraction))
-        ctx.record["budget_fraction"] = fraction
+        ctx.record["budget_fraction"] = budget_fraction(ctx.frame, period)
+        # Hooks run at the end of a frame, and the frame loop fits memory at the start of
+        # the next one: so set the *next* frame's budget here. The change then lands on a
+        # frame boundary and each record's fraction is exactly the budget it ran under.
+        ctx.device.budget.set(int(start * budget_fraction(ctx.frame + 1, period)))
 
     return [pressure]

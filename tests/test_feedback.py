@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from pyglm import glm
+from streaming_helpers import make_textures
 
 from engine.gl import constants as K
 from engine.render.camera import Camera, mat_to_numpy
@@ -12,9 +13,18 @@ from engine.render.material import Material
 from engine.render.mesh import Mesh, quad
 from engine.render.scene import Scene
 from engine.render.textures import StaticTextureProvider
-from engine.streaming.estimator import CameraInput, InstanceArrays, TextureArrays, estimate_mips
-from engine.streaming.feedback import FeedbackPass, combine, feedback_size, reduce_feedback
-from streaming_helpers import make_textures
+from engine.streaming.estimator import (
+    CameraInput,
+    InstanceArrays,
+    TextureArrays,
+    estimate_mips,
+)
+from engine.streaming.feedback import (
+    FeedbackPass,
+    combine,
+    feedback_size,
+    reduce_feedback,
+)
 
 RENDER = (320, 240)
 FRONT, HIDDEN, SIDE = 0, 1, 2  # texture ids of the three quads
@@ -117,7 +127,6 @@ def test_occluded_texture_gets_no_feedback_while_bounds_want_it(device, occlusio
     assert mips[HIDDEN] == np.inf
     for t in (FRONT, SIDE):
         assert np.isfinite(mips[t]) and abs(mips[t] - est.level[t]) <= 1, (t, mips, est.mip)
-    print(mips, est.mip)
     assert est.level[FRONT] >= 1  # a real level to agree on, not both clamped to 0
 
 

@@ -6,12 +6,13 @@ import datetime
 import importlib
 import json
 import logging
+import os
 import platform
 from pathlib import Path
 
 log = logging.getLogger(__name__)
 
-SUITES = ("accounting",)
+SUITES = ("accounting", "streaming", "upload", "startup", "peers", "bake", "resolution", "scaling")
 
 
 def _table(rows: list[dict]) -> str:
@@ -35,7 +36,7 @@ def bench_main(args: argparse.Namespace) -> int:
         raise SystemExit(f"unknown suite(s) {unknown}; known: {', '.join(SUITES)}")
     device = Device.headless(args.budget)
     out = {"machine": {"renderer": device.caps.renderer, "gl_version": device.caps.gl_version,
-                       "host": platform.node(), "cpu_count": __import__("os").cpu_count()},
+                       "host": platform.node(), "cpu_count": os.cpu_count()},
            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
            "quick": args.quick, "suites": {}}
     try:
@@ -47,11 +48,11 @@ def bench_main(args: argparse.Namespace) -> int:
             print(_table(res.rows))
             for note in res.notes:
                 print(f"  note: {note}")
+            if args.json:  # after every suite: a long run cut short keeps what it measured
+                Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+                Path(args.json).write_text(json.dumps(out, indent=2))
     finally:
         device.shutdown()
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(out, indent=2))
     return 0
 
 

@@ -32,6 +32,13 @@ the rest of the room (never less than the tails), so spare memory goes to textur
 If even ``targets(min) + tail`` exceed the room, both get their minimums, the sum exceeds the
 budget and the allocation says ``over_budget`` (degrade, never go negative).
 
+Held split. The want follows the camera every frame; the budget does not. Re-planning the split
+on every frame would make the render scale (a real reallocation) and the pool breathe with the
+camera, and a pool that shrinks under the streamer makes it evict with realloc transients in
+memory nobody set aside. So the split is re-planned only when its memory side changes: the room,
+the target curve (output size), the scale cap, the tails, or the first report of a want; in
+between, the last plan is kept, and the pool alone absorbs what the camera asks for.
+
 Candidates and their exact target bytes come from the resolution controller
 (`ResolutionController.target_curve`): the governor stays below the resolution layer and does no
 size arithmetic of its own.
@@ -182,12 +189,25 @@ class Allocation:
     notes: tuple[str, ...] = field(default_factory=tuple)
 
 
+@dataclass(frozen=True)
+class _Split:
+    """One planned split of the room (what `Governor` holds between re-plans)."""
+
+    planned: float
+    targets: int
+    pool: int
+    over: bool
+    reason: str
+    notes: tuple[str, ...] = ()
+
+
 class Governor:
     """Owns the one budget. `decide` is a pure function of its inputs plus the small
-    external-pressure hysteresis state kept here (the held cap and the raise streak)."""
+    hysteresis state kept here (the held external cap and its raise streak, the held split)."""
 
     def __init__(self, settings: GovernorSettings | None = None) -> None:
         self.settings = settings or GovernorSettings()
+        self._split: tuple[tuple, _Split] | None = None
         self._held_cap: int | None = None
         self._streak = 0
         self._streak_min = 0
@@ -229,37 +249,16 @@ class Governor:
                 notes.append(f"other programs hold VRAM: budget lowered to {format_bytes(cap)}")
         pressure = x.budget_bytes - effective
 
-        curve = x.target_curve
-        tail = x.stream_min
-        # The streamer's want at scale 1.0, undoing the s**2 coupling at its current scale.
-        above_tail_at_1 = max(0, x.stream_wanted - tail) / (x.stream_wanted_scale ** 2)
         room = effective - x.fixed_bytes
-        candidates = [c for c in curve if c[0] <= x.scale_cap + 1e-9] or [curve[0]]
-
-        chosen: tuple[float, int] | None = None
-        for scale, tbytes in reversed(candidates):
-            detail_reserve = (1.0 - s.prefer) * above_tail_at_1 * scale * scale
-            if tbytes + tail + detail_reserve <= room:
-                chosen = (scale, tbytes)
-                reason = "fits" if scale == candidates[-1][0] else "scaled to fit"
-                break
-
-        min_scale, min_targets = curve[0]
-        if chosen is None and min_targets + tail <= room:
-            chosen = (min_scale, min_targets)
-            reason = "minimum scale; texture detail below its reservation"
-        if chosen is None:
-            planned, targets_allowance, pool_allowance = min_scale, min_targets, tail
-            over = True
-            reason = "over_budget"
-            notes.append(f"fixed {format_bytes(x.fixed_bytes)} + minimum targets "
-                         f"{format_bytes(min_targets)} + tails {format_bytes(tail)} exceed "
-                         f"{format_bytes(effective)}")
-        else:
-            planned, targets_allowance = chosen
-            pool_allowance = room - targets_allowance
-            over = False
-        if x.scale_cap < curve[-1][0]:
+        # The split's memory side (see "Held split" in the module docstring).
+        key = (room, x.target_curve, x.scale_cap, x.stream_min, x.stream_wanted > 0)
+        if self._split is None or self._split[0] != key:
+            self._split = (key, self._plan(x, room, effective))
+        split = self._split[1]
+        planned, targets_allowance, pool_allowance = split.planned, split.targets, split.pool
+        over, reason = split.over, split.reason
+        notes += split.notes
+        if x.scale_cap < x.target_curve[-1][0]:
             notes.append(f"scale capped at {x.scale_cap:g} by the resolution controller")
 
         free = max(0, effective - x.used_bytes)
@@ -269,6 +268,27 @@ class Governor:
                           planned_scale=planned, free_bytes=free,
                           external_pressure_bytes=pressure, over_budget=over, reason=reason,
                           notes=tuple(notes))
+
+    def _plan(self, x: GovernorInputs, room: int, effective: int) -> _Split:
+        """The split of `room` for these inputs (the module docstring's rule)."""
+        curve = x.target_curve
+        tail = x.stream_min
+        # The streamer's want at scale 1.0, undoing the s**2 coupling at its current scale.
+        above_tail_at_1 = max(0, x.stream_wanted - tail) / (x.stream_wanted_scale ** 2)
+        candidates = [c for c in curve if c[0] <= x.scale_cap + 1e-9] or [curve[0]]
+        for scale, tbytes in reversed(candidates):
+            detail_reserve = (1.0 - self.settings.prefer) * above_tail_at_1 * scale * scale
+            if tbytes + tail + detail_reserve <= room:
+                reason = "fits" if scale == candidates[-1][0] else "scaled to fit"
+                return _Split(scale, tbytes, room - tbytes, False, reason)
+        min_scale, min_targets = curve[0]
+        if min_targets + tail <= room:
+            return _Split(min_scale, min_targets, room - min_targets, False,
+                          "minimum scale; texture detail below its reservation")
+        note = (f"fixed {format_bytes(x.fixed_bytes)} + minimum targets "
+                f"{format_bytes(min_targets)} + tails {format_bytes(tail)} exceed "
+                f"{format_bytes(effective)}")
+        return _Split(min_scale, min_targets, tail, True, "over_budget", (note,))
 
     def _log_changes(self, effective: int, over: bool, reason: str) -> None:
         """Log transitions only: a per-frame line would drown the log at 60 fps."""

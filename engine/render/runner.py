@@ -107,7 +107,12 @@ class MemoryReaction:
             vram_available=vram.available_bytes if vram else None,
             vram_total=vram.total_bytes if vram else None))
         self.last = alloc
-        decision = self.controller.update(self.renderer.output_size, alloc.targets_allowance,
+        # The allowance may count memory the streamer has just been told to give back but
+        # still holds (the pool shrank this frame; it evicts after this). Targets must never
+        # grow into it: even released first, a new set larger than the old one plus what is
+        # free now would take the ledger over the budget.
+        allowance = min(alloc.targets_allowance, targets + alloc.free_bytes)
+        decision = self.controller.update(self.renderer.output_size, allowance,
                                           alloc.free_bytes, frame_ms)
         if decision.resize and abs(decision.scale - self.renderer.render_scale) > 1e-9:
             event = self.renderer.set_scale(decision.scale, decision.release_first)

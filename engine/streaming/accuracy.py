@@ -48,7 +48,7 @@ def accuracy_from_levels(levels: np.ndarray) -> AccuracyResult:
     wanted = np.clip(np.floor(shown[:, 0]), 0.0, shown[:, 2])
     missing = shown[:, 1] - wanted
     return AccuracyResult(float(np.mean(missing <= 1.0)), float(np.mean(missing <= 0.0)),
-                          int(len(shown)))
+                          len(shown))
 
 
 def measure_accuracy(device: Device, scene: Scene, provider: TextureProvider,

@@ -75,6 +75,10 @@ class ReallocBackend:
     def __init__(self, device: Device) -> None:
         self.device = device
 
+    @staticmethod
+    def tail_base(tf: TextureFile, tail: int) -> int:
+        return tail
+
     def storage_bytes(self, tf: TextureFile, base: int) -> int:
         return texture_bytes(tf.pixel_format, tf.width, tf.height, levels=len(tf.levels) - base,
                              base_level=base, layers=tf.layers, faces=tf.faces)
@@ -128,14 +132,21 @@ class SparseBackend:
     def supports(tf: TextureFile) -> bool:
         return tf.layers == 1 and tf.faces == 1 and tf.depth == 1
 
-    def storage_bytes(self, tf: TextureFile, base: int) -> int:
+    def _layout(self, tf: TextureFile) -> SparseLayout:
         key = (tf.format, tf.width, tf.height, len(tf.levels))
         if key not in self._layouts:  # page geometry needs a texture; make one and drop it
             tex, lay = sparse_texture(self.device, tf.pixel_format, tf.width, tf.height,
                                       len(tf.levels), label="sparse-probe")
             self.device.release(tex)
             self._layouts[key] = lay
-        return self._layouts[key].bytes_from(base)
+        return self._layouts[key]
+
+    def tail_base(self, tf: TextureFile, tail: int) -> int:
+        """The driver's sparse mip tail is committed as one unit, so it is always resident."""
+        return min(tail, self._layout(tf).num_sparse_levels)
+
+    def storage_bytes(self, tf: TextureFile, base: int) -> int:
+        return self._layout(tf).bytes_from(base)
 
     def create(self, item: Streamed, base: int, read, up: Uploader) -> None:
         tf = item.tf
@@ -155,9 +166,8 @@ class SparseBackend:
 
     def _commit(self, item: Streamed, level: int, on: bool) -> None:
         lay = item.layout
-        if level >= lay.num_sparse_levels:
-            if on and item.base <= lay.num_sparse_levels:
-                return  # the tail is committed as one unit, already there
+        if level >= lay.num_sparse_levels and (not on or item.base <= lay.num_sparse_levels):
+            return  # the tail is one unit: committed once, never decommitted
         commit(self.device, item.tex, lay, level, on)
         base = level if on else level + 1
         self.device.reaccount(item.tex, lay.bytes_from(min(base, lay.num_sparse_levels)))

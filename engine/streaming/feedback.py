@@ -110,7 +110,7 @@ class InstancePass:
         self._names = set(self.prog)
         self._vaos: dict[Mesh, moderngl.VertexArray] = {}
 
-    def set(self, name: str, value) -> None:
+    def set(self, name: str, value: object) -> None:
         """Set a uniform; no-op for one the compiler dropped as unused."""
         if name not in self._names:
             return

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Callable
 
@@ -28,7 +28,7 @@ from .cache import LevelCache
 from .estimator import CameraInput, InstanceArrays, TextureArrays, estimate_mips
 from .feedback import combine
 from .io import LevelIO
-from .policy import (PolicyConfig, StreamerState, TextureTable, apply_ops, fade_min_lod,
+from .policy import (MipOp, PolicyConfig, StreamerState, TextureTable, apply_ops, fade_min_lod,
                      make_plan, resident_bytes, tail_base_level, update_state, wanted_bytes)
 from .stats import StreamingStats
 
@@ -86,6 +86,14 @@ class TextureStreamer:
             return self._realloc
         return self.backend
 
+    def _tail(self, item: Streamed) -> int:
+        """First always-resident level: small levels, and for sparse textures also the
+        driver's mip tail, which is committed and decommitted only as a whole."""
+        tf = item.tf
+        tail = tail_base_level(tf.width, tf.height, len(tf.levels),
+                               max_tail_size=self.max_tail_size)
+        return self._backend_for(item).tail_base(tf, tail)
+
     def register(self, key: str, path: Path) -> int:
         """Open the file (header only) and make its always-resident tail: sampling is valid
         from the first frame. Raises the texture error for a bad file, allocating nothing."""
@@ -93,8 +101,7 @@ class TextureStreamer:
             return self._ids[key]
         tf = textures.open(path)
         item = Streamed(key, tf)
-        tail = tail_base_level(tf.width, tf.height, len(tf.levels),
-                               max_tail_size=self.max_tail_size)
+        tail = self._tail(item)
         self._backend_for(item).create(item, tail, tf.read_level_all, self.uploader)
         self.items.append(item)
         self._ids[key] = len(self.items) - 1
@@ -114,9 +121,7 @@ class TextureStreamer:
             for b in range(len(it.tf.levels)):
                 storage[t, b] = be.storage_bytes(it.tf, b)
         levels = np.array([len(it.tf.levels) for it in self.items], np.int32)
-        tails = np.array([tail_base_level(it.tf.width, it.tf.height, len(it.tf.levels),
-                                          max_tail_size=self.max_tail_size)
-                          for it in self.items], np.int32)
+        tails = np.array([self._tail(it) for it in self.items], np.int32)
         self._table = TextureTable(levels=levels, tail_base=tails, storage=storage)
         new = StreamerState.initial(self._table)
         old = self._state
@@ -185,6 +190,9 @@ class TextureStreamer:
                           for t, b in enumerate(st.resident_base)])
         pool = int(self.pool())
         plan = make_plan(st, table, self._frame, pool, 0, self.config, ready)
+        # The most the streamer may hold at any instant: what the budget leaves after everything
+        # else, or, in a frame that began over it (the budget fell), what it held then.
+        ceiling = max(self._default_pool(), self.device.ledger.category_total(CATEGORY))
         done = []
         t0 = time.perf_counter()
         uploaded = 0
@@ -199,6 +207,7 @@ class TextureStreamer:
                 uploaded += 1
             else:
                 data = None
+                op = self._fit_eviction(op, ceiling)
             streamed = self.device.ledger.category_total(CATEGORY)
             transient = op.new_bytes if self.backend.realloc else max(0, op.delta)
             if streamed + transient > pool and op.is_load:
@@ -233,13 +242,30 @@ class TextureStreamer:
         s.ops_this_frame = len(done)
         s.deferred_loads = plan.deferred_loads
 
+    def _fit_eviction(self, op: MipOp, ceiling: int) -> MipOp:
+        """A realloc eviction holds the old and the new storage at once. The plan keeps that
+        within the pool, but once the pool has shrunk below what is resident (the governor
+        re-split the budget, or the budget fell) the plan only recovers: its transients are
+        checked against nothing, and the planned one may not fit the memory really free. Then
+        evict straight to the tail: the smallest new storage there is, the one the plan's tail
+        reserve exists to keep room for."""
+        tail = int(self._table.tail_base[op.texture])
+        streamed = self.device.ledger.category_total(CATEGORY)
+        if not op.realloc or op.new_base >= tail or streamed + op.transient_bytes <= ceiling:
+            return op
+        log.debug("evicting %s to its tail: %d + %d > %d", self.items[op.texture].key,
+                  streamed, op.transient_bytes, ceiling)
+        return replace(op, new_base=tail, new_bytes=int(self._table.storage[op.texture, tail]))
+
     def _fade(self, now: float) -> None:
         lods = fade_min_lod(self._state, now)
         changed = np.flatnonzero(np.abs(lods - self._lods) > 1e-3)
         for t in changed:
             item = self.items[t]
-            storage_base = item.tex.base_level
-            item.tex.set_min_lod(float(lods[t]) - storage_base)
+            # GL measures MIN_LOD from the texture's base level: storage level 0 for a
+            # reallocated texture (chain level item.base), GL_TEXTURE_BASE_LEVEL = item.base
+            # for a sparse one. Either way the offset is the finest resident chain level.
+            item.tex.set_min_lod(float(lods[t]) - item.base)
         self._lods = lods
 
     def bind(self, texture_id: int, unit: int) -> None:
