@@ -46,11 +46,24 @@ def _series(report: dict[str, Any]) -> dict[str, np.ndarray]:
     frames = report["frames"]
     out = {"frame": np.array([f["frame"] for f in frames], float),
            "ms": np.array([f["ms"] for f in frames], float),
-           "budget": np.array([f["budget_bytes"] for f in frames], float),
+           # The budget the engine really worked under: the governor's effective budget
+           # (lowered when other programs take VRAM) where the report has it.
+           "budget": np.array([f.get("effective_budget_bytes", f["budget_bytes"])
+                               for f in frames], float),
            "scale": np.array([f["render_scale"] for f in frames], float)}
     for cat in categories_of(frames):
         out["cat:" + cat] = np.array([f["by_category"].get(cat, 0) for f in frames], float)
     return out
+
+
+def memory_axis_max(memory_max: float, budget: np.ndarray) -> float:
+    """Top of the memory axis. A budget far above what the run used (80% of a 141 GB GPU
+    against 100 MiB) would flatten every area to the floor: then the axis follows memory and
+    the lowest budget, and the budget line is clipped at the top."""
+    top = max(memory_max, float(budget.max()), 1.0)
+    if top > 4 * max(memory_max, 1.0):
+        top = max(memory_max, float(budget.min()), 1.0) * 1.5
+    return top * 1.08
 
 
 def render_timeline(report: dict[str, Any], out_png: Path | str, *,
@@ -125,7 +138,7 @@ class _Pillow:
         s = self.s
         cats = [k for k in s if k.startswith("cat:")]
         stack = np.cumsum([s[k] for k in cats], axis=0) if cats else np.zeros((1, len(s["ms"])))
-        vmax = max(float(stack[-1].max()), float(s["budget"].max()), 1.0) * 1.08
+        vmax = memory_axis_max(float(stack[-1].max()), s["budget"])
         step = _byte_step(vmax, 6)
         vmax = np.ceil(vmax / step) * step
         self._y_axis(top, bottom, vmax, step, lambda v: format_bytes(int(v)))
@@ -133,7 +146,7 @@ class _Pillow:
         xs = self.px(s["frame"])
 
         def ys(v: np.ndarray) -> np.ndarray:
-            return bottom - v / vmax * (bottom - top)
+            return bottom - np.minimum(v, vmax) / vmax * (bottom - top)
 
         lower = np.zeros_like(xs)
         for i, key in enumerate(cats):
@@ -222,6 +235,8 @@ def _matplotlib(report: dict[str, Any], out: Path, size: tuple[int, int]) -> Non
                  colors=[np.array(category_color(k[4:], i)) / 255 for i, k in enumerate(cats)])
     ax.plot(s["frame"], s["budget"] / mib, color=np.array(BUDGET_COLOR) / 255, lw=2,
             label="budget")
+    ax.set_ylim(0, memory_axis_max(float(np.sum([s[k] for k in cats], axis=0).max()
+                                         if cats else 0.0), s["budget"]) / mib)
     ax.set_ylabel("MiB")
     scale_ax = ax.twinx()
     scale_ax.plot(s["frame"], s["scale"], color=np.array(SCALE_COLOR) / 255, lw=1.5)
