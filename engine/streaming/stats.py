@@ -59,3 +59,5 @@ class StreamingStats:
     upload_bytes_this_frame: int = 0
     ops_this_frame: int = 0
     deferred_loads: int = 0
+    #: wall milliseconds of the last begin_frame (plan, reallocate/commit, copy, upload)
+    frame_ms: float = 0.0
