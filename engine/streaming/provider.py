@@ -55,7 +55,10 @@ class TextureStreamer:
             raise ValueError("backend 'sparse' needs ARB_sparse_texture, which this driver lacks")
         self.backend = SparseBackend(device) if backend == "sparse" else ReallocBackend(device)
         self._realloc = ReallocBackend(device)  # arrays/cubes stream by reallocation anyway
-        self.config = config or PolicyConfig(realloc=self.backend.realloc)
+        # Planning as if every op reallocates is exact for reallocated textures and only
+        # conservative for sparse ones (a commit has no old + new transient); a sparse
+        # streamer still reallocates the textures sparse pages do not suit (small, arrays).
+        self.config = config or PolicyConfig()
         self.pool = pool or self._default_pool
         self.max_upload_ms = max_upload_ms
         self.max_tail_size = max_tail_size
@@ -237,7 +240,7 @@ class TextureStreamer:
                 data = None
                 op = self._fit_eviction(op, ceiling)
             streamed = self.device.ledger.category_total(CATEGORY)
-            transient = op.new_bytes if self.backend.realloc else max(0, op.delta)
+            transient = op.new_bytes if self._backend_for(item).realloc else max(0, op.delta)
             if streamed + transient > pool and op.is_load:
                 self.budget_violations += 1  # the plan promised otherwise: refuse the op
                 log.error("refusing %s: %d + %d > pool %d", item.key, streamed, transient, pool)
