@@ -8,7 +8,7 @@ from hypothesis import given, settings, strategies as st
 
 from engine.errors import BudgetError
 from engine.memory.budget import Budget
-from engine.memory.governor import (Allocation, Governor, GovernorInputs, GovernorSettings,
+from engine.memory.governor import (BudgetSplit, Governor, GovernorInputs, GovernorSettings,
                                     split_usage)
 from engine.resolution.policy import ResolutionController
 from engine.resolution.targets_spec import TargetsSpec
@@ -32,7 +32,7 @@ def curve_bytes(scale: float) -> int:
     return dict(CURVE)[scale]
 
 
-def check_invariants(a: Allocation, x: GovernorInputs) -> None:
+def check_invariants(a: BudgetSplit, x: GovernorInputs) -> None:
     assert min(a.targets_allowance, a.pool_allowance, a.free_bytes, a.effective_budget,
                a.external_pressure_bytes) >= 0
     assert a.pool_allowance >= x.stream_min

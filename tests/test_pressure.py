@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from engine.gl.device import Device
-from engine.memory.governor import Allocation
+from engine.memory.governor import BudgetSplit
 from engine.render.runner import FrameContext, FrameHook, RunResult, run_scene
 
 W, H = 160, 120
@@ -176,7 +176,7 @@ def test_the_split_moves_with_the_budget_not_with_the_camera() -> None:
     mib = 1 << 20
     curve = ResolutionController(default_targets_spec()).target_curve(1920, 1080)
 
-    def frame(g: Governor, budget: int, wanted: int) -> Allocation:
+    def frame(g: Governor, budget: int, wanted: int) -> BudgetSplit:
         return g.decide(GovernorInputs(budget_bytes=budget, fixed_bytes=64 * mib,
                                        target_bytes=0, streamed_bytes=0, target_curve=curve,
                                        stream_wanted=wanted, stream_min=8 * mib))
@@ -220,7 +220,7 @@ def test_targets_never_grow_into_memory_the_streamer_still_holds(device: Device)
         device.release(held.pop())
         held.append(device.buffer(reserve=nbytes, category="texture.streamed", label="streamer"))
 
-    def frame(budget: int, streamer_follows: bool = True) -> Allocation:
+    def frame(budget: int, streamer_follows: bool = True) -> BudgetSplit:
         carry = ledger.total
         device.budget.set(budget)
         ledger.reset_frame_peak()

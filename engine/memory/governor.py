@@ -1,5 +1,5 @@
 """The one-budget governor: splits a single byte budget between fixed allocations, render
-targets and the texture-streaming pool. Pure policy: numbers in, an `Allocation` out.
+targets and the texture-streaming pool. Pure policy: numbers in, a `BudgetSplit` out.
 
 Why one budget. The streamer and the resolution controller both want VRAM, and each alone would
 happily take all of it. The governor is the only place that decides who gets what; the streamer
@@ -168,7 +168,7 @@ class GovernorInputs:
 
 
 @dataclass(frozen=True)
-class Allocation:
+class BudgetSplit:
     """The governor's answer for one frame. Allowances are never negative.
 
     free_bytes: budget not used by anything right now; the resolution controller swaps targets
@@ -232,7 +232,7 @@ class Governor:
             self._streak = 0  # higher, but inside the band: not evidence of memory given back
         return self._held_cap
 
-    def decide(self, inputs: GovernorInputs) -> Allocation:
+    def decide(self, inputs: GovernorInputs) -> BudgetSplit:
         """Split this frame's effective budget; raises BudgetError on NaN/negative inputs."""
         x = inputs.validated()
         s = self.settings
@@ -263,7 +263,7 @@ class Governor:
 
         free = max(0, effective - x.used_bytes)
         self._log_changes(effective, over, reason)
-        return Allocation(effective_budget=effective, fixed=x.fixed_bytes,
+        return BudgetSplit(effective_budget=effective, fixed=x.fixed_bytes,
                           targets_allowance=targets_allowance, pool_allowance=pool_allowance,
                           planned_scale=planned, free_bytes=free,
                           external_pressure_bytes=pressure, over_budget=over, reason=reason,

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..gl.device import Device
 from ..memory.budget import Budget
-from ..memory.governor import Allocation, Governor, GovernorInputs
+from ..memory.governor import BudgetSplit, Governor, GovernorInputs
 from ..resolution.policy import Decision, ResolutionController
 from .imagecompare import save_png
 from .renderer import Renderer
@@ -47,7 +47,7 @@ class FrameContext:
     scene: Scene
     provider: TextureProvider
     record: dict[str, Any]
-    allocation: Allocation | None = None
+    allocation: BudgetSplit | None = None
     decision: Decision | None = None
 
 
@@ -76,7 +76,7 @@ class MemoryReaction:
         self.renderer = renderer
         self.governor = Governor()
         self.controller = ResolutionController(renderer.targets.spec)
-        self.last: Allocation | None = None
+        self.last: BudgetSplit | None = None
 
     def pool_bytes(self) -> int:
         """The streaming pool of the last decision; before the first one, what the budget
@@ -88,7 +88,7 @@ class MemoryReaction:
             "texture.streamed")))
 
     def update(self, provider_stats: Mapping[str, Any],
-               frame_ms: float | None) -> tuple[Allocation, Decision]:
+               frame_ms: float | None) -> tuple[BudgetSplit, Decision]:
         ledger = self.device.ledger
         targets = self.renderer.targets.nbytes
         streamed = ledger.category_total("texture.streamed")
