@@ -7,8 +7,9 @@ the view; the orbit is a function of time only, so frame N always shows the same
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from pyglm import glm
 

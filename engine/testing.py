@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -27,8 +28,14 @@ from .render.runner import RunResult, SceneFactory, run_scene
 
 log = logging.getLogger(__name__)
 
-__all__ = ["RunResult", "run_headless", "report_of", "assert_under_budget", "assert_no_leaks",
-           "assert_image_close"]
+__all__ = [
+    "RunResult",
+    "assert_image_close",
+    "assert_no_leaks",
+    "assert_under_budget",
+    "report_of",
+    "run_headless",
+]
 
 UPDATE_ENV = "ENGINE_UPDATE_REFERENCES"
 

@@ -19,10 +19,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a plain checkout
 
-from demos.gltf_demo import build  # noqa: E402
-from engine.diagnostics.tracking import TrackedContext  # noqa: E402
-from engine.gl.device import Device  # noqa: E402
-from engine.render.runner import FrameLoop  # noqa: E402
+from demos.gltf_demo import build
+from engine.diagnostics.tracking import TrackedContext
+from engine.gl.device import Device
+from engine.render.runner import FrameLoop
 
 log = logging.getLogger("embed_moderngl_window")
 

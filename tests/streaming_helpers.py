@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pyglm import glm
 import numpy as np
+from pyglm import glm
 
 from engine.memory.sizes import level_bytes, mip_count, mip_dims
 from engine.render.frame import FrameView

@@ -12,7 +12,14 @@ import engine.textures
 from engine.errors import TextureFormatError
 from engine.memory.sizes import level_bytes, mip_count, mip_dims
 from engine.textures import bake
-from engine.textures.bake import bake_file, bake_image, bake_main, bake_many, choose_format, load_rgba
+from engine.textures.bake import (
+    bake_file,
+    bake_image,
+    bake_main,
+    bake_many,
+    choose_format,
+    load_rgba,
+)
 from engine.textures.decode import decode_image
 from engine.textures.encode import encode_image
 from engine.textures.quality import psnr, ssim

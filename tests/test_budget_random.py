@@ -14,7 +14,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import Phase, given, settings, strategies as st
+from hypothesis import Phase, given, settings
+from hypothesis import strategies as st
+from test_pressure import OPTIONS, Calibration, check_budget_frames, resizes
 
 from engine.errors import GLOutOfMemoryError
 from engine.gl.device import Device
@@ -22,7 +24,6 @@ from engine.render.runner import FrameContext, SceneFactory, run_scene
 from engine.resolution.policy import ResolutionSettings
 from engine.resolution.targets import RenderTargetSet, ResizeEvent
 from engine.resolution.targets_spec import TargetSpec
-from test_pressure import OPTIONS, Calibration, check_budget_frames, resizes
 
 W, H = 160, 120
 FRAMES = 150

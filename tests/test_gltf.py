@@ -10,8 +10,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.render.gltf import (GltfError, UnsupportedGltfError, _triangles, add_to_scene,
-                                image_ktx2, load_gltf)
+from engine.render.gltf import (
+    GltfError,
+    UnsupportedGltfError,
+    _triangles,
+    add_to_scene,
+    image_ktx2,
+    load_gltf,
+)
 
 MODEL = Path(__file__).resolve().parents[1] / "assets" / "models" / "BoxTextured"
 

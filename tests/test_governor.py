@@ -4,12 +4,18 @@ from __future__ import annotations
 import math
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engine.errors import BudgetError
 from engine.memory.budget import Budget
-from engine.memory.governor import (BudgetSplit, Governor, GovernorInputs, GovernorSettings,
-                                    split_usage)
+from engine.memory.governor import (
+    BudgetSplit,
+    Governor,
+    GovernorInputs,
+    GovernorSettings,
+    split_usage,
+)
 from engine.resolution.policy import ResolutionController
 from engine.resolution.targets_spec import TargetsSpec
 

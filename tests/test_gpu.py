@@ -5,9 +5,9 @@ from __future__ import annotations
 import time
 
 import pytest
+from streaming_helpers import make_textures, row_view
 
 from engine.streaming.provider import TextureStreamer
-from streaming_helpers import make_textures, row_view
 
 pytestmark = pytest.mark.gpu
 

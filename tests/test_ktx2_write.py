@@ -17,7 +17,11 @@ import engine
 import engine.textures
 from engine.formats import get
 from engine.memory.sizes import level_bytes, mip_count, mip_dims
-from engine.textures.ktx2_write import KTX2_IDENTIFIER, data_format_descriptor, write_ktx2
+from engine.textures.ktx2_write import (
+    KTX2_IDENTIFIER,
+    data_format_descriptor,
+    write_ktx2,
+)
 
 
 def _levels(fmt: str, w: int, h: int, count: int | None = None, images: int = 1) -> list[bytes]:

@@ -11,12 +11,11 @@ from engine.errors import LeakError
 
 def test_leak_check_names_engine_objects(engine_device):
     dev = engine_device
-    with pytest.raises(LeakError) as info:
-        with dev.leak_check():
-            tex = dev.storage_texture("BC7", 64, 64, levels=7, label="leaky-texture")
-            color = dev.texture((32, 32), label="leaky-color")
-            fbo = dev.framebuffer([color], label="leaky-fbo")
-            buf = dev.buffer(reserve=1024, label="leaky-buffer")
+    with pytest.raises(LeakError) as info, dev.leak_check():
+        tex = dev.storage_texture("BC7", 64, 64, levels=7, label="leaky-texture")
+        color = dev.texture((32, 32), label="leaky-color")
+        fbo = dev.framebuffer([color], label="leaky-fbo")
+        buf = dev.buffer(reserve=1024, label="leaky-buffer")
     msg = str(info.value)
     for name in ("leaky-texture", "leaky-fbo", "leaky-buffer", "leaky-color"):
         assert name in msg
@@ -36,12 +35,11 @@ def test_leak_check_names_objects_of_wrapped_user_context(engine_device):
     dev = engine_device
     user = TrackedContext(dev.ctx, dev)
     before = dev.ledger.category_total("user")
-    with pytest.raises(LeakError) as info:
-        with dev.leak_check():
-            tex = user.texture((16, 16), 4)
-            fbo = user.framebuffer([tex])
-            buf = user.buffer(reserve=256)
-            assert dev.ledger.category_total("user") == before + 16 * 16 * 4 + 256
+    with pytest.raises(LeakError) as info, dev.leak_check():
+        tex = user.texture((16, 16), 4)
+        fbo = user.framebuffer([tex])
+        buf = user.buffer(reserve=256)
+        assert dev.ledger.category_total("user") == before + 16 * 16 * 4 + 256
     kinds = sorted(r.type for r in info.value.leaks)
     assert kinds == ["buffer", "framebuffer", "texture"]
     # The user releases through moderngl itself: the tracker and ledger notice.
@@ -67,9 +65,8 @@ def test_stacks_are_captured_when_asked(engine_device):
     dev = engine_device
     dev.tracker.capture_stacks = True
     try:
-        with pytest.raises(LeakError) as info:
-            with dev.leak_check():
-                buf = dev.buffer(reserve=8, label="with-stack")
+        with pytest.raises(LeakError) as info, dev.leak_check():
+            buf = dev.buffer(reserve=8, label="with-stack")
         assert "test_leaks.py" in str(info.value)
     finally:
         dev.tracker.capture_stacks = False

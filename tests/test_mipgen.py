@@ -7,7 +7,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.memory.sizes import mip_count, mip_dims
-from engine.textures.mipgen import _box_weights, downsample, generate_mips, linear_to_srgb, srgb_to_linear
+from engine.textures.mipgen import (
+    _box_weights,
+    downsample,
+    generate_mips,
+    linear_to_srgb,
+    srgb_to_linear,
+)
 
 
 def _checker(h: int, w: int, a: int = 0, b: int = 255) -> np.ndarray:

@@ -7,7 +7,12 @@ import pytest
 from PIL import Image
 
 from engine.cli import main
-from engine.diagnostics.report import ReportError, build_report, load_report, validate_report
+from engine.diagnostics.report import (
+    ReportError,
+    build_report,
+    load_report,
+    validate_report,
+)
 from engine.diagnostics.timeline import render_timeline
 
 

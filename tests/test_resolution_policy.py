@@ -5,12 +5,17 @@ import math
 import random
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engine.errors import BudgetError
 from engine.memory.sizes import renderbuffer_bytes
-from engine.resolution.policy import (Decision, FrameTimePI, ResolutionController,
-                                      ResolutionSettings)
+from engine.resolution.policy import (
+    Decision,
+    FrameTimePI,
+    ResolutionController,
+    ResolutionSettings,
+)
 from engine.resolution.targets_spec import TargetSpec, TargetsSpec
 
 MiB = 1 << 20

@@ -5,12 +5,11 @@ from __future__ import annotations
 import random
 import time
 
-import numpy as np
 import pytest
+from streaming_helpers import make_textures, row_view
 
 from engine.memory.sizes import texture_bytes
 from engine.streaming.provider import TextureStreamer
-from streaming_helpers import make_textures, row_view
 
 COUNT = 24
 

@@ -6,8 +6,13 @@ import pytest
 
 from demos.gltf_demo import build
 from engine.render.imagecompare import save_png
-from engine.testing import (assert_image_close, assert_no_leaks, assert_under_budget,
-                            report_of, run_headless)
+from engine.testing import (
+    assert_image_close,
+    assert_no_leaks,
+    assert_under_budget,
+    report_of,
+    run_headless,
+)
 
 
 @pytest.fixture(autouse=True)

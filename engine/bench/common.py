@@ -1,10 +1,7 @@
-"""Shared helpers of the benchmark suites: timing medians and draws that touch textures."""
+"""Shared helpers of the benchmark suites: draws that touch textures, payload bytes."""
 from __future__ import annotations
 
-import statistics
-import time
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 
@@ -29,16 +26,6 @@ class SuiteResult:
     name: str
     rows: list[dict] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-
-
-def median_time(fn: Callable[[], object], repeats: int) -> tuple[float, list[float]]:
-    """Median wall seconds of `fn` over `repeats` runs, and every sample."""
-    samples = []
-    for _ in range(max(1, repeats)):
-        t0 = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - t0)
-    return statistics.median(samples), samples
 
 
 class TextureToucher:

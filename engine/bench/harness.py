@@ -19,7 +19,7 @@ def _table(rows: list[dict]) -> str:
     if not rows:
         return "  (no rows)"
     cols = list(dict.fromkeys(k for r in rows for k in r))
-    fmt = lambda v: f"{v:.3g}" if isinstance(v, float) else str(v)  # noqa: E731
+    fmt = lambda v: f"{v:.3g}" if isinstance(v, float) else str(v)
     widths = {c: max(len(c), *(len(fmt(r.get(c, ""))) for r in rows)) for c in cols}
     lines = ["  " + "  ".join(c.ljust(widths[c]) for c in cols)]
     for r in rows:
@@ -37,7 +37,7 @@ def bench_main(args: argparse.Namespace) -> int:
     device = Device.headless(args.budget)
     out = {"machine": {"renderer": device.caps.renderer, "gl_version": device.caps.gl_version,
                        "host": platform.node(), "cpu_count": os.cpu_count()},
-           "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+           "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
            "quick": args.quick, "suites": {}}
     try:
         for name in names:

@@ -11,9 +11,10 @@ from __future__ import annotations
 import itertools
 import threading
 import traceback
-from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
 
 from ..errors import LeakError
 from ..memory.sizes import format_bytes
@@ -97,7 +98,7 @@ class LeakTracker:
         return out
 
     @contextmanager
-    def check(self, before_end: Callable[[], None] | None = None) -> Iterator["LeakTracker"]:
+    def check(self, before_end: Callable[[], None] | None = None) -> Iterator[LeakTracker]:
         """Raise LeakError for objects made inside the block and alive at its end.
 
         `before_end` runs first (the device passes its pending-release flush, so releases

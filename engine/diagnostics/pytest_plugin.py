@@ -6,7 +6,7 @@ Installed as an entry point (`engine_leaks`), so any project depending on the en
 """
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 

@@ -9,8 +9,9 @@ backend="matplotlib" for matplotlib's rendering when it is installed.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal, Sequence
+from typing import Any, Literal
 
 import numpy as np
 

@@ -11,26 +11,35 @@ from __future__ import annotations
 
 import atexit
 import ctypes as C
+import functools
 import logging
 import queue
 import threading
 import weakref
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 import moderngl
 
 from ..diagnostics.leaks import LeakTracker, TrackedObject, moderngl_alive
 from ..errors import ContextError, GLError, GLOutOfMemoryError
-from ..formats import PixelFormat, get as get_format
+from ..formats import PixelFormat
+from ..formats import get as get_format
 from ..memory.budget import Budget
 from ..memory.ledger import Allocation, Ledger
 from ..memory.probe import VramProbe, VramReading
 from ..memory.sizes import level_bytes, mip_dims, texture_bytes
 from . import constants as K
 from .capabilities import Capabilities, detect
-from .context import ContextHandle, adopt_current, create_headless, create_window, has_display
+from .context import (
+    ContextHandle,
+    adopt_current,
+    create_headless,
+    create_window,
+    has_display,
+)
 from .raw import DEBUGPROC, RawGL
 from .textures import GpuTexture
 
@@ -53,6 +62,12 @@ def mgl_format(components: int, dtype: str) -> PixelFormat | None:
 
 def mgl_texel_bytes(components: int, dtype: str) -> int:
     return components * _DTYPE_BYTES.get(dtype, 4)
+
+
+def _release_at_exit(ref: weakref.ref[Device]) -> None:
+    device = ref()
+    if device is not None:
+        device._at_exit()
 
 
 @dataclass(eq=False)
@@ -93,29 +108,29 @@ class Device:
         self._debug_proc = None
         self._install_debug_output()
         self._drain_errors()
-        ref = weakref.ref(self)
-        self._atexit = lambda: (lambda d: d is not None and d._at_exit())(ref())
+        # A weak reference: the exit hook must not keep a dropped device (and its context) alive.
+        self._atexit = functools.partial(_release_at_exit, weakref.ref(self))
         atexit.register(self._atexit)
 
     # ----------------------------------------------------------------- construction
     @classmethod
-    def headless(cls, budget=None, **kw) -> "Device":
+    def headless(cls, budget=None, **kw) -> Device:
         """EGL, no display needed: llvmpipe in CI, the real GPU on a headless server."""
         return cls(create_headless(), budget, **kw)
 
     @classmethod
     def window(cls, size=(1280, 720), title="engine", visible=True, budget=None, vsync=False,
-               **kw) -> "Device":
+               **kw) -> Device:
         return cls(create_window(size, title, visible, vsync), budget, **kw)
 
     @classmethod
     def adopt(cls, ctx: moderngl.Context | None = None, loader=None, budget=None,
-              **kw) -> "Device":
+              **kw) -> Device:
         """Embed in a host application: use its current context, never destroy it."""
         return cls(adopt_current(ctx, loader), budget, **kw)
 
     @classmethod
-    def auto(cls, budget=None, **kw) -> "Device":
+    def auto(cls, budget=None, **kw) -> Device:
         """A hidden window when a display exists, else headless EGL."""
         if has_display():
             try:
@@ -254,10 +269,10 @@ class Device:
         w, h = int(size[0]), int(size[1])
         if depth:
             per = level_bytes("DEPTH24", w, h)
-            make = lambda: self.ctx.depth_renderbuffer((w, h), samples=samples)  # noqa: E731
+            make = lambda: self.ctx.depth_renderbuffer((w, h), samples=samples)
         else:
             per = mgl_texel_bytes(components, dtype) * w * h
-            make = lambda: self.ctx.renderbuffer((w, h), components, samples=samples,  # noqa
+            make = lambda: self.ctx.renderbuffer((w, h), components, samples=samples,
                                                  dtype=dtype)
         return self._mgl("renderbuffer", category, label, per * max(1, samples), make)
 
@@ -568,7 +583,7 @@ class Device:
     def closed(self) -> bool:
         return self._closed
 
-    def __enter__(self) -> "Device":
+    def __enter__(self) -> Device:
         return self
 
     def __exit__(self, *exc) -> None:

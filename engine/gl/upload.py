@@ -11,7 +11,8 @@ from __future__ import annotations
 import logging
 
 from ..errors import UnsupportedFormatError
-from ..formats import PixelFormat, get as get_format
+from ..formats import PixelFormat
+from ..formats import get as get_format
 from ..textures import TextureFile, decode_rgba
 from .device import Device
 from .textures import GpuTexture

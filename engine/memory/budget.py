@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from ..errors import BudgetError
 from .sizes import format_bytes, parse_bytes
@@ -28,7 +28,7 @@ class BudgetSpec:
     fraction: float | None = None
 
     @classmethod
-    def parse(cls, spec: "str | int | float | BudgetSpec") -> "BudgetSpec":
+    def parse(cls, spec: str | float | BudgetSpec) -> BudgetSpec:
         if isinstance(spec, BudgetSpec):
             return spec
         if isinstance(spec, (int, float)) and not isinstance(spec, bool):
@@ -68,7 +68,7 @@ Listener = Callable[[int, int], None]
 class Budget:
     """The user's budget in bytes. Thread-safe; listeners get (old_bytes, new_bytes)."""
 
-    def __init__(self, spec: "str | int | BudgetSpec" = "80%", *, vram_total: int | None = None,
+    def __init__(self, spec: str | int | BudgetSpec = "80%", *, vram_total: int | None = None,
                  virtual_vram: int = DEFAULT_VIRTUAL_VRAM) -> None:
         self._lock = threading.Lock()
         self._listeners: list[Listener] = []
@@ -90,7 +90,7 @@ class Budget:
     def bytes(self) -> int:
         return self._bytes
 
-    def set(self, spec: "str | int | BudgetSpec") -> int:
+    def set(self, spec: str | int | BudgetSpec) -> int:
         """Change the budget at run time; returns the new byte value and tells listeners."""
         parsed = BudgetSpec.parse(spec)
         with self._lock:

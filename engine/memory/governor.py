@@ -47,8 +47,8 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
 
 from ..errors import BudgetError
 from .sizes import format_bytes
@@ -56,7 +56,7 @@ from .sizes import format_bytes
 log = logging.getLogger(__name__)
 
 
-def check_bytes(name: str, value: float | int) -> int:
+def check_bytes(name: str, value: float) -> int:
     """A byte count must be a finite, non-negative real number; NaN would poison every min/max
     downstream without raising, so it is refused here."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -135,7 +135,7 @@ class GovernorInputs:
     vram_available: int | None = None
     vram_total: int | None = None
 
-    def validated(self) -> "GovernorInputs":
+    def validated(self) -> GovernorInputs:
         """A copy with every number checked and ints normalised; raises BudgetError."""
         curve = tuple((_check_scale("target_curve scale", s), check_bytes("target_curve bytes", b))
                       for s, b in self.target_curve)

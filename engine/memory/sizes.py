@@ -54,11 +54,6 @@ def renderbuffer_bytes(fmt: PixelFormat | str, width: int, height: int, samples:
     return level_bytes(fmt, width, height) * max(1, int(samples))
 
 
-def buffer_bytes(size: int) -> int:
-    """Buffers are their size; kept as a function so every category goes through this module."""
-    return int(size)
-
-
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1000, "kib": 1 << 10, "m": 1 << 20, "mb": 1000 ** 2,
           "mib": 1 << 20, "g": 1 << 30, "gb": 1000 ** 3, "gib": 1 << 30, "t": 1 << 40,
           "tb": 1000 ** 4, "tib": 1 << 40}
@@ -75,7 +70,7 @@ def parse_bytes(text: str | int) -> int:
     return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
 
 
-def format_bytes(n: int | float | None) -> str:
+def format_bytes(n: float | None) -> str:
     """Human-readable binary size: 1.5 GiB, 512.0 MiB."""
     if n is None:
         return "n/a"

@@ -18,8 +18,6 @@ a `GltfError` naming the file and the field.
 """
 from __future__ import annotations
 
-from ..errors import GltfError, UnsupportedGltfError  # noqa: F401 - re-exported
-
 import base64
 import hashlib
 import io
@@ -34,6 +32,7 @@ from urllib.parse import unquote
 import numpy as np
 from pyglm import glm
 
+from ..errors import GltfError, UnsupportedGltfError
 from ..textures.ktx2 import IDENTIFIER as KTX2_IDENTIFIER
 from .material import Material
 from .mesh import Mesh, MeshData

@@ -80,7 +80,7 @@ class TargetsSpec:
         return sum(t.bytes(width, height, scale) for t in self.targets)
 
     @classmethod
-    def forward_hdr(cls, samples: int = 1) -> "TargetsSpec":
+    def forward_hdr(cls, samples: int = 1) -> TargetsSpec:
         """The default forward renderer's set: HDR colour + depth at render resolution, and the
         upscaler's sRGB output at output resolution."""
         return cls((

@@ -12,8 +12,6 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-import numpy as np
-
 from ..gl.device import Device
 from ..gl.sparse import SparseLayout, commit, sparse_texture
 from ..gl.staging import StagingRing
@@ -199,7 +197,3 @@ class SparseBackend:
     def release(self, item: Streamed) -> None:
         self.device.release(item.tex)
         item.tex = None
-
-
-def level_image_bytes(tf: TextureFile) -> np.ndarray:
-    return np.array([lv.nbytes for lv in tf.levels], dtype=np.int64)

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -28,8 +28,19 @@ from .cache import LevelCache
 from .estimator import CameraInput, InstanceArrays, TextureArrays, estimate_mips
 from .feedback import combine
 from .io import LevelIO
-from .policy import (MipOp, PolicyConfig, StreamerState, TextureTable, apply_ops, fade_min_lod,
-                     make_plan, resident_bytes, tail_base_level, update_state, wanted_bytes)
+from .policy import (
+    MipOp,
+    PolicyConfig,
+    StreamerState,
+    TextureTable,
+    apply_ops,
+    fade_min_lod,
+    make_plan,
+    resident_bytes,
+    tail_base_level,
+    update_state,
+    wanted_bytes,
+)
 from .stats import StreamingStats
 
 log = logging.getLogger(__name__)
