@@ -2,6 +2,10 @@
 it is registered by the package's entry point, or here when running from a plain checkout."""
 from __future__ import annotations
 
+import os
+import subprocess
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,3 +31,41 @@ def testdata() -> Path:
     if not TESTDATA.is_dir():
         pytest.skip(f"shared test data not found at {TESTDATA}")
     return TESTDATA
+
+
+# Window tests run their windows in subprocesses on this display (a window context must
+# not become current in the test process, which shares one headless device).
+XVFB = Path("/usr/bin/Xvfb")
+
+
+def _free_display() -> int | None:
+    """A display number with neither a lock file nor a socket (another server's)."""
+    for n in range(90, 200):
+        if not Path(f"/tmp/.X{n}-lock").exists() and not Path(f"/tmp/.X11-unix/X{n}").exists():
+            return n
+    return None
+
+
+@pytest.fixture(scope="session")
+def xvfb_display() -> Iterator[str]:
+    """The DISPLAY value to hand to window subprocesses; skips when there is no way to get one."""
+    if os.environ.get("DISPLAY"):
+        yield os.environ["DISPLAY"]
+        return
+    if not XVFB.exists():
+        pytest.skip("no DISPLAY and no Xvfb")
+    n = _free_display()
+    if n is None:
+        pytest.skip("no free X display number")
+    proc = subprocess.Popen([str(XVFB), f":{n}", "-screen", "0", "800x600x24", "-nolisten", "tcp"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 10
+        while not Path(f"/tmp/.X11-unix/X{n}").exists():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.skip("Xvfb did not start")
+            time.sleep(0.05)
+        yield f":{n}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)

@@ -6,17 +6,14 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-XVFB = "/usr/bin/Xvfb"
 
 
 def _demo(args: list[str], env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess:
@@ -48,30 +45,6 @@ def test_demo_gallery_headless_report(demo_env, tmp_path):
 def test_demo_unknown_name(demo_env):
     proc = _demo(["nope", "--headless"], demo_env)
     assert proc.returncode == 2 and "gallery" in proc.stderr
-
-
-@pytest.fixture
-def xvfb_display(demo_env):
-    """A private X display: the one in DISPLAY, else an Xvfb we start (and stop) here."""
-    if os.environ.get("DISPLAY"):
-        yield os.environ["DISPLAY"]
-        return
-    if not shutil.which(XVFB):
-        pytest.skip("no DISPLAY and no Xvfb")
-    n = next(i for i in range(90, 200) if not Path(f"/tmp/.X{i}-lock").exists()
-             and not Path(f"/tmp/.X11-unix/X{i}").exists())
-    proc = subprocess.Popen([XVFB, f":{n}", "-screen", "0", "320x240x24", "-nolisten", "tcp"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 10
-        while not Path(f"/tmp/.X11-unix/X{n}").exists():
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.skip("Xvfb did not start")
-            time.sleep(0.05)
-        yield f":{n}"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 @pytest.mark.window

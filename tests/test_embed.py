@@ -1,6 +1,6 @@
 """The embedding examples run for a few frames and exit cleanly (0 = nothing leaked).
 
-Window examples need an X display: an existing DISPLAY, else an Xvfb this module starts on
+Window examples need an X display: an existing DISPLAY, else the Xvfb conftest starts on
 a free display number, else they skip."""
 from __future__ import annotations
 
@@ -8,38 +8,11 @@ import importlib.util
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-XVFB = "/usr/bin/Xvfb"
-
-
-@pytest.fixture(scope="module")
-def display():
-    if os.environ.get("DISPLAY"):
-        yield os.environ["DISPLAY"]
-        return
-    if not Path(XVFB).exists():
-        pytest.skip("no DISPLAY and no Xvfb")
-    for n in range(90, 120):
-        if not Path(f"/tmp/.X11-unix/X{n}").exists() and not Path(f"/tmp/.X{n}-lock").exists():
-            break
-    else:
-        pytest.skip("no free X display number")
-    proc = subprocess.Popen([XVFB, f":{n}", "-screen", "0", "800x600x24", "-nolisten", "tcp"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 10
-    while not Path(f"/tmp/.X11-unix/X{n}").exists():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            pytest.skip("Xvfb did not start")
-        time.sleep(0.05)
-    yield f":{n}"
-    proc.terminate()
-    proc.wait(5)
 
 
 def _run(args: list[str], env_extra: dict[str, str], tmp_path: Path) -> None:
@@ -49,8 +22,8 @@ def _run(args: list[str], env_extra: dict[str, str], tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
 
 
-def test_embed_glfw(display, tmp_path):
-    _run(["examples/embed_glfw.py", "--frames", "5"], {"DISPLAY": display}, tmp_path)
+def test_embed_glfw(xvfb_display, tmp_path):
+    _run(["examples/embed_glfw.py", "--frames", "5"], {"DISPLAY": xvfb_display}, tmp_path)
 
 
 needs_mglw = pytest.mark.skipif(importlib.util.find_spec("moderngl_window") is None,
@@ -58,9 +31,9 @@ needs_mglw = pytest.mark.skipif(importlib.util.find_spec("moderngl_window") is N
 
 
 @needs_mglw
-def test_embed_moderngl_window_glfw(display, tmp_path):
+def test_embed_moderngl_window_glfw(xvfb_display, tmp_path):
     _run(["examples/embed_moderngl_window.py", "--frames", "5", "--window", "glfw"],
-         {"DISPLAY": display}, tmp_path)
+         {"DISPLAY": xvfb_display}, tmp_path)
 
 
 @needs_mglw

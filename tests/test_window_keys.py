@@ -20,7 +20,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from xvfb import xvfb_display  # noqa: F401  (a fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
 SIZE = (160, 120)
@@ -83,7 +82,7 @@ WindowRun = tuple[dict[str, Any], Path]  # what the frames saw, the screenshot
 
 
 @pytest.fixture(scope="module")
-def window_run(xvfb_display: str, tmp_path_factory: pytest.TempPathFactory  # noqa: F811
+def window_run(xvfb_display: str, tmp_path_factory: pytest.TempPathFactory
                ) -> WindowRun:
     """One window run of the whole key script, shared by the tests that read it."""
     tmp = tmp_path_factory.mktemp("window-keys")

@@ -25,10 +25,9 @@ import numpy as np
 from ..gl.device import Device
 from ..gl.textures import GpuTexture
 from ..memory.sizes import mip_count
-from ..render.frame import FrameView
 from ..render.gallery_assets import cache_root
 from ..render.runner import FrameLoop, finish_run
-from ..render.textures import Residency, register_provider
+from ..render.textures import StaticTextureProvider, register_provider
 from .common import SuiteResult
 from .streaming import (
     GalleryProfile,
@@ -82,13 +81,7 @@ def naive_pngs(paths: Sequence[Path], workers: int | None = None) -> list[Path]:
 
 
 # ---------------------------------------------------------------------------- naive provider
-@dataclass
-class _NaiveTexture:
-    tex: GpuTexture
-    levels: int
-
-
-class NaiveProvider:
+class NaiveProvider(StaticTextureProvider):
     """The naive moderngl texture path as a TextureProvider: Pillow decode, RGBA8 upload,
     driver-built mips, everything resident from registration on.
 
@@ -99,24 +92,17 @@ class NaiveProvider:
     made through the device so the ledger counts it exactly (mips included)."""
 
     def __init__(self, device: Device) -> None:
-        from PIL import (
-            Image,  # the naive path's decoder; imported here, where it is used
-        )
+        super().__init__(device, category=NAIVE_CATEGORY)
 
-        self._image = Image
-        self.device = device
-        self._items: list[_NaiveTexture] = []
-        self._ids: dict[str, int] = {}
+    def _upload(self, key: str, path: Path) -> tuple[GpuTexture, int]:
+        from PIL import Image  # the naive path's decoder
 
-    def register(self, key: str, path: Path) -> int:
-        if key in self._ids:
-            return self._ids[key]
-        with self._image.open(png_path(path)) as im:
+        with Image.open(png_path(path)) as im:
             rgba = np.array(im.convert("RGBA"))
         h, w = rgba.shape[:2]
         levels = mip_count(w, h)
         tex = self.device.storage_texture("RGBA8_SRGB", w, h, levels=levels,
-                                          category=NAIVE_CATEGORY, label=f"naive {key}")
+                                          category=self.category, label=f"naive {key}")
         try:
             self.device.upload(tex, 0, rgba)
             # A non-owning moderngl view of the same GL name: its build_mipmaps is the
@@ -126,33 +112,7 @@ class NaiveProvider:
         except BaseException:
             self.device.release(tex)
             raise
-        self._items.append(_NaiveTexture(tex, levels))
-        self._ids[key] = len(self._items) - 1
-        return self._ids[key]
-
-    def begin_frame(self, view: FrameView) -> None:
-        """Everything is resident: nothing to plan."""
-
-    def bind(self, texture_id: int, unit: int) -> None:
-        self._items[texture_id].tex.use(unit)
-
-    def residency(self, texture_id: int) -> Residency:
-        item = self._items[texture_id]
-        return Residency(item.tex.chain_width, item.tex.chain_height, item.levels, 0.0)
-
-    def end_frame(self) -> None:
-        """Nothing streams."""
-
-    def stats(self) -> dict:
-        resident = sum(item.tex.nbytes for item in self._items)
-        return {"resident_bytes": resident, "wanted_bytes": resident, "pending_uploads": 0,
-                "textures": len(self._items)}
-
-    def release(self) -> None:
-        for item in self._items:
-            self.device.release(item.tex)
-        self._items.clear()
-        self._ids.clear()
+        return tex, levels
 
 
 register_provider(NAIVE, NaiveProvider)

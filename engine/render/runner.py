@@ -309,14 +309,20 @@ def run_scene(scene_factory: SceneFactory, *, frames: int = 120,
             loop.release()
             if hud_parts:
                 hud_parts[1]()
-        leaked = finish_run(dev, mark)
-        result = RunResult(summarize(loop.frames, dev, leaked), loop.frames, image)
-        return save_outputs(result, screenshot, report)
+        return conclude_run(dev, loop, mark, image, screenshot, report)
     finally:
         if own:
             dev.shutdown()
         else:
             dev.budget.set(old_budget)  # a shared device leaves the run as it came
+
+
+def conclude_run(device: Device, loop: FrameLoop, mark: int, image: np.ndarray | None,
+                 screenshot: Path | str | None, report: Path | str | None) -> RunResult:
+    """After the loop released what it made: count leaks, summarize, write the outputs."""
+    leaked = finish_run(device, mark)
+    result = RunResult(summarize(loop.frames, device, leaked), loop.frames, image)
+    return save_outputs(result, screenshot, report)
 
 
 def finish_run(device: Device, mark: int) -> int:

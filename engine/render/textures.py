@@ -83,16 +83,21 @@ class StaticTextureProvider:
         self._ids: dict[str, int] = {}
 
     def register(self, key: str, path: Path) -> int:
+        if key in self._ids:
+            return self._ids[key]
+        tex, levels = self._upload(key, Path(path))
+        self._items.append(_Static(key, Path(path), tex, levels))
+        self._ids[key] = len(self._items) - 1
+        return self._ids[key]
+
+    def _upload(self, key: str, path: Path) -> tuple[GpuTexture, int]:
+        """Make the whole texture resident; returns it and its level count."""
         from .. import textures
         from ..gl.upload import upload_texture_file
 
-        if key in self._ids:
-            return self._ids[key]
         tf = textures.open(path)
         tex = upload_texture_file(self.device, tf, category=self.category, label=key)
-        self._items.append(_Static(key, Path(path), tex, len(tf.levels)))
-        self._ids[key] = len(self._items) - 1
-        return self._ids[key]
+        return tex, len(tf.levels)
 
     def begin_frame(self, view: FrameView) -> None:
         """Nothing to plan: everything is already resident."""

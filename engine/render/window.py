@@ -23,9 +23,7 @@ from .runner import (
     RunResult,
     SceneFactory,
     _hud_hook,
-    finish_run,
-    save_outputs,
-    summarize,
+    conclude_run,
 )
 from .scene import Scene
 
@@ -122,8 +120,6 @@ def run_window(scene_factory: SceneFactory, *, frames: int = 0,
             loop.release()
             if hud_parts:
                 hud_parts[1]()
-        leaked = finish_run(dev, mark)
-        result = RunResult(summarize(loop.frames, dev, leaked), loop.frames, image)
-        return save_outputs(result, screenshot, report)
+        return conclude_run(dev, loop, mark, image, screenshot, report)
     finally:
         dev.shutdown()
