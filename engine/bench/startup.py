@@ -105,10 +105,7 @@ class NaiveProvider(StaticTextureProvider):
                                           category=self.category, label=f"naive {key}")
         try:
             self.device.upload(tex, 0, rgba)
-            # A non-owning moderngl view of the same GL name: its build_mipmaps is the
-            # glGenerateMipmap naive code calls; releasing the view deletes nothing.
-            self.device.ctx.external_texture(tex.glo, (w, h), 4, 0, "f1").build_mipmaps()
-            self.device.check_errors(f"naive mip build of '{key}'")
+            self.device.generate_mipmaps(tex)  # moderngl's build_mipmaps()
         except BaseException:
             self.device.release(tex)
             raise

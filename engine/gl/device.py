@@ -396,6 +396,15 @@ class Device:
         raw.glBindTexture(tex.target, 0)
         self.check_errors(f"upload of level {chain_level} to '{tex.label}'")
 
+    def generate_mipmaps(self, tex: GpuTexture) -> None:
+        """Fill every stored level below the first from it with the driver's filter
+        (glGenerateMipmap): what naive loaders do, kept for the peers benchmark."""
+        self._require_render_thread("generate_mipmaps")
+        self.raw.glBindTexture(tex.target, tex.glo)
+        self.raw.glGenerateMipmap(tex.target)
+        self.raw.glBindTexture(tex.target, 0)
+        self.check_errors(f"mipmap generation of '{tex.label}'")
+
     def copy_levels(self, src: GpuTexture, dst: GpuTexture, chain_levels: Sequence[int]) -> None:
         """GPU-side copy of whole levels (all layers/faces) between two textures holding
         overlapping ranges of the same chain: the streamer's grow/shrink keeps old levels."""

@@ -48,6 +48,7 @@ SIGNATURES: dict[str, tuple[object, tuple[object, ...]]] = {
     "glCopyImageSubData": (None, (u32, u32, i32, i32, i32, i32, u32, u32, i32, i32, i32, i32,
                                   sizei, sizei, sizei)),
     "glPixelStorei": (None, (u32, i32)),
+    "glGenerateMipmap": (None, (u32,)),
     "glBindBuffer": (None, (u32, u32)),
     "glGenBuffers": (None, (sizei, u32p)),
     "glDeleteBuffers": (None, (sizei, u32p)),
