@@ -348,50 +348,62 @@ class Device:
                               lambda: raw.delete_texture(glo))
 
     def upload(self, tex: GpuTexture, chain_level: int, data: bytes | memoryview,
-               layer: int = 0, face: int = 0) -> None:
-        """Fill one chain level of one layer/face. `data` is exactly that image's bytes."""
+               layer: int = 0, face: int = 0, rows: tuple[int, int] | None = None) -> None:
+        """Fill one chain level of one layer/face, or only texel rows [y0, y1) of it (a
+        multiple of the block height, or up to the bottom edge). `data` is exactly those
+        bytes; compressed data is stored row of blocks after row of blocks, so a band of
+        rows is one contiguous slice of the level."""
         buf = memoryview(data).cast("B")
         cbuf = (C.c_ubyte * buf.nbytes).from_buffer_copy(buf) if buf.readonly else \
             (C.c_ubyte * buf.nbytes).from_buffer(buf)
-        self._tex_sub_image(tex, chain_level, layer, face, buf.nbytes, cbuf)
+        self._tex_sub_image(tex, chain_level, layer, face, buf.nbytes, cbuf, rows)
 
     def upload_from_buffer(self, tex: GpuTexture, chain_level: int, buffer_glo: int,
-                           offset: int, nbytes: int, layer: int = 0, face: int = 0) -> None:
-        """Fill one level from a pixel unpack buffer (the streamer's staging ring): the
-        driver copies asynchronously instead of from client memory during the call."""
+                           offset: int, nbytes: int, layer: int = 0, face: int = 0,
+                           rows: tuple[int, int] | None = None) -> None:
+        """Fill one level (or rows of it) from a pixel unpack buffer (the streamer's staging
+        ring): the driver copies asynchronously instead of from client memory in the call."""
         self.raw.glBindBuffer(K.PIXEL_UNPACK_BUFFER, buffer_glo)
         try:
-            self._tex_sub_image(tex, chain_level, layer, face, nbytes, C.c_void_p(offset))
+            self._tex_sub_image(tex, chain_level, layer, face, nbytes, C.c_void_p(offset),
+                                rows)
         finally:
             self.raw.glBindBuffer(K.PIXEL_UNPACK_BUFFER, 0)
 
     def _tex_sub_image(self, tex: GpuTexture, chain_level: int, layer: int, face: int,
-                       nbytes: int, pointer) -> None:
+                       nbytes: int, pointer, rows: tuple[int, int] | None = None) -> None:
         self._require_render_thread("upload")
         lvl = tex.storage_level(chain_level)
         w, h = mip_dims(tex.chain_width, tex.chain_height, chain_level)
-        expected = level_bytes(tex.fmt, w, h)
+        f = tex.fmt
+        y0, y1 = rows if rows is not None else (0, h)
+        if not (0 <= y0 < y1 <= h and y0 % f.block_h == 0
+                and (y1 == h or y1 % f.block_h == 0)):
+            raise ValueError(f"{tex.label}: rows {y0}..{y1} of a {h}-row level are not whole "
+                             f"blocks")
+        expected = level_bytes(f, w, y1 - y0)
         if nbytes != expected:
-            raise ValueError(f"{tex.label}: level {chain_level} needs {expected} bytes, "
-                             f"got {nbytes}")
-        raw, f = self.raw, tex.fmt
+            raise ValueError(f"{tex.label}: level {chain_level} rows {y0}..{y1} need "
+                             f"{expected} bytes, got {nbytes}")
+        raw, hh = self.raw, y1 - y0
         raw.glBindTexture(tex.target, tex.glo)
         raw.glPixelStorei(K.UNPACK_ALIGNMENT, 1)
         if tex.target in (K.TEXTURE_2D_ARRAY, K.TEXTURE_CUBE_MAP_ARRAY):
             z = layer * tex.faces + face
             if f.compressed:
-                raw.glCompressedTexSubImage3D(tex.target, lvl, 0, 0, z, w, h, 1, f.gl_internal,
-                                              expected, pointer)
+                raw.glCompressedTexSubImage3D(tex.target, lvl, 0, y0, z, w, hh, 1,
+                                              f.gl_internal, expected, pointer)
             else:
-                raw.glTexSubImage3D(tex.target, lvl, 0, 0, z, w, h, 1, f.gl_format, f.gl_type,
-                                    pointer)
+                raw.glTexSubImage3D(tex.target, lvl, 0, y0, z, w, hh, 1, f.gl_format,
+                                    f.gl_type, pointer)
         else:
             target = K.TEXTURE_CUBE_MAP_POSITIVE_X + face if tex.faces == 6 else tex.target
             if f.compressed:
-                raw.glCompressedTexSubImage2D(target, lvl, 0, 0, w, h, f.gl_internal, expected,
-                                              pointer)
+                raw.glCompressedTexSubImage2D(target, lvl, 0, y0, w, hh, f.gl_internal,
+                                              expected, pointer)
             else:
-                raw.glTexSubImage2D(target, lvl, 0, 0, w, h, f.gl_format, f.gl_type, pointer)
+                raw.glTexSubImage2D(target, lvl, 0, y0, w, hh, f.gl_format, f.gl_type,
+                                    pointer)
         raw.glPixelStorei(K.UNPACK_ALIGNMENT, 4)
         raw.glBindTexture(tex.target, 0)
         self.check_errors(f"upload of level {chain_level} to '{tex.label}'")

@@ -58,12 +58,20 @@ class Uploader:
         for i in range(images):
             chunk = memoryview(data)[i * step:(i + 1) * step]
             layer, face = divmod(i, item.tf.faces)
-            offset = self.ring.write(chunk) if self.ring_ok else None
-            if offset is None:
-                self.device.upload(tex, level, chunk, layer, face)
-            else:
-                self.device.upload_from_buffer(tex, level, self.ring.glo, offset, step, layer,
-                                               face)
+            self._send(tex, level, chunk, layer, face, None)
+
+    def rows(self, tex: GpuTexture, level: int, band: memoryview, y0: int, y1: int) -> None:
+        """Upload texel rows [y0, y1) of a single-image level (a chunk of a big level)."""
+        self._send(tex, level, band, 0, 0, (y0, y1))
+
+    def _send(self, tex: GpuTexture, level: int, data: memoryview, layer: int, face: int,
+              rows: tuple[int, int] | None) -> None:
+        offset = self.ring.write(data) if self.ring_ok else None
+        if offset is None:
+            self.device.upload(tex, level, data, layer, face, rows)
+        else:
+            self.device.upload_from_buffer(tex, level, self.ring.glo, offset, data.nbytes,
+                                           layer, face, rows)
 
 
 class ReallocBackend:
@@ -100,18 +108,36 @@ class ReallocBackend:
 
     def change(self, item: Streamed, new_base: int, data: bytes | None, up: Uploader) -> None:
         """Grow by one level (data = that level) or shrink to new_base (data None)."""
+        if data is not None:
+            load_whole(self, item, new_base, data, up)
+            return
         old = item.tex
         new = self._allocate(item, new_base)
         try:
-            kept = range(max(item.base, new_base), len(item.tf.levels))
-            self.device.copy_levels(old, new, kept)
-            if data is not None:
-                up.level(new, item, new_base, data)
+            self.device.copy_levels(old, new, range(new_base, len(item.tf.levels)))
         except BaseException:
             self.device.release(new)
             raise
         self.device.release(old)
         item.tex, item.base = new, new_base
+
+    # A load in three steps, so a big level can be uploaded in bands over several frames:
+    # the new storage exists (and is ledgered) from begin_load to finish/abort.
+    def begin_load(self, item: Streamed, new_base: int) -> GpuTexture:
+        new = self._allocate(item, new_base)
+        try:
+            self.device.copy_levels(item.tex, new, range(item.base, len(item.tf.levels)))
+        except BaseException:
+            self.device.release(new)
+            raise
+        return new
+
+    def finish_load(self, item: Streamed, new_base: int, target: GpuTexture) -> None:
+        self.device.release(item.tex)
+        item.tex, item.base = target, new_base
+
+    def abort_load(self, item: Streamed, new_base: int, target: GpuTexture) -> None:
+        self.device.release(target)
 
     def release(self, item: Streamed) -> None:
         self.device.release(item.tex)
@@ -185,15 +211,36 @@ class SparseBackend:
         raw.glBindTexture(item.tex.target, 0)
 
     def change(self, item: Streamed, new_base: int, data: bytes | None, up: Uploader) -> None:
-        if new_base < item.base:
-            self._commit(item, new_base, True)
-            up.level(item.tex, item, new_base, data)
-        else:
-            for lvl in range(item.base, new_base):
-                self._commit(item, lvl, False)
+        if data is not None:
+            load_whole(self, item, new_base, data, up)
+            return
+        for lvl in range(item.base, new_base):
+            self._commit(item, lvl, False)
         item.base = new_base
         self._set_base(item)
+
+    def begin_load(self, item: Streamed, new_base: int) -> GpuTexture:
+        self._commit(item, new_base, True)  # not sampled until finish_load lowers the base
+        return item.tex
+
+    def finish_load(self, item: Streamed, new_base: int, target: GpuTexture) -> None:
+        item.base = new_base
+        self._set_base(item)
+
+    def abort_load(self, item: Streamed, new_base: int, target: GpuTexture) -> None:
+        self._commit(item, new_base, False)
 
     def release(self, item: Streamed) -> None:
         self.device.release(item.tex)
         item.tex = None
+
+
+def load_whole(backend, item: Streamed, new_base: int, data: bytes, up: Uploader) -> None:
+    """A one-frame load: begin, upload the whole level, finish (abort on any failure)."""
+    target = backend.begin_load(item, new_base)
+    try:
+        up.level(target, item, new_base, data)
+    except BaseException:
+        backend.abort_load(item, new_base, target)
+        raise
+    backend.finish_load(item, new_base, target)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +21,8 @@ import numpy as np
 from .. import textures
 from ..gl.device import Device
 from ..gl.staging import StagingRing
+from ..gl.textures import GpuTexture
+from ..memory.sizes import level_bytes
 from ..render.frame import FrameView
 from ..render.textures import Residency, register_provider
 from .backends import CATEGORY, ReallocBackend, SparseBackend, Streamed, Uploader
@@ -46,6 +48,24 @@ from .stats import StreamingStats
 log = logging.getLogger(__name__)
 
 
+@dataclass(eq=False)
+class _Partial:
+    """A load whose level is too big for one frame, uploaded in bands of block rows over
+    several frames. Its new storage (or committed pages) is ledgered from the start and
+    handed to the policy as in-flight bytes; it is sampled only once complete."""
+
+    op: MipOp
+    target: GpuTexture
+    data: bytes
+    width: int
+    height: int
+    next_row: int = 0
+
+    @property
+    def done(self) -> bool:
+        return self.next_row >= self.height
+
+
 class TextureStreamer:
     """Streams BCn mip levels of registered texture files under `pool_bytes()`.
 
@@ -58,7 +78,7 @@ class TextureStreamer:
                  io_latency_ms: tuple[float, float] | None = None,
                  max_upload_ms: float = 4.0, staging_bytes: int = 4 << 20,
                  max_tail_size: int = 64, mip_bias: float = 0.0,
-                 max_staging_segment: int = 32 << 20) -> None:
+                 max_staging_segment: int = 32 << 20, max_band_bytes: int = 4 << 20) -> None:
         self.device = device
         if backend == "auto":
             backend = "sparse" if device.caps.sparse_texture else "realloc"
@@ -89,6 +109,9 @@ class TextureStreamer:
         self.io = LevelIO(self._read, self.cache, workers=io_workers, latency_ms=io_latency_ms)
         self.staging_bytes = staging_bytes if device.caps.buffer_storage else 0
         self.max_staging_segment = max_staging_segment
+        # Levels larger than this go up in bands over several frames (frame pacing).
+        self.max_band_bytes = max_band_bytes
+        self._partials: dict[int, _Partial] = {}
         ring = None
         if self.staging_bytes:
             ring = StagingRing(device, self.staging_bytes, label="streamer-staging")
@@ -228,20 +251,30 @@ class TextureStreamer:
 
     def _execute(self, now: float) -> None:
         st, table = self._state, self._table
-        ready = np.array([(t, int(b) - 1) in self._ready or b == 0
+        ready = np.array([(t, int(b) - 1) in self._ready or b == 0 or t in self._partials
                           for t, b in enumerate(st.resident_base)])
         pool = int(self.pool())
-        plan = make_plan(st, table, self._frame, pool, 0, self.config, ready)
+        in_flight = sum(self._transient(p) for p in self._partials.values())
+        plan = make_plan(st, table, self._frame, pool, in_flight, self.config, ready)
+        if plan.over_budget:  # the budget fell: unfinished loads give their memory back first
+            for t in list(self._partials):
+                self._abort_partial(t)
         # The most the streamer may hold at any instant: what the budget leaves after everything
         # else, or, in a frame that began over it (the budget fell), what it held then.
         ceiling = max(self._default_pool(), self.device.ledger.category_total(CATEGORY))
-        done = []
+        done = [*self._advance_partials()]
         t0 = time.perf_counter()
         uploaded = 0
+        loads_open = True  # a band load started this frame holds memory the plan did not expect
         for op in plan.ops:
             item = self.items[op.texture]
+            if op.texture in self._partials:
+                if op.is_load:
+                    continue
+                self._abort_partial(op.texture)  # evicting wins over an unfinished load
             if op.is_load:
-                if (time.perf_counter() - t0) * 1000 > self.max_upload_ms and uploaded:
+                if not loads_open or ((time.perf_counter() - t0) * 1000 > self.max_upload_ms
+                                      and uploaded):
                     continue  # out of time this frame: loads may be skipped, never evictions
                 data = self._ready.pop((op.texture, op.new_base), None)
                 if data is None:
@@ -257,7 +290,12 @@ class TextureStreamer:
                 log.error("refusing %s: %d + %d > pool %d", item.key, streamed, transient, pool)
                 continue
             try:
-                self._backend_for(item).change(item, op.new_base, data, self.uploader)
+                if data is not None and self._banded(item, op.new_base):
+                    loads_open = False
+                    if not self._start_partial(op, item, data):
+                        continue
+                else:
+                    self._backend_for(item).change(item, op.new_base, data, self.uploader)
             except Exception as exc:  # GL OOM etc.: keep what is resident, report once
                 if not item.failed:
                     log.warning("streaming %s failed: %s", item.key, exc)
@@ -277,12 +315,78 @@ class TextureStreamer:
         s = self.stats_
         s.pool_bytes = pool
         s.peak_bytes = plan.peak_bytes
+        s.in_flight_bytes = in_flight
         s.over_budget_events += int(plan.over_budget)
         s.loads += len([o for o in done if o.is_load])
         s.evictions += len([o for o in done if not o.is_load])
         s.upload_bytes_this_frame = sum(o.upload_bytes for o in done)
         s.ops_this_frame = len(done)
         s.deferred_loads = plan.deferred_loads
+
+    # ------------------------------------------------------------------ banded loads
+    def _banded(self, item: Streamed, level: int) -> bool:
+        tf = item.tf
+        return tf.layers == 1 and tf.faces == 1 and tf.levels[level].nbytes > self.max_band_bytes
+
+    def _transient(self, p: _Partial) -> int:
+        """Bytes a partial load holds beyond what the policy's state counts as resident."""
+        return p.op.new_bytes if self._backend_for(self.items[p.op.texture]).realloc \
+            else max(0, p.op.delta)
+
+    def _start_partial(self, op: MipOp, item: Streamed, data: bytes) -> bool:
+        """Begin a banded load and upload its first band; True if it finished at once."""
+        lv = item.tf.levels[op.new_base]
+        target = self._backend_for(item).begin_load(item, op.new_base)
+        p = _Partial(op, target, data, lv.width, lv.height)
+        self._partials[op.texture] = p
+        self._upload_band(p, self.max_band_bytes)
+        if p.done:
+            self._finish_partial(op.texture)
+        return p.done
+
+    def _upload_band(self, p: _Partial, budget: int) -> int:
+        """Upload the next rows of `p` (whole block rows, about `budget` bytes)."""
+        fmt = self.items[p.op.texture].tf.pixel_format
+        band = level_bytes(fmt, p.width, fmt.block_h)  # one row of blocks
+        y0 = p.next_row
+        y1 = min(p.height, y0 + max(1, budget // band) * fmt.block_h)
+        start = (y0 // fmt.block_h) * band
+        end = start + level_bytes(fmt, p.width, y1 - y0)
+        try:
+            self.uploader.rows(p.target, p.op.new_base, memoryview(p.data)[start:end], y0, y1)
+        except Exception:
+            self._abort_partial(p.op.texture)
+            raise
+        p.next_row = y1
+        return end - start
+
+    def _advance_partials(self) -> list[MipOp]:
+        """Continue unfinished loads within this frame's band budget; the completed ops."""
+        budget, finished = self.max_band_bytes, []
+        for t, p in list(self._partials.items()):
+            if budget <= 0:
+                break
+            try:
+                budget -= self._upload_band(p, budget)
+            except Exception as exc:  # GL error: the load was aborted; keep what is resident
+                log.warning("streaming %s failed: %s", self.items[t].key, exc)
+                self.items[t].failed = True
+                continue
+            if p.done:
+                finished.append(self._finish_partial(t))
+        return finished
+
+    def _finish_partial(self, t: int) -> MipOp:
+        p = self._partials.pop(t)
+        self._backend_for(self.items[t]).finish_load(self.items[t], p.op.new_base, p.target)
+        return p.op
+
+    def _abort_partial(self, t: int) -> None:
+        p = self._partials.pop(t, None)
+        if p is None:
+            return
+        self._backend_for(self.items[t]).abort_load(self.items[t], p.op.new_base, p.target)
+        self._ready[(t, p.op.new_base)] = p.data  # the bytes stay usable for a later try
 
     def _fit_eviction(self, op: MipOp, ceiling: int) -> MipOp:
         """A realloc eviction holds the old and the new storage at once. The plan keeps that
@@ -364,6 +468,8 @@ class TextureStreamer:
 
     def release(self) -> None:
         self.io.close()
+        for t in list(self._partials):
+            self._abort_partial(t)
         for item in self.items:
             if item.tex is not None:
                 self._backend_for(item).release(item)
