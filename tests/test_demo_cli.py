@@ -42,6 +42,20 @@ def test_demo_gallery_headless_report(demo_env, tmp_path):
     assert shot.stat().st_size > 0
 
 
+def test_demo_stress_mode_keeps_budget_and_leaks_nothing(demo_env, tmp_path):
+    """--stress: slow reads (2-40 ms each) and random budget steps, the streamer still keeps
+    every frame within its budget and releases everything."""
+    report = tmp_path / "stress.json"
+    proc = _demo(["gallery", "--stress", "--frames", "90", *SMALL, "--report", str(report)],
+                 demo_env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(report.read_text())
+    frames = data["frames"]
+    assert data["summary"]["leaked_objects"] == 0
+    assert len({f["budget_bytes"] for f in frames}) > 1  # the budget really moved
+    assert all(f["total_bytes"] <= f["budget_bytes"] for f in frames)
+
+
 def test_demo_unknown_name(demo_env):
     proc = _demo(["nope", "--headless"], demo_env)
     assert proc.returncode == 2 and "gallery" in proc.stderr

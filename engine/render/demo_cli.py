@@ -44,6 +44,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--upscale", default="bilinear", help="upscaler: bilinear|fsr")
     p.add_argument("--hud", action="store_true", help="draw the HUD (always on in a window)")
     p.add_argument("--mip-debug", action="store_true", help="colour by missing mip levels")
+    p.add_argument("--stress", action="store_true",
+                   help="stress mode: 2-40 ms of injected latency on every level read and the "
+                        "pressure demo's random budget steps")
     p.set_defaults(func=run)
 
 
@@ -65,10 +68,17 @@ def run(args: argparse.Namespace) -> int:
     frames = args.frames if args.frames is not None else (300 if headless else 0)
     options = {"count": args.count, "texture_size": args.texture_size, "format": args.format,
                "frames": frames}
+    hooks = list(demo.hooks(options))
+    provider = args.provider
+    if args.stress:
+        if provider == "streaming":
+            provider = "streaming-stress"
+        if demo.name != "pressure":
+            hooks += DEMOS["pressure"].hooks(options)
     result = run_scene(demo.factory, frames=frames, size=args.size, budget=args.budget,
                        headless=headless, screenshot=args.screenshot, report=args.report,
-                       provider=args.provider, upscale=args.upscale, hud=args.hud or not headless,
+                       provider=provider, upscale=args.upscale, hud=args.hud or not headless,
                        view_mode="mip" if args.mip_debug else "lit",
-                       on_frame=demo.hooks(options), options=options)
+                       on_frame=hooks, options=options)
     print(json.dumps(result.summary, indent=1))
     return 1 if result.summary["leaked_objects"] else 0

@@ -134,13 +134,13 @@ def register_provider(name: str, factory: ProviderFactory) -> None:
 
 
 def make_provider(name: str, device: Device) -> TextureProvider:
-    if name not in PROVIDERS and name == "streaming":
+    if name not in PROVIDERS and name.startswith("streaming"):
         # The streamer registers itself on import; importing it here keeps the render
         # package free of a hard dependency on streaming.
         try:
             import engine.streaming.provider  # noqa: F401
         except ImportError as exc:
-            raise ValueError(f"texture provider 'streaming' is not available: {exc}") from exc
+            raise ValueError(f"texture provider {name!r} is not available: {exc}") from exc
     if name not in PROVIDERS:
         raise ValueError(f"unknown texture provider {name!r}; known: {sorted(PROVIDERS)}")
     return PROVIDERS[name](device)

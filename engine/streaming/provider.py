@@ -485,3 +485,6 @@ class TextureStreamer:
 
 
 register_provider("streaming", TextureStreamer)
+# Stress mode (`demo --stress`): every level read waits 2-40 ms, as from a slow or busy disk.
+register_provider("streaming-stress",
+                  lambda device: TextureStreamer(device, io_latency_ms=(2.0, 40.0)))
