@@ -81,7 +81,7 @@ class Calibration:
             return
         assert ctx.allocation is not None
         stats = ctx.provider.stats()
-        spec, size = ctx.renderer.targets.spec, ctx.renderer.output_size
+        spec, size = ctx.renderer.cost_spec, ctx.renderer.output_size
         self.fixed = ctx.allocation.fixed
         self.tails = int(stats["min_bytes"])
         self.tail_bytes = self.tails // int(stats["textures"])  # the gallery's are all alike
@@ -95,7 +95,8 @@ def record_plan(ctx: FrameContext) -> None:
     ctx.record["planned_scale"] = ctx.allocation.planned_scale
 
 
-def run_pressure(device: Device, cache: Path, calibration: Calibration) -> RunResult:
+def run_pressure(device: Device, cache: Path, calibration: Calibration,
+                 upscale: str = "bilinear") -> RunResult:
     """One pressure cycle, then the budget held at the cycle's low for SETTLE + STEADY frames."""
     from demos import DEMOS
     from demos.pressure import LOW
@@ -119,7 +120,7 @@ def run_pressure(device: Device, cache: Path, calibration: Calibration) -> RunRe
     hooks: list[FrameHook] = [calibration.hook, script, record_plan]
     return run_scene(DEMOS["pressure"].factory, frames=PERIOD + SETTLE + STEADY, size=(W, H),
                      budget="1GiB", device=device, provider="streaming", options=options,
-                     on_frame=hooks)
+                     on_frame=hooks, upscale=upscale)
 
 
 def test_pressure_demo_fits_every_frame_and_holds_still(device: Device,
@@ -163,6 +164,18 @@ def test_pressure_demo_fits_every_frame_and_holds_still(device: Device,
     assert len({f["texture_wanted_bytes"] for f in steady}) > 3
     assert resizes(steady) == []
     assert set(resizes(frames[PERIOD:])) <= {PERIOD}  # only the answer to the step down
+
+
+def test_pressure_with_the_fsr_upscaler_keeps_every_frame_in_budget(device: Device,
+                                                                   gallery_cache: Path) -> None:
+    """FSR adds two targets of its own (its tone-mapped input at render size, the EASU
+    intermediate at output size): they are priced by the controller like the scene targets,
+    so the same budget properties hold."""
+    cal = Calibration()
+    result = run_pressure(device, gallery_cache, cal, upscale="fsr")
+    assert result.summary["leaked_objects"] == 0
+    assert check_budget_frames(result.frames, cal.tail_bytes)
+    assert min(f["render_scale"] for f in result.frames) < 1.0
 
 
 def test_the_split_moves_with_the_budget_not_with_the_camera() -> None:

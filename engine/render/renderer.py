@@ -18,7 +18,7 @@ from pyglm import glm
 
 from ..gl.device import Device
 from ..resolution.targets import RenderTargetSet, ResizeEvent, default_targets_spec
-from ..resolution.targets_spec import TargetsSpec
+from ..resolution.targets_spec import TargetSpec, TargetsSpec
 from . import shaders
 from .camera import mat_to_numpy
 from .frame import FrameView
@@ -129,9 +129,35 @@ class Renderer:
         """The final 8-bit display image (what the HUD draws over and the window shows)."""
         return self._output_fbo
 
+    # ------------------------------------------------------------------ memory of the targets
+    @property
+    def cost_spec(self) -> TargetsSpec:
+        """Every render target this renderer holds, as the resolution controller must price
+        them: the scene targets, and with the FSR upscaler its tone-mapped input (render
+        size) and its EASU intermediate (output size). Priced at every scale, although at
+        scale 1.0 the upscaler is bypassed: conservative, never over the budget."""
+        if self.upscale == "bilinear":
+            return self.targets.spec
+        return TargetsSpec(self.targets.spec.targets + (
+            TargetSpec("ldr", "RGBA8"), TargetSpec("easu", "RGBA8", follows_scale=False)))
+
+    @property
+    def target_bytes(self) -> int:
+        """Bytes of every render target held now (what `cost_spec` prices)."""
+        held = self.targets.nbytes
+        if self._ldr is not None:
+            held += self._ldr[0].width * self._ldr[0].height * 4
+        if self._upscaler is not None:
+            held += self._upscaler.nbytes
+        return held
+
     # ------------------------------------------------------------------ resizing
     def set_scale(self, scale: float, release_first: bool = False) -> ResizeEvent:
-        """Reallocate the scene targets at a new render scale (memory pressure)."""
+        """Reallocate the scene targets at a new render scale (memory pressure). The
+        upscaler's input follows: with release_first it goes first too, so nothing old
+        outlives the decision that there is no room for old and new together."""
+        if release_first:
+            self._drop_ldr()
         event = self.targets.resize(scale, release_first=release_first)
         self._drop_ldr()
         return event

@@ -75,7 +75,7 @@ class MemoryReaction:
         self.device = device
         self.renderer = renderer
         self.governor = Governor()
-        self.controller = ResolutionController(renderer.targets.spec)
+        self.controller = ResolutionController(renderer.cost_spec)
         self.last: BudgetSplit | None = None
 
     def pool_bytes(self) -> int:
@@ -90,7 +90,7 @@ class MemoryReaction:
     def update(self, provider_stats: Mapping[str, Any],
                frame_ms: float | None) -> tuple[BudgetSplit, Decision]:
         ledger = self.device.ledger
-        targets = self.renderer.targets.nbytes
+        targets = self.renderer.target_bytes
         streamed = ledger.category_total("texture.streamed")
         curve = self.controller.target_curve(*self.renderer.output_size)
         # Where the driver reports free VRAM (NVX), memory other programs take lowers the
