@@ -54,6 +54,9 @@ class LeakTracker:
 
     capture_stacks: bool = False
     _live: dict[int, TrackedObject] = field(default_factory=dict)
+    #: the records that can be released behind our back (those with an `alive` test): the
+    #: only ones a sweep needs to look at, so sweeping costs nothing per engine-owned texture
+    _watched: dict[int, TrackedObject] = field(default_factory=dict)
     _serials: itertools.count = field(default_factory=lambda: itertools.count(1))
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -64,18 +67,22 @@ class LeakTracker:
             rec = TrackedObject(next(self._serials), type_, label, int(nbytes), int(glo), obj,
                                 stack, alive)
             self._live[rec.serial] = rec
+            if alive is not None:
+                self._watched[rec.serial] = rec
             return rec
 
     def untrack(self, rec: TrackedObject) -> None:
         with self._lock:
             self._live.pop(rec.serial, None)
+            self._watched.pop(rec.serial, None)
 
     def sweep(self) -> list[TrackedObject]:
         """Forget objects released behind our back; returns them so owners can unledger."""
         with self._lock:
-            gone = [r for r in self._live.values() if r.alive is not None and not r.alive()]
+            gone = [r for r in self._watched.values() if not r.alive()]
             for r in gone:
                 del self._live[r.serial]
+                del self._watched[r.serial]
         return gone
 
     def live(self) -> list[TrackedObject]:

@@ -483,15 +483,26 @@ def fade_min_lod(state: StreamerState, now: float, seconds_per_level: float = 0.
 
     A level starts fading when it arrived AND the next coarser one finished fading, so two
     levels arriving together fade one after the other rather than jumping."""
-    times = state.level_times
-    lvl = np.arange(times.shape[1], dtype=np.float64)[None, :]
     spl = max(seconds_per_level, 1e-9)
+    base = state.resident_base.astype(np.float64)
+    out = base.astype(np.float32)
+    # Only textures with a level that arrived within (levels x spl) can still be fading (the
+    # chain of fades is at most that long); every other one sits at its base. Restricting the
+    # work to them keeps a settled scene of thousands of textures cheap every frame.
+    times_all = state.level_times
+    with np.errstate(invalid="ignore"):
+        recent = (times_all > now - times_all.shape[1] * spl) & np.isfinite(times_all)
+    rows = np.flatnonzero(recent.any(axis=1))
+    if rows.size == 0:
+        return out
+    times = times_all[rows]
+    lvl = np.arange(times.shape[1], dtype=np.float64)[None, :]
     # start_l = max(time_l, start_{l+1} + spl)  <=>  w_l = max(time_l + l*spl, w_{l+1})
     w = np.maximum.accumulate((times + lvl * spl)[:, ::-1], axis=1)[:, ::-1]
     start = w - lvl * spl
     with np.errstate(invalid="ignore"):
         progress = np.clip((now - start) / spl, 0.0, 1.0)
-    started = (lvl >= state.resident_base[:, None]) & (start <= now)
+    started = (lvl >= state.resident_base[rows, None]) & (start <= now)
     lod = np.where(started, lvl + 1.0 - progress, np.inf).min(axis=1)
-    base = state.resident_base.astype(np.float64)
-    return np.where(np.isfinite(lod), np.maximum(lod, base), base).astype(np.float32)
+    out[rows] = np.where(np.isfinite(lod), np.maximum(lod, base[rows]), base[rows])
+    return out

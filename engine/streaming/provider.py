@@ -115,6 +115,7 @@ class TextureStreamer:
         # only levels above 16 MiB (8192^2 BC7 and up) are banded.
         self.max_band_bytes = max_band_bytes
         self._partials: dict[int, _Partial] = {}
+        self._failed = np.zeros(0, bool)  # per texture: a read or upload failed, stays put
         ring = None
         if self.staging_bytes:
             ring = StagingRing(device, self.staging_bytes, label="streamer-staging")
@@ -175,6 +176,7 @@ class TextureStreamer:
             new.level_times[:n, :m] = old.level_times[:, :m]
         self._state = new
         self._lods = np.resize(self._lods, count)
+        self._failed = np.array([it.failed for it in self.items], bool)
         self._size_ring()
         self._tex_arrays = TextureArrays(
             width=np.array([it.tf.width for it in self.items]),
@@ -238,24 +240,29 @@ class TextureStreamer:
                           render_scale=view.render_scale)
         return estimate_mips(inst, self._tex_arrays, cam, self.mip_bias)
 
-    @property
-    def _failed(self) -> np.ndarray:
-        return np.fromiter((it.failed for it in self.items), bool, len(self.items))
+    def _mark_failed(self, t: int) -> None:
+        self.items[t].failed = True
+        self._failed[t] = True
 
     def _drain_reads(self) -> None:
         for res in self.io.poll(256):
             if res.ok:
                 self._ready[(res.texture_id, res.level)] = res.data
             elif not self.items[res.texture_id].failed:
-                self.items[res.texture_id].failed = True
+                self._mark_failed(res.texture_id)
                 self.stats_.io_errors += 1
                 log.warning("texture %s stays at level %d: %s", self.items[res.texture_id].key,
                             self.items[res.texture_id].base, res.error)
 
     def _execute(self, now: float) -> None:
         st, table = self._state, self._table
-        ready = np.array([(t, int(b) - 1) in self._ready or b == 0 or t in self._partials
-                          for t, b in enumerate(st.resident_base)])
+        # Ready: the next finer level's bytes are in hand (or nothing finer exists, or a banded
+        # load is under way). Built from the few ready keys, not a loop over every texture.
+        ready = st.resident_base == 0
+        for t, level in self._ready:
+            if level == st.resident_base[t] - 1:
+                ready[t] = True
+        ready[list(self._partials)] = True
         pool = int(self.pool())
         in_flight = sum(self._transient(p) for p in self._partials.values())
         plan = make_plan(st, table, self._frame, pool, in_flight, self.config, ready)
@@ -302,7 +309,7 @@ class TextureStreamer:
             except Exception as exc:  # GL OOM etc.: keep what is resident, report once
                 if not item.failed:
                     log.warning("streaming %s failed: %s", item.key, exc)
-                item.failed = True
+                self._mark_failed(op.texture)
                 continue
             done.append(op)
         self.uploader.end_frame()
@@ -373,7 +380,7 @@ class TextureStreamer:
                 budget -= self._upload_band(p, budget)
             except Exception as exc:  # GL error: the load was aborted; keep what is resident
                 log.warning("streaming %s failed: %s", self.items[t].key, exc)
-                self.items[t].failed = True
+                self._mark_failed(t)
                 continue
             if p.done:
                 finished.append(self._finish_partial(t))
