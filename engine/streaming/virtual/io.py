@@ -1,0 +1,142 @@
+"""Tile reads: strided block-row reads straight from the file, on the I/O worker threads.
+
+Why strided reads: a tile of a 4096^2 BC7 level is 34 block rows of 34 blocks (18 KiB with
+its border) inside a 16 MiB level; reading the level to cut one tile would read 900x the
+bytes. Without supercompression (KTX2 scheme 0, DDS) a level is stored row of blocks after
+row of blocks, so each of the tile's block rows is one `os.pread` of 34 blocks (two or three
+where a wrapped border jumps to the other edge of the level).
+
+Supercompressed levels (zstd/zlib) cannot be read in part: the first tile of a level
+inflates the whole level once into a RAM cache (`LevelCache`, LRU under its own byte budget)
+and every tile of that level is then cut from RAM. Measured in docs/virtual_texturing.md.
+
+The workers are the existing `LevelIO` pool (priority queue, cancellation, fault
+isolation): a request's "level" is the tile's packed key, and the reader here turns it into
+bytes; nothing in LevelIO needed to change.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from ...errors import TextureFormatError
+from ...textures import TextureFile
+from ..cache import LevelCache, level_key
+from ..io import LevelIO, ReadResult
+from .tiles import (
+    VirtualLayout,
+    column_runs,
+    cut_tile,
+    slot_shape,
+    unpack_feedback,
+)
+
+
+class TileSource:
+    """One virtual texture's file and layout; `read_tile` is safe from any thread."""
+
+    def __init__(self, tf: TextureFile, layout: VirtualLayout,
+                 level_cache: LevelCache | None = None) -> None:
+        if tf.layers != 1 or tf.faces != 1 or tf.depth != 1:
+            raise TextureFormatError(tf.path, "virtual textures are 2D (no arrays, cube maps "
+                                              "or 3D)")
+        self.tf = tf
+        self.layout = layout
+        self.strided = tf.supercompression == "none"
+        self._levels = level_cache
+        self._fd: int | None = None
+        self._lock = threading.Lock()
+        self.reads = 0  # pread calls (strided path)
+
+    @property
+    def path(self) -> Path:
+        return self.tf.path
+
+    def _file(self) -> int:
+        with self._lock:
+            if self._fd is None:
+                try:
+                    self._fd = os.open(self.tf.path, os.O_RDONLY)
+                except OSError as exc:
+                    raise TextureFormatError(self.tf.path, f"cannot open: {exc}") from exc
+            return self._fd
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
+
+    def read_tile(self, level: int, x: int, y: int) -> bytes:
+        """Slot bytes of tile (level, x, y): payload and border (see tiles.cut_tile)."""
+        if not self.strided:
+            return cut_tile(self.layout, level, x, y, self._whole_level(level))
+        lay, f = self.layout, self.layout.fmt
+        lv = self.tf.level(level)
+        w, _ = lay.level_size(level)
+        nbx = -(-w // f.block_w)
+        cols, rows = lay.source_indices(level, x, y)
+        slot = np.zeros(slot_shape(f), np.uint8)
+        fd, bb = self._file(), f.block_bytes
+        runs = column_runs(cols)
+        for i, row in enumerate(rows.tolist()):
+            base = lv.offset + row * nbx * bb
+            for at, first, count in runs:
+                want = count * bb
+                data = os.pread(fd, want, base + first * bb)
+                if len(data) != want:
+                    raise TextureFormatError(self.tf.path, f"level {level}: file truncated")
+                slot[i, at:at + count] = np.frombuffer(data, np.uint8).reshape(count, bb)
+                self.reads += 1
+        return slot.tobytes()
+
+    def _whole_level(self, level: int) -> bytes:
+        key = level_key(id(self), level)
+        if self._levels is not None:
+            data = self._levels.get(key)
+            if data is not None:
+                return data
+        data = self.tf.read_level(level)
+        if self._levels is not None:
+            self._levels.put(key, data)
+        return data
+
+
+class TileIO:
+    """The I/O worker pool serving tile requests (keys as in tiles.pack_feedback)."""
+
+    def __init__(self, *, workers: int = 2, level_cache_bytes: int = 64 << 20,
+                 latency_ms: tuple[float, float] | None = None) -> None:
+        self.sources: list[TileSource] = []
+        self.level_cache = LevelCache(level_cache_bytes)
+        self._io = LevelIO(self._read, workers=workers, latency_ms=latency_ms)
+
+    def add(self, tf: TextureFile, layout: VirtualLayout) -> TileSource:
+        src = TileSource(tf, layout, self.level_cache)
+        self.sources.append(src)
+        return src
+
+    def _read(self, vt: int, key: int) -> bytes:
+        _, level, x, y = unpack_feedback(np.uint32(key))
+        return self.sources[vt].read_tile(int(level), int(x), int(y))
+
+    def request(self, key: int, priority: float) -> None:
+        vt = int(unpack_feedback(np.uint32(key))[0])
+        self._io.request(vt, int(key), priority)
+
+    def retain(self, keys) -> int:
+        return self._io.retain((int(unpack_feedback(np.uint32(k))[0]), int(k)) for k in keys)
+
+    def poll(self, max_items: int = 64) -> list[ReadResult]:
+        return self._io.poll(max_items)
+
+    def stats(self):
+        return self._io.stats()
+
+    def close(self) -> None:
+        self._io.close()
+        for src in self.sources:
+            src.close()

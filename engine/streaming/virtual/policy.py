@@ -1,0 +1,224 @@
+"""Which tiles to read, which to keep, which to evict: the pure residency policy.
+
+Numbers in, decisions out; no GL, no files (tested without either). Tiles are named by their
+packed uint32 key (`tiles.pack_feedback`: the very value the feedback pass writes), so a
+frame's requests stay numpy arrays from the readback to here.
+
+Tiers, as Neuroglancer and the whole-level streamer rank work: VISIBLE (a feedback pixel
+asked for the tile, or for a child one level finer, which trilinear filtering blends with
+it) > PREFETCH (a further ancestor of a visible tile: what the screen falls back to while a
+finer tile is on its way) > RECENT (resident, no longer asked for). A tile keeps the tier it
+earned for `hold_frames` frames: feedback runs every few frames on a sub-sampled image, so a
+tile missing from one readback is not yet unwanted (the hysteresis that stops thrashing).
+
+Slots: a fixed count handed in from outside (the cache the governor's allowance pays for).
+A tile is admitted into a free slot, or into the slot of the worst resident tile (highest
+tier, then least recently wanted) when that tile's tier is strictly worse than the newcomer's:
+a visible tile never evicts another visible one, so a too-small cache shows coarser detail
+instead of thrashing. Pinned tiles (each texture's coarsest) are never evicted: they are the
+fallback that keeps every lookup valid.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+
+import numpy as np
+
+from ...errors import BudgetError
+from .tiles import unpack_feedback
+
+
+class Tier(IntEnum):
+    VISIBLE = 0
+    PREFETCH = 1
+    RECENT = 2
+
+
+_NEVER = -(1 << 40)
+
+
+@dataclass(frozen=True)
+class Admission:
+    """Where an arriving tile goes: its slot, and the tile evicted from it (0: none)."""
+
+    slot: int
+    evicted: int = 0
+
+
+@dataclass(frozen=True)
+class PolicyStats:
+    slots: int
+    occupied: int
+    pinned: int
+    visible: int
+    wanted_missing: int
+
+
+class TilePolicy:
+    """Slot bookkeeping and the load/evict decisions for one page cache."""
+
+    def __init__(self, slots: int, *, hold_frames: int = 8, max_requests: int = 128) -> None:
+        if slots < 1:
+            raise BudgetError(f"a page cache needs at least one slot, got {slots}")
+        self.hold_frames = int(hold_frames)
+        self.max_requests = int(max_requests)
+        self._reset(int(slots))
+        self._want: dict[int, Tier] = {}
+        self.frame = 0
+        self.missing = 0
+
+    def _reset(self, slots: int) -> None:
+        self.slots = slots
+        self.slot_key = np.zeros(slots, np.uint32)  # 0 = free
+        self.pinned = np.zeros(slots, bool)
+        self.last_visible = np.full(slots, _NEVER, np.int64)
+        self.last_wanted = np.full(slots, _NEVER, np.int64)
+        self.where: dict[int, int] = {}  # key -> slot
+
+    # ------------------------------------------------------------------ queries
+    @property
+    def occupied(self) -> int:
+        return len(self.where)
+
+    def is_resident(self, key: int) -> bool:
+        return int(key) in self.where
+
+    def tiers(self, frame: int | None = None) -> np.ndarray:
+        """Each slot's tier now (free and pinned slots: RECENT, they are never victims)."""
+        f = self.frame if frame is None else frame
+        return np.where(f - self.last_visible <= self.hold_frames, Tier.VISIBLE,
+                        np.where(f - self.last_wanted <= self.hold_frames, Tier.PREFETCH,
+                                 Tier.RECENT)).astype(np.int64)
+
+    def stats(self) -> PolicyStats:
+        visible = int(((self.tiers() == Tier.VISIBLE) & (self.slot_key != 0)).sum())
+        return PolicyStats(self.slots, self.occupied, int(self.pinned.sum()), visible,
+                           self.missing)
+
+    # ------------------------------------------------------------------ pinning
+    def pin(self, key: int) -> int:
+        """Give `key` a slot for good (a texture's coarsest tile). BudgetError when every
+        slot is pinned already: the cache is smaller than one tile per texture."""
+        key = int(key)
+        if key in self.where:
+            slot = self.where[key]
+            self.pinned[slot] = True
+            return slot
+        free = np.flatnonzero((self.slot_key == 0))
+        if free.size == 0:
+            unpinned = np.flatnonzero(~self.pinned)
+            if unpinned.size == 0:
+                raise BudgetError(f"page cache of {self.slots} slots is full of pinned tiles: "
+                                  "each virtual texture needs one slot for its coarsest tile")
+            slot = int(unpinned[np.argmin(self.last_wanted[unpinned])])
+            self._free_slot(slot)
+        else:
+            slot = int(free[0])
+        self._occupy(slot, key)
+        self.pinned[slot] = True
+        return slot
+
+    def pinned_keys(self) -> list[int]:
+        return [int(k) for k in self.slot_key[self.pinned]]
+
+    # ------------------------------------------------------------------ per frame
+    def plan(self, frame: int, keys: np.ndarray, tiers: np.ndarray,
+             pixels: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Take a frame's wanted tiles (unique packed keys, their tiers, optionally the
+        feedback pixels behind each) and return the missing ones to read, most urgent first
+        (at most `max_requests`), with a priority each (higher first). Resident wanted tiles
+        have their recency refreshed."""
+        self.frame = int(frame)
+        keys = np.asarray(keys, np.uint32)
+        tiers = np.asarray(tiers, np.int64)
+        pixels = np.zeros(keys.size, np.int64) if pixels is None else np.asarray(pixels,
+                                                                                  np.int64)
+        self._want = dict(zip(keys.tolist(), tiers.tolist(), strict=True))
+        if self.occupied:
+            held = np.isin(self.slot_key, keys) & (self.slot_key != 0)
+            if held.any():
+                slots = np.flatnonzero(held)
+                order = np.argsort(keys)
+                pos = order[np.searchsorted(keys, self.slot_key[slots], sorter=order)]
+                self.last_wanted[slots] = frame
+                vis = tiers[pos] == Tier.VISIBLE
+                self.last_visible[slots[vis]] = frame
+            resident = np.isin(keys, self.slot_key[self.slot_key != 0])
+        else:
+            resident = np.zeros(keys.size, bool)
+        miss = np.flatnonzero(~resident)
+        self.missing = int(miss.size)
+        if miss.size == 0:
+            return np.zeros(0, np.uint32), np.zeros(0, np.float64)
+        _, level, _, _ = unpack_feedback(keys[miss])
+        # Visible before prefetch; coarser before finer (the fallback improves everywhere
+        # first); then where more pixels asked.
+        priority = (2 - tiers[miss]) * 1e6 + level * 1e4 + np.minimum(pixels[miss], 9999)
+        order = np.argsort(-priority, kind="stable")[:self.max_requests]
+        return keys[miss][order], priority[order]
+
+    def tier_of(self, key: int) -> Tier:
+        return Tier(self._want.get(int(key), Tier.RECENT))
+
+    def admit(self, key: int) -> Admission | None:
+        """A tile's bytes arrived: its slot (maybe evicting a worse tile), or None when
+        nothing resident is worse than it (the bytes are dropped; the tile is asked for again
+        while it is wanted). Already resident: its own slot."""
+        key = int(key)
+        if key in self.where:
+            return Admission(self.where[key])
+        tier = self.tier_of(key)
+        free = np.flatnonzero(self.slot_key == 0)
+        if free.size:
+            slot = int(free[0])
+            self._occupy(slot, key)
+            return Admission(slot)
+        slot_tiers = self.tiers()
+        age = self.frame - self.last_wanted
+        # Worst tier first, then oldest; pinned slots never.
+        score = np.where(self.pinned, -1, slot_tiers * (1 << 42) + np.minimum(age, 1 << 41))
+        victim = int(np.argmax(score))
+        if score[victim] < 0 or slot_tiers[victim] <= tier:
+            return None
+        evicted = int(self.slot_key[victim])
+        self._free_slot(victim)
+        self._occupy(victim, key)
+        return Admission(victim, evicted)
+
+    def evict(self, key: int) -> int | None:
+        """Drop a resident, unpinned tile; its freed slot (None if not resident/pinned)."""
+        slot = self.where.get(int(key))
+        if slot is None or self.pinned[slot]:
+            return None
+        self._free_slot(slot)
+        return slot
+
+    def resize(self, slots: int) -> dict[int, int]:
+        """A new slot count (the cache was reallocated): every unpinned tile is dropped and
+        the pinned ones are renumbered from slot 0. Returns {pinned key: new slot}."""
+        keep = self.pinned_keys()
+        if slots < len(keep):
+            raise BudgetError(f"{slots} slots cannot hold the {len(keep)} pinned tiles")
+        self._reset(int(slots))
+        out = {}
+        for key in keep:
+            out[key] = self.pin(key)
+        return out
+
+    # ------------------------------------------------------------------ internals
+    def _occupy(self, slot: int, key: int) -> None:
+        self.slot_key[slot] = key
+        self.where[key] = slot
+        self.last_wanted[slot] = self.frame
+        self.last_visible[slot] = _NEVER
+        if self.tier_of(key) == Tier.VISIBLE:
+            self.last_visible[slot] = self.frame
+
+    def _free_slot(self, slot: int) -> None:
+        key = int(self.slot_key[slot])
+        self.where.pop(key, None)
+        self.slot_key[slot] = 0
+        self.pinned[slot] = False
+        self.last_visible[slot] = _NEVER
+        self.last_wanted[slot] = _NEVER

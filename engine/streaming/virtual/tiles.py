@@ -1,0 +1,229 @@
+"""Tile geometry of virtual textures: which texels a tile holds, its border, its slot bytes.
+
+Why a border: a cache slot is sampled with the hardware's bilinear filter, which at a tile's
+edge reads one texel of the neighbouring tile. Copying one whole *block* (4 texels of BCn) of
+the neighbours around each tile's payload makes that read exact, without re-encoding any
+block: the slot is just the source level's blocks, re-gathered. At the texture's edges the
+border follows the wrap mode: `repeat` gathers the wrapped blocks (so filtering across the
+seam is exact), `clamp` replicates the edge blocks (the shader also clamps the virtual UV to
+texel centres, so with clamp the border is never read at all).
+
+Everything here is pure numpy on block arrays `(block_rows, block_cols, block_bytes)`: the
+I/O workers use it to cut tiles out of whole decompressed levels, the tests hold the strided
+file reads to it, and the page table is laid out from `VirtualLayout`.
+
+Limits (written down because they are choices): power-of-two sizes only (a tile's ancestor
+is then simply (x >> k, y >> k)); the virtual chain stops at the last level that is at least
+one block in both directions (4x4 texels for BCn): finer texture-space detail than that is
+all a trilinear lookup needs, except for a texture smaller than 4 pixels on screen.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+
+import numpy as np
+
+from ...formats import PixelFormat
+from ...memory.sizes import mip_dims
+
+#: Payload texels of a tile along each axis (a power of two).
+TILE_TEXELS = 128
+#: Border texels on each side of the payload (one BCn block).
+BORDER_TEXELS = 4
+#: Texels of one cache slot along each axis.
+SLOT_TEXELS = TILE_TEXELS + 2 * BORDER_TEXELS
+#: Largest level count a page-table descriptor holds (a 32768-texel chain).
+MAX_LEVELS = 16
+#: uint32 words of one texture's descriptor in the shared page table (see `descriptor`).
+DESCRIPTOR_WORDS = 32
+#: Largest tile grid along one axis the feedback key can name (8 bits).
+MAX_TILES_PER_AXIS = 256
+
+
+class Wrap(IntEnum):
+    CLAMP = 0
+    REPEAT = 1
+
+
+@dataclass(frozen=True, order=True)
+class TileKey:
+    """One tile of one virtual texture: (vt, level, x, y) in that level's tile grid."""
+
+    vt: int
+    level: int
+    x: int
+    y: int
+
+    def parent(self) -> TileKey:
+        return TileKey(self.vt, self.level + 1, self.x >> 1, self.y >> 1)
+
+
+def is_pow2(n: int) -> bool:
+    return n > 0 and n & (n - 1) == 0
+
+
+def slot_bytes(fmt: PixelFormat) -> int:
+    """Bytes of one slot (the payload plus its border), in `fmt`."""
+    return (SLOT_TEXELS // fmt.block_w) * (SLOT_TEXELS // fmt.block_h) * fmt.block_bytes
+
+
+def virtual_levels(fmt: PixelFormat, width: int, height: int, file_levels: int) -> int:
+    """How many chain levels the virtual texture uses: down to the last level that is at
+    least one block in both directions, and no more than the file holds."""
+    n = 0
+    while n < min(file_levels, MAX_LEVELS):
+        w, h = mip_dims(width, height, n)
+        if w < fmt.block_w or h < fmt.block_h:
+            break
+        n += 1
+    return n
+
+
+@dataclass(frozen=True)
+class VirtualLayout:
+    """Tile grids of one virtual texture and where its entries sit in the shared table."""
+
+    fmt: PixelFormat
+    width: int
+    height: int
+    levels: int
+    wrap: Wrap
+    base: int  # index of the descriptor in the shared table; entries follow it
+
+    def __post_init__(self) -> None:
+        if not (is_pow2(self.width) and is_pow2(self.height)):
+            raise ValueError(f"virtual textures must be power-of-two sized, got "
+                             f"{self.width}x{self.height}")
+        if not 1 <= self.levels <= MAX_LEVELS:
+            raise ValueError(f"level count {self.levels} outside 1..{MAX_LEVELS}")
+        if SLOT_TEXELS % self.fmt.block_w or BORDER_TEXELS % self.fmt.block_w:
+            raise ValueError(f"{self.fmt.name}: block size does not divide the tile border")
+        gx, gy = self.grid(0)
+        if max(gx, gy) > MAX_TILES_PER_AXIS:
+            raise ValueError(f"{self.width}x{self.height}: more than {MAX_TILES_PER_AXIS} "
+                             f"tiles per axis")
+
+    def level_size(self, level: int) -> tuple[int, int]:
+        return mip_dims(self.width, self.height, level)
+
+    def grid(self, level: int) -> tuple[int, int]:
+        """Tiles (x, y) of a level; levels of TILE_TEXELS or less are a single tile."""
+        w, h = self.level_size(level)
+        return -(-w // TILE_TEXELS), -(-h // TILE_TEXELS)
+
+    def level_offsets(self) -> list[int]:
+        """Absolute table index of each level's first entry (row-major tile grid)."""
+        out, at = [], self.base + DESCRIPTOR_WORDS
+        for lvl in range(self.levels):
+            out.append(at)
+            gx, gy = self.grid(lvl)
+            at += gx * gy
+        return out
+
+    @property
+    def entry_count(self) -> int:
+        return sum(gx * gy for gx, gy in map(self.grid, range(self.levels)))
+
+    @property
+    def table_words(self) -> int:
+        return DESCRIPTOR_WORDS + self.entry_count
+
+    def descriptor(self) -> np.ndarray:
+        """The words the shader reads: width, height, levels, wrap, then level offsets."""
+        d = np.zeros(DESCRIPTOR_WORDS, np.uint32)
+        d[0], d[1], d[2], d[3] = self.width, self.height, self.levels, int(self.wrap)
+        d[4:4 + self.levels] = self.level_offsets()
+        return d
+
+    def tiles(self, level: int) -> int:
+        gx, gy = self.grid(level)
+        return gx * gy
+
+    def payload_blocks(self, level: int, x: int, y: int) -> tuple[int, int, int, int]:
+        """(first block column, first block row, columns, rows) of a tile's payload."""
+        f = self.fmt
+        w, h = self.level_size(level)
+        nbx, nby = -(-w // f.block_w), -(-h // f.block_h)
+        tb_x, tb_y = TILE_TEXELS // f.block_w, TILE_TEXELS // f.block_h
+        bx, by = x * tb_x, y * tb_y
+        if not (0 <= bx < nbx and 0 <= by < nby):
+            raise ValueError(f"tile ({x}, {y}) outside level {level}'s grid {self.grid(level)}")
+        return bx, by, min(tb_x, nbx - bx), min(tb_y, nby - by)
+
+    def source_indices(self, level: int, x: int, y: int) -> tuple[np.ndarray, np.ndarray]:
+        """Block columns and rows of the source level that fill the slot's used region
+        (payload plus one border block each side), after the wrap rule."""
+        f = self.fmt
+        w, h = self.level_size(level)
+        nbx, nby = -(-w // f.block_w), -(-h // f.block_h)
+        bx, by, cw, ch = self.payload_blocks(level, x, y)
+        border_x, border_y = BORDER_TEXELS // f.block_w, BORDER_TEXELS // f.block_h
+        cols = np.arange(bx - border_x, bx + cw + border_x)
+        rows = np.arange(by - border_y, by + ch + border_y)
+        if self.wrap == Wrap.REPEAT:
+            return cols % nbx, rows % nby
+        return np.clip(cols, 0, nbx - 1), np.clip(rows, 0, nby - 1)
+
+
+def slot_shape(fmt: PixelFormat) -> tuple[int, int, int]:
+    """(block rows, block columns, block bytes) of a slot."""
+    return SLOT_TEXELS // fmt.block_h, SLOT_TEXELS // fmt.block_w, fmt.block_bytes
+
+
+def level_blocks(fmt: PixelFormat, width: int, height: int, data: bytes) -> np.ndarray:
+    """A level's bytes as a (block rows, block columns, block bytes) view."""
+    nbx, nby = -(-width // fmt.block_w), -(-height // fmt.block_h)
+    arr = np.frombuffer(data, np.uint8)
+    if arr.size != nbx * nby * fmt.block_bytes:
+        raise ValueError(f"level of {width}x{height} {fmt.name} needs "
+                         f"{nbx * nby * fmt.block_bytes} bytes, got {arr.size}")
+    return arr.reshape(nby, nbx, fmt.block_bytes)
+
+
+def cut_tile(layout: VirtualLayout, level: int, x: int, y: int, level_data: bytes) -> bytes:
+    """The slot bytes of one tile, gathered from the whole level's bytes: payload and
+    border blocks at the slot's top-left, the unused rest of a small level's slot zero."""
+    w, h = layout.level_size(level)
+    blocks = level_blocks(layout.fmt, w, h, level_data)
+    cols, rows = layout.source_indices(level, x, y)
+    slot = np.zeros(slot_shape(layout.fmt), np.uint8)
+    slot[:rows.size, :cols.size] = blocks[np.ix_(rows, cols)]
+    return slot.tobytes()
+
+
+def column_runs(cols: np.ndarray) -> list[tuple[int, int, int]]:
+    """Contiguous runs of a column index list as (position in list, first column, count):
+    a wrapped or clamped border splits a tile's row into at most three runs."""
+    runs: list[tuple[int, int, int]] = []
+    start = 0
+    for i in range(1, cols.size + 1):
+        if i == cols.size or cols[i] != cols[i - 1] + 1:
+            runs.append((start, int(cols[start]), i - start))
+            start = i
+    return runs
+
+
+# ------------------------------------------------------------------ packed forms
+def pack_entry(slot: int, level: int) -> int:
+    """A page-table entry: the slot (bits 0..23) and the level its tile belongs to."""
+    return (int(level) << 24) | int(slot)
+
+
+def unpack_entry(entry: np.ndarray | int) -> tuple[np.ndarray, np.ndarray]:
+    e = np.asarray(entry, np.uint32)
+    return e & 0xFFFFFF, e >> 24
+
+
+def pack_feedback(vt: np.ndarray, level: np.ndarray, x: np.ndarray,
+                  y: np.ndarray) -> np.ndarray:
+    """What the feedback shader writes per pixel (0 = nothing): vt+1 (12 bits), level (4),
+    tile y (8), tile x (8). Kept here so the pure reduction and its tests share it."""
+    return ((np.asarray(vt, np.uint32) + 1) << 20 | np.asarray(level, np.uint32) << 16
+            | np.asarray(y, np.uint32) << 8 | np.asarray(x, np.uint32)).astype(np.uint32)
+
+
+def unpack_feedback(keys: np.ndarray) -> tuple[np.ndarray, ...]:
+    k = np.asarray(keys, np.uint32)
+    return ((k >> 20).astype(np.int64) - 1, (k >> 16 & 0xF).astype(np.int64),
+            (k & 0xFF).astype(np.int64), (k >> 8 & 0xFF).astype(np.int64))

@@ -1,0 +1,175 @@
+"""Tile geometry, borders, page table, feedback reduction and tile reads (pure, no GL)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from engine.formats import get
+from engine.memory.sizes import mip_dims
+from engine.streaming.virtual.io import TileSource
+from engine.streaming.virtual.pagetable import PageTable
+from engine.streaming.virtual.policy import Tier
+from engine.streaming.virtual.requests import expand_requests, reduce_feedback
+from engine.streaming.virtual.tiles import (
+    SLOT_TEXELS,
+    VirtualLayout,
+    Wrap,
+    column_runs,
+    cut_tile,
+    level_blocks,
+    pack_feedback,
+    slot_bytes,
+    unpack_entry,
+    unpack_feedback,
+    virtual_levels,
+)
+from engine.textures import open as open_texture
+from engine.textures.ktx2_write import write_ktx2
+
+BC7 = get("BC7")
+
+
+def _numbered_level(fmt, w, h):
+    """A level whose every block holds its own (row, col) in its first 4 bytes."""
+    nbx, nby = -(-w // fmt.block_w), -(-h // fmt.block_h)
+    blocks = np.zeros((nby, nbx, fmt.block_bytes), np.uint8)
+    r, c = np.mgrid[0:nby, 0:nbx]
+    blocks[..., 0], blocks[..., 1] = r & 255, r >> 8
+    blocks[..., 2], blocks[..., 3] = c & 255, c >> 8
+    return blocks.tobytes()
+
+
+def _rc(slot: bytes, fmt):
+    b = np.frombuffer(slot, np.uint8).reshape(SLOT_TEXELS // 4, SLOT_TEXELS // 4,
+                                              fmt.block_bytes).astype(np.int64)
+    return b[..., 0] + (b[..., 1] << 8), b[..., 2] + (b[..., 3] << 8)
+
+
+def test_geometry_of_a_2048_bc7_texture():
+    lay = VirtualLayout(BC7, 2048, 2048, virtual_levels(BC7, 2048, 2048, 12), Wrap.REPEAT, 0)
+    assert lay.levels == 10  # 2048 .. 4 texels: the last level at least one block
+    assert [lay.grid(i) for i in range(lay.levels)] == \
+        [(16, 16), (8, 8), (4, 4), (2, 2)] + [(1, 1)] * 6
+    assert lay.entry_count == 256 + 64 + 16 + 4 + 6
+    offs = lay.level_offsets()
+    assert offs[0] == 32 and offs[1] == 32 + 256 and offs[-1] == 32 + lay.entry_count - 1
+    assert slot_bytes(BC7) == 136 * 136  # one byte per texel
+    with pytest.raises(ValueError):
+        VirtualLayout(BC7, 1000, 1024, 3, Wrap.CLAMP, 0)
+
+
+@pytest.mark.parametrize("wrap", [Wrap.REPEAT, Wrap.CLAMP])
+def test_borders_come_from_the_neighbouring_blocks(wrap):
+    lay = VirtualLayout(BC7, 512, 256, virtual_levels(BC7, 512, 256, 10), wrap, 0)
+    data = _numbered_level(BC7, 512, 256)  # 128 x 64 blocks, tiles 4 x 2
+    nbx, nby = 128, 64
+    for x, y in [(0, 0), (3, 1), (1, 0), (2, 1)]:
+        rows, cols = _rc(cut_tile(lay, 0, x, y, data), BC7)
+        for i in range(34):
+            for j in (0, 1, 16, 32, 33):
+                want_r, want_c = y * 32 - 1 + i, x * 32 - 1 + j
+                if wrap == Wrap.REPEAT:
+                    want_r, want_c = want_r % nby, want_c % nbx
+                else:
+                    want_r, want_c = min(max(want_r, 0), nby - 1), min(max(want_c, 0), nbx - 1)
+                assert (rows[i, j], cols[i, j]) == (want_r, want_c)
+
+
+def test_small_levels_are_one_tile_with_a_zero_tail():
+    lay = VirtualLayout(BC7, 256, 256, virtual_levels(BC7, 256, 256, 9), Wrap.REPEAT, 0)
+    w, h = mip_dims(256, 256, 2)  # 64 x 64: 16 x 16 blocks
+    slot = cut_tile(lay, 2, 0, 0, _numbered_level(BC7, w, h))
+    b = np.frombuffer(slot, np.uint8).reshape(34, 34, 16)
+    rows, cols = _rc(slot, BC7)
+    assert cols[1, 1:17].tolist() == list(range(16)) and cols[1, 0] == 15 and cols[1, 17] == 0
+    assert rows[0, 5] == 15 and rows[17, 5] == 0
+    assert not b[18:].any() and not b[:, 18:].any()
+
+
+def test_column_runs():
+    assert column_runs(np.array([127, 0, 1, 2, 3, 0])) == [(0, 127, 1), (1, 0, 4), (5, 0, 1)]
+    assert column_runs(np.array([5, 6, 7])) == [(0, 5, 3)]
+
+
+def test_page_table_points_missing_tiles_at_the_finest_resident_ancestor():
+    table = PageTable()
+    lay = VirtualLayout(BC7, 1024, 1024, virtual_levels(BC7, 1024, 1024, 11), Wrap.REPEAT,
+                        table.next_base())
+    vt = table.add(lay)
+    top = lay.levels - 1
+    table.set_residency(vt, {(top, 0, 0): 7})
+    for lvl in range(lay.levels):
+        gx, gy = lay.grid(lvl)
+        slots, levels = unpack_entry(table.lookup(vt, lvl, gx - 1, gy - 1))
+        assert (int(slots), int(levels)) == (7, top)
+    table.take_dirty()
+    # Level 1 tile (2, 3) and level 0 tile (1, 1) resident.
+    n = table.set_residency(vt, {(top, 0, 0): 7, (1, 2, 3): 11, (0, 1, 1): 12})
+    assert n == 1 + 4 + 1  # the level-1 entry, its four children, the level-0 entry
+    lo, hi = table.take_dirty()
+    assert lo >= lay.level_offsets()[0] and hi <= lay.level_offsets()[2]
+    assert unpack_entry(table.lookup(vt, 0, 4, 6))[0] == 11  # child of (1, 2, 3)
+    assert unpack_entry(table.lookup(vt, 0, 5, 7))[1] == 1
+    assert unpack_entry(table.lookup(vt, 0, 1, 1))[0] == 12
+    assert unpack_entry(table.lookup(vt, 0, 0, 0))[0] == 7
+    with pytest.raises(ValueError):
+        table.set_residency(vt, {(0, 0, 0): 1})
+    # A second texture's range follows the first; the descriptor names its levels.
+    lay2 = VirtualLayout(BC7, 256, 256, 7, Wrap.CLAMP, table.next_base())
+    assert table.add(lay2) == 1 and lay2.base == lay.table_words
+    assert table.words[lay2.base:lay2.base + 4].tolist() == [256, 256, 7, 0]
+
+
+def test_feedback_reduction_and_ancestors():
+    keys = pack_feedback(np.array([0, 0, 1, 0]), np.array([0, 0, 2, 0]),
+                         np.array([5, 5, 1, 6]), np.array([3, 3, 0, 3]))
+    image = np.concatenate([keys, np.zeros(10, np.uint32)])
+    uniq, counts = reduce_feedback(image)
+    assert uniq.size == 3 and sorted(counts.tolist()) == [1, 1, 2]
+    req = expand_requests(uniq, counts, np.array([4, 4]))
+    vt, lvl, x, y = unpack_feedback(req.keys)
+    table = {(int(a), int(b), int(c), int(d)): (int(t), int(p))
+             for a, b, c, d, t, p in zip(vt, lvl, x, y, req.tiers, req.pixels, strict=True)}
+    assert table[(0, 0, 5, 3)] == (Tier.VISIBLE, 2)
+    assert table[(0, 1, 2, 1)] == (Tier.VISIBLE, 2)  # parent of (5, 3) only: (6, 3)'s is (3, 1)
+    assert table[(0, 1, 3, 1)] == (Tier.VISIBLE, 1)
+    assert table[(0, 2, 1, 0)] == (Tier.PREFETCH, 3)
+    assert table[(0, 3, 0, 0)] == (Tier.PREFETCH, 3)
+    assert table[(1, 2, 1, 0)] == (Tier.VISIBLE, 1)
+    assert table[(1, 3, 0, 0)] == (Tier.VISIBLE, 1)
+    assert (0, 4, 0, 0) not in table  # beyond the texture's levels
+    # Keys of textures that do not exist (stale feedback) are dropped.
+    assert len(expand_requests(pack_feedback(np.array([9]), np.array([0]), np.array([0]),
+                                             np.array([0])), np.array([1]),
+                               np.array([4, 4]))) == 0
+
+
+@pytest.mark.parametrize("supercompression", [None, "zstd"])
+@pytest.mark.parametrize("wrap", [Wrap.REPEAT, Wrap.CLAMP])
+def test_tile_reads_equal_tiles_cut_from_whole_levels(tmp_path, supercompression, wrap):
+    fmt = BC7
+    levels = [_numbered_level(fmt, *mip_dims(512, 512, i)) for i in range(10)]
+    rng = np.random.default_rng(1)
+    levels = [bytes(np.frombuffer(lv, np.uint8) ^ rng.integers(0, 256, len(lv), np.uint8)
+                    .astype(np.uint8)) for lv in levels]
+    path = tmp_path / "t.ktx2"
+    write_ktx2(path, "BC7", 512, 512, levels, supercompression=supercompression)
+    tf = open_texture(path)
+    lay = VirtualLayout(fmt, 512, 512, virtual_levels(fmt, 512, 512, 10), wrap, 0)
+    src = TileSource(tf, lay)
+    try:
+        for lvl in range(lay.levels):
+            gx, gy = lay.grid(lvl)
+            for y in range(gy):
+                for x in range(gx):
+                    whole = cut_tile(lay, lvl, x, y, tf.read_level(lvl))
+                    assert src.read_tile(lvl, x, y) == whole
+        if supercompression is None:
+            assert src.reads >= 34  # one pread per block row at least
+    finally:
+        src.close()
+
+
+def test_level_blocks_checks_size():
+    with pytest.raises(ValueError):
+        level_blocks(BC7, 8, 8, b"\0" * 10)
