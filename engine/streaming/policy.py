@@ -18,11 +18,17 @@ Rules, each one exactly true of every plan (tests/test_streaming_policy.py):
   low-water mark `pool - reserve`. A plan with loads ends at or below that mark, where
   `reserve` (`tail_reserve`) is what shrinking any texture to its tail needs: a full pool
   can thus always make room, it never deadlocks.
+- Priority tiers, as out-of-core viewers have them (Neuroglancer: VISIBLE > PREFETCH >
+  RECENT): a level is VISIBLE when its texture is seen this frame and the level is needed
+  (l >= target); PREFETCH when it is needed by the prediction (l >= prefetch target: the
+  camera a short time ahead, or a neighbour of what is visible; see `predict_prefetch`);
+  RECENT when its texture was ever seen; NONE otherwise.
 - Importance of one level (t, l), compared as a tuple, larger is more important:
-  (frame t was last visible, l is needed (l >= target), l is acceptable (l >= target + 2,
-  or the tail), -bytes of l). Loads go most important first; evictions take the finest
+  (tier, frame t was last visible, l is needed (l >= target), l is acceptable (l >= target
+  + 2, or the tail), -bytes of l). Loads go most important first; evictions take the finest
   level of the least important texture first; so visible textures all reach their acceptable
-  level before any is refined, smaller loads win ties, larger levels are dropped first.
+  level before any is refined, smaller loads win ties, larger levels are dropped first, and
+  since the tier comes first, nothing prefetched can ever push out a visible level.
 - A resident level is only evicted to make room for a strictly more important load: a
   visible texture never loses detail to a less visible one, and no two loads can evict each
   other back and forth.
@@ -30,20 +36,38 @@ Rules, each one exactly true of every plan (tests/test_streaming_policy.py):
   it; unneeded detail (resident finer than target) is kept `evict_delay_frames` before a
   voluntary eviction. A still camera therefore settles to zero ops per frame.
 - Per-frame caps on ops and upload bytes; grows go one level per texture per frame.
+- Bounded reads: at most `max_requests` reads are asked for per plan, of which at most
+  `max_prefetch_requests` for prefetch, so predicted work never crowds out what is seen.
+
+Baselines (`plan_lru_whole`, `plan_global_bias`; `PolicyConfig.policy` picks one) are the
+simpler policies the bench compares against, run by the same executor under the same
+hard-budget rules: whole textures with LRU eviction (Panda3D), and one global mip bias.
 """
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from enum import IntEnum
 
 import numpy as np
 
 from ..formats import PixelFormat
 from ..memory.sizes import mip_dims, texture_bytes
+from .estimator import CameraInput, InstanceArrays, TextureArrays, estimate_mips
 
 #: Key of one level's importance; tuples compare lexicographically (see module docstring).
-Importance = tuple[int, bool, bool, int]
+Importance = tuple[int, int, bool, bool, int]
+
+
+class Tier(IntEnum):
+    """Priority tier of a level (see the module docstring); larger is more important."""
+
+    NONE = 0
+    RECENT = 1
+    PREFETCH = 2
+    VISIBLE = 3
 
 
 def tail_base_level(width: int, height: int, levels: int, *, max_tail_size: int = 64,
@@ -119,6 +143,10 @@ class PolicyConfig:
     hysteresis: float = 0.25           # mip band around the target level
     acceptable_offset: int = 2         # acceptable = target + this (or the tail)
     realloc: bool = True               # False: sparse storage, no old + new transient
+    max_prefetch_requests: int = 8     # of max_requests, at most this many for prefetch
+    prefetch_offset: int = 0           # prefetch targets this many levels coarser
+    #: "tiered" (this module's policy), or a baseline: "lru-whole", "global-bias"
+    policy: str = "tiered"
 
 
 @dataclass
@@ -134,6 +162,19 @@ class StreamerState:
     last_visible: np.ndarray    # (T,) int64, frame number, -1 = never
     unwanted_since: np.ndarray  # (T,) int64, frame detail became unneeded, -1 = it is needed
     level_times: np.ndarray     # (T, max_levels) float64
+    #: (T,) int32, finest level the prediction wants (tail = none); set by update_state
+    prefetch_target: np.ndarray | None = None
+    #: (T,) bool, seen this frame (set by update_state; None before the first frame)
+    visible: np.ndarray | None = None
+    #: the global mip bias the "global-bias" baseline settled on (levels)
+    global_bias: int = 0
+
+    def prefetch_or_tail(self, table: TextureTable) -> np.ndarray:
+        return table.tail_base if self.prefetch_target is None else self.prefetch_target
+
+    def desired(self, table: TextureTable) -> np.ndarray:
+        """The finest level anything wants: the target, or finer where prefetch asks."""
+        return np.minimum(self.target, self.prefetch_or_tail(table))
 
     @classmethod
     def initial(cls, table: TextureTable) -> StreamerState:
@@ -146,22 +187,36 @@ class StreamerState:
                    unwanted_since=np.full(count, -1, np.int64), level_times=times)
 
     def copy(self) -> StreamerState:
+        opt = [None if a is None else np.array(a) for a in (self.prefetch_target, self.visible)]
         return StreamerState(*(np.array(a) for a in (
             self.resident_base, self.target, self.last_visible, self.unwanted_since,
-            self.level_times)))
+            self.level_times)), *opt, self.global_bias)
 
 
 def update_state(state: StreamerState, table: TextureTable, mip: np.ndarray,
-                 visible: np.ndarray, frame: int, config: PolicyConfig) -> StreamerState:
+                 visible: np.ndarray, frame: int, config: PolicyConfig,
+                 prefetch_mip: np.ndarray | None = None) -> StreamerState:
     """Fold this frame's desired mips (estimator output) into the state, with hysteresis.
 
     Visible: the target moves to floor(mip) only when mip leaves [target - h, target + 1 + h).
     Invisible but seen within `recent_frames`: target kept (turning around should not
-    re-stream). Otherwise: target = tail, so its detail becomes unneeded."""
+    re-stream). Otherwise: target = tail, so its detail becomes unneeded.
+    `prefetch_mip` (from `predict_prefetch`; inf = nothing predicted) sets the prefetch target:
+    floor(mip) + `prefetch_offset`, clamped to the tail; it never touches the target itself,
+    so what the screen wants (and `wanted_bytes`) stays what it sees."""
     new = state.copy()
     visible = np.asarray(visible, dtype=bool)
     new.last_visible[visible] = frame
+    new.visible = visible.copy()
     tail = table.tail_base
+    if prefetch_mip is None:
+        new.prefetch_target = tail.astype(np.int32).copy()
+    else:
+        pm = np.asarray(prefetch_mip, dtype=np.float64)
+        with np.errstate(invalid="ignore"):
+            lvl = np.floor(np.where(np.isfinite(pm), np.maximum(pm, 0.0), 0.0))
+        lvl = np.clip(lvl + config.prefetch_offset, 0, tail).astype(np.int32)
+        new.prefetch_target = np.where(np.isfinite(pm), lvl, tail).astype(np.int32)
     m = np.asarray(mip, dtype=np.float64)
     with np.errstate(invalid="ignore"):
         raw = np.clip(np.floor(np.where(visible, m, 0.0)), 0, tail).astype(np.int32)
@@ -171,7 +226,7 @@ def update_state(state: StreamerState, table: TextureTable, mip: np.ndarray,
     new.target = np.where(finer | coarser, raw, state.target).astype(np.int32)
     stale = ~visible & (frame - new.last_visible > config.recent_frames)
     new.target[stale] = tail[stale]
-    unwanted = new.resident_base < new.target
+    unwanted = new.resident_base < new.desired(table)
     new.unwanted_since = np.where(
         unwanted, np.where(state.unwanted_since < 0, frame, state.unwanted_since), -1)
     return new
@@ -276,10 +331,14 @@ class _Planner:
     lives for one `make_plan` call."""
 
     def __init__(self, state: StreamerState, table: TextureTable, pool: int, start: int,
-                 config: PolicyConfig) -> None:
+                 config: PolicyConfig, frame: int = 0) -> None:
         self.table, self.config, self.pool, self.start = table, config, pool, start
         self.res = state.resident_base.tolist()
         self.tgt = state.target.tolist()
+        self.ptgt = state.prefetch_or_tail(table).tolist()
+        self.want = state.desired(table).tolist()
+        vis = state.visible if state.visible is not None else state.last_visible == frame
+        self.vis = np.asarray(vis, bool).tolist()
         self.tail = table.tail_base.tolist()
         self.acc = np.minimum(state.target + config.acceptable_offset, table.tail_base).tolist()
         self.last = state.last_visible.tolist()
@@ -291,9 +350,17 @@ class _Planner:
         self.loaded: set[int] = set()
         self._heap: list[tuple[Importance, int, int]] | None = None
 
+    def tier(self, t: int, lvl: int) -> Tier:
+        if self.vis[t] and lvl >= self.tgt[t]:
+            return Tier.VISIBLE
+        if lvl >= self.ptgt[t] and self.ptgt[t] < self.tail[t]:
+            return Tier.PREFETCH
+        return Tier.RECENT if self.last[t] >= 0 else Tier.NONE
+
     def importance(self, t: int, lvl: int) -> Importance:
         lb = int(self.storage[t, lvl] - self.storage[t, lvl + 1])
-        return (self.last[t], lvl >= self.tgt[t], lvl >= self.acc[t], -lb)
+        return (int(self.tier(t, lvl)), self.last[t], lvl >= self.tgt[t], lvl >= self.acc[t],
+                -lb)
 
     def base(self, t: int, evict_to: dict[int, int]) -> int:
         return evict_to.get(t, self.res[t])
@@ -407,12 +474,12 @@ class _Planner:
         for t in candidates:
             if len(self.entries) >= self.config.max_ops:
                 return
-            if t in self.loaded or self.base(t, self.evict_to) >= self.tgt[t]:
+            if t in self.loaded or self.base(t, self.evict_to) >= self.want[t]:
                 continue
             entries, evict_to = list(self.entries), dict(self.evict_to)
             if t not in evict_to:
                 entries.append(("e", t))
-            evict_to[t] = self.tgt[t]
+            evict_to[t] = self.want[t]
             if self.fits(entries, evict_to):
                 self.entries, self.evict_to = entries, evict_to
 
@@ -422,17 +489,24 @@ def make_plan(state: StreamerState, table: TextureTable, frame: int, pool_bytes:
               ready: np.ndarray | None = None) -> Plan:
     """This frame's plan. `ready[t]` says the next finer level of t (resident_base - 1) is
     in RAM; None means every level is (tests, or sparse/preloaded data). Loads that are not
-    ready become `requests` instead of ops and get no room made for them."""
+    ready become `requests` instead of ops and get no room made for them.
+
+    `config.policy` picks the baselines instead ("lru-whole", "global-bias")."""
+    if config.policy != "tiered":
+        return _BASELINES[config.policy](state, table, frame, pool_bytes, in_flight_bytes,
+                                         config, ready)
     start = resident_bytes(state, table) + int(in_flight_bytes)
-    planner = _Planner(state, table, int(pool_bytes), start, config)
+    planner = _Planner(state, table, int(pool_bytes), start, config, frame)
     requests: list[tuple[int, int]] = []
+    prefetch_requests = 0
     deferred = 0
     over = start > pool_bytes
     if over:
         planner.recover()
     else:
         res, tgt = state.resident_base, state.target
-        want = np.flatnonzero(res > tgt)
+        desired = state.desired(table)
+        want = np.flatnonzero(res > desired)
         keys = [planner.importance(int(t), int(res[t]) - 1) for t in want]
         order = sorted(range(len(want)), key=keys.__getitem__, reverse=True)
         uploads = 0
@@ -442,8 +516,11 @@ def make_plan(state: StreamerState, table: TextureTable, frame: int, pool_bytes:
             if t in planner.evict_to:
                 continue  # lost its finest level to a more important load this frame
             if ready is not None and not ready[t]:
-                if len(requests) < config.max_requests:
+                prefetch = keys[i][0] < Tier.VISIBLE
+                if len(requests) < config.max_requests and (
+                        not prefetch or prefetch_requests < config.max_prefetch_requests):
                     requests.append((t, int(res[t]) - 1))
+                    prefetch_requests += int(prefetch)
                 continue
             capped = len(planner.entries) >= config.max_ops or (
                 planner.loaded and uploads + up > config.max_upload_bytes)
@@ -451,7 +528,7 @@ def make_plan(state: StreamerState, table: TextureTable, frame: int, pool_bytes:
                 deferred += 1
                 continue
             uploads += up
-        unneeded = np.flatnonzero((state.unwanted_since >= 0) & (res < tgt)
+        unneeded = np.flatnonzero((state.unwanted_since >= 0) & (res < desired)
                                   & (frame - state.unwanted_since >= config.evict_delay_frames))
         unneeded = sorted(unneeded.tolist(),
                           key=lambda t: planner.importance(t, int(res[t])))
@@ -461,6 +538,213 @@ def make_plan(state: StreamerState, table: TextureTable, frame: int, pool_bytes:
     return Plan(ops=ops, requests=tuple(requests), start_bytes=start, pool_bytes=int(pool_bytes),
                 peak_bytes=max([start, *peaks]), end_bytes=start + sum(op.delta for op in ops),
                 over_budget=over, deferred_loads=deferred, reserve_bytes=planner.reserve)
+
+
+# ---------------------------------------------------------------------------- prefetch
+#: A view-projection whose frustum holds everything (every plane is 0x + 0y + 0z + 1 >= 0):
+#: used to price instances the real frustum does not see.
+_SEE_ALL = np.array([[0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 1]], np.float64)
+
+
+@dataclass(frozen=True)
+class PrefetchConfig:
+    """How far ahead and around prefetch looks.
+
+    `ahead_frames`: the camera is extrapolated this many frames along its last step (0.25 s
+    at 60 fps): panning brings the images ahead in, zooming in asks finer levels of what is
+    on screen. `neighbour_scale`: instances whose bounding sphere, grown by this factor,
+    touches the frustum are neighbours (one image beyond the screen edge, in a grid).
+    A step longer than `cut_ratio` x the distance to the nearest visible instance is a cut
+    (a teleport), after which the last step predicts nothing: no extrapolation then."""
+
+    ahead_frames: float = 15.0
+    neighbour_scale: float = 3.0
+    cut_ratio: float = 1.0
+
+
+def extrapolate_camera(prev: CameraInput, now: CameraInput, frames: float) -> CameraInput:
+    """The camera `frames` frames ahead, continuing its last step linearly. The view-projection
+    is extrapolated element-wise: exact for a translation (dolly, pan, zoom by moving), first
+    order for a rotation."""
+    pos = np.asarray(now.position, np.float64)
+    step = pos - np.asarray(prev.position, np.float64)
+    vp = np.asarray(now.view_proj, np.float64)
+    dvp = vp - np.asarray(prev.view_proj, np.float64)
+    return replace(now, position=pos + frames * step, view_proj=vp + frames * dvp)
+
+
+def predict_prefetch(instances: InstanceArrays, textures: TextureArrays, now: CameraInput,
+                     prev: CameraInput | None = None, config: PrefetchConfig = PrefetchConfig(),
+                     global_bias: float = 0.0) -> np.ndarray:
+    """Per texture, the finest mip a short while ahead or just beyond the view wants (inf
+    where nothing is predicted): min over (the extrapolated camera's estimate, the
+    neighbours' estimate at their real distance). Pure; `update_state` takes it as
+    `prefetch_mip`."""
+    count = len(textures.levels)
+    out = np.full(count, np.inf)
+    if len(instances.radii) == 0:
+        return out
+    centers = np.asarray(instances.centers, np.float64)
+    radii = np.asarray(instances.radii, np.float64)
+    est_now = estimate_mips(instances, textures, now, global_bias)
+    # Neighbours: seen by the frustum when grown, priced at their own distance.
+    grown = InstanceArrays(centers, radii * config.neighbour_scale, instances.uv_density,
+                           instances.texture)
+    near = estimate_mips(grown, textures, now, global_bias).instance_visible
+    near &= ~est_now.instance_visible
+    if near.any():
+        sub = InstanceArrays(centers[near], radii[near],
+                             np.asarray(instances.uv_density)[near],
+                             np.asarray(instances.texture)[near])
+        out = np.minimum(out, estimate_mips(sub, textures, replace(now, view_proj=_SEE_ALL),
+                                            global_bias).mip)
+    if prev is not None and est_now.instance_visible.any():
+        step = float(np.linalg.norm(np.asarray(now.position, np.float64)
+                                    - np.asarray(prev.position, np.float64)))
+        seen = centers[est_now.instance_visible]
+        nearest = float(np.min(np.linalg.norm(seen - np.asarray(now.position), axis=1)))
+        if 0.0 < step <= config.cut_ratio * nearest:
+            ahead = extrapolate_camera(prev, now, config.ahead_frames)
+            out = np.minimum(out, estimate_mips(instances, textures, ahead, global_bias).mip)
+    return out
+
+
+# ---------------------------------------------------------------------------- baselines
+def _baseline_plan(state: StreamerState, table: TextureTable, pool: int, start: int,
+                   config: PolicyConfig, desired: np.ndarray, order: Sequence[int],
+                   evict_order: Sequence[int], ready: np.ndarray | None,
+                   whole: bool, cut_first: bool = False) -> Plan:
+    """The executor-facing part both baselines share: evict textures (in `evict_order`, to
+    their `desired` level, or to the tail when `whole`) while loads need room, then load one
+    level per texture in `order`; every step checked against the pool and the tail reserve,
+    with the same per-frame caps as the tiered policy."""
+    reserve = tail_reserve(table, config)
+    res = state.resident_base
+    ops: list[MipOp] = []
+    total = start
+    touched: set[int] = set()
+    requests: list[tuple[int, int]] = []
+    deferred = 0
+
+    def op(t: int, new: int) -> MipOp:
+        return MipOp(t, int(res[t]), new, int(table.storage[t, res[t]]),
+                     int(table.storage[t, new]), config.realloc)
+
+    def fits(candidate: MipOp, end_limit: int) -> bool:
+        return (total + candidate.transient_bytes <= pool
+                and total + candidate.delta <= end_limit)
+
+    over = start > pool
+    evictable = [t for t in evict_order
+                 if res[t] < desired[t] or (whole and res[t] < table.tail_base[t])]
+    ev = iter(evictable)
+    if cut_first and not over:  # everything finer than wanted goes first, as far as it fits
+        for t in evictable:
+            e = op(t, int(desired[t]))
+            if len(ops) >= config.max_ops or total + e.transient_bytes > pool:
+                continue
+            ops.append(e)
+            touched.add(t)
+            total += e.delta
+    if over:
+        for t in ev:
+            if total <= pool - reserve or len(ops) >= config.max_ops:
+                break
+            e = op(t, int(table.tail_base[t]) if whole else int(desired[t]))
+            ops.append(e)
+            touched.add(t)
+            total += e.delta
+    else:
+        uploads = 0
+        for t in order:
+            if res[t] <= desired[t] or t in touched:
+                continue
+            if ready is not None and not ready[t]:
+                if len(requests) < config.max_requests:
+                    requests.append((t, int(res[t]) - 1))
+                continue
+            load = op(t, int(res[t]) - 1)
+            if len(ops) >= config.max_ops or (uploads and uploads + load.upload_bytes
+                                               > config.max_upload_bytes):
+                deferred += 1
+                continue
+            while not fits(load, pool - reserve) and len(ops) < config.max_ops - 1:
+                victim = next((v for v in ev if v != t and v not in touched), None)
+                if victim is None:
+                    break
+                new = int(table.tail_base[victim]) if whole else int(desired[victim])
+                e = op(victim, new)
+                if total + e.transient_bytes > pool:
+                    continue
+                ops.append(e)
+                touched.add(victim)
+                total += e.delta
+            if not fits(load, pool - reserve):
+                deferred += 1
+                continue
+            ops.append(load)
+            touched.add(t)
+            total += load.delta
+            uploads += load.upload_bytes
+    peaks = step_peaks(ops, start)
+    return Plan(ops=tuple(ops), requests=tuple(requests), start_bytes=start, pool_bytes=pool,
+                peak_bytes=max([start, *peaks]), end_bytes=total, over_budget=over,
+                deferred_loads=deferred, reserve_bytes=reserve)
+
+
+def plan_lru_whole(state: StreamerState, table: TextureTable, frame: int, pool_bytes: int,
+                   in_flight_bytes: int = 0, config: PolicyConfig = PolicyConfig(),
+                   ready: np.ndarray | None = None) -> Plan:
+    """Baseline: Panda3D's graphics-memory-limit. A texture in view wants its whole chain
+    (level 0, whatever its screen size); when a load does not fit, whole textures not seen
+    this frame are evicted to their tail, least recently used first. Loads go most recently
+    seen first. (The executor loads one level per texture per frame, so 'whole' arrives
+    level by level: a kinder baseline than one big upload.)"""
+    start = resident_bytes(state, table) + int(in_flight_bytes)
+    seen = state.last_visible == frame
+    desired = np.where(seen, 0, np.maximum(state.resident_base, 0)).astype(np.int32)
+    desired = np.minimum(desired, table.tail_base)
+    order = np.flatnonzero(seen).tolist()
+    lru = np.argsort(state.last_visible, kind="stable")
+    evict_order = [int(t) for t in lru if not seen[t]]
+    if start > pool_bytes:  # recovering: everything is fair game, least recent first
+        evict_order = [int(t) for t in lru]
+    return _baseline_plan(state, table, int(pool_bytes), start, config, desired, order,
+                          evict_order, ready, whole=True)
+
+
+def bias_for_pool(state: StreamerState, table: TextureTable, pool_bytes: int,
+                  config: PolicyConfig) -> int:
+    """The smallest global bias b >= 0 whose targets (target + b, clamped to the tails) fit
+    the pool with the tail reserve left free."""
+    limit = pool_bytes - tail_reserve(table, config)
+    top = int(table.levels.max(initial=1))
+    for b in range(top + 1):
+        base = np.minimum(state.target + b, table.tail_base)
+        if int(table.bytes_at(base).sum()) <= limit:
+            return b
+    return top
+
+
+def plan_global_bias(state: StreamerState, table: TextureTable, frame: int, pool_bytes: int,
+                     in_flight_bytes: int = 0, config: PolicyConfig = PolicyConfig(),
+                     ready: np.ndarray | None = None) -> Plan:
+    """Baseline: one mip bias for every texture ("drop the finest levels everywhere until it
+    fits"). Each frame the smallest bias whose biased targets fit the pool is found; textures
+    finer than their biased target are cut back to it, then loads go towards it, largest want
+    first. The bias found is left in `state.global_bias` for reports."""
+    start = resident_bytes(state, table) + int(in_flight_bytes)
+    bias = bias_for_pool(state, table, int(pool_bytes), config)
+    state.global_bias = bias
+    desired = np.minimum(state.target + bias, table.tail_base).astype(np.int32)
+    order = np.argsort(desired - state.resident_base, kind="stable").tolist()
+    evict_order = np.argsort(state.last_visible, kind="stable").tolist()
+    return _baseline_plan(state, table, int(pool_bytes), start, config, desired, order,
+                          evict_order, ready, whole=False, cut_first=True)
+
+
+_BASELINES = {"lru-whole": plan_lru_whole, "global-bias": plan_global_bias}
+POLICIES = ("tiered", *_BASELINES)
 
 
 def apply_ops(state: StreamerState, ops: Iterable[MipOp], now: float) -> StreamerState:
