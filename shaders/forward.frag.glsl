@@ -2,6 +2,7 @@
 // Forward pass: metal-roughness GGX with normal maps, lit in linear space into an HDR target.
 // Albedo textures are sRGB formats, so sampling returns linear values already.
 #include "mipdebug.glsl"
+#include "brdf.glsl"
 
 in vec3 v_world;
 in vec3 v_normal;
@@ -33,33 +34,6 @@ uniform vec2 u_albedo_chain_size;  // level 0 of the albedo chain, in texels
 uniform float u_albedo_resident;   // finest chain level resident (min LOD)
 
 out vec4 f_color;
-
-const float PI = 3.14159265;
-
-float d_ggx(float ndh, float a) {
-    float a2 = a * a;
-    float d = ndh * ndh * (a2 - 1.0) + 1.0;
-    return a2 / (PI * d * d);
-}
-
-float v_smith(float ndv, float ndl, float a) {
-    float k = a * 0.5;
-    return 0.25 / ((ndv * (1.0 - k) + k) * (ndl * (1.0 - k) + k));
-}
-
-vec3 brdf(vec3 n, vec3 v, vec3 l, vec3 base, float rough, float metal) {
-    vec3 h = normalize(v + l);
-    float ndl = max(dot(n, l), 0.0);
-    float ndv = max(dot(n, v), 1e-4);
-    float ndh = max(dot(n, h), 0.0);
-    float vdh = max(dot(v, h), 0.0);
-    float a = max(rough * rough, 0.002);
-    vec3 f0 = mix(vec3(0.04), base, metal);
-    vec3 f = f0 + (1.0 - f0) * pow(1.0 - vdh, 5.0);
-    vec3 spec = f * d_ggx(ndh, a) * v_smith(ndv, ndl, a);
-    vec3 diff = (1.0 - f) * (1.0 - metal) * base / PI;
-    return (diff + spec) * ndl;
-}
 
 void main() {
     vec4 albedo = u_albedo_factor;

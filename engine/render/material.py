@@ -3,7 +3,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .frame import NO_TEXTURE, TEXTURE_SLOTS
+from ..streaming.contract import NO_TEXTURE, TEXTURE_SLOTS
+
+# Bumped by every assignment to any material's field: the scene's object arrays copy
+# material rows and recompute them only when this moved (materials change rarely; checking
+# one integer a frame is cheaper than watching every material).
+_VERSION = [0]
+
+
+def material_version() -> int:
+    return _VERSION[0]
 
 
 @dataclass
@@ -20,6 +29,10 @@ class Material:
     metalness: float = 0.0
     emissive: tuple[float, float, float] = (0.0, 0.0, 0.0)
     normal_scale: float = 1.0
+
+    def __setattr__(self, name: str, value) -> None:
+        object.__setattr__(self, name, value)
+        _VERSION[0] += 1
 
     def texture_ids(self) -> tuple[int, ...]:
         """Ids in `TEXTURE_SLOTS` order."""

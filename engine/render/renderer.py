@@ -10,25 +10,61 @@ tone-mapped image goes through an LDR target at render resolution first.
 from __future__ import annotations
 
 import logging
-from typing import Literal
+import time
+from dataclasses import dataclass
+from typing import Any, Literal
 
-import moderngl
 import numpy as np
 from pyglm import glm
 
+from ..gl.bindless import bindless_supported
 from ..gl.device import Device
+from ..gl.indirect import batched_frame_supported
+from ..gl.timing import GpuTimer
 from ..resolution.targets import RenderTargetSet, ResizeEvent, default_targets_spec
 from ..resolution.targets_spec import TargetSpec, TargetsSpec
-from . import shaders
+from ..gl import shaders
+from .batch import BatchedPass, TextureMode, batched_source
 from .camera import mat_to_numpy
-from .frame import FrameView
+from ..streaming.contract import FrameView
 from .material import Material
 from .scene import MAX_POINT_LIGHTS, Scene
-from .textures import TextureProvider
+from ..streaming.contract import TextureProvider
 
 log = logging.getLogger(__name__)
 
 ViewMode = Literal["lit", "mip"]
+RenderPath = Literal["per_object", "batched"]
+
+
+@dataclass
+class RendererSettings:
+    """How the scene pass submits its objects.
+
+    `path`: "batched" (default) writes every object's data in one buffer write and draws with
+    indirect multi-draws (engine/render/batch.py); "per_object" is the old loop of uniform
+    writes and one draw call per object, kept as the benchmark baseline and for drivers
+    without indirect draws. `force_bound`: use the bound-texture fallback of the batched path
+    even where bindless textures exist (both must give the same picture). `gpu_timing`: GL
+    timer queries per frame (read a few frames late; `frame_stats()["gpu_ms"]`)."""
+
+    path: RenderPath = "batched"
+    force_bound: bool = False
+    cull: bool = True
+    gpu_timing: bool = True
+
+
+def choose_path(settings: RendererSettings, batched_available: bool) -> RenderPath:
+    return "batched" if settings.path == "batched" and batched_available else "per_object"
+
+
+def choose_texture_mode(settings: RendererSettings, bindless_available: bool,
+                        provider_ok: bool = True) -> TextureMode:
+    """Bindless where the driver has it, unless forced off (or the provider's textures
+    cannot take handles); else the bound fallback."""
+    if bindless_available and provider_ok and not settings.force_bound:
+        return "bindless"
+    return "bound"
 _UNITS = {"albedo": 0, "normal": 1, "roughness_metal": 2}
 _HAS_FLAGS = {"albedo": "u_has_albedo", "normal": "u_has_normal", "roughness_metal": "u_has_rm"}
 
@@ -42,11 +78,15 @@ class _Program:
     written to each: a uniform keeps its value in the program, so rewriting an equal one is
     wasted work (measured on the H200: uniform writes were most of a frame's CPU time)."""
 
-    def __init__(self, device: Device, label: str, vertex: str, fragment: str) -> None:
-        self.prog = device.program(vertex_shader=shaders.load(vertex),
-                                   fragment_shader=shaders.load(fragment), label=label)
+    def __init__(self, prog: Any) -> None:
+        self.prog = prog
         self.names = set(self.prog)
         self._last: dict[str, object] = {}
+
+    @classmethod
+    def load(cls, device: Device, label: str, vertex: str, fragment: str) -> _Program:
+        return cls(device.program(vertex_shader=shaders.load(vertex),
+                                  fragment_shader=shaders.load(fragment), label=label))
 
     def set(self, name: str, value) -> None:
         if name not in self.names:
@@ -70,8 +110,9 @@ class Renderer:
     def __init__(self, device: Device, provider: TextureProvider,
                  output_size: tuple[int, int], *, scale: float = 1.0,
                  upscale: str = "bilinear", targets_spec: TargetsSpec | None = None,
-                 exposure: float = 1.0) -> None:
+                 exposure: float = 1.0, settings: RendererSettings | None = None) -> None:
         self.device = device
+        self.settings = settings or RendererSettings()
         self.provider = provider
         self.upscale = upscale
         self.exposure = exposure
@@ -80,17 +121,27 @@ class Renderer:
         try:
             self.targets = RenderTargetSet(device, targets_spec or default_targets_spec(),
                                            output_size, scale, label="scene")
-            self._forward = self._keep(_Program(device, "forward", "forward.vert.glsl",
+            self._forward = self._keep(_Program.load(device, "forward", "forward.vert.glsl",
                                                 "forward.frag.glsl"))
-            self._present = self._keep(_Program(device, "present", "fullscreen.vert.glsl",
+            self._present = self._keep(_Program.load(device, "present", "fullscreen.vert.glsl",
                                                 "present.frag.glsl"))
             self._fullscreen = self._keep_gl(device.vertex_array(self._present.prog, [],
                                                                  label="fullscreen"))
             self._output_tex, self._output_fbo = self._make_output(output_size)
+            self.path: RenderPath = choose_path(self.settings, batched_frame_supported(device))
+            self.texture_mode: TextureMode | None = None
+            self._batch: BatchedPass | None = None
+            self._batched: _Program | None = None
+            if self.path == "batched":
+                self._setup_batched()
+            self.timer = GpuTimer(device) if self.settings.gpu_timing else None
         except BaseException:
             self.release()
             raise
-        self._ldr: tuple[moderngl.Texture, moderngl.Framebuffer] | None = None
+        self._frame = 0
+        self._cpu_ms = 0.0
+        self._t_render = 0.0
+        self._ldr: tuple[Any, Any] | None = None
         self._upscaler = None
 
     # ------------------------------------------------------------------ construction helpers
@@ -111,6 +162,19 @@ class Renderer:
             raise
         return tex, fbo
 
+    def _setup_batched(self) -> None:
+        bindless = bindless_supported(self.device)
+        self.texture_mode = choose_texture_mode(self.settings, bindless)
+        use_bindless = self.texture_mode == "bindless"
+        prog = self.device.program(
+            vertex_shader=batched_source("forward.batched.vert.glsl", use_bindless),
+            fragment_shader=batched_source("forward.batched.frag.glsl", use_bindless),
+            label=f"forward.batched.{self.texture_mode}")
+        self._made.append(prog)
+        self._batched = _Program(prog)
+        self._batch = BatchedPass(self.device, self.provider, mode=self.texture_mode)
+        log.info("renderer: batched path, %s textures", self.texture_mode)
+
     # ------------------------------------------------------------------ properties
     @property
     def output_size(self) -> tuple[int, int]:
@@ -125,7 +189,7 @@ class Renderer:
         return self.targets.scale
 
     @property
-    def output_fbo(self) -> moderngl.Framebuffer:
+    def output_fbo(self) -> Any:
         """The final 8-bit display image (what the HUD draws over and the window shows)."""
         return self._output_fbo
 
@@ -186,23 +250,50 @@ class Renderer:
                          radii=radii, uv_density=density, texture_ids=ids)
 
     def render(self, scene: Scene) -> None:
-        """The scene pass into the HDR targets."""
-        ctx = self.device.ctx
+        """The scene pass into the HDR targets (GPU time measured from here to the end of
+        `present`)."""
+        self._t_render = time.perf_counter()
+        if self.timer is not None:
+            self.timer.begin(self._frame)
         fbo = self.targets.fbo
         fbo.use()
         fbo.clear(*scene.clear_color, 1.0, depth=1.0)
-        ctx.enable_only(moderngl.DEPTH_TEST)
+        self.device.set_state(depth_test=True)
+        if self.path == "batched":
+            self._render_batched(scene)
+        else:
+            self._render_per_object(scene)
+        if self.targets.msaa > 1:
+            self.targets.resolve()
+        self._cpu_ms = (time.perf_counter() - self._t_render) * 1000.0
+
+    def _view_proj(self, scene: Scene) -> glm.mat4:
         w, h = self.render_size
         cam = scene.camera
-        view_proj = cam.proj_matrix(w / h) * cam.view_matrix()
-        p = self._forward
+        return cam.proj_matrix(w / h) * cam.view_matrix()
+
+    def _set_frame_uniforms(self, p: _Program, scene: Scene, view_proj: glm.mat4) -> None:
         p.set("u_view_proj", view_proj)
-        p.set("u_camera_pos", tuple(cam.position))
-        self._set_lights(scene)
+        p.set("u_camera_pos", tuple(scene.camera.position))
+        self._set_lights(p, scene)
         p.set("u_view_mode", 1 if self.view_mode == "mip" else 0)
         for slot, unit in _UNITS.items():
             p.set({"albedo": "u_albedo_tex", "normal": "u_normal_tex",
                    "roughness_metal": "u_rm_tex"}[slot], unit)
+
+    def _render_batched(self, scene: Scene) -> None:
+        """Every object in one buffer write and one multi-draw (bindless) or one per texture
+        set (bound): see batch.py."""
+        assert self._batch is not None and self._batched is not None
+        view_proj = self._view_proj(scene)
+        self._set_frame_uniforms(self._batched, scene, view_proj)
+        self._batch.draw(scene.objects, self._batched.prog, mat_to_numpy(view_proj),
+                         cull=self.settings.cull)
+
+    def _render_per_object(self, scene: Scene) -> None:
+        """The old path: uniforms and a draw call per object (the benchmark baseline)."""
+        p = self._forward
+        self._set_frame_uniforms(p, scene, self._view_proj(scene))
         bound: Material | None = None
         for inst in scene.instances:
             if inst.material is not bound:
@@ -210,12 +301,9 @@ class Renderer:
                 bound = inst.material
             p.set("u_model", inst.model)
             p.set("u_normal_matrix", glm.mat3(glm.transpose(glm.inverse(inst.model))))
-            inst.mesh.vertex_array(p.prog).render(moderngl.TRIANGLES)
-        if self.targets.msaa > 1:
-            self.targets.resolve()
+            inst.mesh.vertex_array(p.prog).render()
 
-    def _set_lights(self, scene: Scene) -> None:
-        p = self._forward
+    def _set_lights(self, p: _Program, scene: Scene) -> None:
         sun = scene.sun
         p.set("u_sun_dir", tuple(glm.normalize(glm.vec3(sun.direction))))
         p.set("u_sun_color", tuple(c * sun.intensity for c in sun.color))
@@ -249,26 +337,48 @@ class Renderer:
 
     def present(self) -> None:
         """Tone-map + sRGB-encode (and upscale) the HDR colour into the output."""
-        ctx = self.device.ctx
-        ctx.disable(moderngl.DEPTH_TEST | moderngl.BLEND)
+        t0 = time.perf_counter()
+        self.device.set_state()
         p = self._present
         p.set("u_hdr", 0)
         p.set("u_exposure", self.exposure)
         p.set("u_tonemap", True)
         if self.upscale == "bilinear" or self.render_size == self.output_size:
             self._tonemap_into(self._output_fbo)
-            return
-        ldr_tex, ldr_fbo = self._ensure_ldr()
-        self._tonemap_into(ldr_fbo)
-        self._ensure_upscaler().present(ldr_tex, self.render_size, self._output_fbo,
-                                        self.output_size)
+        else:
+            ldr_tex, ldr_fbo = self._ensure_ldr()
+            self._tonemap_into(ldr_fbo)
+            self._ensure_upscaler().present(ldr_tex, self.render_size, self._output_fbo,
+                                            self.output_size)
+        if self.timer is not None:
+            self.timer.end()
+        self._frame += 1
+        self._cpu_ms += (time.perf_counter() - t0) * 1000.0
 
-    def _tonemap_into(self, fbo: moderngl.Framebuffer) -> None:
+    def frame_stats(self) -> dict:
+        """This renderer's share of the last frame, for the per-frame report and the HUD:
+        `render_cpu_ms` (render + present on the CPU, no GPU wait), `gpu_ms` (GL timer query
+        of the newest frame the GPU has finished, a few frames old; None until one has),
+        the path, draw calls and bytes written. The frame loop's own `cpu_ms` is its frame
+        time up to (not including) its wait for the GPU."""
+        out: dict = {"render_path": self.path, "render_cpu_ms": self._cpu_ms,
+                     "gpu_ms": None, "texture_mode": self.texture_mode}
+        if self.timer is not None:
+            self.timer.poll()
+            out["gpu_ms"] = self.timer.latest_ms
+        if self._batch is not None:
+            st = self._batch.stats
+            out.update(draw_calls=st.draw_calls, visible_objects=st.visible,
+                       texture_binds=st.texture_binds, object_bytes=st.bytes_written,
+                       texture_handles=st.handles, ring_waits=self._batch.ring.waits)
+        return out
+
+    def _tonemap_into(self, fbo: Any) -> None:
         fbo.use()
         self.targets.color.use(0)
-        self._fullscreen.render(moderngl.TRIANGLES, vertices=3)
+        self._fullscreen.render(vertices=3)
 
-    def _ensure_ldr(self) -> tuple[moderngl.Texture, moderngl.Framebuffer]:
+    def _ensure_ldr(self) -> tuple[Any, Any]:
         if self._ldr is None:
             tex = self.device.texture(self.render_size, 4, category="target", label="ldr")
             try:
@@ -298,10 +408,15 @@ class Renderer:
 
     def blit_to_screen(self) -> None:
         """Window mode: copy the output to the default framebuffer."""
-        ctx = self.device.ctx
-        ctx.copy_framebuffer(ctx.screen, self._output_fbo)
+        self.device.copy_framebuffer(None, self._output_fbo)
 
     def release(self) -> None:
+        if getattr(self, "timer", None) is not None:
+            self.timer.release()
+            self.timer = None
+        if getattr(self, "_batch", None) is not None:
+            self._batch.release()
+            self._batch = None
         if getattr(self, "_upscaler", None) is not None:
             self._upscaler.release()
             self._upscaler = None

@@ -1,7 +1,11 @@
 """A scene: meshes, materials, instances, lights and a camera (optionally on a path).
 
-Instances carry their world bounding sphere and UV density precomputed, because the texture
-provider needs them for every instance every frame (`Scene.frame_arrays`).
+Per-instance data lives in numpy arrays owned by the scene (`Scene.objects`, see objects.py):
+world bounding spheres and UV densities for the texture provider (`Scene.frame_arrays`), and
+transforms, material rows and texture ids for the batched renderer, which writes them to the
+GPU in one buffer write a frame. The arrays follow the instances incrementally: assigning an
+instance's model, mesh or material marks its row stale, so a static scene costs no per-object
+Python per frame.
 """
 from __future__ import annotations
 
@@ -13,18 +17,28 @@ from pyglm import glm
 
 from ..gl.device import Device
 from .camera import Camera, CameraPath
-from .frame import TEXTURE_SLOTS
+from ..streaming.contract import TEXTURE_SLOTS
 from .material import Material
 from .mesh import Mesh
+from .objects import ObjectArrays
 
 MAX_POINT_LIGHTS = 4
 
 
-@dataclass
+@dataclass(eq=False)
 class Instance:
+    """One drawn object. Assigning `mesh`, `material` or `model` tells the owning scene that
+    this row of its object arrays is stale (only that row is recomputed next frame)."""
+
     mesh: Mesh
     material: Material
     model: glm.mat4 = field(default_factory=glm.mat4)
+
+    def __setattr__(self, name: str, value) -> None:
+        object.__setattr__(self, name, value)
+        owner = self.__dict__.get("_owner")
+        if owner is not None:
+            owner._changed(self)
 
     @property
     def scale(self) -> float:
@@ -93,22 +107,25 @@ class Scene:
         for fn in self.on_update:
             fn(self, t)
 
+    @property
+    def objects(self) -> ObjectArrays:
+        """Per-instance numpy arrays (transforms, bounds, material rows, texture ids), kept
+        up to date incrementally: only rows whose instance changed are recomputed."""
+        table = self.__dict__.get("_objects")
+        if table is None:
+            table = ObjectArrays()
+            self.__dict__["_objects"] = table
+        table.sync(self.instances)
+        return table
+
     def frame_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(centers Nx3, radii N, uv_density N, texture_ids NxS) for the FrameView."""
-        n = len(self.instances)
-        centers = np.zeros((n, 3), np.float32)
-        radii = np.zeros(n, np.float32)
-        density = np.zeros(n, np.float32)
-        ids = np.zeros((n, len(TEXTURE_SLOTS)), np.int32)
-        for i, inst in enumerate(self.instances):
-            centers[i] = tuple(inst.center)
-            radii[i] = inst.radius
-            density[i] = inst.uv_density
-            ids[i] = inst.material.texture_ids()
-        return centers, radii, density, ids
+        o = self.objects
+        return o.center, o.radius, o.uv_density, o.texture_ids
 
     def release(self) -> None:
         for mesh in self.meshes:
             mesh.release()
         self.meshes.clear()
         self.instances.clear()
+        self.__dict__.pop("_objects", None)

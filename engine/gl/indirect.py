@@ -1,0 +1,77 @@
+"""Indirect multi-draws: many objects in one GL call from a draw-command buffer.
+
+A command is glDrawElementsIndirectCommand (count, instanceCount, firstIndex, baseVertex,
+baseInstance). The renderer builds an array of them with numpy (one per visible object;
+baseInstance = the object's row in the per-frame object data, which the vertex shader reads as
+gl_BaseInstanceARB), writes it with the object data into the frame ring, and draws a run of
+commands with one glMultiDrawElementsIndirect: the per-object cost is numpy, not Python.
+
+`batched_frame_supported` says whether the driver has what the batched frame needs: indirect
+multi-draws, shader storage buffers and ARB_shader_draw_parameters (llvmpipe 22.3 has all
+three at GL 4.5; GL 4.6 has them in core).
+"""
+from __future__ import annotations
+
+import ctypes as C
+from typing import Any
+
+import numpy as np
+
+from .extensions import (
+    DRAW_INDIRECT_BUFFER,
+    SHADER_STORAGE_BUFFER,
+    TRIANGLES,
+    UNSIGNED_INT,
+    extensions,
+    raw_of,
+)
+
+#: glDrawElementsIndirectCommand, 20 bytes, tightly packed.
+DRAW_COMMAND = np.dtype([("count", "<u4"), ("instance_count", "<u4"), ("first_index", "<u4"),
+                         ("base_vertex", "<i4"), ("base_instance", "<u4")])
+
+
+def batched_frame_supported(device: Any) -> bool:
+    exts, v = device.caps.extensions, device.caps.version_code
+    ext = extensions(device)
+    return ((v >= 430 or "GL_ARB_multi_draw_indirect" in exts)
+            and (v >= 430 or "GL_ARB_shader_storage_buffer_object" in exts)
+            and (v >= 460 or "GL_ARB_shader_draw_parameters" in exts)
+            and ext.has("glMultiDrawElementsIndirect", "glBindBufferRange", "glUseProgram",
+                        "glBindVertexArray"))
+
+
+def draw_commands(index_count: np.ndarray, first_index: np.ndarray, base_vertex: np.ndarray,
+                  objects: np.ndarray) -> np.ndarray:
+    """One command per object: `index_count`/`first_index`/`base_vertex` are per object (its
+    mesh's range in the shared geometry), `objects` the row each command's shader reads."""
+    cmds = np.empty(len(objects), DRAW_COMMAND)
+    cmds["count"] = index_count
+    cmds["instance_count"] = 1
+    cmds["first_index"] = first_index
+    cmds["base_vertex"] = base_vertex
+    cmds["base_instance"] = objects
+    return cmds
+
+
+def bind_storage(device: Any, binding: int, buffer_glo: int, offset: int, nbytes: int) -> None:
+    """Bind bytes [offset, offset + nbytes) of a buffer to shader storage block `binding`."""
+    extensions(device).glBindBufferRange(SHADER_STORAGE_BUFFER, binding, buffer_glo, offset,
+                                         max(int(nbytes), 16))
+
+
+def multi_draw(device: Any, program_glo: int, vao_glo: int, buffer_glo: int, offset: int,
+               count: int) -> None:
+    """glMultiDrawElementsIndirect of `count` commands at byte `offset` of the buffer, with
+    the program and vertex array given by GL name (restored to none afterwards, so moderngl's
+    own draws find the state they expect)."""
+    if count <= 0:
+        return
+    ext, raw = extensions(device), raw_of(device)
+    ext.glUseProgram(program_glo)
+    ext.glBindVertexArray(vao_glo)
+    raw.glBindBuffer(DRAW_INDIRECT_BUFFER, buffer_glo)
+    ext.glMultiDrawElementsIndirect(TRIANGLES, UNSIGNED_INT, C.c_void_p(int(offset)), int(count),
+                                    DRAW_COMMAND.itemsize)
+    raw.glBindBuffer(DRAW_INDIRECT_BUFFER, 0)
+    ext.glBindVertexArray(0)

@@ -1,0 +1,106 @@
+#version 450 core
+// Batched forward pass, fragment stage: same lighting as forward.frag.glsl, with material
+// parameters from the object's row. Textures come from bindless handles in the row when
+// BINDLESS is defined (the renderer defines it after #version), else from the three units
+// the renderer binds once per texture set.
+#ifdef BINDLESS
+#extension GL_ARB_bindless_texture : require
+#endif
+#include "objects.glsl"
+#include "mipdebug.glsl"
+#include "brdf.glsl"
+
+in vec3 v_world;
+in vec3 v_normal;
+in vec2 v_uv;
+in vec4 v_tangent;
+flat in uint v_object;
+
+#ifdef BINDLESS
+#define ALBEDO_TEX sampler2D(o.handles01.xy)
+#define NORMAL_TEX sampler2D(o.handles01.zw)
+#define RM_TEX sampler2D(o.handles2.xy)
+#else
+uniform sampler2D u_albedo_tex;
+uniform sampler2D u_normal_tex;
+uniform sampler2D u_rm_tex;
+#define ALBEDO_TEX u_albedo_tex
+#define NORMAL_TEX u_normal_tex
+#define RM_TEX u_rm_tex
+#endif
+
+uniform vec3 u_camera_pos;
+uniform vec3 u_sun_dir;      // direction the light travels
+uniform vec3 u_sun_color;    // colour x intensity
+uniform vec3 u_ambient;
+uniform int u_point_count;
+uniform vec4 u_point_pos[4];   // xyz, range
+uniform vec3 u_point_color[4]; // colour x intensity
+uniform int u_view_mode;       // 0 lit, 1 mip debug
+
+out vec4 f_color;
+
+// The streamer's fade-in clamp, in the shader: LOD = max(computed LOD, min_lod). Scaling
+// both gradients by 2^(min_lod - lod) raises the LOD by exactly that much and keeps the
+// footprint's shape, so anisotropic filtering still works (unlike textureLod).
+vec4 sample_clamped(sampler2D s, vec2 uv, vec2 dx, vec2 dy, float min_lod) {
+    float lod = textureQueryLod(s, uv).y;
+    float k = exp2(max(min_lod - lod, 0.0));
+    return textureGrad(s, uv, dx * k, dy * k);
+}
+
+// Where a virtual-texture sampler (vt_sample) would plug in: every material texture read of
+// the batched pass goes through these three.
+vec4 sample_albedo(ObjectData o, vec2 uv, vec2 dx, vec2 dy) {
+    return sample_clamped(ALBEDO_TEX, uv, dx, dy, o.min_lod.x);
+}
+vec4 sample_normal(ObjectData o, vec2 uv, vec2 dx, vec2 dy) {
+    return sample_clamped(NORMAL_TEX, uv, dx, dy, o.min_lod.y);
+}
+vec4 sample_rm(ObjectData o, vec2 uv, vec2 dx, vec2 dy) {
+    return sample_clamped(RM_TEX, uv, dx, dy, o.min_lod.z);
+}
+
+void main() {
+    ObjectData o = objects[v_object];
+    uint flags = floatBitsToUint(o.params.w);
+    vec2 dx = dFdx(v_uv), dy = dFdy(v_uv);
+    vec4 albedo = o.albedo_factor;
+    bool has_albedo = (flags & FLAG_ALBEDO) != 0u;
+    if (has_albedo) albedo *= sample_albedo(o, v_uv, dx, dy);
+    if (u_view_mode == 1) {
+        f_color = has_albedo
+            ? vec4(mip_debug_color(wanted_level(v_uv, o.chain.xy), o.emissive.w, albedo.rgb),
+                   1.0)
+            : vec4(vec3(0.3), 1.0);
+        return;
+    }
+    float rough = o.params.x;
+    float metal = o.params.y;
+    if ((flags & FLAG_RM) != 0u) {
+        vec3 rm = sample_rm(o, v_uv, dx, dy).rgb;
+        rough *= rm.g;
+        metal *= rm.b;
+    }
+    vec3 n = normalize(v_normal);
+    if (!gl_FrontFacing) n = -n;
+    if ((flags & FLAG_NORMAL) != 0u) {
+        vec3 t = normalize(v_tangent.xyz - n * dot(n, v_tangent.xyz));
+        vec3 b = cross(n, t) * v_tangent.w;
+        vec3 tn = sample_normal(o, v_uv, dx, dy).xyz * 2.0 - 1.0;
+        tn.xy *= o.params.z;
+        n = normalize(mat3(t, b, n) * tn);
+    }
+    vec3 v = normalize(u_camera_pos - v_world);
+    vec3 color = u_ambient * albedo.rgb * (1.0 - 0.5 * metal) + o.emissive.xyz;
+    color += brdf(n, v, normalize(-u_sun_dir), albedo.rgb, rough, metal) * u_sun_color;
+    for (int i = 0; i < u_point_count; ++i) {
+        vec3 d = u_point_pos[i].xyz - v_world;
+        float dist = length(d);
+        float fall = clamp(1.0 - pow(dist / u_point_pos[i].w, 4.0), 0.0, 1.0);
+        float atten = fall * fall / (dist * dist + 1.0);
+        color += brdf(n, v, d / max(dist, 1e-4), albedo.rgb, rough, metal)
+                 * u_point_color[i] * atten;
+    }
+    f_color = vec4(color, albedo.a);
+}

@@ -1,0 +1,32 @@
+#version 450 core
+#extension GL_ARB_shader_draw_parameters : require
+// Batched forward pass, vertex stage: the object's row comes from the storage buffer, found
+// through the draw's base instance (no per-object uniforms).
+#include "objects.glsl"
+
+in vec3 in_position;
+in vec3 in_normal;
+in vec2 in_uv;
+in vec4 in_tangent;
+
+uniform mat4 u_view_proj;
+
+out vec3 v_world;
+out vec3 v_normal;
+out vec2 v_uv;
+out vec4 v_tangent;
+flat out uint v_object;
+
+void main() {
+    uint id = uint(gl_BaseInstanceARB + gl_InstanceID);
+    ObjectData o = objects[id];
+    vec4 world = o.model * vec4(in_position, 1.0);
+    mat3 nm = mat3(o.normal_col[0].xyz, o.normal_col[1].xyz, o.normal_col[2].xyz);
+    v_world = world.xyz;
+    v_normal = normalize(nm * in_normal);
+    v_tangent = vec4(normalize(mat3(o.model) * in_tangent.xyz), in_tangent.w);
+    vec3 uv1 = vec3(in_uv, 1.0);
+    v_uv = vec2(dot(o.uv_row0.xyz, uv1), dot(o.uv_row1.xyz, uv1));
+    v_object = id;
+    gl_Position = u_view_proj * world;
+}
