@@ -5,6 +5,15 @@ come from the format formulas and never from dwPitchOrLinearSize, and a missing
 DDSD_MIPMAPCOUNT flag or a zero count means one level. DDS stores every layer/face as its
 own full mip chain (layer-major, then face), unlike KTX2's level-major order.
 
+Uncompressed legacy layouts (DDPF_RGB, DDPF_LUMINANCE, DDPF_ALPHA with any bit count of
+8/16/24/32 and any channel masks) are matched against the engine's formats by what each
+texel samples as (engine/textures/layouts.py): a layout GL can take as it is (5:6:5 as
+GL_RGB565, BGRX as RGBA8 with an "RGB1" swizzle, L8 as R8 "RRR1", ...) is read untouched;
+any other is repacked at read time into the smallest format holding every channel exactly
+(24-bit BGR -> RGBA8, A4L4 -> L8A8), and 8-bit palette files are looked up through their
+256-entry RGBA palette. Either way the bytes a reader returns are already in the format
+uploaded, so `Level` sizes and the ledger stay exact; `stored_nbytes` is the size on disk.
+
 Legacy 'DXT1' could be BC1 with or without punch-through alpha; we read it as BC1_RGBA,
 which samples opaque blocks exactly like BC1_RGB and keeps punch-through texels transparent.
 'DXT2'/'DXT4' (premultiplied alpha) are read as BC2/BC3: the blocks are identical.
@@ -13,11 +22,16 @@ from __future__ import annotations
 
 import logging
 import struct
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
+
+import numpy as np
 
 from ..errors import TextureFormatError, UnsupportedFormatError
 from ..formats import BY_DXGI, BY_NAME, PixelFormat
+from ..formats import get as get_format
+from .layouts import Field, Sampled, direct_format, field_of_mask, plan_expansion
 from .container import (
     Level,
     TextureFile,
@@ -34,10 +48,13 @@ _HEADER = struct.Struct("<4s7I44s8I5I")  # magic, size..mipcount, reserved, ddpf
 _DX10 = struct.Struct("<5I")
 
 DDSD_MIPMAPCOUNT, DDSD_DEPTH = 0x20000, 0x800000
-DDPF_ALPHAPIXELS, DDPF_FOURCC, DDPF_RGB = 0x1, 0x4, 0x40
+DDPF_ALPHAPIXELS, DDPF_ALPHA, DDPF_FOURCC, DDPF_RGB = 0x1, 0x2, 0x4, 0x40
+DDPF_PALETTEINDEXED4, DDPF_PALETTEINDEXED8, DDPF_YUV = 0x8, 0x20, 0x200
+DDPF_LUMINANCE, DDPF_BUMPDUDV = 0x20000, 0x80000
+PALETTE_BYTES = 256 * 4  # PALETTEENTRY: red, green, blue, flags (alpha)
 DDSCAPS2_CUBEMAP, DDSCAPS2_ALL_FACES, DDSCAPS2_VOLUME = 0x200, 0xFC00, 0x200000
 DDS_RESOURCE_MISC_TEXTURECUBE = 0x4
-_DIM_1D, _DIM_2D, _DIM_3D = 2, 3, 4
+_DIM_UNKNOWN, _DIM_1D, _DIM_2D, _DIM_3D = 0, 2, 3, 4
 
 _FOURCC: dict[bytes, str] = {
     b"DXT1": "BC1_RGBA", b"DXT2": "BC2", b"DXT3": "BC2", b"DXT4": "BC3", b"DXT5": "BC3",
@@ -45,22 +62,33 @@ _FOURCC: dict[bytes, str] = {
     b"ATI2": "BC5", b"BC5U": "BC5", b"BC5S": "BC5_SNORM",
 }
 # D3DFMT numbers some writers put in dwFourCC for float formats.
-_D3DFMT: dict[int, str] = {112: "RG16F", 113: "RGBA16F", 114: "R32F", 116: "RGBA32F"}
+_D3DFMT: dict[int, str] = {36: "RGBA16", 112: "RG16F", 113: "RGBA16F", 114: "R32F",
+                           116: "RGBA32F"}
 # DXGI *_TYPELESS formats: same blocks as the UNORM variant.
 _TYPELESS: dict[int, str] = {27: "RGBA8", 70: "BC1_RGBA", 73: "BC2", 76: "BC3", 79: "BC4",
-                             82: "BC5", 94: "BC6H_UF", 97: "BC7", 90: "BGRA8"}
-# (bitcount, R, G, B, A masks) -> format, for DDPF_RGB files.
-_MASKS: dict[tuple[int, int, int, int, int], str] = {
-    (32, 0xFF, 0xFF00, 0xFF0000, 0xFF000000): "RGBA8",
-    (32, 0xFF0000, 0xFF00, 0xFF, 0xFF000000): "BGRA8",
-    (16, 0xFF, 0xFF00, 0, 0): "RG8",
-    (8, 0xFF, 0, 0, 0): "R8",
-}
+                             82: "BC5", 94: "BC6H_UF", 97: "BC7", 90: "BGRA8", 92: "BGRX8",
+                             23: "R10G10B10A2", 9: "RGBA16", 33: "RG16", 53: "R16", 60: "R8",
+                             48: "RG8"}
+# Pillow (10-13) writes luminance files with masks outside the bit count: L as R=G=B
+# 0xFF000000 at 8 bits, LA as alpha 0xFF000000 at 16 bits. Its own reader goes by the bit
+# count alone; we read exactly those two headers as the layouts Pillow wrote.
+_PILLOW_LUMINANCE: dict[tuple[int, int, int], tuple[int, int]] = {
+    (8, 0xFF000000, 0): (0xFF, 0), (16, 0xFF, 0xFF000000): (0xFF, 0xFF00)}
+
+
+@dataclass(frozen=True)
+class _Pixels:
+    """The format a file's texels are uploaded as, and how its bytes get there."""
+
+    fmt: PixelFormat
+    src_bytes: int  # bytes per texel in the file (the format's own unless converted)
+    convert: Callable[[bytes], bytes] | None = None
+    how: str = "direct"  # "direct", "repacked" or "palette" (for inspect)
 
 
 @dataclass(frozen=True)
 class _Layout:
-    fmt: PixelFormat
+    pixels: _Pixels
     width: int
     height: int
     depth: int
@@ -72,18 +100,27 @@ class _Layout:
     extra: dict
 
 
+@dataclass
 class DdsFile(TextureFile):
-    """A DDS file: image (layer, face, level) sits at chain * (layer*faces + face) + prefix."""
+    """A DDS file: image (layer, face, level) sits at chain * (layer*faces + face) + prefix.
+
+    `source_nbytes[i]` is one image of level i as stored; it differs from the level's
+    `image_nbytes` when `convert` turns file texels into the uploaded format's."""
+
+    source_nbytes: tuple[int, ...] = ()
+    convert: Callable[[bytes], bytes] | None = field(default=None, repr=False)
 
     def _chain_nbytes(self) -> int:
-        return sum(lv.image_nbytes for lv in self.levels)
+        return sum(self.source_nbytes)
 
     def _image_offset(self, lv: Level, layer: int, face: int) -> int:
         return lv.offset + (layer * self.faces + face) * self._chain_nbytes()
 
     def _read_image(self, lv: Level, layer: int, face: int) -> bytes:
-        return self._read_span(self._image_offset(lv, layer, face), lv.image_nbytes,
+        data = self._read_span(self._image_offset(lv, layer, face),
+                               self.source_nbytes[lv.index],
                                f"level {lv.index} layer {layer} face {face}")
+        return data if self.convert is None else self.convert(data)
 
     def _read_all(self, lv: Level) -> bytes:
         return b"".join(self._read_image(lv, layer, face)
@@ -94,25 +131,100 @@ def _fourcc_text(code: bytes) -> str:
     return code.decode("latin-1") if all(32 <= c < 127 for c in code) else f"0x{code.hex()}"
 
 
-def _legacy_format(path: Path, pf_flags: int, fourcc: bytes, masks: tuple[int, ...]) -> str:
+def _legacy_format(path: Path, pf_flags: int, fourcc: bytes, bits: int,
+                   masks: tuple[int, int, int, int], palette: bytes) -> _Pixels:
     if pf_flags & DDPF_FOURCC:
         if fourcc in _FOURCC:
-            return _FOURCC[fourcc]
-        code = int.from_bytes(fourcc, "little")
-        if code in _D3DFMT:
-            return _D3DFMT[code]
-        raise UnsupportedFormatError(path, f"DDS FourCC {_fourcc_text(fourcc)}")
+            name = _FOURCC[fourcc]
+        else:
+            code = int.from_bytes(fourcc, "little")
+            if code not in _D3DFMT:
+                raise UnsupportedFormatError(path, f"DDS FourCC {_fourcc_text(fourcc)}")
+            name = _D3DFMT[code]
+        fmt = BY_NAME[name]
+        return _Pixels(fmt, fmt.block_bytes)
+    if pf_flags & DDPF_PALETTEINDEXED8:
+        return _palette(path, pf_flags, bits, palette)
+    if pf_flags & (DDPF_YUV | DDPF_BUMPDUDV | DDPF_PALETTEINDEXED4):
+        raise UnsupportedFormatError(path, f"DDS pixel format flags {pf_flags:#x}",
+                                     "YUV, bump du/dv and 4-bit palettes are not read")
+    if not pf_flags & (DDPF_RGB | DDPF_LUMINANCE | DDPF_ALPHA | DDPF_ALPHAPIXELS):
+        raise UnsupportedFormatError(path, f"DDS pixel format flags {pf_flags:#x}")
+    return _masked(path, pf_flags, bits, masks)
+
+
+def _masked(path: Path, pf_flags: int, bits: int, masks: tuple[int, int, int, int]) -> _Pixels:
+    """An RGB / luminance / alpha layout given by masks: as it is, or repacked exactly."""
+    if bits not in (8, 16, 24, 32):
+        raise TextureFormatError(path, f"DDS_PIXELFORMAT dwRGBBitCount {bits} "
+                                       "(must be 8, 16, 24 or 32)")
+    r, g, b, a = masks
+    luminance = bool(pf_flags & DDPF_LUMINANCE) and not pf_flags & DDPF_RGB
+    if luminance and (bits, r, a) in _PILLOW_LUMINANCE and r == g == b:
+        r, a = _PILLOW_LUMINANCE[bits, r, a]
+        log.debug("%s: Pillow's luminance masks read as %d-bit L%s", path, bits,
+                  "A" if a else "")
     if pf_flags & DDPF_RGB:
-        bits, r, g, b, a = masks
-        if not pf_flags & DDPF_ALPHAPIXELS:
-            a = 0
-        name = _MASKS.get((bits, r, g, b, a))
-        if name is None:
-            raise UnsupportedFormatError(path, f"DDS RGB bitcount {bits} masks R={r:#x} G={g:#x} "
-                                               f"B={b:#x} A={a:#x}")
-        return name
-    raise UnsupportedFormatError(path, f"DDS pixel format flags {pf_flags:#x} "
-                                       "(luminance/alpha-only/YUV)")
+        named = {"R": r, "G": g, "B": b, "A": a if pf_flags & DDPF_ALPHAPIXELS else 0}
+    elif luminance:
+        named = {"L": r, "A": a if pf_flags & DDPF_ALPHAPIXELS else 0}
+    else:  # DDPF_ALPHA, or DDPF_ALPHAPIXELS alone: alpha-only
+        named = {"A": a}
+    fields: dict[str, Field] = {}
+    used = 0
+    for name, mask in named.items():
+        if not mask:
+            continue
+        f = field_of_mask(mask)
+        if f is None or mask >> bits or used & mask:
+            raise TextureFormatError(path, f"DDS_PIXELFORMAT {name} mask {mask:#x}: not one "
+                                           f"run of bits inside {bits} bits, apart from the "
+                                           "other masks")
+        fields[name] = f
+        used |= mask
+    if not fields:
+        raise TextureFormatError(path, f"DDS_PIXELFORMAT flags {pf_flags:#x}: no channel mask")
+    alpha: Field | int = fields.get("A", 1)
+    if "L" in fields:
+        layout: Sampled = (fields["L"], fields["L"], fields["L"], alpha)
+    else:
+        layout = (fields.get("R", 0), fields.get("G", 0), fields.get("B", 0), alpha)
+    fmt = direct_format(bits, layout)
+    if fmt is not None:
+        return _Pixels(fmt, fmt.block_bytes)
+    plan = plan_expansion(bits, layout)
+    if plan is None:
+        text = " ".join(f"{k}={m:#x}" for k, m in named.items() if m)
+        raise UnsupportedFormatError(path, f"DDS {bits}-bit masks {text}",
+                                     "no GL format holds these channel widths exactly")
+    log.debug("%s: %d-bit masks repacked to %s on read", path, bits, plan.target.name)
+    return _Pixels(plan.target, plan.src_bytes, plan.convert, "repacked")
+
+
+def _palette(path: Path, pf_flags: int, bits: int, palette: bytes) -> _Pixels:
+    """8-bit indices into 256 RGBA entries: looked up into the smallest exact format (L8 when
+    every entry is an opaque grey, L8A8 for greys with alpha, else RGBA8)."""
+    if bits != 8:
+        if bits == 16 and pf_flags & DDPF_ALPHAPIXELS:
+            raise UnsupportedFormatError(path, "DDS A8P8 (16-bit palette with alpha)")
+        raise TextureFormatError(path, f"DDS palette file with dwRGBBitCount {bits} (must be 8)")
+    if len(palette) < PALETTE_BYTES:
+        raise TextureFormatError(path, f"palette: truncated ({len(palette)} of {PALETTE_BYTES} "
+                                       "bytes after the header)")
+    entries = np.frombuffer(palette, np.uint8, PALETTE_BYTES).reshape(256, 4)
+    grey = bool(np.all(entries[:, 0] == entries[:, 1]) and np.all(entries[:, 1] == entries[:, 2]))
+    opaque = bool(np.all(entries[:, 3] == 255))
+    if grey and opaque:
+        name, lut = "L8", entries[:, :1]
+    elif grey:
+        name, lut = "L8A8", entries[:, [0, 3]]
+    else:
+        name, lut = "RGBA8", entries
+    lut = np.ascontiguousarray(lut)
+
+    def look_up(data: bytes) -> bytes:
+        return lut[np.frombuffer(data, np.uint8)].tobytes()
+    return _Pixels(get_format(name), 1, look_up, "palette")
 
 
 def _dx10(path: Path, prefix: bytes, height: int, depth: int) -> tuple[str, int, int, int, dict]:
@@ -124,6 +236,12 @@ def _dx10(path: Path, prefix: bytes, height: int, depth: int) -> tuple[str, int,
     name = fmt.name if fmt else _TYPELESS.get(dxgi)
     if name is None:
         raise UnsupportedFormatError(path, f"DXGI_FORMAT {dxgi}", "not in engine/formats.py")
+    if dim == _DIM_UNKNOWN:
+        # Some writers leave the dimension unknown; the legacy header's depth (already
+        # checked against DDSD_DEPTH and DDSCAPS2_VOLUME) says whether it is a volume.
+        dim = _DIM_3D if depth > 1 else _DIM_2D
+        log.debug("%s: DX10 resourceDimension 0 read as %s", path,
+                  "3D" if dim == _DIM_3D else "2D")
     if dim not in (_DIM_1D, _DIM_2D, _DIM_3D):
         raise TextureFormatError(path, f"DX10 resourceDimension {dim}")
     if dim == _DIM_1D:
@@ -137,8 +255,9 @@ def _dx10(path: Path, prefix: bytes, height: int, depth: int) -> tuple[str, int,
         array_size = 1
     if dim == _DIM_3D and (faces == 6 or array_size != 1):
         raise TextureFormatError(path, "DX10 3D texture with cube flag or arraySize != 1")
-    return name, height, depth, array_size, {"dxgi_format": dxgi, "resource_dimension": dim,
-                                             "faces": faces}
+    return name, height, depth, array_size, {"dxgi_format": dxgi, "faces": faces,
+                                             "resource_dimension": _DX10.unpack_from(
+                                                 prefix, _HEADER.size)[1]}
 
 
 def _parse(path: Path, prefix: bytes) -> _Layout:
@@ -158,19 +277,26 @@ def _parse(path: Path, prefix: bytes) -> _Layout:
         name, height, depth, layers, ext = _dx10(path, prefix, height, depth)
         faces = ext.pop("faces")
         extra.update(ext)
+        fmt = BY_NAME[name]
+        pixels = _Pixels(fmt, fmt.block_bytes)
         data_offset, is_array = _HEADER.size + _DX10.size, layers > 1
     else:
-        name = _legacy_format(path, pf_flags, fourcc, (bits, rmask, gmask, bmask, amask))
+        pixels = _legacy_format(path, pf_flags, fourcc, bits, (rmask, gmask, bmask, amask),
+                                prefix[_HEADER.size:_HEADER.size + PALETTE_BYTES])
         layers, data_offset, is_array = 1, _HEADER.size, False
+        if pixels.how == "palette":
+            data_offset += PALETTE_BYTES
+        if not pf_flags & DDPF_FOURCC:
+            extra["masks"] = {"bits": bits, "r": rmask, "g": gmask, "b": bmask, "a": amask,
+                              "flags": pf_flags, "read_as": pixels.how}
         faces = 1
         if caps2 & DDSCAPS2_CUBEMAP:
             if caps2 & DDSCAPS2_ALL_FACES != DDSCAPS2_ALL_FACES:
                 raise TextureFormatError(path, f"dwCaps2 {caps2:#x}: partial cube map "
                                                "(all six faces are required)")
             faces = 6
-    fmt = BY_NAME[name]
-    extra["dxgi_format"] = extra.get("dxgi_format", fmt.dxgi_format)
-    return _Layout(fmt, width, height, depth, layers, faces, level_count, data_offset,
+    extra["dxgi_format"] = extra.get("dxgi_format", pixels.fmt.dxgi_format)
+    return _Layout(pixels, width, height, depth, layers, faces, level_count, data_offset,
                    is_array, extra)
 
 
@@ -178,24 +304,29 @@ def open_dds(path: str | Path) -> DdsFile:
     """Parse a DDS file's headers and compute where every image lives (reads no pixels)."""
     path = Path(path)
     size = file_size(path)
-    lay = _parse(path, read_prefix(path, _HEADER.size + _DX10.size))
-    check_geometry(path, lay.fmt, lay.width, lay.height, lay.depth, lay.layers, lay.faces,
+    lay = _parse(path, read_prefix(path, _HEADER.size + max(_DX10.size, PALETTE_BYTES)))
+    fmt, src_bytes = lay.pixels.fmt, lay.pixels.src_bytes
+    check_geometry(path, fmt, lay.width, lay.height, lay.depth, lay.layers, lay.faces,
                    lay.level_count)
     levels: list[Level] = []
+    sources: list[int] = []
     offset = lay.data_offset
+    images = lay.layers * lay.faces
     for i in range(lay.level_count):
-        w, h, d, image = level_geometry(lay.fmt, lay.width, lay.height, lay.depth, i)
-        total = image * lay.layers * lay.faces
-        levels.append(Level(i, w, h, d, offset, total, total, image))
-        offset += image
+        w, h, d, image = level_geometry(fmt, lay.width, lay.height, lay.depth, i)
+        source = image if lay.pixels.convert is None else w * h * d * src_bytes
+        levels.append(Level(i, w, h, d, offset, source * images, image * images, image))
+        sources.append(source)
+        offset += source
     chain = offset - lay.data_offset
-    end = lay.data_offset + chain * lay.layers * lay.faces
+    end = lay.data_offset + chain * images
     if end > size:
         raise TextureFormatError(path, f"pixel data: needs {end} bytes for {lay.layers} layer(s) "
                                        f"x {lay.faces} face(s) x {lay.level_count} level(s), "
                                        f"file has {size}")
     if end < size:
         log.debug("%s: %d trailing bytes after the pixel data", path, size - end)
-    return DdsFile(path=path, container="dds", pixel_format=lay.fmt, width=lay.width,
+    return DdsFile(path=path, container="dds", pixel_format=fmt, width=lay.width,
                    height=lay.height, depth=lay.depth, layers=lay.layers, faces=lay.faces,
-                   levels=tuple(levels), is_array=lay.is_array, file_size=size, extra=lay.extra)
+                   levels=tuple(levels), is_array=lay.is_array, file_size=size, extra=lay.extra,
+                   source_nbytes=tuple(sources), convert=lay.pixels.convert)

@@ -4,6 +4,10 @@ Channel conventions (what a GL shader's texture() gives, stored as bytes):
 - BC1_RGB*: alpha 255 everywhere; punch-through texels read as opaque black.
   BC1_RGBA*: punch-through texels are (0, 0, 0, 0).
 - BC4 -> (r, 0, 0, 255), BC5 -> (r, g, 0, 255), R8 / RG8 likewise (RED_RGTC1 / RG_RGTC2).
+- Bit-field formats (5:6:5, 5:5:5:1, 4:4:4:4, 10:10:10:2, 16-bit, luminance, alpha-only):
+  each n-bit channel becomes round(v * 255 / (2^n - 1)), what sampling it as a float and
+  writing it to an 8-bit target gives; the format's swizzle is applied ("RRR1" luminance,
+  "000R" alpha-only, "RGB1" for layouts whose alpha bits are unused).
 - SNORM (BC4_SNORM, BC5_SNORM) is a display mapping: f in [-1, 1] -> round((f + 1) / 2 * 255).
 - sRGB formats return the stored (encoded) bytes; no linearisation.
 - BC6H_UF and float formats clamp to [0, 1] before scaling to bytes. BC6H_SF raises
@@ -16,7 +20,8 @@ import numpy as np
 import texture2ddecoder
 
 from ..errors import UnsupportedFormatError
-from . import bcn
+from ..formats import BY_NAME
+from . import bcn, layouts
 from .container import TextureFile
 
 
@@ -80,6 +85,9 @@ def _decode_uncompressed(fmt_name: str, data: bytes, w: int, h: int,
         out[..., 3] = 255
         out[..., :n] = np.frombuffer(data, np.uint8, w * h * n).reshape(h, w, n)
         return out
+    fmt = BY_NAME.get(fmt_name)
+    if fmt is not None and layouts.sampled(fmt) is not None:
+        return layouts.decode(fmt, data, w, h)
     floats = {"RGBA16F": ("<f2", 4), "RG16F": ("<f2", 2), "RGBA32F": ("<f4", 4),
               "R32F": ("<f4", 1)}
     if fmt_name in floats:
