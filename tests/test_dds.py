@@ -121,6 +121,19 @@ def test_uncompressed_masks(tmp_path: Path, masks: tuple, fmt: str) -> None:
     np.testing.assert_array_equal(textures.decode_rgba(tex), img)
 
 
+def test_24bit_rgb_reads_as_rgba8(tmp_path: Path) -> None:
+    """D3DFMT_R8G8B8 (bytes B, G, R): no driver keeps 3-byte texels, so it is repacked on read
+    into RGBA8 with alpha 255; the level sizes are RGBA8's, the stored sizes the file's."""
+    img = rgba_image(5, 3)
+    spec = DdsSpec(5, 3, img[..., [2, 1, 0]].tobytes(), pf_flags=DDPF_RGB, bitcount=24,
+                   masks=(0xFF0000, 0xFF00, 0xFF, 0), pitch=15)
+    tex = textures.open(_write(tmp_path, build_dds(spec)))
+    assert (tex.format, tex.levels[0].nbytes, tex.levels[0].stored_nbytes) == ("RGBA8", 60, 45)
+    expected = img.copy()
+    expected[..., 3] = 255
+    np.testing.assert_array_equal(textures.decode_rgba(tex), expected)
+
+
 def test_inspect_dds(tmp_path: Path) -> None:
     info = textures.inspect(_write(tmp_path, texconv_dds(99, "BC7_SRGB", 8, 8, levels=4)[0]))
     assert info["container"] == "dds" and info["dxgi_format"] == 99 and info["fourcc"] == "DX10"
@@ -149,8 +162,14 @@ HOSTILE = {
     "unknown dxgi": (_patch(_DX10, 128, 190), UnsupportedFormatError),
     "unknown fourcc": (_patch(_LEGACY, 84, int.from_bytes(b"ETC1", "little")),
                        UnsupportedFormatError),
-    "24-bit RGB": (build_dds(DdsSpec(4, 4, bytes(48), pf_flags=DDPF_RGB, bitcount=24,
-                                     masks=(0xFF0000, 0xFF00, 0xFF, 0))), UnsupportedFormatError),
+    "RGB bitcount 12": (build_dds(DdsSpec(4, 4, bytes(24), pf_flags=DDPF_RGB, bitcount=12,
+                                          masks=(0xF00, 0xF0, 0xF, 0))), TextureFormatError),
+    "RGB mask with a hole": (build_dds(DdsSpec(4, 4, bytes(64), pf_flags=DDPF_RGB, bitcount=32,
+                                               masks=(0xFF00FF, 0xFF00, 0, 0))),
+                             TextureFormatError),
+    "3:3:2 has no exact GL format": (build_dds(DdsSpec(4, 4, bytes(16), pf_flags=DDPF_RGB,
+                                                       bitcount=8, masks=(0xE0, 0x1C, 0x3, 0))),
+                                     UnsupportedFormatError),
 }
 
 

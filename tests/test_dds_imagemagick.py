@@ -11,7 +11,6 @@ import pytest
 from PIL import Image
 
 import engine.textures
-from engine.errors import UnsupportedFormatError
 
 ROOT = Path(__file__).resolve().parents[1]
 PHOTO = ROOT / "assets" / "photos" / "chelsea.jpg"
@@ -50,7 +49,11 @@ def test_imagemagick_dds_reads_and_decodes(tmp_path, name, args, fmt, levels):
         assert len(tex.read_level(level)) == tex.levels[level].nbytes
 
 
-def test_imagemagick_24bit_rgb_is_a_clean_unsupported_error(tmp_path):
+def test_imagemagick_24bit_rgb_reads_as_rgba8(tmp_path):
+    """ImageMagick's uncompressed file without alpha is 24-bit BGR: repacked on read to RGBA8
+    (tests/test_dds_layouts.py covers it and the other layouts in full)."""
     path = _write(tmp_path, "rgb", "-alpha", "off", "-define", "dds:compression=none")
-    with pytest.raises(UnsupportedFormatError, match="bitcount 24"):
-        engine.textures.open(path)
+    tex = engine.textures.open(path)
+    assert tex.format == "RGBA8" and tex.levels[0].stored_nbytes == 64 * 64 * 3
+    pillow = np.asarray(Image.open(path).convert("RGBA"))
+    np.testing.assert_array_equal(engine.textures.decode_rgba(tex, 0), pillow)
