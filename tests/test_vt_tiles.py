@@ -116,7 +116,8 @@ def test_page_table_points_missing_tiles_at_the_finest_resident_ancestor():
         table.set_residency(vt, {(0, 0, 0): 1})
     # A second texture's range follows the first; the descriptor names its levels.
     lay2 = VirtualLayout(BC7, 256, 256, 7, Wrap.CLAMP, table.next_base())
-    assert table.add(lay2) == 1 and lay2.base == lay.table_words
+    assert table.add(lay2) == 1 and lay2.base == lay.base + lay.table_words
+    assert table.words[:2].tolist() == [lay.base, lay2.base]
     assert table.words[lay2.base:lay2.base + 4].tolist() == [256, 256, 7, 0]
 
 

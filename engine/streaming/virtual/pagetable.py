@@ -1,6 +1,8 @@
 """The shared page table on the CPU: one uint32 array for every virtual texture.
 
-Layout (what shaders/vt_sample.glsl reads): each texture owns a contiguous range starting at
+Layout (what shaders/vt_sample.glsl reads): the first DIRECTORY_WORDS words are a directory
+(word `vt` = where texture `vt`'s range starts), so shaders name a texture by its id. Each
+texture owns a contiguous range starting at
 its `VirtualLayout.base`: a descriptor of DESCRIPTOR_WORDS words, then one entry per tile of
 each level, level 0 first, row-major. An entry names a cache slot and the level of the tile
 in that slot. A tile that is not resident holds its finest resident ancestor's entry, so the
@@ -19,6 +21,8 @@ from .tiles import VirtualLayout, pack_entry
 
 #: Width of the page-table texture in entries (rows of this many words).
 TABLE_WIDTH = 1024
+#: The directory row: word `vt` holds texture vt's base; also the most textures a table holds.
+DIRECTORY_WORDS = TABLE_WIDTH
 
 
 class PageTable:
@@ -31,7 +35,7 @@ class PageTable:
 
     @property
     def used(self) -> int:
-        return sum(lay.table_words for lay in self.layouts)
+        return DIRECTORY_WORDS + sum(lay.table_words for lay in self.layouts)
 
     @property
     def rows(self) -> int:
@@ -45,6 +49,8 @@ class PageTable:
         """Append a texture's range (its entries all zero until `set_residency`); its id."""
         if layout.base != self.used:
             raise ValueError(f"layout base {layout.base} != next free word {self.used}")
+        if len(self.layouts) >= DIRECTORY_WORDS:
+            raise ValueError(f"a page table holds at most {DIRECTORY_WORDS} textures")
         self.layouts.append(layout)
         need = self.rows * TABLE_WIDTH
         if self.words.size < need:
@@ -54,8 +60,11 @@ class PageTable:
         self.words[layout.base:layout.base + layout.table_words] = 0
         self.words[layout.base:layout.base + layout.table_words][:len(layout.descriptor())] = \
             layout.descriptor()
+        vt = len(self.layouts) - 1
+        self.words[vt] = layout.base
+        self._mark(vt, vt + 1)
         self._mark(layout.base, layout.base + layout.table_words)
-        return len(self.layouts) - 1
+        return vt
 
     def _mark(self, lo: int, hi: int) -> None:
         self._dirty = (lo, hi) if self._dirty is None else \

@@ -155,8 +155,15 @@ class TilePolicy:
         # Visible before prefetch; coarser before finer (the fallback improves everywhere
         # first); then where more pixels asked.
         priority = (2 - tiers[miss]) * 1e6 + level * 1e4 + np.minimum(pixels[miss], 9999)
-        order = np.argsort(-priority, kind="stable")[:self.max_requests]
+        order = np.argsort(-priority, kind="stable")[:min(self.max_requests,
+                                                          self.admissible())]
         return keys[miss][order], priority[order]
+
+    def admissible(self) -> int:
+        """Slots a visible newcomer could take now: free ones and those holding tiles that
+        are not visible. Requests beyond it would be read only to be dropped."""
+        tiers = self.tiers()
+        return int(((self.slot_key == 0) | (~self.pinned & (tiers != Tier.VISIBLE))).sum())
 
     def tier_of(self, key: int) -> Tier:
         return Tier(self._want.get(int(key), Tier.RECENT))

@@ -1,0 +1,359 @@
+"""GL executor of virtual texturing: the page cache, the page-table texture, tile uploads,
+the feedback target with its asynchronous readback, and the small draw helpers of the
+standalone virtual-texture path (quads, colour targets).
+
+Why a module of its own: the policy, page table and I/O (engine/streaming/virtual) are pure
+and know no GL; everything here is a thin side effect of their decisions, made through the
+Device so every object is ledgered (category `VT_CATEGORY`, the streaming pool), labelled and
+leak-tracked.
+
+The cache is one texture of `slots_x * slots_y` slots of SLOT_TEXELS^2 texels in the textures'
+own BCn format, one level, GL_LINEAR: a tile goes up with one glCompressedTexSubImage2D into
+its slot. The page table is an R32UI texture (1024 words a row) rather than an SSBO so the
+sampling include works in GLSL 3.30 shaders like the forward pass; only the rows a frame
+changed are written.
+"""
+from __future__ import annotations
+
+import ctypes as C
+import logging
+import math
+from dataclasses import dataclass
+
+import moderngl
+import numpy as np
+
+from ..formats import PixelFormat
+from . import constants as K
+from .device import Device
+from .shaders import load as load_shader
+from .textures import GpuTexture
+
+log = logging.getLogger(__name__)
+
+#: Ledger category of the page cache and the page table: the streaming pool (the governor's
+#: allowance for streamed texture memory pays for both). The one place this string lives.
+VT_CATEGORY = "texture.streamed"
+__all__ = ["ColorTarget", "FeedbackTarget", "LodProxy", "PageCache", "PageTableTexture", "QuadBatch",
+           "bind_vt", "cache_grid", "load_shader", "set_uniform", "set_wrap"]
+
+
+def _raw(device: Device):
+    """The device's raw entry points (private to engine/gl; the name moved in a refactor)."""
+    return getattr(device, "_raw", None) or device.raw
+
+
+def cache_grid(slots: int, slot_texels: int, max_texture_size: int) -> tuple[int, int]:
+    """The most nearly square grid of at most `slots` slots that fits the size limit."""
+    if slots < 1:
+        return 0, 0
+    most = max(1, max_texture_size // slot_texels)
+    sx = min(most, max(1, math.isqrt(slots)))
+    sy = min(most, slots // sx)
+    return sx, sy
+
+
+class PageCache:
+    """The physical page cache: one texture of slots, filled a tile at a time."""
+
+    def __init__(self, device: Device, fmt: PixelFormat, slots_x: int, slots_y: int,
+                 slot_texels: int, label: str = "vt.cache") -> None:
+        self.device = device
+        self.fmt = fmt
+        self.slots_x, self.slots_y = int(slots_x), int(slots_y)
+        self.slot_texels = int(slot_texels)
+        self.tex: GpuTexture = device.storage_texture(
+            fmt, self.slots_x * self.slot_texels, self.slots_y * self.slot_texels, levels=1,
+            category=VT_CATEGORY, label=label)
+        raw = _raw(device)
+        raw.glBindTexture(self.tex.target, self.tex.glo)
+        for pname in (K.TEXTURE_WRAP_S, K.TEXTURE_WRAP_T):
+            raw.glTexParameteri(self.tex.target, pname, K.CLAMP_TO_EDGE)
+        raw.glBindTexture(self.tex.target, 0)
+        self.uploaded_bytes = 0
+        self.uploads = 0
+
+    @property
+    def slots(self) -> int:
+        return self.slots_x * self.slots_y
+
+    @property
+    def nbytes(self) -> int:
+        return self.tex.nbytes
+
+    @property
+    def size(self) -> tuple[int, int]:
+        return self.slots_x * self.slot_texels, self.slots_y * self.slot_texels
+
+    def upload_tile(self, slot: int, data: bytes | memoryview) -> None:
+        """Write one slot's bytes (SLOT_TEXELS^2 texels of the cache format)."""
+        if not 0 <= slot < self.slots:
+            raise ValueError(f"slot {slot} outside the cache's {self.slots}")
+        f, n = self.fmt, self.slot_texels
+        buf = memoryview(data).cast("B")
+        want = (n // f.block_w) * (n // f.block_h) * f.block_bytes
+        if buf.nbytes != want:
+            raise ValueError(f"a {f.name} slot is {want} bytes, got {buf.nbytes}")
+        cbuf = (C.c_ubyte * buf.nbytes).from_buffer_copy(buf)
+        x, y = (slot % self.slots_x) * n, (slot // self.slots_x) * n
+        raw = _raw(self.device)
+        raw.glBindTexture(self.tex.target, self.tex.glo)
+        raw.glPixelStorei(K.UNPACK_ALIGNMENT, 1)
+        if f.compressed:
+            raw.glCompressedTexSubImage2D(self.tex.target, 0, x, y, n, n, f.gl_internal, want,
+                                          cbuf)
+        else:
+            raw.glTexSubImage2D(self.tex.target, 0, x, y, n, n, f.gl_format, f.gl_type, cbuf)
+        raw.glPixelStorei(K.UNPACK_ALIGNMENT, 4)
+        raw.glBindTexture(self.tex.target, 0)
+        self.uploaded_bytes += want
+        self.uploads += 1
+
+    def use(self, unit: int) -> None:
+        self.tex.use(unit)
+
+    def release(self) -> None:
+        self.device.release(self.tex)
+
+
+class PageTableTexture:
+    """The page table on the GPU: an R32UI texture of `width`-word rows."""
+
+    def __init__(self, device: Device, width: int, rows: int,
+                 label: str = "vt.table") -> None:
+        self.device = device
+        self.width, self.rows = int(width), int(rows)
+        self.tex = device.texture((self.width, self.rows), 1, dtype="u4",
+                                  category=VT_CATEGORY, label=label)
+        self.tex.filter = (moderngl.NEAREST, moderngl.NEAREST)
+        self.uploaded_words = 0
+
+    @property
+    def nbytes(self) -> int:
+        return self.width * self.rows * 4
+
+    def write(self, words: np.ndarray, lo: int, hi: int) -> None:
+        """Upload the rows holding words [lo, hi) of the CPU table."""
+        r0, r1 = lo // self.width, min(self.rows, -(-hi // self.width))
+        if r1 <= r0:
+            return
+        block = np.ascontiguousarray(words[r0 * self.width:r1 * self.width], np.uint32)
+        if block.size < (r1 - r0) * self.width:
+            block = np.pad(block, (0, (r1 - r0) * self.width - block.size))
+        self.tex.write(block.tobytes(), viewport=(0, r0, self.width, r1 - r0), alignment=4)
+        self.uploaded_words += block.size
+
+    def use(self, unit: int) -> None:
+        self.tex.use(unit)
+
+    def release(self) -> None:
+        self.device.release(self.tex)
+
+
+class LodProxy:
+    """A 1x1 mipmapped texture shaders ask for textureQueryLod only: the driver's own
+    level-of-detail rule for any power-of-two size (see shaders/vt_sample.glsl)."""
+
+    def __init__(self, device: Device, label: str = "vt.lod_proxy") -> None:
+        self.device = device
+        self.tex = device.texture((1, 1), 1, b"\0", category=VT_CATEGORY, label=label)
+        self.tex.filter = (moderngl.LINEAR_MIPMAP_LINEAR, moderngl.LINEAR)
+
+    @property
+    def nbytes(self) -> int:
+        return 1
+
+    def use(self, unit: int) -> None:
+        self.tex.use(unit)
+
+    def release(self) -> None:
+        self.device.release(self.tex)
+
+
+def set_uniform(program: moderngl.Program, name: str, value) -> None:
+    """Set a uniform if the program has it (compilers drop unused ones)."""
+    if name in program:
+        program[name].value = value
+
+
+def bind_vt(program: moderngl.Program, cache: PageCache, table: PageTableTexture,
+            proxy: LodProxy, cache_unit: int, table_unit: int, proxy_unit: int) -> None:
+    """Bind the cache, table and LOD proxy to texture units; point the samplers at them."""
+    cache.use(cache_unit)
+    table.use(table_unit)
+    proxy.use(proxy_unit)
+    set_uniform(program, "u_vt_cache", cache_unit)
+    set_uniform(program, "u_vt_table", table_unit)
+    set_uniform(program, "u_vt_lod_proxy", proxy_unit)
+    set_uniform(program, "u_vt_slots_x", cache.slots_x)
+    w, h = cache.size
+    set_uniform(program, "u_vt_cache_texels", (float(w), float(h)))
+
+
+# ---------------------------------------------------------------------------- feedback
+@dataclass(eq=False)
+class _Pbo:
+    buffer: moderngl.Buffer | None = None
+    fence: int | None = None
+    frame: int = -1
+    size: tuple[int, int] = (0, 0)
+
+
+class FeedbackTarget:
+    """An R32UI target the feedback pass draws into, read back through a ring of PBOs with
+    fences: `begin` binds and clears it, the caller draws, `end` starts the copy, and a later
+    `poll` returns the newest finished image without ever waiting (None when none is)."""
+
+    def __init__(self, device: Device, ring: int = 3, label: str = "vt.feedback") -> None:
+        if ring < 2:
+            raise ValueError("the feedback ring needs at least 2 buffers")
+        self.device = device
+        self.label = label
+        self.size = (0, 0)
+        self._slots = [_Pbo() for _ in range(ring)]
+        self._color = None
+        self._fbo = None
+        self.skipped = 0
+        self.latest_frame = -1
+
+    def _ensure(self, size: tuple[int, int]) -> moderngl.Framebuffer:
+        if self._fbo is not None and size == self.size:
+            return self._fbo
+        self._release_target()
+        self._color = self.device.texture(size, 1, dtype="u4", category="target",
+                                          label=self.label)
+        self._fbo = self.device.framebuffer([self._color], label=f"{self.label}.fbo")
+        self.size = size
+        return self._fbo
+
+    def _release_target(self) -> None:
+        for obj in (self._fbo, self._color):
+            self.device.release(obj)
+        self._fbo = self._color = None
+
+    def begin(self, size: tuple[int, int]) -> bool:
+        """Bind and clear the target at `size`; False when every PBO is still in flight
+        (skip this frame's pass)."""
+        if not any(s.fence is None for s in self._slots):
+            self.skipped += 1
+            return False
+        fbo = self._ensure((int(size[0]), int(size[1])))
+        fbo.use()
+        fbo.clear(0.0, 0.0, 0.0, 0.0)
+        prepare_2d_draw(self.device)
+        return True
+
+    def end(self, frame: int) -> None:
+        slot = next(s for s in self._slots if s.fence is None)
+        w, h = self.size
+        nbytes = w * h * 4
+        if slot.buffer is None or slot.buffer.size < nbytes:
+            old, slot.buffer = slot.buffer, None
+            self.device.release(old)
+            slot.buffer = self.device.buffer(reserve=nbytes, category="staging",
+                                             label=f"{self.label}.pbo")
+        self._fbo.read_into(slot.buffer, components=1, dtype="u4", alignment=1)
+        raw = _raw(self.device)
+        slot.fence = raw.glFenceSync(K.SYNC_GPU_COMMANDS_COMPLETE, 0)
+        raw.glFlush()
+        slot.frame, slot.size = frame, self.size
+
+    def poll(self) -> np.ndarray | None:
+        raw = _raw(self.device)
+        ready = [s for s in self._slots if s.fence is not None and raw.glClientWaitSync(
+            C.c_void_p(s.fence), 0, 0) in (K.ALREADY_SIGNALED, K.CONDITION_SATISFIED)]
+        if not ready:
+            return None
+        newest = max(ready, key=lambda s: s.frame)
+        for s in ready:
+            raw.glDeleteSync(C.c_void_p(s.fence))
+            s.fence = None
+        w, h = newest.size
+        self.latest_frame = newest.frame
+        return np.frombuffer(newest.buffer.read(size=w * h * 4), np.uint32).reshape(h, w)
+
+    def in_flight(self) -> int:
+        return sum(s.fence is not None for s in self._slots)
+
+    def release(self) -> None:
+        raw = _raw(self.device)
+        for s in self._slots:
+            if s.fence is not None:
+                raw.glDeleteSync(C.c_void_p(s.fence))
+                s.fence = None
+            self.device.release(s.buffer)
+            s.buffer = None
+        self._release_target()
+
+
+# ---------------------------------------------------------------------------- draw helpers
+def prepare_2d_draw(device: Device) -> None:
+    """No depth test, no blending, no culling: the standalone path draws flat quads."""
+    device.set_state(depth_test=False, blend=False, cull=False)
+
+
+def set_wrap(device: Device, tex: GpuTexture, repeat: bool) -> None:
+    """GL_REPEAT or GL_CLAMP_TO_EDGE on both axes of a raw texture (the reference path)."""
+    raw = _raw(device)
+    raw.glBindTexture(tex.target, tex.glo)
+    for pname in (K.TEXTURE_WRAP_S, K.TEXTURE_WRAP_T):
+        raw.glTexParameteri(tex.target, pname, K.REPEAT if repeat else K.CLAMP_TO_EDGE)
+    raw.glBindTexture(tex.target, 0)
+
+
+class ColorTarget:
+    """An RGBA8 colour target to draw into and read back (top row first)."""
+
+    def __init__(self, device: Device, size: tuple[int, int], label: str = "vt.color") -> None:
+        self.device = device
+        self.size = (int(size[0]), int(size[1]))
+        self.tex = device.texture(self.size, 4, category="target", label=label)
+        self.fbo = device.framebuffer([self.tex], label=f"{label}.fbo")
+
+    def begin(self, clear=(0.0, 0.0, 0.0, 1.0)) -> None:
+        self.fbo.use()
+        self.fbo.clear(*clear)
+        prepare_2d_draw(self.device)
+
+    def read(self) -> np.ndarray:
+        w, h = self.size
+        data = self.fbo.read(components=4, alignment=1)
+        return np.frombuffer(data, np.uint8).reshape(h, w, 4)[::-1].copy()
+
+    def release(self) -> None:
+        self.device.release(self.fbo)
+        self.device.release(self.tex)
+
+
+class QuadBatch:
+    """Quads (two triangles each) in one vertex buffer: position xyz, uv, texture id; drawn
+    whole or quad by quad with any of the virtual-texture programs."""
+
+    FORMAT = "3f 2f 1f"
+    ATTRIBUTES = ("in_position", "in_uv", "in_vt")
+
+    def __init__(self, device: Device, vertices: np.ndarray, label: str = "vt.quads") -> None:
+        self.device = device
+        v = np.ascontiguousarray(vertices, np.float32)
+        if v.ndim != 2 or v.shape[1] != 6 or v.shape[0] % 6:
+            raise ValueError("quad vertices are (6 * quads, 6) floats: xyz, uv, vt")
+        self.quads = v.shape[0] // 6
+        self.vbo = device.buffer(v.tobytes(), category="buffer", label=label)
+        self.label = label
+        self._vaos: dict[int, moderngl.VertexArray] = {}
+
+    def draw(self, program: moderngl.Program, first_quad: int = 0,
+             quads: int | None = None) -> None:
+        vao = self._vaos.get(id(program))
+        if vao is None:
+            vao = self.device.vertex_array(program, [(self.vbo, self.FORMAT, *self.ATTRIBUTES)],
+                                           label=f"{self.label}.vao", skip_errors=True)
+            self._vaos[id(program)] = vao
+        n = self.quads - first_quad if quads is None else quads
+        vao.render(moderngl.TRIANGLES, vertices=6 * n, first=6 * first_quad)
+
+    def release(self) -> None:
+        for vao in self._vaos.values():
+            self.device.release(vao)
+        self._vaos.clear()
+        self.device.release(self.vbo)

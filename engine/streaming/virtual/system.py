@@ -1,0 +1,352 @@
+"""The virtual texture system a frame loop owns: register files, feed it feedback, update
+residency, bind it for drawing.
+
+    vts = VirtualTextureSystem(device, allowance_bytes)   # the streaming pool's allowance
+    vt = vts.register("rock.ktx2")                       # id the shader's vt_sample takes
+    per frame:
+        vts.begin_frame(frame)        # newest finished feedback -> tile requests -> I/O
+        vts.update()                  # arrived tiles -> cache slots, page table rows -> GPU
+        vts.bind(program)             # cache + table on texture units, uniforms set
+        ... draw with vt_sample(vt, uv) ...
+        if vts.feedback_begin(size):  # at 1/4 .. 1/8 of the output size
+            ... draw the same geometry with a vt_feedback_key program ...
+            vts.feedback_end(frame)
+
+Memory: the page cache and the page table are the only GPU memory (ledgered as the
+streaming pool). Their size comes from `allowance_bytes`, handed in from outside (the
+governor's streaming allowance): the system never computes a pool of its own. A new
+allowance (`set_allowance`) rebuilds the cache after releasing the old one, so old and new
+never coexist over the budget; the pinned coarsest tiles are re-uploaded from RAM and the
+rest streams back in.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ... import textures
+from ...errors import BudgetError, TextureFormatError
+from ...formats import PixelFormat
+from ...gl.device import Device
+from ...gl.vt import (
+    FeedbackTarget,
+    LodProxy,
+    PageCache,
+    PageTableTexture,
+    bind_vt,
+    cache_grid,
+)
+from .io import TileIO
+from .pagetable import TABLE_WIDTH, PageTable
+from .policy import TilePolicy
+from .requests import TileRequests, expand_requests, reduce_feedback
+from .tiles import (
+    SLOT_TEXELS,
+    VirtualLayout,
+    Wrap,
+    is_pow2,
+    pack_feedback,
+    slot_bytes,
+    unpack_feedback,
+    virtual_levels,
+)
+
+log = logging.getLogger(__name__)
+
+#: Texture units the system binds by default (high, out of the renderer's way).
+PROXY_UNIT = 13
+CACHE_UNIT = 14
+TABLE_UNIT = 15
+
+
+@dataclass
+class VtFrameStats:
+    """One frame's work: what the bench and the HUD report."""
+
+    frame: int = 0
+    requests: int = 0
+    tiles_uploaded: int = 0
+    bytes_uploaded: int = 0
+    evictions: int = 0
+    dropped: int = 0
+    table_words: int = 0
+    feedback_ms: float = 0.0  # poll + reduce + plan (CPU)
+    update_ms: float = 0.0  # admit + upload + page table (CPU)
+    feedback_frame: int = -1
+
+
+@dataclass
+class _Texture:
+    layout: VirtualLayout
+    path: Path
+    resident: dict[tuple[int, int, int], int] = field(default_factory=dict)
+
+
+def choose_virtual(width: int, height: int, min_size: int = 1024) -> bool:
+    """Whether a texture should stream virtually: large (either side >= `min_size`, where
+    whole levels cost megabytes) and power-of-two sized. The streamer's per-texture
+    decision; small textures and non-power-of-two ones stream by whole levels."""
+    return is_pow2(width) and is_pow2(height) and max(width, height) >= min_size
+
+
+class VirtualTextureSystem:
+    """Page cache + page table + tile I/O + residency policy for textures of one format."""
+
+    def __init__(self, device: Device, allowance_bytes: int, *, io_workers: int = 2,
+                 max_uploads: int = 32, hold_frames: int = 8, max_requests: int = 128,
+                 latency_ms: tuple[float, float] | None = None,
+                 level_cache_bytes: int = 64 << 20) -> None:
+        self.device = device
+        self.allowance = int(allowance_bytes)
+        self.max_uploads = int(max_uploads)
+        self.hold_frames = int(hold_frames)
+        self.max_requests = int(max_requests)
+        self.fmt: PixelFormat | None = None
+        self.table = PageTable()
+        self.io = TileIO(workers=io_workers, latency_ms=latency_ms,
+                         level_cache_bytes=level_cache_bytes)
+        self.textures: list[_Texture] = []
+        self.pinned_data: dict[int, bytes] = {}
+        self.policy: TilePolicy | None = None
+        self.cache: PageCache | None = None
+        self.gpu_table: PageTableTexture | None = None
+        self.feedback = FeedbackTarget(device)
+        self.proxy: LodProxy | None = None
+        self.frame = 0
+        self.stats = VtFrameStats()
+        self.history: list[VtFrameStats] = []
+        self._dirty_vts: set[int] = set()
+        self._requests = TileRequests.empty()
+        self._closed = False
+
+    # ------------------------------------------------------------------ registration
+    def register(self, path: str | Path, wrap: str | Wrap = "repeat") -> int:
+        """Open a texture file as a virtual texture; its id for vt_sample. The coarsest
+        tile is read now (a few KiB) and pinned: the fallback every lookup can reach."""
+        tf = textures.open(path)
+        fmt = tf.pixel_format
+        if self.fmt is None:
+            self.fmt = fmt
+        elif fmt != self.fmt:
+            raise TextureFormatError(tf.path, f"{fmt.name} in a virtual texture system of "
+                                              f"{self.fmt.name} (one page cache per format)")
+        if not self.device.caps.can_sample(fmt):
+            raise TextureFormatError(tf.path, f"{fmt.name} is not sampled by this driver")
+        w = Wrap[wrap.upper()] if isinstance(wrap, str) else Wrap(wrap)
+        layout = VirtualLayout(fmt, tf.width, tf.height,
+                               virtual_levels(fmt, tf.width, tf.height, len(tf.levels)), w,
+                               self.table.next_base())
+        source = self.io.add(tf, layout)
+        vt = self.table.add(layout)
+        self.textures.append(_Texture(layout, tf.path))
+        top = layout.levels - 1
+        key = self.key(vt, top, 0, 0)
+        self.pinned_data[key] = source.read_tile(top, 0, 0)
+        if self.cache is not None:
+            if self.table.rows > self.gpu_table.rows:
+                self._rebuild()  # the table grew: resize both within the allowance
+            else:
+                self._pin(key)
+        return vt
+
+    @staticmethod
+    def key(vt: int, level: int, x: int, y: int) -> int:
+        return int(pack_feedback(np.array([vt]), np.array([level]), np.array([x]),
+                                 np.array([y]))[0])
+
+    # ------------------------------------------------------------------ memory
+    def _slot_count(self) -> int:
+        assert self.fmt is not None
+        fixed = self.table.rows * TABLE_WIDTH * 4 + 1  # the table and the 1-byte LOD proxy
+        return (self.allowance - fixed) // slot_bytes(self.fmt)
+
+    def _rebuild(self) -> None:
+        """(Re)make cache and table for the current allowance, old ones released first."""
+        if self.fmt is None:
+            raise BudgetError("no virtual texture registered yet")
+        self._release_gpu()
+        slots = self._slot_count()
+        sx, sy = cache_grid(slots, SLOT_TEXELS, self.device.caps.max_texture_size)
+        if sx * sy < len(self.pinned_data):
+            raise BudgetError(f"virtual texture allowance {self.allowance} bytes holds "
+                              f"{max(0, sx * sy)} slots; {len(self.pinned_data)} textures "
+                              f"need one pinned slot each")
+        self.gpu_table = PageTableTexture(self.device, TABLE_WIDTH, self.table.rows)
+        self.proxy = LodProxy(self.device)
+        self.cache = PageCache(self.device, self.fmt, sx, sy, SLOT_TEXELS)
+        if self.policy is None:
+            self.policy = TilePolicy(sx * sy, hold_frames=self.hold_frames,
+                                     max_requests=self.max_requests)
+        else:
+            self.policy.resize(sx * sy)
+        for t in self.textures:
+            t.resident.clear()
+        for key in self.pinned_data:
+            self._pin(key)
+        self.table.mark_all()
+        log.info("virtual texture cache: %dx%d slots of %s (%d bytes), table %d rows",
+                 sx, sy, self.fmt.name, self.cache.nbytes, self.gpu_table.rows)
+
+    def _pin(self, key: int) -> None:
+        slot = self.policy.pin(key)
+        self.cache.upload_tile(slot, self.pinned_data[key])
+        self._record(key, slot)
+
+    def _record(self, key: int, slot: int | None) -> None:
+        vt, level, x, y = (int(v) for v in unpack_feedback(np.uint32(key)))
+        res = self.textures[vt].resident
+        if slot is None:
+            res.pop((level, x, y), None)
+        else:
+            res[(level, x, y)] = slot
+        self._dirty_vts.add(vt)
+
+    def set_allowance(self, allowance_bytes: int) -> None:
+        """A new streaming allowance from the governor: rebuild when the slot count changes."""
+        self.allowance = int(allowance_bytes)
+        if self.cache is not None and self._slot_count() != self.cache.slots:
+            sx, sy = cache_grid(self._slot_count(), SLOT_TEXELS,
+                                self.device.caps.max_texture_size)
+            if (sx, sy) != (self.cache.slots_x, self.cache.slots_y):
+                self._rebuild()
+
+    @property
+    def nbytes(self) -> int:
+        """GPU bytes held: the cache and the table."""
+        return sum(obj.nbytes for obj in (self.cache, self.gpu_table, self.proxy)
+                   if obj is not None)
+
+    def resident_tiles(self) -> int:
+        return self.policy.occupied if self.policy else 0
+
+    # ------------------------------------------------------------------ per frame
+    def begin_frame(self, frame: int, feedback: np.ndarray | None = None) -> None:
+        """Plan the frame: the newest finished feedback readback (or `feedback`, an image
+        of packed keys from elsewhere) becomes prioritised tile requests for the I/O."""
+        t0 = time.perf_counter()
+        if self.cache is None:
+            self._rebuild()
+        self.frame = int(frame)
+        self.stats = VtFrameStats(frame=self.frame)
+        image = self.feedback.poll() if feedback is None else feedback
+        if image is not None and image.size:
+            keys, counts = reduce_feedback(image)
+            levels = np.array([t.layout.levels for t in self.textures], np.int64)
+            self._requests = expand_requests(keys, counts, levels)
+            self.stats.feedback_frame = self.feedback.latest_frame if feedback is None \
+                else self.frame
+        req = self._requests
+        missing, priority = self.policy.plan(self.frame, req.keys, req.tiers, req.pixels)
+        for key, prio in zip(missing.tolist(), priority.tolist(), strict=True):
+            self.io.request(key, prio)
+        self.io.retain(missing.tolist())
+        self.stats.requests = int(missing.size)
+        self.stats.feedback_ms = (time.perf_counter() - t0) * 1e3
+
+    def update(self) -> VtFrameStats:
+        """Admit arrived tiles (evicting worse ones), upload them into their slots and
+        write the page-table rows that changed. At most `max_uploads` tiles a frame."""
+        t0 = time.perf_counter()
+        if self.cache is None:
+            self._rebuild()
+        st = self.stats
+        for res in self.io.poll(self.max_uploads):
+            if not res.ok:
+                continue
+            key = int(res.level)
+            if self.policy.is_resident(key):
+                continue
+            adm = self.policy.admit(key)
+            if adm is None:
+                st.dropped += 1
+                continue
+            if adm.evicted:
+                self._record(adm.evicted, None)
+                st.evictions += 1
+            self.cache.upload_tile(adm.slot, res.data)
+            self._record(key, adm.slot)
+            st.tiles_uploaded += 1
+            st.bytes_uploaded += len(res.data)
+        for vt in sorted(self._dirty_vts):
+            self.table.set_residency(vt, self.textures[vt].resident)
+        self._dirty_vts.clear()
+        dirty = self.table.take_dirty()
+        if dirty is not None:
+            self.gpu_table.write(self.table.words, *dirty)
+            st.table_words = dirty[1] - dirty[0]
+        st.update_ms = (time.perf_counter() - t0) * 1e3
+        self.history.append(st)
+        return st
+
+    def bind(self, program, cache_unit: int = CACHE_UNIT, table_unit: int = TABLE_UNIT,
+             proxy_unit: int = PROXY_UNIT) -> None:
+        """Point `program`'s u_vt_* uniforms at the cache, the table and the LOD proxy."""
+        if self.cache is None:
+            self._rebuild()
+        bind_vt(program, self.cache, self.gpu_table, self.proxy, cache_unit, table_unit,
+                proxy_unit)
+
+    def all_tiles(self, vt: int, min_level: int = 0) -> np.ndarray:
+        """Packed keys of every tile of `vt` from `min_level` to its coarsest level."""
+        lay = self.textures[vt].layout
+        keys = []
+        for level in range(min_level, lay.levels):
+            gx, gy = lay.grid(level)
+            y, x = np.mgrid[0:gy, 0:gx]
+            keys.append(pack_feedback(np.full(x.size, vt), np.full(x.size, level), x.ravel(),
+                                      y.ravel()))
+        return np.concatenate(keys)
+
+    def preload(self, keys: np.ndarray, timeout: float = 30.0) -> bool:
+        """Make the given tiles resident now (tests, benchmarks, a level start): they are
+        asked for as visible until all are in or `timeout` seconds passed. True if all are
+        (False too when the cache cannot hold them)."""
+        keys = np.unique(np.asarray(keys, np.uint32))
+        saved = self._requests
+        self._requests = TileRequests(keys, np.zeros(keys.size, np.int64),
+                                      np.ones(keys.size, np.int64))
+        end = time.perf_counter() + timeout
+        try:
+            while True:
+                self.begin_frame(self.frame + 1, feedback=np.zeros(0, np.uint32))
+                self.update()
+                if all(self.policy.is_resident(k) for k in keys.tolist()):
+                    return True
+                if time.perf_counter() > end:
+                    return False
+                time.sleep(0.001)
+        finally:
+            self._requests = saved
+
+    # ------------------------------------------------------------------ feedback
+    def feedback_begin(self, size: tuple[int, int]) -> bool:
+        """Bind and clear the feedback target (False: all readbacks in flight, skip)."""
+        return self.feedback.begin(size)
+
+    def feedback_end(self, frame: int) -> None:
+        self.feedback.end(frame)
+
+    # ------------------------------------------------------------------ teardown
+    def _release_gpu(self) -> None:
+        if self.cache is not None:
+            self.cache.release()
+            self.cache = None
+        if self.gpu_table is not None:
+            self.gpu_table.release()
+            self.gpu_table = None
+        if self.proxy is not None:
+            self.proxy.release()
+            self.proxy = None
+
+    def release(self) -> None:
+        """Stop the I/O workers and release every GL object. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self.io.close()
+        self._release_gpu()
+        self.feedback.release()

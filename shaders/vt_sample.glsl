@@ -1,0 +1,120 @@
+// Virtual texture sampling through the page cache (see docs/virtual_texturing.md).
+// Include after `#version 330` or later; from 4.00 on the level of detail is the driver's own
+// (textureQueryLod), so the picture equals GL's trilinear filtering of the whole texture on
+// every driver; 3.30 shaders get log2 of the footprint (exact maths, which drivers round
+// differently: llvmpipe uses a piecewise-linear log2). The frame binds:
+//   u_vt_table  R32UI page table: row 0 a directory (word vt = base of texture vt), then per
+//               texture a descriptor (width, height, levels, wrap, level offsets[16]) and one
+//               entry per tile: slot (bits 0..23) | level of the tile in that slot (24..31).
+//   u_vt_cache  the page cache: slots of VT_SLOT texels (payload VT_TILE + VT_BORDER each side),
+//               sampled with GL_LINEAR at level 0 only; trilinear filtering is done here.
+// vt_sample() takes derivatives: call it in uniform control flow (or use vt_sample_grad).
+uniform usampler2D u_vt_table;
+uniform sampler2D u_vt_cache;
+uniform sampler2D u_vt_lod_proxy;  // 1x1, mipmapped filter: only asked for its LOD
+uniform int u_vt_slots_x;        // slots per row of the cache
+uniform vec2 u_vt_cache_texels;  // cache size in texels
+
+const int VT_TILE = 128;
+const int VT_BORDER = 4;
+const int VT_SLOT = VT_TILE + 2 * VT_BORDER;
+
+uint vt_word(int i) {
+    return texelFetch(u_vt_table, ivec2(i & 1023, i >> 10), 0).r;
+}
+
+// Texel position in a level of `ls` texels, with the sampler's wrap rule: repeat keeps the
+// position in [0, ls) (the tile border holds the wrapped neighbours); clamp keeps it on
+// texel centres, so the bilinear footprint never leaves the level.
+vec2 vt_level_pos(vec2 uv, ivec2 ls, bool repeat_) {
+    vec2 s = vec2(ls);
+    return repeat_ ? (uv - floor(uv)) * s : clamp(uv * s, vec2(0.5), s - 0.5);
+}
+
+// Bilinear sample of chain level `level` (its finest resident ancestor when the tile is
+// missing: the entry says which level its slot holds, and the UV is rescaled into it).
+vec4 vt_sample_level(int base, ivec2 size0, bool repeat_, int level, vec2 uv) {
+    ivec2 ls = max(size0 >> level, ivec2(1));
+    vec2 p = vt_level_pos(uv, ls, repeat_);
+    ivec2 grid = (ls + (VT_TILE - 1)) / VT_TILE;
+    ivec2 t = min(ivec2(p) / VT_TILE, grid - 1);
+    uint e = vt_word(int(vt_word(base + 4 + level)) + t.y * grid.x + t.x);
+    int slot = int(e & 0xFFFFFFu);
+    int held = int(e >> 24);
+    if (held != level) {
+        ls = max(size0 >> held, ivec2(1));
+        p = vt_level_pos(uv, ls, repeat_);
+        grid = (ls + (VT_TILE - 1)) / VT_TILE;
+        t = min(ivec2(p) / VT_TILE, grid - 1);
+    }
+    vec2 origin = vec2(ivec2(slot % u_vt_slots_x, slot / u_vt_slots_x) * VT_SLOT + VT_BORDER);
+    return textureLod(u_vt_cache, (origin + p - vec2(t * VT_TILE)) / u_vt_cache_texels, 0.0);
+}
+
+// The level of detail of trilinear filtering from explicit gradients: log2 of the longer
+// screen-space footprint axis in level-0 texels.
+float vt_lod(vec2 dx, vec2 dy, ivec2 size0) {
+    vec2 s = vec2(size0);
+    vec2 a = dx * s, b = dy * s;
+    return 0.5 * log2(max(max(dot(a, a), dot(b, b)), 1e-20));
+}
+
+// The level of detail the driver itself would use for a texture of `size0` texels at `uv`
+// (implicit derivatives: uniform control flow). Scaling the UV by the power-of-two size and
+// asking a 1x1 texture is exact: the LOD is a function of the scaled derivatives only.
+float vt_lod_implicit(vec2 uv, ivec2 size0) {
+#if __VERSION__ >= 400
+    return textureQueryLod(u_vt_lod_proxy, uv * vec2(size0)).y;
+#else
+    return vt_lod(dFdx(uv), dFdy(uv), size0);
+#endif
+}
+
+// Trilinear sample at level of detail `lambda` (clamped to the texture's levels).
+vec4 vt_sample_lod(int base, ivec2 size0, int levels, bool repeat_, vec2 uv, float lambda) {
+    lambda = clamp(lambda, 0.0, float(levels - 1));
+    int l0 = int(floor(lambda));
+    float f = lambda - float(l0);
+    vec4 a = vt_sample_level(base, size0, repeat_, l0, uv);
+    if (f > 0.0) {
+        a = mix(a, vt_sample_level(base, size0, repeat_, min(l0 + 1, levels - 1), uv), f);
+    }
+    return a;
+}
+
+// vt_sample with explicit gradients and a minimum level of detail (GL_TEXTURE_MIN_LOD).
+vec4 vt_sample_grad(uint vt, vec2 uv, vec2 dx, vec2 dy, float min_lod) {
+    int base = int(vt_word(int(vt)));
+    ivec2 size0 = ivec2(int(vt_word(base)), int(vt_word(base + 1)));
+    return vt_sample_lod(base, size0, int(vt_word(base + 2)), vt_word(base + 3) == 1u, uv,
+                         max(vt_lod(dx, dy, size0), min_lod));
+}
+
+// The drop-in for texture(sampler, uv) on a virtual texture, with a minimum LOD.
+vec4 vt_sample_min(uint vt, vec2 uv, float min_lod) {
+    int base = int(vt_word(int(vt)));
+    ivec2 size0 = ivec2(int(vt_word(base)), int(vt_word(base + 1)));
+    float lambda = vt_lod_implicit(uv, size0);
+    return vt_sample_lod(base, size0, int(vt_word(base + 2)), vt_word(base + 3) == 1u, uv,
+                         max(lambda, min_lod));
+}
+
+vec4 vt_sample(uint vt, vec2 uv) {
+    return vt_sample_min(vt, uv, 0.0);
+}
+
+// What the feedback pass writes for one pixel: the tile the finer level of this lookup
+// reads, packed as engine/streaming/virtual/tiles.py pack_feedback does. `lod_bias` is
+// -log2(downscale) for a pass drawn at 1/downscale of the output resolution.
+uint vt_feedback_key(uint vt, vec2 uv, float lod_bias) {
+    int base = int(vt_word(int(vt)));
+    ivec2 size0 = ivec2(int(vt_word(base)), int(vt_word(base + 1)));
+    int levels = int(vt_word(base + 2));
+    bool repeat_ = vt_word(base + 3) == 1u;
+    float lambda = clamp(vt_lod_implicit(uv, size0) + lod_bias, 0.0, float(levels - 1));
+    int level = int(floor(lambda));
+    ivec2 ls = max(size0 >> level, ivec2(1));
+    ivec2 grid = (ls + (VT_TILE - 1)) / VT_TILE;
+    ivec2 t = min(ivec2(vt_level_pos(uv, ls, repeat_)) / VT_TILE, grid - 1);
+    return ((vt + 1u) << 20) | (uint(level) << 16) | (uint(t.y) << 8) | uint(t.x);
+}
