@@ -13,6 +13,12 @@ row by row, so the strips' blocks concatenate to the level's), which keeps every
 even when baking a single 8K texture; small mip-tail levels are grouped so that no task is
 too small to be worth its pickling. PSNR is scored inside the encode tasks from the strips'
 sums of squared error, so the source image never travels twice.
+
+Inputs are read at their own precision (8-bit, 16-bit, float) and converted to the 8-bit
+targets deliberately, by engine.textures.source_image: 16-bit is scaled with rounding, float
+is linear light, HDR values need an explicit tone map (`tonemap=`, `--tonemap`) and values
+a format cannot hold are refused with a TextureFormatError. PSNR is scored against the
+input at that precision, so it is finite unless the texture holds the input exactly.
 """
 from __future__ import annotations
 
@@ -40,9 +46,10 @@ from ..memory.sizes import format_bytes
 from .decode import decode_image
 from .encode import encode_image
 from .ktx2_write import write_ktx2
-from .mipgen import ColorSpace, generate_mips
+from .mipgen import ColorSpace, generate_mips, quantize_unorm8
 from .progress import Progress
-from .quality import psnr_from_sse, squared_error
+from .quality import psnr_from_sse, reference_squared_error, squared_error
+from .source_image import TONEMAPS, SourceImage, Tonemap, from_array, read_image, scale_16_to_8, to_target
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +60,7 @@ _TASK_PIXELS = {"BC7": 1 << 19}
 _DEFAULT_TASK_PIXELS = 1 << 22
 
 ImageInput = str | os.PathLike | tuple[str, np.ndarray]
+_BYTE_PEAK2 = 255.0 * 255.0
 
 
 @dataclass(frozen=True)
@@ -79,6 +87,7 @@ class _Options:
     srgb: bool
     zstd_level: int | None
     normal_map: bool
+    tonemap: Tonemap | None = None
 
 
 @dataclass
@@ -88,6 +97,10 @@ class _Prepared:
     levels: list[np.ndarray]
     psnr_channels: tuple[int, ...]
     seconds: float
+    # What level 0 is scored against when the input had more than 8 bits (see
+    # source_image.TargetInput); None: the level-0 bytes themselves.
+    reference: np.ndarray | None = None
+    space: str = "bytes"
 
 
 @dataclass(frozen=True)
@@ -105,6 +118,8 @@ class _Piece:
     level: int
     row0: int
     rgba: np.ndarray
+    reference: np.ndarray | None = None  # level 0 only: the input's rows at its precision
+    space: str = "bytes"
 
 
 @dataclass(frozen=True)
@@ -132,16 +147,24 @@ class _FileState:
 def load_rgba(path: str | os.PathLike[str]) -> np.ndarray:
     """Read an image file as (H, W, 4) uint8 RGBA, upright per its EXIF orientation.
 
-    Raises TextureFormatError naming the file for anything Pillow cannot read.
+    16-bit images are scaled to bytes with rounding (not clipped); float images in [0, 1]
+    are rounded to bytes as they are (no colour conversion); float values outside [0, 1]
+    raise TextureFormatError (bake them with a tone map instead). Raises TextureFormatError
+    naming the file for anything Pillow cannot read.
     """
-    from PIL import Image, ImageOps
+    return _to_bytes(read_image(path))
 
-    try:
-        with Image.open(path) as im:
-            upright = ImageOps.exif_transpose(im)
-            return np.asarray(upright.convert("RGBA"), dtype=np.uint8).copy()
-    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:
-        raise TextureFormatError(path, f"cannot read image: {exc}") from exc
+
+def _to_bytes(src: SourceImage) -> np.ndarray:
+    px = src.pixels
+    if px.dtype == np.uint8:
+        return px
+    if px.dtype == np.uint16:
+        return scale_16_to_8(px)
+    if not np.isfinite(px).all() or px.min() < 0.0 or px.max() > 1.0:
+        raise TextureFormatError(src.name, "float pixels outside [0, 1] need a tone map to be "
+                                           "read as bytes (bake with --tonemap)")
+    return quantize_unorm8(px)
 
 
 def choose_format(fmt: str, srgb: bool, rgba: np.ndarray) -> str:
@@ -180,17 +203,19 @@ def _psnr_channels(fmt_name: str, rgba: np.ndarray) -> tuple[int, ...]:
 
 def _prepare(source: str, rgba: np.ndarray | None, opts: _Options) -> _Prepared:
     start = time.process_time()
-    image = load_rgba(source) if rgba is None else _check_rgba(rgba, source)
-    fmt_name = choose_format(opts.fmt, opts.srgb, image)
-    levels = generate_mips(image, colorspace=_colorspace(fmt_name, opts))
-    return _Prepared(source, fmt_name, levels, _psnr_channels(fmt_name, image),
-                     time.process_time() - start)
-
-
-def _check_rgba(rgba: np.ndarray, source: str) -> np.ndarray:
-    if rgba.ndim != 3 or rgba.shape[2] != 4 or rgba.dtype != np.uint8 or 0 in rgba.shape:
-        raise TextureFormatError(source, f"expected an (H, W, 4) uint8 RGBA array, got {rgba.shape} {rgba.dtype}")
-    return rgba
+    src = read_image(source) if rgba is None else from_array(rgba, source)
+    # Transparency (BC1's variant, PSNR channels) is judged on the bytes level 0 will hold.
+    probe = _to_bytes(src) if src.pixels.dtype != np.float32 else None
+    if probe is None:
+        alpha = src.pixels[..., 3]
+        probe = np.zeros(src.pixels.shape[:2] + (4,), np.uint8)
+        probe[..., 3] = quantize_unorm8(np.clip(np.nan_to_num(alpha), 0.0, 1.0))
+    fmt_name = choose_format(opts.fmt, opts.srgb, probe)
+    target = to_target(src, fmt_name, srgb=get(fmt_name).srgb, tonemap_op=opts.tonemap,
+                       normal_map=opts.normal_map)
+    levels = generate_mips(target.signal, colorspace=_colorspace(fmt_name, opts))
+    return _Prepared(source, fmt_name, levels, _psnr_channels(fmt_name, levels[0]),
+                     time.process_time() - start, target.reference, target.space)
 
 
 def _prepare_task(source: str, rgba: np.ndarray | None, opts: _Options) -> _Prepared | _Failed:
@@ -209,9 +234,15 @@ def _encode_task(pieces: list[_Piece], fmt_name: str,
     for piece in pieces:
         data = encode_image(piece.rgba, fmt_name)
         sse, count = 0.0, 0
-        if piece.level == 0:
+        if piece.level == 0:  # scored in units of the peak, against what the user gave
             h, w = piece.rgba.shape[:2]
-            sse, count = squared_error(decode_image(fmt_name, data, w, h), piece.rgba, psnr_channels)
+            decoded = decode_image(fmt_name, data, w, h)
+            if piece.reference is None:
+                sse, count = squared_error(decoded, piece.rgba, psnr_channels)
+                sse /= _BYTE_PEAK2
+            else:
+                sse, count = reference_squared_error(decoded, piece.reference, psnr_channels,
+                                                     piece.space)
         out.append(_Encoded(piece.level, piece.row0, data, sse, count))
     return out, time.process_time() - start
 
@@ -228,20 +259,27 @@ def _write_task(out_path: Path, fmt_name: str, width: int, height: int, levels: 
     return nbytes, time.process_time() - start
 
 
-def _plan(levels: list[np.ndarray], fmt_name: str) -> list[list[_Piece]]:
+def _plan(levels: list[np.ndarray], fmt_name: str, reference: np.ndarray | None = None,
+          space: str = "bytes") -> list[list[_Piece]]:
     """Group the levels into encode tasks of about `_TASK_PIXELS` pixels: big levels are cut
-    into strips of whole block rows, small levels are batched together."""
+    into strips of whole block rows, small levels are batched together. Level-0 pieces carry
+    their rows of `reference` (the input at its own precision) for scoring."""
     target = _TASK_PIXELS.get(get(fmt_name).family, _DEFAULT_TASK_PIXELS)
     groups: list[list[_Piece]] = []
     batch: list[_Piece] = []
     batch_pixels = 0
+
+    def ref(level: int, r: int, rows: int) -> np.ndarray | None:
+        return reference[r:r + rows] if level == 0 and reference is not None else None
+
     for level, img in enumerate(levels):
         h, w = img.shape[:2]
         if h * w > target:
             rows = max(4, (target // w) // 4 * 4)
-            groups.extend([_Piece(level, r, img[r:r + rows])] for r in range(0, h, rows))
+            groups.extend([_Piece(level, r, img[r:r + rows], ref(level, r, rows), space)]
+                          for r in range(0, h, rows))
             continue
-        batch.append(_Piece(level, 0, img))
+        batch.append(_Piece(level, 0, img, ref(level, 0, h), space))
         batch_pixels += h * w
         if batch_pixels >= target:
             groups.append(batch)
@@ -259,7 +297,7 @@ def _assemble(encoded: list[_Encoded], count: int) -> tuple[list[bytes], float]:
     levels = [b"".join(e.data for e in sorted(parts, key=lambda e: e.row0)) for parts in by_level]
     sse = sum(e.sse for e in by_level[0])
     n = sum(e.count for e in by_level[0])
-    return levels, psnr_from_sse(sse, n)
+    return levels, psnr_from_sse(sse, n, peak=1.0)
 
 
 def _result(prep: _Prepared, out_path: Path, nbytes: int, seconds: float, psnr_db: float) -> BakeResult:
@@ -272,8 +310,8 @@ def _result(prep: _Prepared, out_path: Path, nbytes: int, seconds: float, psnr_d
 
 def _bake_inline(source: str, rgba: np.ndarray | None, out_path: Path, opts: _Options) -> BakeResult:
     prep = _prepare(source, rgba, opts)
-    encoded, enc_s = _encode_task([p for g in _plan(prep.levels, prep.fmt_name) for p in g],
-                                  prep.fmt_name, prep.psnr_channels)
+    pieces = [p for g in _plan(prep.levels, prep.fmt_name, prep.reference, prep.space) for p in g]
+    encoded, enc_s = _encode_task(pieces, prep.fmt_name, prep.psnr_channels)
     levels, psnr_db = _assemble(encoded, len(prep.levels))
     h, w = prep.levels[0].shape[:2]
     nbytes, write_s = _write_task(out_path, prep.fmt_name, w, h, levels, opts.zstd_level)
@@ -284,21 +322,28 @@ def _bake_inline(source: str, rgba: np.ndarray | None, out_path: Path, opts: _Op
 
 def bake_image(rgba: np.ndarray, out_path: str | os.PathLike[str], fmt: str = "bc7", srgb: bool = True,
                zstd_level: int | None = None, *, normal_map: bool = False,
-               source: str = "<array>") -> BakeResult:
-    """Bake an in-memory (H, W, 4) uint8 RGBA image to the KTX2 file `out_path`, in this
-    process (for many images at once use `bake_many` with (name, array) inputs)."""
+               source: str = "<array>", tonemap: Tonemap | None = None) -> BakeResult:
+    """Bake an in-memory image to the KTX2 file `out_path`, in this process (for many images
+    at once use `bake_many` with (name, array) inputs).
+
+    `rgba` is (H, W), (H, W, 2), (H, W, 3) or (H, W, 4) of uint8, uint16 or float values;
+    16-bit is scaled to bytes with rounding; float is linear light and must lie in [0, 1]
+    unless `tonemap` ("reinhard", "aces" or "clamp") says how to bring it there; see
+    engine.textures.source_image for the rules, and for what PSNR is scored against."""
     out = Path(out_path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    return _bake_inline(source, rgba, out, _Options(fmt, srgb, zstd_level, normal_map))
+    return _bake_inline(source, rgba, out, _Options(fmt, srgb, zstd_level, normal_map, tonemap))
 
 
 def bake_file(src: str | os.PathLike[str], out_dir: str | os.PathLike[str], fmt: str = "bc7",
               srgb: bool = True, zstd_level: int | None = None, *,
-              normal_map: bool = False) -> BakeResult:
-    """Bake one image file to `out_dir/<stem>.ktx2`, in this process."""
+              normal_map: bool = False, tonemap: Tonemap | None = None) -> BakeResult:
+    """Bake one image file to `out_dir/<stem>.ktx2`, in this process (`tonemap`: as for
+    `bake_image`)."""
     out_path = Path(out_dir) / (Path(src).stem + ".ktx2")
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    return _bake_inline(os.fspath(src), None, out_path, _Options(fmt, srgb, zstd_level, normal_map))
+    return _bake_inline(os.fspath(src), None, out_path,
+                        _Options(fmt, srgb, zstd_level, normal_map, tonemap))
 
 
 def _split_input(item: ImageInput) -> tuple[str, np.ndarray | None, str]:
@@ -312,7 +357,7 @@ def _split_input(item: ImageInput) -> tuple[str, np.ndarray | None, str]:
 def bake_many(inputs: Sequence[ImageInput], out_dir: str | os.PathLike[str], fmt: str = "bc7",
               srgb: bool = True, zstd_level: int | None = None, *, normal_map: bool = False,
               executor: Executor | None = None, jobs: int | None = None,
-              progress: bool = True) -> list[BakeResult]:
+              progress: bool = True, tonemap: Tonemap | None = None) -> list[BakeResult]:
     """Bake many images in parallel, over files and over the levels (and strips of levels)
     of each file. Inputs are image paths or (name, RGBA array) pairs; outputs go to
     `out_dir/<stem>.ktx2`; results come back in input order.
@@ -325,8 +370,10 @@ def bake_many(inputs: Sequence[ImageInput], out_dir: str | os.PathLike[str], fmt
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    opts = _Options(fmt, srgb, zstd_level, normal_map)
+    opts = _Options(fmt, srgb, zstd_level, normal_map, tonemap)
     choose_format(fmt, srgb, np.zeros((1, 1, 4), np.uint8))  # reject a bad name before any work
+    if tonemap is not None and tonemap not in TONEMAPS:
+        raise ValueError(f"unknown tone map {tonemap!r}; choose from {', '.join(TONEMAPS)}")
     split = [_split_input(item) for item in inputs]
     stems = [stem for _, _, stem in split]
     dupes = sorted({s for s in stems if stems.count(s) > 1})
@@ -379,7 +426,8 @@ def _run(pool: Executor, split: list[tuple[str, np.ndarray | None, str]], out: P
                     if isinstance(prep, _Failed):
                         raise TextureFormatError(prep.path, prep.problem)
                     st.prepared, st.seconds = prep, prep.seconds
-                    groups = _plan(prep.levels, prep.fmt_name)
+                    groups = _plan(prep.levels, prep.fmt_name, prep.reference, prep.space)
+                    prep.reference = None  # it travels with the level-0 pieces now
                     st.pending = len(groups)
                     for group in groups:
                         futures[pool.submit(_encode_task, group, prep.fmt_name,
@@ -428,8 +476,15 @@ def bake_main(argv: Sequence[str] | None = None) -> int:
     """`python -m engine bake INPUT... -o OUTDIR [--format F] [--srgb|--linear] [--zstd LEVEL]
     [--jobs N]`: bake images in parallel and print one table row per file. Returns the exit
     status: 0 when every file baked, 1 for an unreadable input, 2 for bad arguments."""
-    parser = argparse.ArgumentParser(prog="python -m engine bake",
-                                     description="Bake images to mipmapped, BCn-compressed KTX2 textures.")
+    parser = argparse.ArgumentParser(
+        prog="python -m engine bake",
+        description="Bake images to mipmapped, BCn-compressed KTX2 textures.",
+        epilog="Inputs: 8-bit images are used as they are; 16-bit images (PNG, TIFF) are "
+               "scaled to 8 bits with rounding, never clipped; float images (float TIFF) are "
+               "linear light: values in [0, 1] are stored (sRGB-encoded for --srgb), values a "
+               "format cannot hold are refused unless --tonemap says what to do (every "
+               "format here is 8-bit unsigned; etcpak has no BC6H encoder). PSNR is measured "
+               "against the input at its own precision: inf only when stored exactly.")
     parser.add_argument("inputs", nargs="+", metavar="INPUT", help="image files (PNG, JPEG, ...)")
     parser.add_argument("-o", "--out", required=True, metavar="OUTDIR", help="output directory")
     parser.add_argument("--format", default="bc7", choices=FORMAT_CHOICES,
@@ -441,6 +496,11 @@ def bake_main(argv: Sequence[str] | None = None) -> int:
                        help="data texture: linear format, no sRGB conversion")
     parser.add_argument("--normal-map", action="store_true",
                         help="tangent-space normal map: mips filtered as unit vectors")
+    parser.add_argument("--tonemap", choices=TONEMAPS, default=None,
+                        help="float inputs with values above 1 (HDR) or below 0: reinhard "
+                             "(x/(1+x) per channel), aces (Narkowicz's ACES filmic fit, "
+                             "clipped) or clamp (clip to [0, 1]); without it such inputs are "
+                             "refused")
     parser.add_argument("--zstd", type=int, default=None, metavar="LEVEL",
                         help="zstd-supercompress each level at this level (1-22)")
     parser.add_argument("--jobs", type=int, default=None, metavar="N",
@@ -459,7 +519,8 @@ def bake_main(argv: Sequence[str] | None = None) -> int:
     wall = time.perf_counter()
     try:
         results = bake_many(args.inputs, args.out, args.format, args.srgb, args.zstd,
-                            normal_map=args.normal_map, jobs=args.jobs, progress=args.progress)
+                            normal_map=args.normal_map, jobs=args.jobs, progress=args.progress,
+                            tonemap=args.tonemap)
     except (TextureFormatError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -9,6 +9,16 @@ this to spread one large level over several processes.
 
 etcpak's BC1 never emits BC1's punch-through (3-colour + transparent) mode, so for BC1_RGBA
 the blocks holding texels with alpha < 128 are re-indexed here into that mode.
+
+Opaque stays opaque: etcpak's BC7 (bc7enc) encodes opaque blocks in mode 1 (RGB only, alpha
+255) or mode 6 (RGBA 7.7.7.7 endpoints plus one p-bit per endpoint shared by all four
+channels). In mode 6 it stores the opaque alpha as 127 and picks each p-bit for the colour
+alone, so an endpoint with p-bit 0 decodes alpha (127 << 1) | 0 = 254: about a third of an
+opaque photograph's texels came back with alpha 254. `_bc7_keep_opaque` fixes the mode-6
+blocks whose source texels are all opaque: each gets both p-bits set (alpha then decodes 255
+exactly, every colour endpoint moves one 8-bit step) or is re-encoded in mode 1, whichever
+decodes closer to the source; any other opaque block that still decodes alpha below 255
+(modes 4, 5, 7; none seen) is re-encoded in mode 1. The check is what guarantees it.
 """
 from __future__ import annotations
 
@@ -102,7 +112,78 @@ def encode_image(rgba: np.ndarray, fmt: PixelFormat | str) -> bytes:
     padded = pad_to_blocks(rgba)
     h, w = padded.shape[:2]
     if f.family == "BC7":
-        return etcpak.compress_bc7(padded.tobytes(), w, h, None)
+        return _bc7_keep_opaque(etcpak.compress_bc7(padded.tobytes(), w, h, None), padded)
     if f.family == "BC1" and f.components == 4:
         return _encode_bc1_punch_through(padded)
     return _ENCODERS[f.family](padded.tobytes(), w, h)
+
+
+_BC7_MODE6 = 0x40  # mode bits: mode m is m zero bits then a one, from bit 0
+
+
+
+def _bc7_modes(blocks: np.ndarray) -> np.ndarray:
+    """Mode (0-7, 8 for the reserved all-zero byte) of each (n, 16) uint8 BC7 block."""
+    first = blocks[:, 0]
+    modes = np.full(len(first), 8, np.int8)
+    for m in range(7, -1, -1):
+        modes[(first >> m) & 1 == 1] = m
+    return modes
+
+
+def _blocks_strip(blocks: np.ndarray) -> np.ndarray:
+    """(k, 16, 4) texel blocks -> one (4, 4k, 4) image strip holding them left to right."""
+    k = blocks.shape[0]
+    return np.ascontiguousarray(blocks.reshape(k, 4, 4, 4).transpose(1, 0, 2, 3).reshape(4, 4 * k, 4))
+
+
+def _bc7_decode_blocks(blocks: np.ndarray) -> np.ndarray:
+    """(k, 16) BC7 blocks -> (k, 16, 4) decoded texels (the GPU-matched decoder)."""
+    from .decode import decode_image
+
+    k = blocks.shape[0]
+    img = decode_image("BC7", blocks.tobytes(), 4 * k, 4)
+    return _as_blocks(img)
+
+
+def _bc7_mode1(texels: np.ndarray) -> np.ndarray:
+    """(k, 16, 4) opaque texel blocks encoded by etcpak in mode 1 only: (k, 16) blocks."""
+    params = etcpak.BC7CompressBlockParams()
+    params.m_mode_mask = 1 << 1
+    k = texels.shape[0]
+    out = etcpak.compress_bc7(_blocks_strip(texels).tobytes(), 4 * k, 4, params)
+    return np.frombuffer(out, np.uint8).reshape(k, 16)
+
+
+def _bc7_keep_opaque(data: bytes, padded: np.ndarray) -> bytes:
+    """Make every block whose 16 source texels are opaque decode alpha 255 (module doc).
+
+    A mode-6 block gets both p-bits set, or is re-encoded in mode 1, whichever decodes
+    closer to the source colour (measured on four photographs: p-bits alone cost 0.3-1.6 dB,
+    mode 1 alone 0.03-1.1 dB, the better of the two per block at most 0.53 dB)."""
+    texels = _as_blocks(padded)
+    opaque = (texels[..., 3] == 255).all(axis=1)
+    if not opaque.any():
+        return data
+    blocks = np.frombuffer(data, np.uint8).reshape(-1, 16).copy()
+    modes = _bc7_modes(blocks)
+    six = np.flatnonzero(opaque & (modes == 6))
+    if six.size:
+        # Mode 6 layout (LSB first): 7 mode bits, R0 R1 G0 G1 B0 B1 A0 A1 of 7 bits each
+        # (bits 7-62), P0 at bit 63, P1 at bit 64, then 63 index bits. A0/A1: bits 49-62.
+        fixed = blocks[six].copy()
+        lo = fixed[:, :8].copy().view("<u8")[:, 0]
+        lo |= np.uint64(0x7FFF) << np.uint64(49)  # A0 = A1 = 127, P0 = 1
+        fixed[:, :8] = lo.view(np.uint8).reshape(-1, 8)
+        fixed[:, 8] |= 1  # P1 = 1
+        src = texels[six, :, :3].astype(np.int32)
+        mode1 = _bc7_mode1(texels[six])
+        err_fixed = ((_bc7_decode_blocks(fixed)[..., :3] - src) ** 2).sum(axis=(1, 2))
+        err_mode1 = ((_bc7_decode_blocks(mode1)[..., :3] - src) ** 2).sum(axis=(1, 2))
+        blocks[six] = np.where((err_mode1 < err_fixed)[:, None], mode1, fixed)
+    rest = np.flatnonzero(opaque & np.isin(modes, (4, 5, 7)))
+    if rest.size:
+        bad = rest[(_bc7_decode_blocks(blocks[rest])[..., 3] < 255).any(axis=1)]
+        if bad.size:
+            blocks[bad] = _bc7_mode1(texels[bad])
+    return blocks.tobytes()

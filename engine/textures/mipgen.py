@@ -81,17 +81,18 @@ def downsample(img: np.ndarray, width: int, height: int) -> np.ndarray:
 
 
 def _to_working(rgba: np.ndarray, colorspace: ColorSpace, weight_alpha: bool) -> np.ndarray:
-    """RGBA8 to the float space filtering happens in: linear light (or raw values, or unit
+    """RGBA8 (or float RGBA in [0, 1], the same values / 255) to the float space filtering happens in: linear light (or raw values, or unit
     vectors in [-1, 1] for normals), colour premultiplied by alpha when asked."""
     work = np.empty(rgba.shape, np.float32)
-    np.multiply(rgba[..., 3], np.float32(1.0 / 255.0), out=work[..., 3], dtype=np.float32)
+    unit = np.float32(1.0 / 255.0) if rgba.dtype == np.uint8 else np.float32(1.0)
+    np.multiply(rgba[..., 3], unit, out=work[..., 3], dtype=np.float32)
     if colorspace == "srgb":
         work[..., :3] = srgb_to_linear(rgba[..., :3])
     elif colorspace == "normal":
-        np.multiply(rgba[..., :3], np.float32(2.0 / 255.0), out=work[..., :3], dtype=np.float32)
+        np.multiply(rgba[..., :3], 2 * unit, out=work[..., :3], dtype=np.float32)
         work[..., :3] -= 1.0
     else:
-        np.multiply(rgba[..., :3], np.float32(1.0 / 255.0), out=work[..., :3], dtype=np.float32)
+        np.multiply(rgba[..., :3], unit, out=work[..., :3], dtype=np.float32)
     if weight_alpha:
         work[..., :3] *= work[..., 3:4]
     return work
@@ -112,25 +113,37 @@ def _to_rgba8(work: np.ndarray, colorspace: ColorSpace, weight_alpha: bool) -> n
     return np.clip(np.rint(out * 255.0), 0, 255).astype(np.uint8)
 
 
+def quantize_unorm8(values: np.ndarray) -> np.ndarray:
+    """Float values in [0, 1] to bytes by rounding (round(v * 255)), clipped to the range."""
+    return np.clip(np.rint(values * np.float32(255.0)), 0, 255).astype(np.uint8)
+
+
 def generate_mips(rgba: np.ndarray, *, colorspace: ColorSpace = "srgb",
                   alpha_weighted: bool = True, max_levels: int | None = None) -> list[np.ndarray]:
-    """Full mip chain of an (H, W, 4) uint8 RGBA image, level 0 (the input itself) first.
+    """Full mip chain of an (H, W, 4) RGBA image, level 0 first, every level uint8.
 
+    The input is uint8, or float32 in [0, 1] holding the same encoded values / 255 at a
+    higher precision (a 16-bit or float bake input, see engine.textures.source_image): level
+    0 is then the input rounded to bytes and the coarser levels are filtered from the float
+    values, so the input's extra precision is not lost before filtering.
     `colorspace`: "srgb" for colour textures (filtered in linear light), "linear" for data
     (roughness, masks, BC4/BC5 sources), "normal" for tangent-space normal maps (filtered as
     vectors and renormalised). `alpha_weighted` premultiplies colour by alpha while filtering;
     it is skipped for fully opaque images (a no-op there) and for normal maps, whose alpha
     channel is not coverage. The chain ends at 1x1 unless `max_levels` stops it earlier.
     """
-    if rgba.ndim != 3 or rgba.shape[2] != 4 or rgba.dtype != np.uint8:
-        raise ValueError(f"expected an (H, W, 4) uint8 RGBA image, got {rgba.shape} {rgba.dtype}")
+    if (rgba.ndim != 3 or rgba.shape[2] != 4 or rgba.dtype not in (np.uint8, np.float32)
+            or 0 in rgba.shape):
+        raise ValueError(f"expected an (H, W, 4) uint8 or float32 RGBA image, got {rgba.shape} "
+                         f"{rgba.dtype}")
     height, width = rgba.shape[:2]
     count = mip_count(width, height)
     if max_levels is not None:
         count = max(1, min(count, max_levels))
-    weight_alpha = alpha_weighted and colorspace != "normal" and bool((rgba[..., 3] < 255).any())
+    level0 = rgba if rgba.dtype == np.uint8 else quantize_unorm8(rgba)
+    weight_alpha = alpha_weighted and colorspace != "normal" and bool((level0[..., 3] < 255).any())
 
-    levels = [rgba]
+    levels = [level0]
     if count == 1:
         return levels
     work = _to_working(rgba, colorspace, weight_alpha)

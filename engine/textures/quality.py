@@ -1,7 +1,10 @@
 """Image quality numbers for bakes: PSNR (what the bake table reports) and SSIM.
 
 PSNR is computed from a sum of squared errors so that a level encoded in strips by several
-processes can be scored exactly by adding the strips' sums (`squared_error`).
+processes can be scored exactly by adding the strips' sums (`squared_error`). A bake scores
+the decoded texture against what the user gave, at the input's own precision
+(`reference_squared_error`: 16-bit values, linear float light), in units of the peak, so
+the sums of 8-bit, 16-bit and float inputs all go through `psnr_from_sse(sse, n, peak=1)`.
 """
 from __future__ import annotations
 
@@ -23,6 +26,29 @@ def squared_error(a: np.ndarray, b: np.ndarray, channels: Sequence[int] | None =
         return float(np.einsum("i,i->", diff.ravel(), diff.ravel(), dtype=np.int64)), int(diff.size)
     diff = (a.astype(np.float64) - b).ravel()
     return float(diff @ diff), int(diff.size)
+
+
+def reference_squared_error(decoded: np.ndarray, reference: np.ndarray,
+                            channels: Sequence[int] | None, space: str) -> tuple[float, int]:
+    """(sum of squared errors in units of the peak, samples) of decoded RGBA8 bytes against
+    a bake's high-precision reference, 0 only when the texture holds the input exactly.
+
+    uint16 reference: the bytes scaled exactly to 16 bits (b * 257), compared in integers.
+    float reference: the bytes as unorm (b / 255), or for `space == "linear"` the colour
+    decoded from sRGB to linear light (alpha stays unorm). (An 8-bit input is scored with
+    `squared_error` against its own bytes, divided by 255 squared.)
+    """
+    if decoded.shape != reference.shape:
+        raise ValueError(f"shape mismatch {decoded.shape} vs {reference.shape}")
+    if reference.dtype == np.uint16:
+        sse, n = squared_error(decoded.astype(np.int64) * 257, reference.astype(np.int64),
+                               channels)
+        return sse / (65535.0 * 65535.0), n
+    mapped = decoded.astype(np.float32) / np.float32(255.0)
+    if space == "linear":
+        from .mipgen import srgb_to_linear
+        mapped[..., :3] = srgb_to_linear(decoded[..., :3])
+    return squared_error(mapped, reference.astype(np.float32), channels)
 
 
 def psnr_from_sse(sse: float, count: int, peak: float = 255.0) -> float:

@@ -1,0 +1,225 @@
+"""Bake inputs in their own precision, and the deliberate conversion to an 8-bit target.
+
+Every format the baker writes (BC1/3/4/5/7, RGBA8) holds unsigned 8-bit-per-channel data,
+while inputs come as 8-bit, 16-bit (PNG, TIFF) or floating point (float TIFF, numpy arrays).
+Pillow's own `convert("RGBA")` *clips* 16-bit grayscale to 255 (a 16-bit height map becomes
+black and white) and turns a float TIFF black, silently. So the baker reads an image at its
+own precision (`read_image`, `from_array`) and converts it on purpose (`to_target`):
+
+- 8-bit: used as is.
+- 16-bit integers: scaled to 8 bits with rounding, round(v * 255 / 65535), never clipped. The
+  values are taken to be encoded the way the target is (sRGB colour for sRGB targets), as
+  8-bit inputs are.
+- float: taken to be *linear light* (the convention of EXR, Radiance HDR and float TIFF);
+  for an sRGB target it is encoded to sRGB, for a linear target stored as is. Values in
+  [0, 1] need no choice. Values the target cannot hold are refused with a
+  TextureFormatError, unless the caller chose a tone map (`--tonemap`):
+    * values above 1 (HDR): there is no HDR target (etcpak has no BC6H encoder), so an HDR
+      input needs an explicit operator: "reinhard" (x / (1 + x) per channel: keeps every
+      value, compresses highlights, desaturates the brightest), "aces" (Narkowicz's 2015 fit
+      of the ACES filmic curve, per channel, clipped to [0, 1]: more contrast, highlights
+      roll off to white) or "clamp" (clip to [0, 1]: keeps [0, 1] exact, loses the rest);
+    * negative values: unsigned formats cannot hold them; only "clamp" (which clips them
+      to 0) accepts them, except for a normal map (`normal_map=True`) whose components all
+      lie in [-1, 1]: those are mapped to [0, 1] by (n + 1) / 2, the usual encoding;
+    * NaN or infinity: always refused.
+  Alpha is never tone mapped; a float alpha outside [0, 1] is refused unless "clamp".
+
+The conversion also keeps the *reference* PSNR is scored against: the input in its own
+precision and range (16-bit values, or linear float after the chosen tone map), so a bake's
+PSNR counts the 8-bit quantisation too and is `inf` only when the texture really holds the
+input exactly. Nothing here touches GL.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from ..errors import TextureFormatError
+from .mipgen import linear_to_srgb
+
+log = logging.getLogger(__name__)
+
+Tonemap = Literal["reinhard", "aces", "clamp"]
+TONEMAPS: tuple[str, ...] = ("reinhard", "aces", "clamp")
+ReferenceSpace = Literal["bytes", "unorm", "linear"]
+
+_SIXTEEN_BIT_MODES = ("I;16", "I;16B", "I;16L", "I;16N", "I;16S")
+
+
+@dataclass(frozen=True)
+class SourceImage:
+    """An input image at its own precision: (H, W, 4) RGBA of uint8, uint16 or float32."""
+
+    pixels: np.ndarray
+    name: str
+
+    @property
+    def kind(self) -> str:
+        return {np.dtype(np.uint8): "8-bit", np.dtype(np.uint16): "16-bit"}.get(
+            self.pixels.dtype, "float")
+
+
+@dataclass(frozen=True)
+class TargetInput:
+    """What the mip generator and the PSNR scorer get from a converted input.
+
+    `signal`: (H, W, 4) uint8, or float32 in [0, 1], in the target's encoding (sRGB-encoded
+    colour for sRGB targets); the mip generator filters it and rounds level 0 to bytes.
+    `reference`: what PSNR compares the decoded texture with, in the input's own precision:
+    None when the input was 8-bit (the bytes are the reference), (H, W, 4) uint16 for 16-bit
+    inputs, float32 for float inputs. `space`: how decoded bytes map onto the reference
+    ("bytes": as they are; "unorm": b / 255, or b * 257 against uint16; "linear": sRGB bytes
+    decoded to linear light, alpha as unorm).
+    """
+
+    signal: np.ndarray
+    reference: np.ndarray | None
+    space: ReferenceSpace
+
+
+def _expand_channels(a: np.ndarray, opaque: float | int, name: str) -> np.ndarray:
+    """(H, W), (H, W, 1..4) -> (H, W, 4): gray to RGB, (gray, alpha), RGB + opaque alpha."""
+    if a.ndim == 2:
+        a = a[..., None]
+    if a.ndim != 3 or a.shape[2] not in (1, 2, 3, 4) or 0 in a.shape:
+        raise TextureFormatError(name, f"expected an (H, W) or (H, W, 1-4) image, got {a.shape}")
+    c = a.shape[2]
+    if c == 4:
+        return np.ascontiguousarray(a)
+    out = np.empty(a.shape[:2] + (4,), a.dtype)
+    if c in (1, 2):
+        out[..., :3] = a[..., :1]
+    else:
+        out[..., :3] = a
+    out[..., 3] = a[..., 1] if c == 2 else opaque
+    return out
+
+
+def from_array(array: np.ndarray, name: str = "<array>") -> SourceImage:
+    """A SourceImage from a numpy array: uint8, uint16 or floating point; (H, W) gray,
+    (H, W, 2) gray + alpha, (H, W, 3) RGB or (H, W, 4) RGBA."""
+    a = np.asarray(array)
+    if a.dtype == np.uint8:
+        return SourceImage(_expand_channels(a, 255, name), name)
+    if a.dtype == np.uint16:
+        return SourceImage(_expand_channels(a, 65535, name), name)
+    if np.issubdtype(a.dtype, np.floating):
+        return SourceImage(_expand_channels(a.astype(np.float32), 1.0, name), name)
+    raise TextureFormatError(name, f"unsupported pixel type {a.dtype}: give uint8, uint16 or "
+                                   "float values")
+
+
+def read_image(path: str | os.PathLike[str]) -> SourceImage:
+    """Read an image file at its own precision, upright per its EXIF orientation.
+
+    Pillow's 16-bit grayscale modes ("I;16*") become uint16; 32-bit integer images ("I")
+    uint16 when their values fit 0..65535 (Pillow reads some 16-bit files that way), else
+    they are refused; float images ("F") float32; everything else RGBA8. Pillow itself
+    reduces 16-bit *colour* PNGs to their high bytes while decoding; those are logged.
+    Raises TextureFormatError naming the file for anything Pillow cannot read.
+    """
+    from PIL import Image, ImageOps
+
+    name = os.fspath(path)
+    try:
+        with Image.open(path) as im:
+            rawmode = im.tile[0][3] if im.tile and isinstance(im.tile[0][3], str) else ""
+            if im.mode in ("RGB", "RGBA", "LA") and ";16" in rawmode:
+                log.warning("%s: Pillow reads 16-bit colour PNGs at 8 bits (high byte); "
+                            "baking those 8 bits", name)
+            upright = ImageOps.exif_transpose(im)
+            mode = upright.mode
+            if mode in _SIXTEEN_BIT_MODES:
+                a = np.asarray(upright).astype(np.uint16)
+                return SourceImage(_expand_channels(a, 65535, name), name)
+            if mode == "I":
+                a = np.asarray(upright)
+                if a.size and (a.min() < 0 or a.max() > 65535):
+                    raise TextureFormatError(name, f"32-bit integer pixels {a.min()}..{a.max()} "
+                                                   "do not fit 16 bits; convert to float")
+                return SourceImage(_expand_channels(a.astype(np.uint16), 65535, name), name)
+            if mode == "F":
+                a = np.asarray(upright, dtype=np.float32)
+                return SourceImage(_expand_channels(a, 1.0, name), name)
+            return SourceImage(np.asarray(upright.convert("RGBA"), dtype=np.uint8).copy(), name)
+    except TextureFormatError:
+        raise
+    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:
+        raise TextureFormatError(path, f"cannot read image: {exc}") from exc
+
+
+def scale_16_to_8(values: np.ndarray) -> np.ndarray:
+    """uint16 -> uint8 by round(v * 255 / 65535), exact in integers (no float rounding)."""
+    return ((values.astype(np.uint32) * 255 + 32767) // 65535).astype(np.uint8)
+
+
+def tonemap(values: np.ndarray, operator: Tonemap) -> np.ndarray:
+    """Apply a tone map operator (see the module docstring) to linear float values."""
+    v = values.astype(np.float32)
+    if operator == "clamp":
+        return np.clip(v, 0.0, 1.0)
+    if operator == "reinhard":
+        return v / (1.0 + v)
+    if operator == "aces":
+        return np.clip((v * (2.51 * v + 0.03)) / (v * (2.43 * v + 0.59) + 0.14), 0.0, 1.0)
+    raise ValueError(f"unknown tone map {operator!r}; choose from {', '.join(TONEMAPS)}")
+
+
+def _float_linear(src: SourceImage, fmt_name: str, operator: Tonemap | None,
+                  normal_map: bool) -> tuple[np.ndarray, bool]:
+    """Float RGBA in [0, 1] (colour in linear light unless it is a mapped normal map), and
+    whether it is a normal map mapped from [-1, 1]."""
+    px = src.pixels
+    if not np.isfinite(px).all():
+        raise TextureFormatError(src.name, "pixels hold NaN or infinity; no format can store "
+                                           "them")
+    rgb, alpha = px[..., :3], px[..., 3]
+    lo, hi = float(rgb.min()), float(rgb.max())
+    if operator != "clamp" and (alpha.min() < 0.0 or alpha.max() > 1.0):
+        raise TextureFormatError(src.name, f"float alpha {alpha.min():g}..{alpha.max():g} is "
+                                           "outside [0, 1]; use --tonemap clamp to clip it")
+    out = np.empty_like(px)
+    out[..., 3] = np.clip(alpha, 0.0, 1.0)
+    if normal_map and operator is None and lo >= -1.0 and hi <= 1.0 and lo < 0.0:
+        out[..., :3] = rgb * 0.5 + 0.5
+        return out, True
+    if operator is None:
+        if lo < 0.0:
+            raise TextureFormatError(
+                src.name, f"negative values (min {lo:g}) cannot be stored in unsigned "
+                          f"{fmt_name}; use --tonemap clamp to clip them")
+        if hi > 1.0:
+            raise TextureFormatError(
+                src.name, f"HDR values up to {hi:g} exceed what 8-bit {fmt_name} holds "
+                          f"(no BC6H encoder): choose --tonemap {'|'.join(TONEMAPS)}")
+        out[..., :3] = rgb
+        return out, False
+    if lo < 0.0 and operator != "clamp":
+        raise TextureFormatError(src.name, f"negative values (min {lo:g}): the {operator} tone "
+                                           "map is for light (>= 0); use --tonemap clamp")
+    out[..., :3] = tonemap(rgb, operator)
+    return out, False
+
+
+def to_target(src: SourceImage, fmt_name: str, *, srgb: bool, tonemap_op: Tonemap | None = None,
+              normal_map: bool = False) -> TargetInput:
+    """Convert an input for an 8-bit target of format `fmt_name` (sRGB when `srgb`), as the
+    module docstring says. `tonemap_op` applies to float inputs only."""
+    if tonemap_op is not None and tonemap_op not in TONEMAPS:
+        raise ValueError(f"unknown tone map {tonemap_op!r}; choose from {', '.join(TONEMAPS)}")
+    px = src.pixels
+    if px.dtype == np.uint8:
+        return TargetInput(px, None, "bytes")
+    if px.dtype == np.uint16:
+        return TargetInput(px.astype(np.float32) / np.float32(65535.0), px, "unorm")
+    linear, mapped_normal = _float_linear(src, fmt_name, tonemap_op, normal_map)
+    if srgb and not mapped_normal and not normal_map:
+        signal = linear.copy()
+        signal[..., :3] = linear_to_srgb(linear[..., :3])
+        return TargetInput(signal, linear, "linear")
+    return TargetInput(linear, linear, "unorm")
