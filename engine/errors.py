@@ -87,3 +87,21 @@ class LeakError(EngineError, AssertionError):
         for rec in leaks:
             lines.append("  " + rec.describe())
         super().__init__("\n".join(lines))
+
+
+class UsageError(EngineError, ValueError):
+    """An argument outside its accepted range (a picture size, a count), caught before any
+    work or allocation starts. The message names the option and the range; the CLI prints
+    it as one line and exits with status 2."""
+
+
+class OutputExistsError(EngineError, FileExistsError):
+    """An output would overwrite a file this command did not make (pass --force to allow)."""
+
+    def __init__(self, path: object, why: str) -> None:
+        self.path = str(path)
+        self.why = why
+        super().__init__(f"{self.path}: {why}")
+
+    def __reduce__(self):
+        return (type(self), (self.path, self.why))

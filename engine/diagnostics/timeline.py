@@ -5,6 +5,15 @@ scale on a secondary axis, so a reader sees at a glance whether textures or rend
 gave way when the budget moved. Bottom panel: frame times. Drawn with Pillow by default (the
 engine must not need matplotlib, and Pillow output is identical on every machine); pass
 backend="matplotlib" for matplotlib's rendering when it is installed.
+
+Every series is drawn inside its axes: the memory axis always reaches above the highest
+budget (a budget far above what the run used flattens the areas, and the panel then says
+what share of the budget the peak was, rather than cutting the budget line off), and the
+render-scale axis has headroom above the highest scale, so a scale of 1.0 is not hidden in
+the frame's border. Frame times that are NaN or infinite are skipped and counted on the
+picture. The picture carries a PNG text chunk marking it as a timeline: `engine report`
+overwrites only files that have it (or any with --force), never a screenshot that happens to
+share the name, and its default output is RUN.timeline.png, not RUN.png.
 """
 from __future__ import annotations
 
@@ -15,6 +24,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from ..errors import OutputExistsError, UsageError
 from ..memory.ledger import CATEGORIES
 from ..memory.sizes import format_bytes
 from .report import validate_report
@@ -30,6 +40,9 @@ _EXTRA_COLORS: Sequence[RGB] = ((120, 200, 90), (200, 90, 90), (90, 200, 220), (
 BUDGET_COLOR: RGB = (230, 60, 60)
 SCALE_COLOR: RGB = (40, 40, 40)
 _BG, _AXIS, _GRID, _TEXT = (255, 255, 255), (60, 60, 60), (228, 228, 228), (30, 30, 30)
+MAX_SIZE = (8192, 8192)  # a picture larger than this is a typo, not a wish (256 MiB of RGB)
+MIN_SIZE = (320, 240)  # below this the labels no longer fit
+TIMELINE_MARK = ("engine.timeline", "1")  # PNG text chunk: "this file is a timeline"
 
 
 def category_color(category: str, index: int = 0) -> RGB:
@@ -58,24 +71,75 @@ def _series(report: dict[str, Any]) -> dict[str, np.ndarray]:
 
 
 def memory_axis_max(memory_max: float, budget: np.ndarray) -> float:
-    """Top of the memory axis. A budget far above what the run used (80% of a 141 GB GPU
-    against 100 MiB) would flatten every area to the floor: then the axis follows memory and
-    the lowest budget, and the budget line is clipped at the top."""
-    top = max(memory_max, float(budget.max()), 1.0)
-    if top > 4 * max(memory_max, 1.0):
-        top = max(memory_max, float(budget.min()), 1.0) * 1.5
+    """Top of the memory axis: above both the memory peak and the highest budget, with
+    8% headroom so the budget line (3 px wide) is drawn whole inside the panel."""
+    finite = budget[np.isfinite(budget)]
+    top = max(memory_max, float(finite.max()) if finite.size else 0.0, 1.0)
     return top * 1.08
+
+
+def scale_axis_max(scale: np.ndarray) -> float:
+    """Top of the render-scale axis: at least 1.0 (the usual maximum) plus 10% headroom, so
+    a run at full scale draws its line inside the panel, not on its border."""
+    finite = scale[np.isfinite(scale)]
+    return max(1.0, float(finite.max()) if finite.size else 1.0) * 1.1
+
+
+def parse_size(text: str) -> tuple[int, int]:
+    """'WIDTHxHEIGHT' -> (w, h), each within MIN_SIZE..MAX_SIZE; UsageError otherwise.
+    Checked before any pixel is allocated (99999x99999 once allocated until the kernel
+    killed it)."""
+    try:
+        w, h = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise UsageError(f"--size {text!r}: expected WIDTHxHEIGHT, e.g. 1200x720") from None
+    check_size((w, h))
+    return w, h
+
+
+def check_size(size: tuple[int, int]) -> None:
+    """UsageError unless MIN_SIZE <= size <= MAX_SIZE (both sides)."""
+    w, h = size
+    if not (MIN_SIZE[0] <= w <= MAX_SIZE[0] and MIN_SIZE[1] <= h <= MAX_SIZE[1]):
+        raise UsageError(f"--size {w}x{h}: width must be {MIN_SIZE[0]}-{MAX_SIZE[0]} and "
+                         f"height {MIN_SIZE[1]}-{MAX_SIZE[1]} pixels")
+
+
+def is_timeline_png(path: Path | str) -> bool:
+    """Whether `path` is a picture this module wrote (it carries TIMELINE_MARK)."""
+    from PIL import Image
+
+    try:
+        with Image.open(path) as im:
+            text = getattr(im, "text", None) or im.info
+            return text.get(TIMELINE_MARK[0]) == TIMELINE_MARK[1]
+    except (OSError, ValueError, SyntaxError):
+        return False
+
+
+def default_output(report_path: Path | str) -> Path:
+    """RUN.json -> RUN.timeline.png: never RUN.png, where a run's screenshot goes."""
+    p = Path(report_path)
+    return p.with_name(p.stem + ".timeline.png")
 
 
 def render_timeline(report: dict[str, Any], out_png: Path | str, *,
                     size: tuple[int, int] = (1200, 720),
-                    backend: Literal["pillow", "matplotlib"] = "pillow") -> Path:
-    """Draw the report's timeline into `out_png` and return its path."""
+                    backend: Literal["pillow", "matplotlib"] = "pillow",
+                    force: bool = False) -> Path:
+    """Draw the report's timeline into `out_png` and return its path.
+
+    Raises UsageError for a size outside MIN_SIZE..MAX_SIZE (before allocating anything) and
+    OutputExistsError when `out_png` exists and is not a timeline, unless `force`."""
+    check_size(size)
     validate_report(report)
     out = Path(out_png)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    if out.exists() and not force and not is_timeline_png(out):
+        raise OutputExistsError(out, "exists and is not a timeline picture; not overwriting "
+                                     "it (choose another -o, or pass --force)")
     if not report["frames"]:
         raise ValueError("the report has no frames to draw")
+    out.parent.mkdir(parents=True, exist_ok=True)
     if backend == "matplotlib":
         _matplotlib(report, out, size)
     else:
@@ -126,9 +190,10 @@ class _Pillow:
             self.d.line([(x, top), (x, bottom)], fill=_GRID)
             self.d.text((x, bottom + 4), f"{int(v)}", fill=_TEXT, font=self.small, anchor="mt")
 
-    def _y_axis(self, top: int, bottom: int, vmax: float, step: float, fmt, right: bool = False
-                ) -> None:
-        for v in np.arange(0, vmax + step * 0.01, step):
+    def _y_axis(self, top: int, bottom: int, vmax: float, step: float, fmt, right: bool = False,
+                stop: float | None = None) -> None:
+        """Ticks 0, step, ... up to `stop` (default vmax), placed on a 0..vmax axis."""
+        for v in np.arange(0, (vmax if stop is None else stop) + step * 0.01, step):
             y = bottom - v / vmax * (bottom - top)
             if not right:
                 self.d.line([(self.left, y), (self.right, y)], fill=_GRID)
@@ -139,7 +204,8 @@ class _Pillow:
         s = self.s
         cats = [k for k in s if k.startswith("cat:")]
         stack = np.cumsum([s[k] for k in cats], axis=0) if cats else np.zeros((1, len(s["ms"])))
-        vmax = memory_axis_max(float(stack[-1].max()), s["budget"])
+        memory_peak = float(stack[-1].max())
+        vmax = memory_axis_max(memory_peak, s["budget"])
         step = _byte_step(vmax, 6)
         vmax = np.ceil(vmax / step) * step
         self._y_axis(top, bottom, vmax, step, lambda v: format_bytes(int(v)))
@@ -161,10 +227,24 @@ class _Pillow:
         self.d.line(list(zip(xs, ys(s["budget"]))) if len(xs) > 1 else
                     [(self.left, ys(s["budget"])[0]), (self.right, ys(s["budget"])[0])],
                     fill=BUDGET_COLOR, width=3)
-        scale_y = bottom - np.clip(s["scale"], 0, 1) * (bottom - top)
+        smax = scale_axis_max(s["scale"])
+        scale_y = bottom - np.clip(np.nan_to_num(s["scale"]), 0, smax) / smax * (bottom - top)
         if len(xs) > 1:
             self.d.line(list(zip(xs, scale_y)), fill=SCALE_COLOR, width=2)
-        self._y_axis(top, bottom, 1.0, 0.25, lambda v: f"{v:.2f}", right=True)
+        else:
+            self.d.line([(self.left, scale_y[0]), (self.right, scale_y[0])], fill=SCALE_COLOR,
+                        width=2)
+        self.extents = {"budget": (float(ys(s["budget"]).min()), float(ys(s["budget"]).max())),
+                        "render scale": (float(scale_y.min()), float(scale_y.max()))}
+        self.panels = {"memory": (top, bottom)}
+        self._y_axis(top, bottom, smax, 0.25, lambda v: f"{v:.2f}", right=True,
+                     stop=smax / 1.1)
+        budget_max = float(np.nanmax(s["budget"])) if len(s["budget"]) else 0.0
+        if budget_max > 4 * max(memory_peak, 1.0):
+            self.d.text((self.right - 8, bottom - 8),
+                        f"peak {format_bytes(int(memory_peak))} = "
+                        f"{100 * memory_peak / budget_max:.2g}% of the budget",
+                        fill=_TEXT, font=self.small, anchor="rb")
         self._frame_box(top, bottom, "memory by category (bytes)", "render scale")
         legend = [(c[4:], category_color(c[4:], i)) for i, c in enumerate(cats)]
         legend += [("budget", BUDGET_COLOR), ("render scale", SCALE_COLOR)]
@@ -172,22 +252,36 @@ class _Pillow:
 
     def _time_panel(self, top: int, bottom: int) -> None:
         ms = self.s["ms"]
-        vmax = max(float(np.percentile(ms, 99.5)) * 1.15, 1.0)
+        finite = np.isfinite(ms)
+        self.skipped_frame_times = int((~finite).sum())
+        good = ms[finite]
+        vmax = max(float(np.percentile(good, 99.5)) * 1.15, 1.0) if good.size else 1.0
         step = _nice_step(vmax, 4)
         vmax = np.ceil(vmax / step) * step
         self._y_axis(top, bottom, vmax, step, lambda v: f"{v:g} ms")
         self._frame_axis(top, bottom)
         xs = self.px(self.s["frame"])
-        ys = bottom - np.minimum(ms, vmax) / vmax * (bottom - top)
-        if len(xs) > 1:
-            self.d.line(list(zip(xs, ys)), fill=(50, 110, 200), width=2)
-        else:
-            self.d.ellipse([xs[0] - 3, ys[0] - 3, xs[0] + 3, ys[0] + 3], fill=(50, 110, 200))
-        p50 = float(self.summary["frame_ms_p50"])
-        y50 = bottom - min(p50, vmax) / vmax * (bottom - top)
-        self.d.line([(self.left, y50), (self.right, y50)], fill=(120, 120, 120), width=1)
-        self.d.text((self.right - 4, y50 - 3), f"p50 {p50:.2f} ms", fill=_TEXT,
-                    font=self.small, anchor="rb")
+        ys = bottom - np.minimum(np.where(finite, ms, 0.0), vmax) / vmax * (bottom - top)
+        # One polyline per run of finite times: a skipped frame leaves a gap, not a spike.
+        breaks = np.flatnonzero(np.diff(finite.astype(np.int8)) != 0) + 1
+        for run in np.split(np.arange(len(ms)), breaks):
+            if not run.size or not finite[run[0]]:
+                continue
+            if run.size > 1:
+                self.d.line(list(zip(xs[run], ys[run])), fill=(50, 110, 200), width=2)
+            else:
+                x, y = xs[run[0]], ys[run[0]]
+                self.d.ellipse([x - 3, y - 3, x + 3, y + 3], fill=(50, 110, 200))
+        p50 = float(np.percentile(good, 50)) if good.size else float("nan")
+        if np.isfinite(p50):
+            y50 = bottom - min(p50, vmax) / vmax * (bottom - top)
+            self.d.line([(self.left, y50), (self.right, y50)], fill=(120, 120, 120), width=1)
+            self.d.text((self.right - 4, y50 - 3), f"p50 {p50:.2f} ms", fill=_TEXT,
+                        font=self.small, anchor="rb")
+        if self.skipped_frame_times:
+            self.d.text((self.left + 6, top + 6),
+                        f"{self.skipped_frame_times} non-finite frame time(s) skipped",
+                        fill=BUDGET_COLOR, font=self.small, anchor="lt")
         self._frame_box(top, bottom, "frame time", None)
 
     def _frame_box(self, top: int, bottom: int, title: str, right_label: str | None) -> None:
@@ -217,7 +311,11 @@ class _Pillow:
                     font=self.font, anchor="mb")
 
     def save(self, path: Path) -> None:
-        self.im.save(path)
+        from PIL.PngImagePlugin import PngInfo
+
+        info = PngInfo()
+        info.add_text(*TIMELINE_MARK)
+        self.im.save(path, format="PNG", pnginfo=info)
 
 
 # ---------------------------------------------------------------------------- matplotlib
@@ -241,14 +339,14 @@ def _matplotlib(report: dict[str, Any], out: Path, size: tuple[int, int]) -> Non
     ax.set_ylabel("MiB")
     scale_ax = ax.twinx()
     scale_ax.plot(s["frame"], s["scale"], color=np.array(SCALE_COLOR) / 255, lw=1.5)
-    scale_ax.set_ylim(0, 1.05)
+    scale_ax.set_ylim(0, scale_axis_max(s["scale"]))
     scale_ax.set_ylabel("render scale")
     ax.legend(loc="upper left", fontsize=8, ncol=4)
-    ax_ms.plot(s["frame"], s["ms"], lw=1)
+    ax_ms.plot(s["frame"], np.where(np.isfinite(s["ms"]), s["ms"], np.nan), lw=1)
     ax_ms.set_ylabel("frame ms")
     ax_ms.set_xlabel("frame")
     fig.tight_layout()
-    fig.savefig(out)
+    fig.savefig(out, format="png", metadata={TIMELINE_MARK[0]: TIMELINE_MARK[1]})
     plt.close(fig)
 
 
@@ -258,20 +356,30 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser("report", help="validate a run report and draw its timeline PNG")
     p.add_argument("report", type=Path, help="a run report JSON (run_scene(report=...))")
     p.add_argument("-o", "--output", type=Path, default=None,
-                   help="PNG to write (default: next to the report, .png)")
+                   help="PNG to write (default: next to the report, RUN.timeline.png); a "
+                        "file that is not a timeline is never overwritten without --force")
+    p.add_argument("--force", action="store_true",
+                   help="overwrite the output even if it is not a timeline picture")
     p.add_argument("--backend", choices=("pillow", "matplotlib"), default="pillow")
-    p.add_argument("--size", default="1200x720", help="WIDTHxHEIGHT in pixels")
+    p.add_argument("--size", default="1200x720",
+                   help=f"WIDTHxHEIGHT in pixels, from {MIN_SIZE[0]}x{MIN_SIZE[1]} to "
+                        f"{MAX_SIZE[0]}x{MAX_SIZE[1]}")
     p.set_defaults(func=_report_main)
 
 
 def _report_main(args: Any) -> int:
     from .report import ReportError, load_report
 
+    import sys
+
     try:
+        size = parse_size(args.size)  # before reading anything
         report = load_report(args.report)
-        w, h = (int(v) for v in args.size.lower().split("x"))
-        out = render_timeline(report, args.output or args.report.with_suffix(".png"),
-                              size=(w, h), backend=args.backend)
+        out = render_timeline(report, args.output or default_output(args.report), size=size,
+                              backend=args.backend, force=getattr(args, "force", False))
+    except (UsageError, OutputExistsError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     except (ReportError, ValueError) as exc:
         log.error("%s", exc)
         return 1
