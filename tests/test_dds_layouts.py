@@ -262,6 +262,15 @@ def test_repacked_cube_with_mips_in_gl_order(tmp_path: Path) -> None:
             assert part == tex.read_level(lv.index, face=face)
 
 
+def test_converted_files_pickle(tmp_path: Path) -> None:
+    """TextureFiles cross process boundaries (bake workers): the converters must pickle."""
+    import pickle
+    for i, data in enumerate((layout_file(BY_LAYOUT["A4L4"])[0], palette_file("rgba")[0])):
+        tex = textures.open(_write(tmp_path, data, f"{i}.dds"))
+        back = pickle.loads(pickle.dumps(tex))
+        assert back.read_level_all(1) == tex.read_level_all(1)
+
+
 # --- palettes ---------------------------------------------------------------------------------
 
 def palette_file(kind: str, w: int = W, h: int = H, levels: int = LEVELS,

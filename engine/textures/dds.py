@@ -220,11 +220,17 @@ def _palette(path: Path, pf_flags: int, bits: int, palette: bytes) -> _Pixels:
         name, lut = "L8A8", entries[:, [0, 3]]
     else:
         name, lut = "RGBA8", entries
-    lut = np.ascontiguousarray(lut)
+    return _Pixels(get_format(name), 1, _PaletteLookup(np.ascontiguousarray(lut)), "palette")
 
-    def look_up(data: bytes) -> bytes:
-        return lut[np.frombuffer(data, np.uint8)].tobytes()
-    return _Pixels(get_format(name), 1, look_up, "palette")
+
+@dataclass(frozen=True, eq=False)
+class _PaletteLookup:
+    """Indices -> palette entries (a class, not a closure, so a DdsFile pickles)."""
+
+    lut: np.ndarray
+
+    def __call__(self, data: bytes) -> bytes:
+        return self.lut[np.frombuffer(data, np.uint8)].tobytes()
 
 
 def _dx10(path: Path, prefix: bytes, height: int, depth: int) -> tuple[str, int, int, int, dict]:

@@ -138,6 +138,14 @@ class Repack:
 
     def convert(self, data: bytes) -> bytes:
         """File texels -> target texels; n-bit values scale by (2^m-1)/(2^n-1), an integer."""
+        shuffle = self._byte_shuffle()
+        if shuffle is not None:  # whole bytes move (24-bit BGR -> RGBA8): 0.05 s, not 0.29 s, a 2048² level
+            src = np.frombuffer(data, np.uint8, len(data) // self.src_bytes * self.src_bytes)
+            src = src.reshape(-1, self.src_bytes)
+            out8 = np.empty((len(src), self.target.block_bytes), np.uint8)
+            for j, source in enumerate(shuffle):
+                out8[:, j] = src[:, source[1]] if source[0] == "byte" else source[1]
+            return out8.tobytes()
         texels = read_texels(data, self.src_bytes)
         out = np.zeros(texels.shape, np.uint64)
         for src, dst in self.moves:
@@ -148,6 +156,23 @@ class Repack:
                 v = np.full(texels.shape, dst.max * src, np.uint64)
             out |= v << np.uint64(dst.shift)
         return write_texels(out, self.target.block_bytes)
+
+    def _byte_shuffle(self) -> list[tuple[str, int]] | None:
+        """Per target byte: ("byte", source byte) or ("const", value), when every field is a
+        whole aligned byte; None otherwise."""
+        plan: dict[int, tuple[str, int]] = {}
+        for src, dst in self.moves:
+            if dst.bits != 8 or dst.shift % 8:
+                return None
+            if isinstance(src, Field):
+                if src.bits != 8 or src.shift % 8:
+                    return None
+                plan[dst.shift // 8] = ("byte", src.shift // 8)
+            else:
+                plan[dst.shift // 8] = ("const", 255 * src)
+        if sorted(plan) != list(range(self.target.block_bytes)):
+            return None
+        return [plan[i] for i in range(self.target.block_bytes)]
 
 
 def plan_expansion(src_bits: int, layout: Sampled,
