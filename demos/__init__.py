@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.render.runner import FrameHook, SceneFactory
+from engine.app.loop import FrameHook, SceneFactory
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,10 @@ def _builtin() -> None:
     register(Demo("pressure", gallery.build, "the gallery while the budget rises and falls",
                   pressure.hooks))
     register(Demo("gltf", gltf_demo.build, "Khronos BoxTextured glTF sample on an orbit"))
+    from . import wall
+
+    register(Demo("wall", wall.build, "thousands of photographs in a zoomable grid: overview, "
+                  "dive, pan, cuts, zoom out", wall.hooks))
 
 
 _builtin()
