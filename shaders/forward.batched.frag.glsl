@@ -6,6 +6,9 @@
 #ifdef BINDLESS
 #extension GL_ARB_bindless_texture : require
 #endif
+#ifdef LOD_CLAMP_EXT
+#extension GL_ARB_sparse_texture_clamp : require
+#endif
 #include "objects.glsl"
 #include "mipdebug.glsl"
 #include "brdf.glsl"
@@ -40,13 +43,21 @@ uniform int u_view_mode;       // 0 lit, 1 mip debug
 
 out vec4 f_color;
 
-// The streamer's fade-in clamp, in the shader: LOD = max(computed LOD, min_lod). Scaling
-// both gradients by 2^(min_lod - lod) raises the LOD by exactly that much and keeps the
-// footprint's shape, so anisotropic filtering still works (unlike textureLod).
+// The streamer's fade-in clamp, in the shader: LOD = max(computed LOD, min_lod).
+// With ARB_sparse_texture_clamp the sampler applies it itself (textureClampARB: exactly
+// GL_TEXTURE_MIN_LOD's clamp, anisotropic filtering kept). Without, both gradients are
+// scaled by 2^(min_lod - lod): that raises the LOD by exactly that much and keeps the
+// footprint's shape, so anisotropic filtering still works (unlike textureLod); the LOD it
+// starts from is textureQueryLod's, which a driver may compute slightly differently from
+// its sampler (llvmpipe: a few pixels in a thousand differ while a level fades in).
 vec4 sample_clamped(sampler2D s, vec2 uv, vec2 dx, vec2 dy, float min_lod) {
+#ifdef LOD_CLAMP_EXT
+    return textureClampARB(s, uv, min_lod);
+#else
     float lod = textureQueryLod(s, uv).y;
     float k = exp2(max(min_lod - lod, 0.0));
     return textureGrad(s, uv, dx * k, dy * k);
+#endif
 }
 
 // Where a virtual-texture sampler (vt_sample) would plug in: every material texture read of

@@ -106,9 +106,15 @@ def pack_rows(objects: ObjectArrays, visible: np.ndarray, textures: TextureState
     else:
         lods = np.full(tids.shape, NO_CLAMP, np.float32)
     rows[:, 40:43] = lods
-    if handles is not None and len(handles):
-        h = np.where(has, handles[safe], 0).astype(np.uint64)
+    if handles is not None:
+        h = np.where(has, handles[safe], 0).astype(np.uint64) if len(handles) else \
+            np.zeros(tids.shape, np.uint64)
         u[:, 48:54] = h.view(np.uint32).reshape(n, 6)
+        # a texture without a handle (none made, or released) is not sampled at all
+        missing = has & (h == 0)
+        if missing.any():
+            clear = (missing * np.array(_SLOT_FLAGS, np.uint32)).sum(axis=1).astype(np.uint32)
+            u[:, 35] &= ~clear
     return rows
 
 
@@ -153,23 +159,35 @@ class TextureTracker:
     has one; for the streamer its item list, re-read only when its residency changed, and its
     fade LOD array; else one `residency()` call per texture (no GL textures: bound path)."""
 
-    def __init__(self, provider: Any) -> None:
+    def __init__(self, provider: Any, views: bool = False, shader_clamp: bool = True) -> None:
         self.provider = provider
+        # Bound textures keep the sampler's own GL_TEXTURE_MIN_LOD (the streamer sets it), so
+        # the shader need not clamp again: the bound path then samples exactly as the
+        # per-object path. Handles freeze the sampler, so the bindless path clamps here.
+        self.shader_clamp = shader_clamp
+        # Which level the shader's LOD counts from: a bindless handle is of a view whose
+        # level 0 is the texture's storage level 0; a bound texture samples from its
+        # GL_TEXTURE_BASE_LEVEL, which a sparse streamer sets to the finest resident level.
+        self.views = views
         self._key: tuple | None = None
         self._textures: list = []
         self._base = np.zeros(0, np.float32)
+        self._sample = np.zeros(0, np.float32)
         self._chain_w = np.zeros(0, np.float32)
         self._chain_h = np.zeros(0, np.float32)
         self.changed: np.ndarray = np.zeros(0, np.intp)  # ids whose GL texture changed
 
-    def _set_textures(self, textures: list) -> None:
+    def _set_textures(self, textures: list, bases: list | None = None) -> None:
         old = self._textures
         n = len(textures)
         self.changed = np.array([i for i in range(n)
                                  if i >= len(old) or old[i] is not textures[i]], np.intp)
         self._textures = textures
-        self._base = np.array([t.base_level if t is not None else 0 for t in textures],
-                              np.float32)
+        tex_base = np.array([t.base_level if t is not None else 0 for t in textures],
+                            np.float32)
+        # finest resident chain level, and the chain level the shader's LOD counts from
+        self._base = np.array(bases, np.float32) if bases is not None else tex_base
+        self._sample = tex_base if self.views else self._base
         self._chain_w = np.array([t.chain_width if t is not None else 1 for t in textures],
                                  np.float32)
         self._chain_h = np.array([t.chain_height if t is not None else 1 for t in textures],
@@ -190,7 +208,7 @@ class TextureTracker:
             items = p.items
             key = ("streamer", len(items), p.residency_changes)
             if key != self._key:
-                self._set_textures([it.tex for it in items])
+                self._set_textures([it.tex for it in items], [it.base for it in items])
                 self._key = key
             lods = getattr(p, "_lods", None)
             chain = self._base.copy() if lods is None or len(lods) != len(items) else \
@@ -205,12 +223,13 @@ class TextureTracker:
             n = int(getattr(p.stats(), "textures", 0))
             res = [p.residency(i) for i in range(n)]
             self._textures = [None] * n
-            self._base = np.zeros(n, np.float32)
+            self._base = self._sample = np.zeros(n, np.float32)
             self._chain_w = np.array([r.chain_width for r in res], np.float32)
             self._chain_h = np.array([r.chain_height for r in res], np.float32)
             chain = np.array([r.base_level for r in res], np.float32)
-        storage = chain - self._base
-        storage = np.where(storage > 1e-4, storage, NO_CLAMP).astype(np.float32)
+        storage = chain - self._sample
+        storage = np.where((storage > 1e-4) & self.shader_clamp, storage,
+                           NO_CLAMP).astype(np.float32)
         return TextureState(self._textures, chain, storage, self._chain_w, self._chain_h)
 
 
@@ -264,13 +283,16 @@ class GeometryArena:
         self.device.release(self.vbo)
 
 
-def batched_source(name: str, bindless: bool) -> str:
-    """A batched shader's source, with BINDLESS defined right after #version when asked."""
+def batched_source(name: str, bindless: bool, clamp_ext: bool = False) -> str:
+    """A batched shader's source, with BINDLESS (textures from handles) and LOD_CLAMP_EXT
+    (textureClampARB) defined right after #version when asked."""
     src = shaders.load(name)
-    if not bindless:
+    defines = ("#define BINDLESS 1\n" if bindless else "") + \
+        ("#define LOD_CLAMP_EXT 1\n" if clamp_ext else "")
+    if not defines:
         return src
     first, _, rest = src.partition("\n")
-    return f"{first}\n#define BINDLESS 1\n{rest}"
+    return f"{first}\n{defines}{rest}"
 
 
 @dataclass
@@ -288,7 +310,7 @@ class BatchedPass:
     the frame ring and indirect multi-draws. `mode` "bindless" or "bound"."""
 
     def __init__(self, device: Any, provider: Any, *, mode: TextureMode,
-                 label: str = "batched") -> None:
+                 shader_clamp: bool | None = None, label: str = "batched") -> None:
         if not batched_frame_supported(device):
             raise RuntimeError("the batched frame needs GL 4.3-class indirect draws, SSBOs "
                                "and ARB_shader_draw_parameters")
@@ -300,7 +322,9 @@ class BatchedPass:
         self.label = label
         self.ring = FrameRing(device, 64 << 10, label=f"{label}.ring")
         self.bindless = BindlessTextures(device) if mode == "bindless" else None
-        self.textures = TextureTracker(provider)
+        self.textures = TextureTracker(
+            provider, views=mode == "bindless",
+            shader_clamp=mode == "bindless" if shader_clamp is None else shader_clamp)
         self._handles = np.zeros(0, np.uint64)
         self._arena: GeometryArena | None = None
         self.stats = BatchStats()

@@ -50,6 +50,11 @@ class RendererSettings:
 
     path: RenderPath = "batched"
     force_bound: bool = False
+    #: fade-in clamp in the shader: None = where needed (bindless; bound textures keep the
+    #: sampler's own min LOD), True = always (tests compare it with the sampler's clamp)
+    shader_lod_clamp: bool | None = None
+    #: use ARB_sparse_texture_clamp's textureClampARB for that clamp where the driver has it
+    clamp_ext: bool = True
     cull: bool = True
     gpu_timing: bool = True
 
@@ -166,13 +171,17 @@ class Renderer:
         bindless = bindless_supported(self.device)
         self.texture_mode = choose_texture_mode(self.settings, bindless)
         use_bindless = self.texture_mode == "bindless"
+        clamp_ext = "GL_ARB_sparse_texture_clamp" in self.device.caps.extensions \
+            and self.settings.clamp_ext
         prog = self.device.program(
             vertex_shader=batched_source("forward.batched.vert.glsl", use_bindless),
-            fragment_shader=batched_source("forward.batched.frag.glsl", use_bindless),
+            fragment_shader=batched_source("forward.batched.frag.glsl", use_bindless,
+                                           clamp_ext),
             label=f"forward.batched.{self.texture_mode}")
         self._made.append(prog)
         self._batched = _Program(prog)
-        self._batch = BatchedPass(self.device, self.provider, mode=self.texture_mode)
+        self._batch = BatchedPass(self.device, self.provider, mode=self.texture_mode,
+                                  shader_clamp=self.settings.shader_lod_clamp)
         log.info("renderer: batched path, %s textures", self.texture_mode)
 
     # ------------------------------------------------------------------ properties
