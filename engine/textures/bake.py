@@ -53,7 +53,9 @@ from .source_image import TONEMAPS, SourceImage, Tonemap, from_array, read_image
 
 log = logging.getLogger(__name__)
 
-FORMAT_CHOICES = ("bc7", "bc1", "bc3", "bc4", "bc5", "rgba8")
+FORMAT_CHOICES = ("bc7", "bc1", "bc3", "bc4", "bc5", "rgba8", "uastc", "etc1s")
+#: Basis Universal outputs, encoded by basis_universal instead of etcpak (_bake_basis).
+BASIS_CHOICES = ("uastc", "etc1s")
 # Pixels per encode task: etcpak BC7 manages a few Mpx/s per core, the others hundreds, so
 # BC7 work is cut finer to spread it over the pool; the rest is cut coarser to save pickling.
 _TASK_PIXELS = {"BC7": 1 << 19}
@@ -308,7 +310,53 @@ def _result(prep: _Prepared, out_path: Path, nbytes: int, seconds: float, psnr_d
                       psnr_db=psnr_db)
 
 
+def _bake_basis(source: str, rgba: np.ndarray | None, out_path: Path, opts: _Options,
+                threads: int = 0) -> BakeResult:
+    """UASTC / ETC1S output (KHR_texture_basisu's payloads): the same prepared mip chain as a
+    BCn bake, encoded by basis_universal (engine.textures.basis), scored by transcoding level
+    0 back to RGBA8 with the transcoder the engine reads it with."""
+    from dataclasses import replace
+
+    from . import basis
+    from .reader import open_texture
+
+    prep = _prepare(source, rgba, replace(opts, fmt="rgba8"))
+    start = time.process_time()
+    srgb = get(prep.fmt_name).srgb
+    data = basis.encode_ktx2(prep.levels, opts.fmt, srgb=srgb, zstd_level=opts.zstd_level,
+                             threads=threads)
+    tmp = out_path.with_name(out_path.name + ".tmp")
+    tmp.write_bytes(data)
+    tmp.replace(out_path)  # a reader never sees half a file
+    psnr_db = float("nan")
+    if basis.available():
+        decoded = open_texture(out_path).transcode_rgba(0)  # type: ignore[attr-defined]
+        if prep.reference is None:
+            sse, count = squared_error(decoded, prep.levels[0], prep.psnr_channels)
+            sse /= _BYTE_PEAK2
+        else:
+            sse, count = reference_squared_error(decoded, prep.reference, prep.psnr_channels,
+                                                 prep.space)
+        psnr_db = psnr_from_sse(sse, count, peak=1.0)
+    prep.fmt_name = opts.fmt.upper() + ("_SRGB" if srgb else "")
+    result = _result(prep, out_path, len(data), prep.seconds + time.process_time() - start,
+                     psnr_db)
+    log.info("baked %s -> %s (%s, %.1f dB)", source, out_path, prep.fmt_name, psnr_db)
+    return result
+
+
+def _bake_basis_task(source: str, rgba: np.ndarray | None, out_path: Path,
+                     opts: _Options) -> BakeResult | _Failed:
+    """Worker entry for bake_many: one whole Basis bake (the encoder threads inside)."""
+    try:
+        return _bake_basis(source, rgba, out_path, opts, threads=1)
+    except TextureFormatError as exc:
+        return _Failed(exc.path, exc.problem)
+
+
 def _bake_inline(source: str, rgba: np.ndarray | None, out_path: Path, opts: _Options) -> BakeResult:
+    if opts.fmt.lower() in BASIS_CHOICES:
+        return _bake_basis(source, rgba, out_path, opts)
     prep = _prepare(source, rgba, opts)
     pieces = [p for g in _plan(prep.levels, prep.fmt_name, prep.reference, prep.space) for p in g]
     encoded, enc_s = _encode_task(pieces, prep.fmt_name, prep.psnr_channels)
@@ -371,6 +419,8 @@ def bake_many(inputs: Sequence[ImageInput], out_dir: str | os.PathLike[str], fmt
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     opts = _Options(fmt, srgb, zstd_level, normal_map, tonemap)
+    if fmt.lower() in BASIS_CHOICES:
+        return _bake_basis_many(inputs, out, opts, executor, jobs, progress)
     choose_format(fmt, srgb, np.zeros((1, 1, 4), np.uint8))  # reject a bad name before any work
     if tonemap is not None and tonemap not in TONEMAPS:
         raise ValueError(f"unknown tone map {tonemap!r}; choose from {', '.join(TONEMAPS)}")
@@ -396,6 +446,35 @@ def bake_many(inputs: Sequence[ImageInput], out_dir: str | os.PathLike[str], fmt
     log.info("baked %d file(s), %.1f Mpx in %.2f s wall (%.1f Mpx/s)", len(results), mpx, wall,
              mpx / wall if wall > 0 else float("inf"))
     return results
+
+
+def _bake_basis_many(inputs: Sequence[ImageInput], out: Path, opts: _Options,
+                     executor: Executor | None, jobs: int | None,
+                     progress: bool) -> list[BakeResult]:
+    """bake_many for UASTC/ETC1S: one task per file (basis_universal encodes a whole chain)."""
+    split = [_split_input(item) for item in inputs]
+    stems = [stem for _, _, stem in split]
+    dupes = sorted({s for s in stems if stems.count(s) > 1})
+    if dupes:
+        raise ValueError(f"several inputs would write the same output: {', '.join(dupes)}")
+    own = executor is None
+    pool = ProcessPoolExecutor(max_workers=jobs or os.cpu_count() or 1) if own else executor
+    assert pool is not None
+    try:
+        futures = [pool.submit(_bake_basis_task, source, rgba, out / f"{stem}.ktx2", opts)
+                   for source, rgba, stem in split]
+        results: list[BakeResult] = []
+        with Progress(len(split), "bake", enabled=None if progress else False) as bar:
+            for fut in futures:
+                got = fut.result()
+                if isinstance(got, _Failed):
+                    raise TextureFormatError(got.path, got.problem)
+                results.append(got)
+                bar.advance(1, got.output.name)
+        return results
+    finally:
+        if own:
+            pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _run(pool: Executor, split: list[tuple[str, np.ndarray | None, str]], out: Path, opts: _Options,
@@ -488,7 +567,9 @@ def bake_main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("inputs", nargs="+", metavar="INPUT", help="image files (PNG, JPEG, ...)")
     parser.add_argument("-o", "--out", required=True, metavar="OUTDIR", help="output directory")
     parser.add_argument("--format", default="bc7", choices=FORMAT_CHOICES,
-                        help="block format (default bc7); bc4/bc5 are always linear")
+                        help="block format (default bc7); bc4/bc5 are always linear; uastc "
+                             "(zstd-supercompressed) and etc1s (BasisLZ) write Basis Universal "
+                             "KTX2 for glTF's KHR_texture_basisu (extra 'basis')")
     space = parser.add_mutually_exclusive_group()
     space.add_argument("--srgb", dest="srgb", action="store_true", default=True,
                        help="colour texture: sRGB format, mips filtered in linear light (default)")

@@ -3,7 +3,9 @@
 Only the header region is read at open time; level bytes are read on demand. Every field
 a hostile file controls is range-checked before it is used, so a bad file can only ever
 produce `TextureFormatError` (or its subclass `UnsupportedFormatError` for a well-formed
-payload we cannot use: BasisLZ, UASTC, ASTC, ETC, formats missing from engine/formats.py).
+payload we cannot use: ASTC, ETC, formats missing from engine/formats.py). Basis Universal
+payloads (UASTC, BasisLZ/ETC1S) are handed to engine.textures.basis, which transcodes them
+per level when its optional transcoder is installed (else they are unsupported too).
 """
 from __future__ import annotations
 
@@ -130,6 +132,12 @@ def _dfd_model(path: Path, h: _Header) -> int | None:
     return block[12] if len(block) == 16 else None
 
 
+def _basis_codec(path: Path, h: _Header) -> str | None:
+    """"UASTC" / "ETC1S" when the payload is Basis Universal, else None."""
+    from .basis import basis_codec
+    return basis_codec(h.scheme, h.vk_format, _dfd_model(path, h) if h.vk_format == 0 else None)
+
+
 def _resolve_format(path: Path, h: _Header) -> PixelFormat:
     if h.scheme == 1:
         raise UnsupportedFormatError(path, "BasisLZ/ETC1S", "needs a Basis Universal transcoder")
@@ -189,6 +197,13 @@ def open_ktx2(path: str | Path) -> Ktx2File:
     h = _parse_header(path, prefix)
     for name, region in (("DFD", h.dfd), ("KVD", h.kvd), ("SGD", h.sgd)):
         _check_region(path, f"index {name}", region, size)
+    codec = _basis_codec(path, h)
+    if codec is not None:  # UASTC / BasisLZ: transcoded per level (engine.textures.basis)
+        from .basis import open_basis_ktx2
+        return open_basis_ktx2(path, prefix, (IDENTIFIER, h.vk_format, h.type_size, h.width,
+                                              h.height, h.depth, h.layers, h.faces,
+                                              h.level_count, h.scheme, *h.dfd, *h.kvd, *h.sgd),
+                               size, codec)
     fmt = _resolve_format(path, h)
     if fmt.compressed and h.height == 0:
         raise TextureFormatError(path, f"pixelHeight 0 (1D) with block format {fmt.name}")
