@@ -365,6 +365,15 @@ def test_pillow_written_uncompressed(tmp_path: Path, mode: str, fmt: str) -> Non
     np.testing.assert_array_equal(ours, np.asarray(Image.open(p).convert("RGBA")))
 
 
+def test_directxtex_a8l8_with_bit_count_8(tmp_path: Path) -> None:
+    """DirectXTex reads 16-bit A8L8 whose header says 8 bits (DDSPF_A8L8_ALT); so do we."""
+    texels, expected = BY_LAYOUT["A8L8"].pack(W, H, seed=4)
+    data = dds_bytes(W, H, texels, pf_flags=LUM | AP, bits=8, masks=(0xFF, 0, 0, 0xFF00))
+    tex = textures.open(_write(tmp_path, data))
+    assert (tex.format, tex.levels[0].stored_nbytes) == ("L8A8", W * H * 2)
+    np.testing.assert_array_equal(textures.decode_rgba(tex), expected)
+
+
 def _imagemagick() -> str:
     exe = shutil.which("convert-im6.q16") or shutil.which("magick")
     if exe is None:

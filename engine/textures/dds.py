@@ -69,11 +69,16 @@ _TYPELESS: dict[int, str] = {27: "RGBA8", 70: "BC1_RGBA", 73: "BC2", 76: "BC3", 
                              82: "BC5", 94: "BC6H_UF", 97: "BC7", 90: "BGRA8", 92: "BGRX8",
                              23: "R10G10B10A2", 9: "RGBA16", 33: "RG16", 53: "R16", 60: "R8",
                              48: "RG8"}
-# Pillow (10-13) writes luminance files with masks outside the bit count: L as R=G=B
-# 0xFF000000 at 8 bits, LA as alpha 0xFF000000 at 16 bits. Its own reader goes by the bit
-# count alone; we read exactly those two headers as the layouts Pillow wrote.
-_PILLOW_LUMINANCE: dict[tuple[int, int, int], tuple[int, int]] = {
-    (8, 0xFF000000, 0): (0xFF, 0), (16, 0xFF, 0xFF000000): (0xFF, 0xFF00)}
+# Luminance headers real writers produce that break the mask rules, read as they were meant
+# (bit count, R, G, B, A masks as written -> bit count, L mask, A mask):
+# Pillow (10-13) writes L with R=G=B=0xFF000000 at 8 bits and LA with alpha 0xFF000000 at
+# 16 bits (its own reader goes by the bit count alone); DirectXTex reads 16-bit A8L8 declared
+# with a bit count of 8 (its DDSPF_A8L8_ALT).
+_LUMINANCE_QUIRKS: dict[tuple[int, int, int, int, int], tuple[int, int, int]] = {
+    (8, 0xFF000000, 0xFF000000, 0xFF000000, 0): (8, 0xFF, 0),
+    (16, 0xFF, 0xFF, 0xFF, 0xFF000000): (16, 0xFF, 0xFF00),
+    (8, 0xFF, 0, 0, 0xFF00): (16, 0xFF, 0xFF00),
+}
 
 
 @dataclass(frozen=True)
@@ -160,9 +165,10 @@ def _masked(path: Path, pf_flags: int, bits: int, masks: tuple[int, int, int, in
                                        "(must be 8, 16, 24 or 32)")
     r, g, b, a = masks
     luminance = bool(pf_flags & DDPF_LUMINANCE) and not pf_flags & DDPF_RGB
-    if luminance and (bits, r, a) in _PILLOW_LUMINANCE and r == g == b:
-        r, a = _PILLOW_LUMINANCE[bits, r, a]
-        log.debug("%s: Pillow's luminance masks read as %d-bit L%s", path, bits,
+    quirk = _LUMINANCE_QUIRKS.get((bits, r, g, b, a)) if luminance else None
+    if quirk is not None:
+        bits, r, a = quirk
+        log.debug("%s: a known writer's luminance header read as %d-bit L%s", path, bits,
                   "A" if a else "")
     if pf_flags & DDPF_RGB:
         named = {"R": r, "G": g, "B": b, "A": a if pf_flags & DDPF_ALPHAPIXELS else 0}
