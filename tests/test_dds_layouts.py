@@ -521,6 +521,8 @@ HOSTILE = {
     "bit count 7": (_rgb(7, (0x7F, 0, 0, 0)), TextureFormatError),
     "bit count 64": (_rgb(64, (0xFF, 0, 0, 0), n=128), TextureFormatError),
     "no masks": (_rgb(32, (0, 0, 0, 0)), TextureFormatError),
+    "colour masks flagged ALPHAPIXELS only": (_rgb(32, (0xFF, 0xFF00, 0xFF0000, 0xFF000000),
+                                                   AP), TextureFormatError),
     "luminance mask 0": (_rgb(8, (0, 0, 0, 0), LUM), TextureFormatError),
     "Pillow-like luminance masks at 16 bits": (_rgb(16, (0xFF000000,) * 3 + (0,), LUM),
                                                TextureFormatError),

@@ -31,7 +31,6 @@ import numpy as np
 from ..errors import TextureFormatError, UnsupportedFormatError
 from ..formats import BY_DXGI, BY_NAME, PixelFormat
 from ..formats import get as get_format
-from .layouts import Field, Sampled, direct_format, field_of_mask, plan_expansion
 from .container import (
     Level,
     TextureFile,
@@ -40,6 +39,7 @@ from .container import (
     level_geometry,
     read_prefix,
 )
+from .layouts import Field, Sampled, direct_format, field_of_mask, plan_expansion
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ _FOURCC: dict[bytes, str] = {
     b"ATI1": "BC4", b"BC4U": "BC4", b"BC4S": "BC4_SNORM",
     b"ATI2": "BC5", b"BC5U": "BC5", b"BC5S": "BC5_SNORM",
 }
-# D3DFMT numbers some writers put in dwFourCC for float formats.
+# D3DFMT numbers some writers put in dwFourCC for 16-bit and float formats.
 _D3DFMT: dict[int, str] = {36: "RGBA16", 112: "RG16F", 113: "RGBA16F", 114: "R32F",
                            116: "RGBA32F"}
 # DXGI *_TYPELESS formats: same blocks as the UNORM variant.
@@ -175,6 +175,9 @@ def _masked(path: Path, pf_flags: int, bits: int, masks: tuple[int, int, int, in
     elif luminance:
         named = {"L": r, "A": a if pf_flags & DDPF_ALPHAPIXELS else 0}
     else:  # DDPF_ALPHA, or DDPF_ALPHAPIXELS alone: alpha-only
+        if not pf_flags & DDPF_ALPHA and (r or g or b):
+            raise TextureFormatError(path, f"DDS_PIXELFORMAT flags {pf_flags:#x}: colour masks "
+                                           "without DDPF_RGB or DDPF_LUMINANCE")
         named = {"A": a}
     fields: dict[str, Field] = {}
     used = 0
