@@ -74,8 +74,10 @@ class VtFrameStats:
     evictions: int = 0
     dropped: int = 0
     table_words: int = 0
-    feedback_ms: float = 0.0  # poll + reduce + plan (CPU)
+    feedback_ms: float = 0.0  # readback poll + reduce + plan + I/O requests (CPU)
     update_ms: float = 0.0  # admit + upload + page table (CPU)
+    upload_ms: float = 0.0  # of update_ms: the tile uploads
+    table_ms: float = 0.0  # of update_ms: page-table recompute and row writes
     feedback_frame: int = -1
 
 
@@ -121,6 +123,10 @@ class VirtualTextureSystem:
         self.history: list[VtFrameStats] = []
         self._dirty_vts: set[int] = set()
         self._requests = TileRequests.empty()
+        #: The newest feedback reduced to (unique keys, pixels) and the frame it showed.
+        self.last_feedback: tuple[np.ndarray, np.ndarray] = (np.zeros(0, np.uint32),
+                                                             np.zeros(0, np.int64))
+        self.feedback_frame = -1
         self._closed = False
 
     # ------------------------------------------------------------------ registration
@@ -223,6 +229,21 @@ class VirtualTextureSystem:
     def resident_tiles(self) -> int:
         return self.policy.occupied if self.policy else 0
 
+    def visible_tile_count(self) -> int:
+        """Tiles the newest feedback made VISIBLE (asked for, or blended with by trilinear):
+        what the screen needs resident, whatever the cache holds besides."""
+        return int((self._requests.tiers == 0).sum())
+
+    def wanted_resident_fraction(self) -> float:
+        """Of the newest feedback's pixels, the fraction whose tile (at the level they want)
+        is resident: 1.0 means the screen shows full detail everywhere it looked."""
+        keys, counts = self.last_feedback
+        if keys.size == 0:
+            return 1.0
+        held = np.fromiter((self.policy.is_resident(k) for k in keys.tolist()), bool,
+                           keys.size)
+        return float(counts[held].sum() / counts.sum())
+
     # ------------------------------------------------------------------ per frame
     def begin_frame(self, frame: int, feedback: np.ndarray | None = None) -> None:
         """Plan the frame: the newest finished feedback readback (or `feedback`, an image
@@ -237,8 +258,10 @@ class VirtualTextureSystem:
             keys, counts = reduce_feedback(image)
             levels = np.array([t.layout.levels for t in self.textures], np.int64)
             self._requests = expand_requests(keys, counts, levels)
-            self.stats.feedback_frame = self.feedback.latest_frame if feedback is None \
+            self.last_feedback = (keys, counts)
+            self.feedback_frame = self.feedback.latest_frame if feedback is None \
                 else self.frame
+            self.stats.feedback_frame = self.feedback_frame
         req = self._requests
         missing, priority = self.policy.plan(self.frame, req.keys, req.tiers, req.pixels)
         for key, prio in zip(missing.tolist(), priority.tolist(), strict=True):
@@ -267,10 +290,13 @@ class VirtualTextureSystem:
             if adm.evicted:
                 self._record(adm.evicted, None)
                 st.evictions += 1
+            t_up = time.perf_counter()
             self.cache.upload_tile(adm.slot, res.data)
+            st.upload_ms += (time.perf_counter() - t_up) * 1e3
             self._record(key, adm.slot)
             st.tiles_uploaded += 1
             st.bytes_uploaded += len(res.data)
+        t_table = time.perf_counter()
         for vt in sorted(self._dirty_vts):
             self.table.set_residency(vt, self.textures[vt].resident)
         self._dirty_vts.clear()
@@ -278,7 +304,9 @@ class VirtualTextureSystem:
         if dirty is not None:
             self.gpu_table.write(self.table.words, *dirty)
             st.table_words = dirty[1] - dirty[0]
-        st.update_ms = (time.perf_counter() - t0) * 1e3
+        now = time.perf_counter()
+        st.table_ms = (now - t_table) * 1e3
+        st.update_ms = (now - t0) * 1e3
         self.history.append(st)
         return st
 
