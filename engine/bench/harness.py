@@ -12,7 +12,8 @@ from pathlib import Path
 
 log = logging.getLogger(__name__)
 
-SUITES = ("accounting", "streaming", "upload", "startup", "peers", "bake", "resolution", "scaling")
+SUITES = ("accounting", "streaming", "upload", "startup", "peers", "bake", "resolution", "scaling",
+          "frame", "virtual")
 
 
 def _table(rows: list[dict]) -> str:
@@ -34,7 +35,7 @@ def bench_main(args: argparse.Namespace) -> int:
     unknown = [n for n in names if n not in SUITES]
     if unknown:
         raise SystemExit(f"unknown suite(s) {unknown}; known: {', '.join(SUITES)}")
-    device = Device.headless(args.budget)
+    device = Device.headless()
     out = {"machine": {"renderer": device.caps.renderer, "gl_version": device.caps.gl_version,
                        "host": platform.node(), "cpu_count": os.cpu_count()},
            "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),

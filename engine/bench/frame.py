@@ -1,0 +1,163 @@
+"""Frame: the per-object path against the batched path, N textured objects each with its own
+streamed texture (issue 11), CPU and GPU milliseconds per frame, p50 and p99.
+
+The scene: N quads on a grid filling the view, each with its own texture registered with the
+streamer (one small BC7 file registered under N keys: N distinct GPU textures, streamed
+independently). Per path, the same frames: grant the pool, `begin_frame` (the streamer plans
+and uploads), render + present, `end_frame`, then wait for the GPU.
+
+- `cpu_ms`: the render thread's time for the frame up to, not including, the wait for the
+  GPU (streamer work included): what the issue's CPU goals are about;
+- `render_ms`: the renderer's share of it (render + present);
+- `submit_ms`: the scene pass alone (culling, packing, the buffer write and the draw calls:
+  what grows with N). On llvmpipe the "GPU" is the CPU: the rasterizer runs when the present
+  pass flushes, so `render_ms` there includes the rasterization and only `submit_ms` (at a
+  small output size) isolates the submission cost;
+- `stream_ms`: the streamer's share (begin_frame + end_frame);
+- `gpu_ms`: GL_TIME_ELAPSED of render + present, read back after the wait.
+
+Peers: pygfx (wgpu) and moderngl-window cannot run this scene: neither uploads BCn data nor
+streams mip levels, so "the same scene" (N streamed BC7 textures) does not exist for them;
+their per-object draw loops are what the per-object path measures.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from pyglm import glm
+
+from ..gl.bindless import bindless_supported
+from ..gl.device import Device
+from ..memory.sizes import level_bytes, mip_dims
+from ..textures.ktx2_write import write_ktx2
+from .common import SuiteResult, random_blocks
+
+log = logging.getLogger(__name__)
+
+
+def _texture_file(directory: Path, size: int = 64) -> Path:
+    """One BC7 KTX2 with a full mip chain; random blocks (timing does not look at texels)."""
+    path = directory / f"frame-bench-{size}.ktx2"
+    levels = size.bit_length()
+    data = [random_blocks(level_bytes("BC7_SRGB", *mip_dims(size, size, i)), i)
+            for i in range(levels)]
+    write_ktx2(path, "BC7_SRGB", size, size, data)
+    return path
+
+
+def _scene(device: Device, provider, n: int, path: Path):
+    from ..render.camera import Camera
+    from ..render.material import Material
+    from ..render.mesh import Mesh, quad
+    from ..render.scene import Scene
+
+    scene = Scene(device)
+    panel = scene.add_mesh(Mesh(device, quad(0.9, 0.9), label="panel"))
+    side = math.ceil(math.sqrt(n * 16 / 9))
+    rows = math.ceil(n / side)
+    for i in range(n):
+        tid = provider.register(f"obj{i}", path)
+        x, y = i % side - (side - 1) / 2, i // side - (rows - 1) / 2
+        scene.add(panel, Material(f"m{i}", albedo=tid, roughness=0.6),
+                  glm.translate(glm.vec3(x, y, 0.0)))
+    dist = max(rows, side * 9 / 16) / (2 * math.tan(math.radians(30))) * 1.05
+    scene.camera = Camera(position=glm.vec3(0, 0, dist), target=glm.vec3(0, 0, 0),
+                          far=dist * 4)
+    return scene
+
+
+def _pct(values: list[float], q: float) -> float:
+    return float(np.percentile(values, q)) if values else float("nan")
+
+
+def measure(device: Device, n: int, path: str, frames: int, size: tuple[int, int],
+            texture: Path, force_bound: bool = False, backend: str = "realloc") -> dict:
+    """One (N, path) cell: per-frame CPU and GPU times, p50 and p99."""
+    from ..render.renderer import Renderer, RendererSettings
+    from ..streaming.provider import TextureStreamer
+
+    provider = TextureStreamer(device, backend=backend)
+    scene = renderer = None
+    try:
+        scene = _scene(device, provider, n, texture)
+        renderer = Renderer(device, provider, size,
+                            settings=RendererSettings(path=path, force_bound=force_bound))
+        cpu, render, stream, gpu, submit = [], [], [], [], []
+        warm = 3
+        for f in range(frames + warm):
+            t0 = time.perf_counter()
+            provider.grant(1 << 30)
+            provider.begin_frame(renderer.frame_view(scene, f, f / 60))
+            t1 = time.perf_counter()
+            renderer.render(scene)
+            ts = time.perf_counter()
+            renderer.present()
+            t2 = time.perf_counter()
+            provider.end_frame()
+            t3 = time.perf_counter()
+            device.finish()
+            st = renderer.frame_stats()
+            if f >= warm:
+                cpu.append((t3 - t0) * 1e3)
+                render.append((t2 - t1) * 1e3)
+                submit.append((ts - t1) * 1e3)
+                stream.append((t1 - t0 + t3 - t2) * 1e3)
+                if st["gpu_ms"] is not None and renderer.timer.latest_frame == f:
+                    gpu.append(st["gpu_ms"])
+        st = renderer.frame_stats()
+        return {"N": n, "path": path if path == "per_object" else
+                f"batched/{renderer.texture_mode}", "size": f"{size[0]}x{size[1]}",
+                "frames": frames,
+                "cpu_ms_p50": _pct(cpu, 50), "cpu_ms_p99": _pct(cpu, 99),
+                "render_ms_p50": _pct(render, 50), "render_ms_p99": _pct(render, 99),
+                "submit_ms_p50": _pct(submit, 50), "submit_ms_p99": _pct(submit, 99),
+                "stream_ms_p50": _pct(stream, 50),
+                "gpu_ms_p50": _pct(gpu, 50), "gpu_ms_p99": _pct(gpu, 99),
+                "draw_calls": st.get("draw_calls", n), "visible": st.get("visible_objects", n),
+                "residency_changes": provider.residency_changes}
+    finally:
+        if renderer is not None:
+            renderer.release()
+        if scene is not None:
+            scene.release()
+        provider.release()
+
+
+def run(device: Device, quick: bool = False, counts: tuple[int, ...] | None = None,
+        sizes: tuple[tuple[int, int], ...] | None = None) -> SuiteResult:
+    result = SuiteResult("frame")
+    llvmpipe = "llvmpipe" in device.caps.renderer.lower()
+    counts = counts or ((50, 200) if quick else (200, 1000, 10000))
+    if sizes is None:
+        sizes = ((128, 72),) if quick else \
+            ((128, 72),) if llvmpipe else ((1280, 720), (3840, 2160))
+    paths = [("per_object", False), ("batched", False)]
+    if bindless_supported(device):
+        paths.append(("batched", True))  # the bound fallback, forced, on a bindless driver
+    with tempfile.TemporaryDirectory() as tmp:
+        texture = _texture_file(Path(tmp))
+        for size in sizes:
+            for n in counts:
+                per_object_cpu = None
+                for path, force in paths:
+                    frames = 30 if n <= 1000 or path == "batched" else 10
+                    if quick:
+                        frames = 8
+                    row = measure(device, n, path, frames, size, texture, force_bound=force)
+                    if path == "per_object":
+                        per_object_cpu = row["cpu_ms_p50"]
+                    elif per_object_cpu:
+                        row["per_object_over_batched_cpu"] = per_object_cpu / row["cpu_ms_p50"]
+                    log.info("frame bench %s", row)
+                    result.rows.append(row)
+    result.notes.append("cpu_ms: render thread per frame without the GPU wait (streamer "
+                        "included); gpu_ms: GL timer query of render + present")
+    result.notes.append("peers: pygfx and moderngl-window upload no BCn data and stream no "
+                        "mip levels, so they cannot run this scene")
+    return result
