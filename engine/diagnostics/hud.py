@@ -3,7 +3,8 @@
 What it shows is what a user needs to judge the budget at a glance: the budget and the
 bytes in use by ledger category (a stacked bar against the budget mark), texture bytes
 resident versus wanted (how much detail the budget is costing), render scale, pending
-uploads, and the last 120 frame times.
+uploads, and the last 120 frame times. In the mip-debug view it adds the view's legend (what
+green, yellow, red and grey mean), since a colour code nobody can read is no diagnostic.
 
 Why its own tiny text renderer: the engine has no UI toolkit, and the HUD must work in
 every context (headless CI screenshots included). Pillow's built-in font is rasterised
@@ -37,6 +38,16 @@ _WHITE = (0.95, 0.95, 0.95, 1.0)
 _DIM = (0.65, 0.68, 0.72, 1.0)
 
 Color = tuple[float, float, float, float]
+
+# The mip-debug view's colours, as shaders/mipdebug.glsl (and forward.frag.glsl for texture-
+# less surfaces) paint them; tests/test_hud_legend.py holds the two in step. The shader
+# darkens each by the texel's luminance (to 45%), so the view shows shades of these.
+MIP_DEBUG_LEGEND: tuple[tuple[str, tuple[float, float, float]], ...] = (
+    ("wanted level resident", (0.1, 0.85, 0.2)),
+    ("1 level coarser", (0.95, 0.85, 0.1)),
+    ("2+ levels missing", (0.95, 0.15, 0.1)),
+    ("untextured", (0.3, 0.3, 0.3)),
+)
 
 
 @dataclass(frozen=True)
@@ -161,8 +172,10 @@ class Hud:
         return obj
 
     # ------------------------------------------------------------------ layout
-    def layout(self, size: tuple[int, int], stats: Mapping[str, Any]) -> _Batch:
-        """The frame's quads (pure CPU: tested without GL)."""
+    def layout(self, size: tuple[int, int], stats: Mapping[str, Any],
+               view_mode: str | None = None) -> _Batch:
+        """The frame's quads (pure CPU: tested without GL). `view_mode` (or the record's
+        "view_mode") "mip" adds the mip-debug legend."""
         if "ms" in stats:
             self.frame_ms.append(float(stats["ms"]))
         b = _Batch(self.atlas)
@@ -199,6 +212,8 @@ class Hud:
                       f"   frame {int(stats.get('frame', 0))}", _WHITE)
         y += lh + 2
         y = self._graph(b, x0, y, inner, lh)
+        if (view_mode or stats.get("view_mode")) == "mip":
+            y = self._mip_legend(b, x0, y + 6, inner, lh)
         x, yy, _, _, *rest = b.quads[bg_at]
         b.quads[bg_at] = (x, yy, x + width, y + pad, *rest)
         return b
@@ -230,6 +245,19 @@ class Hud:
             x = b.text(x + 9, y, label, _DIM) + 8
         return y + lh + 2
 
+    def _mip_legend(self, b: _Batch, x0: float, y: float, w: float, lh: int) -> float:
+        """'mip view' and one swatch per colour of the mip-debug view, wrapped to the panel."""
+        b.text(x0, y, "mip view", _WHITE)
+        y += lh
+        x = x0
+        for label, rgb in MIP_DEBUG_LEGEND:
+            need = 14 + b.text_width(label) + 10
+            if x > x0 and x + need > x0 + w:
+                x, y = x0, y + lh
+            b.rect(x, y + lh / 2 - 5, 10, 10, (*rgb, 1.0))
+            x = b.text(x + 14, y, label, _DIM) + 10
+        return y + lh
+
     def _graph(self, b: _Batch, x: float, y: float, w: float, lh: int) -> float:
         """Frame times, newest at the right; a line marks 16.7 ms (60 Hz)."""
         h = 36
@@ -248,9 +276,9 @@ class Hud:
 
     # ------------------------------------------------------------------ GL
     def draw(self, fbo: moderngl.Framebuffer, size: tuple[int, int],
-             stats: Mapping[str, Any]) -> None:
-        """Blend the HUD over `fbo` (whose size is `size`)."""
-        verts = self.layout(size, stats).vertices()
+             stats: Mapping[str, Any], view_mode: str | None = None) -> None:
+        """Blend the HUD over `fbo` (whose size is `size`); `view_mode` as for `layout`."""
+        verts = self.layout(size, stats, view_mode).vertices()
         if not len(verts):
             return
         ctx = self.device.ctx
