@@ -1,0 +1,102 @@
+"""The engine on any rendercanvas canvas: Qt, wx, Jupyter (jupyter_rfb's remote frame buffer)
+and offscreen (`pip install 'engine[canvas]'`).
+
+rendercanvas is pygfx's canvas abstraction: one draw-callback API over many GUI toolkits. Its
+canvases present either through wgpu ("screen") or by taking an RGBA image ("bitmap"); the
+engine is OpenGL, so it uses the bitmap way: the engine renders offscreen on its own EGL
+device and hands each frame's pixels to the canvas. That costs a read-back per frame (about
+4 bytes per pixel over the bus), which is what a notebook's remote frame buffer needs anyway
+(it sends compressed images to the browser). glfw canvases only present through wgpu; for a
+glfw window use the engine's own (`Device.window`, `engine demo`) or examples/embed_glfw.py.
+
+    from rendercanvas.offscreen import RenderCanvas      # or .pyside6, .wx, .jupyter
+    canvas = RenderCanvas(size=(640, 400))
+    host = CanvasHost(canvas, build_scene, budget="256MiB")
+    image = canvas.draw()                                  # offscreen: one frame, (H, W, 4)
+    host.close()                                           # releases every GL object
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ..gl.device import Device
+from ..gl.hosts import made_current
+from .frames import HostFrames, SceneFactory
+
+log = logging.getLogger(__name__)
+
+
+class CanvasHost:
+    """Drives the engine's frame loop from a canvas's draw callback.
+
+    Each draw renders the next engine frame at the canvas's physical size and sets it as the
+    canvas's bitmap. `continuous` asks the canvas for another draw after each one (an
+    animation; the canvas's scheduler paces it), until `max_frames` frames (0: no limit).
+    `device`: draw with this device (kept open); by default a headless EGL device is made and
+    shut down by `close()`."""
+
+    def __init__(self, canvas: Any, scene_factory: SceneFactory, *,
+                 device: Device | None = None, budget: Any = "256MiB",
+                 continuous: bool = True, max_frames: int = 0,
+                 options: Mapping[str, Any] | None = None, **loop_kw: Any) -> None:
+        self.canvas = canvas
+        self.scene_factory = scene_factory
+        self.continuous = continuous
+        self.max_frames = int(max_frames)
+        self._loop_kw = dict(loop_kw, budget=budget, options=dict(options or {}))
+        self._own_device = device is None
+        self.device = Device.headless() if device is None else device
+        self.frames: HostFrames | None = None
+        self.last_image: np.ndarray | None = None
+        self.last_record: dict[str, Any] | None = None
+        self.left: int | None = None  # GL objects alive at close (own device), else None
+        self._closed = False
+        try:
+            self.context = canvas.get_context("bitmap")
+            canvas.add_event_handler(self._on_close, "close")
+            canvas.request_draw(self._draw)
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def frame(self) -> int:
+        """How many engine frames have been drawn."""
+        return self.frames.frame if self.frames is not None else 0
+
+    def _draw(self) -> None:
+        if self._closed:
+            return
+        size = tuple(int(v) for v in self.canvas.get_physical_size())
+        # A host may have made its own GL context current since the last draw.
+        with made_current(self.device):
+            if self.frames is None:
+                self.frames = HostFrames(self.device, self.scene_factory, size, **self._loop_kw)
+            self.last_record = self.frames.render(size)
+            image = self.frames.image()
+        self.context.set_bitmap(image)
+        self.last_image = image
+        if self.continuous and (self.max_frames <= 0 or self.frame < self.max_frames):
+            self.canvas.request_draw()
+
+    def _on_close(self, event: Any = None) -> None:
+        self.close()
+
+    def close(self) -> int | None:
+        """Release the engine's objects (and its device when it made it). Returns the count
+        of GL objects that were still alive at shutdown (0: nothing leaked), or None when the
+        device is the caller's. Safe to call twice."""
+        if self._closed:
+            return self.left
+        self._closed = True
+        with made_current(self.device):
+            if self.frames is not None:
+                self.frames.release()
+                self.frames = None
+            if self._own_device:
+                self.left = len(self.device.shutdown())
+        return self.left
