@@ -117,6 +117,9 @@ class WallScript:
     def __init__(self, grid: Grid, texture_size: int, viewport_height: int, *, cuts: int = 1,
                  seed: int = 11, aspect: float = ASPECT, duration: float | None = None,
                  pan_images: int = 6) -> None:
+        self._args = dict(texture_size=texture_size, cuts=cuts, seed=seed, aspect=aspect,
+                          duration=duration, pan_images=pan_images)
+        self.viewport_height = viewport_height
         self.grid = grid
         far = overview_distance(grid, aspect)
         near = full_size_distance(texture_size, viewport_height)
@@ -166,6 +169,12 @@ class WallScript:
     @property
     def duration(self) -> float:
         return self.segments[-1].end
+
+    def retarget(self, viewport_height: int) -> None:
+        """Re-plan for another output height, so that "full size" stays one texel per pixel
+        (the scene is built before the output size is known to it)."""
+        if viewport_height != self.viewport_height:
+            self.__init__(self.grid, viewport_height=viewport_height, **self._args)
 
     def segment_at(self, t: float) -> Segment:
         for seg in self.segments:
@@ -321,6 +330,7 @@ def hooks(options: Mapping[str, Any]) -> list[FrameHook]:
         script: WallScript | None = getattr(ctx.scene, "wall_script", None)
         if script is None:
             return
+        script.retarget(ctx.renderer.output_size[1])
         seg = script.segment_at(ctx.time)
         ctx.record["wall_segment"] = seg.name
         dt = ctx.time / ctx.frame if ctx.frame else 0.0

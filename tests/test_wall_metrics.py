@@ -41,11 +41,13 @@ def test_screen_pixels_follow_size_and_clip_to_the_viewport() -> None:
         [px[0] + px[1], 0.0, 0.0]
 
 
-def test_deficit_counts_levels_not_yet_sampled() -> None:
-    levels = np.array([10, 10, 10, 10, 10])
-    wanted = np.array([0.7, 2.0, 2.0, np.inf, 3.5])
-    sampled = np.array([1.0, 2.0, 4.0, 9.0, 3.3])  # the last is fading from 4 to 3
-    assert level_deficit(wanted, sampled, levels).tolist() == [1, 0, 2, 0, 1]
+def test_deficit_counts_whole_levels_beyond_the_hysteresis() -> None:
+    levels = np.array([10, 10, 10, 10, 10, 10, 3])
+    wanted = np.array([0.0, 0.9, 2.0, np.inf, 3.5, 0.5, 5.0])
+    sampled = np.array([1.0, 1.0, 4.0, 9.0, 4.6, 0.7, 2.0])
+    # 1 level short; within the band (0.1); 2 short; invisible wants its top level; 1.1
+    # short counts one; within the band (0.2); mip beyond the chain is clamped to its top.
+    assert level_deficit(wanted, sampled, levels).tolist() == [1, 0, 2, 0, 1, 0, 0]
 
 
 def test_coverage_is_weighted_by_screen_pixels() -> None:

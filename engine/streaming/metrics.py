@@ -4,8 +4,9 @@ Per frame:
 - wanted vs resident bytes (the streamer's stats already hold both);
 - the screen-weighted fraction of visible texels sampled coarser than wanted, by one level
   and by two or more: each texture weighs the pixels its instances cover on screen, and its
-  deficit is (finest level fully sampled) - (level the screen wants). A texture still fading
-  a level in counts as not having it yet: the sampler is clamped above it;
+  deficit is how many levels its sampler's min LOD lies above the estimator's mip, beyond the
+  policy's own hysteresis (`level_deficit`); a level still fading in counts as far as it has
+  faded;
 - time since the last camera cut until 95% of the visible weight is at its wanted level
   (`CutTracker`): how long a teleport stays blurry;
 - efficiency: resident texture bytes over what the screen itself can show, output pixels x
@@ -76,20 +77,25 @@ def texture_weights(instances: InstanceArrays, pixels: np.ndarray, count: int) -
     return out
 
 
-def level_deficit(wanted_mip: np.ndarray, sampled_lod: np.ndarray, levels: np.ndarray
-                  ) -> np.ndarray:
-    """Levels by which each texture is sampled coarser than wanted (0 when at or finer).
+#: Deficits up to this many levels count as "at the wanted level": the policy's hysteresis
+#: band (PolicyConfig.hysteresis) lets the target sit that far above the estimate by design.
+TOLERANCE = 0.25
 
-    wanted level = floor(mip) clamped to the chain (what the policy's target follows);
-    sampled level = the finest level the sampler may fully use: ceil of its min LOD, so a
-    level still fading in is not yet counted."""
+
+def level_deficit(wanted_mip: np.ndarray, sampled_lod: np.ndarray, levels: np.ndarray,
+                  tolerance: float = TOLERANCE) -> np.ndarray:
+    """Whole levels by which each texture is sampled coarser than wanted (0 when at or finer).
+
+    d = sampled - wanted, both continuous: the sampler's min LOD (a level still fading in
+    counts by how far it has faded) and the estimator's mip clamped to the chain. The deficit
+    is ceil(d - tolerance), at least 0: (0.25, 1.25] is one level, beyond that two or more."""
     levels = np.asarray(levels)
-    top = np.maximum(levels - 1, 0)
+    top = np.maximum(levels - 1, 0).astype(np.float64)
     mip = np.asarray(wanted_mip, np.float64)
     with np.errstate(invalid="ignore"):
-        wanted = np.clip(np.floor(np.where(np.isfinite(mip), np.maximum(mip, 0.0), top)), 0, top)
-    sampled = np.ceil(np.asarray(sampled_lod, np.float64) - 1e-6)
-    return np.maximum(0, sampled - wanted).astype(np.int64)
+        wanted = np.clip(np.where(np.isfinite(mip), mip, top), 0.0, top)
+    d = np.asarray(sampled_lod, np.float64) - wanted
+    return np.maximum(0, np.ceil(d - tolerance - 1e-9)).astype(np.int64)
 
 
 def coverage(weights: np.ndarray, deficit: np.ndarray) -> Coverage:
