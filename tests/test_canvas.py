@@ -116,3 +116,41 @@ def test_jupyter_remote_frame_buffer_sends_the_engine_picture(device, build, ref
     finally:
         host.close()
         canvas.close()
+
+
+def _run_example(args: list[str], env_extra: dict[str, str], tmp_path) -> dict:
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, **env_extra, "ENGINE_CACHE": str(tmp_path / "cache")}
+    proc = subprocess.run([sys.executable, "examples/embed_canvas.py", *args], cwd=root,
+                          env=env, capture_output=True, text=True, timeout=180)
+    if "Could not load the Qt platform plugin" in proc.stderr:
+        pytest.skip("Qt's xcb platform plugin cannot load here (missing libxcb-* packages)")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    return json.loads([ln for ln in proc.stdout.splitlines() if ln.startswith("{")][-1])
+
+
+@needs_rendercanvas
+def test_example_offscreen(tmp_path):
+    png = tmp_path / "canvas.png"
+    out = _run_example(["--backend", "offscreen", "--frames", "3", "--size", "96", "64",
+                        "--save", str(png)], {}, tmp_path)
+    assert out == {"backend": "offscreen", "frames": 3, "size": [96, 64], "left": 0}
+    saved = np.asarray(Image.open(png))
+    assert saved.shape == (64, 96, 3) and len(np.unique(saved.reshape(-1, 3), axis=0)) > 10
+
+
+@needs_rendercanvas
+@pytest.mark.window
+@pytest.mark.skipif(importlib.util.find_spec("PySide6") is None, reason="PySide6 not installed")
+def test_example_qt_canvas_window(xvfb_display, tmp_path):
+    """The same host in a real Qt window (rendercanvas's PySide6 canvas, bitmap present)."""
+    out = _run_example(["--backend", "qt", "--frames", "3", "--size", "96", "64"],
+                       {"DISPLAY": xvfb_display, "QT_QPA_PLATFORM": "xcb"}, tmp_path)
+    assert out["backend"] == "qt" and out["frames"] >= 3 and out["left"] == 0
+    assert out["size"] == [96, 64]

@@ -54,6 +54,8 @@ class CanvasHost:
         self.last_image: np.ndarray | None = None
         self.last_record: dict[str, Any] | None = None
         self.left: int | None = None  # GL objects alive at close (own device), else None
+        self.drawn = 0  # engine frames drawn (kept after close)
+        self.size: tuple[int, int] | None = None  # of the last frame
         self._closed = False
         try:
             self.context = canvas.get_context("bitmap")
@@ -65,8 +67,8 @@ class CanvasHost:
 
     @property
     def frame(self) -> int:
-        """How many engine frames have been drawn."""
-        return self.frames.frame if self.frames is not None else 0
+        """How many engine frames have been drawn (also after close)."""
+        return self.drawn
 
     def _draw(self) -> None:
         if self._closed:
@@ -78,6 +80,8 @@ class CanvasHost:
                 self.frames = HostFrames(self.device, self.scene_factory, size, **self._loop_kw)
             self.last_record = self.frames.render(size)
             image = self.frames.image()
+        self.drawn += 1
+        self.size = self.frames.size
         self.context.set_bitmap(image)
         self.last_image = image
         if self.continuous and (self.max_frames <= 0 or self.frame < self.max_frames):
