@@ -19,7 +19,7 @@ import engine.textures
 from engine.errors import TextureFormatError
 from engine.textures.bake import FORMAT_CHOICES, bake_file, bake_image, bake_main, load_rgba
 from engine.textures.decode import decode_image
-from engine.textures.encode import _bc7_modes, encode_image, pad_to_blocks
+from engine.textures.encode import _as_blocks, _bc7_modes, encode_image, force_opaque_bc7, pad_to_blocks
 from engine.textures.mipgen import linear_to_srgb, quantize_unorm8
 from engine.textures.quality import psnr
 from engine.textures.source_image import read_image, scale_16_to_8, to_target, tonemap
@@ -220,6 +220,10 @@ def opaque_photo() -> np.ndarray:
 
 @pytest.mark.parametrize("fmt", FORMAT_CHOICES)
 def test_opaque_photo_stays_exactly_opaque_in_every_format(opaque_photo, tmp_path, fmt):
+    if fmt in ("uastc", "etc1s"):  # Basis outputs, read back through their BC7 transcode
+        from engine.textures import basis
+        if not (basis.encoder_available() and basis.available()):
+            pytest.skip("Basis encoder/transcoder not installed")
     result = bake_image(opaque_photo, tmp_path / f"{fmt}.ktx2", fmt)
     tf = engine.textures.open(result.output)
     for level in range(len(tf.levels)):
@@ -254,6 +258,32 @@ def test_bc7_keeps_opaque_blocks_opaque_next_to_transparent_ones():
     opaque[:32, :32] = False
     assert (dec[..., 3][opaque] == 255).all()
     assert np.abs(dec[:32, :32, 3].astype(int) - 100).max() <= 2
+
+
+@pytest.mark.parametrize("mode", [4, 5, 6, 7])
+def test_force_opaque_bc7_every_alpha_mode(mode):
+    """Blocks of each alpha-carrying mode (translucent, so their alpha is not 255) come out
+    decoding alpha 255; modes 4/5 without rotation and mode 6 keep their colour (6: within
+    one step), the rest are re-encoded from their own colour."""
+    import etcpak
+
+    img = load_rgba(PHOTOS / "coffee.jpg")[:128, :128].copy()
+    y, x = np.mgrid[0:128, 0:128]
+    img[..., 3] = 60 + (x + y) % 190
+    params = etcpak.BC7CompressBlockParams()
+    params.m_mode_mask = 1 << mode
+    data = etcpak.compress_bc7(img.tobytes(), 128, 128, params)
+    modes = _bc7_modes(np.frombuffer(data, np.uint8).reshape(-1, 16))
+    assert (modes == mode).any()
+    before = _as_blocks(decode_image("BC7", data, 128, 128))
+    after = _as_blocks(decode_image("BC7", force_opaque_bc7(data), 128, 128))
+    assert (before[..., 3] < 255).any() and (after[..., 3] == 255).all()
+    lo = np.frombuffer(data, np.uint8).reshape(-1, 16)[:, 0]
+    rotation = np.where(modes == 4, (lo >> 5) & 3, (lo >> 6) & 3)
+    keep = ((modes == 4) | (modes == 5)) & (rotation == 0)
+    assert np.array_equal(after[keep][..., :3], before[keep][..., :3])
+    six = modes == 6
+    assert np.abs(after[six][..., :3].astype(int) - before[six][..., :3]).max(initial=0) <= 1
 
 
 def test_bc1_rgba_opaque_texels_stay_opaque():

@@ -236,6 +236,11 @@ class BasisKtx2File(Ktx2File):
             raise TextureFormatError(self.path, f"level {lv.index}: {self.codec} transcode to "
                                                 f"{self.format} failed ({exc})") from exc
         data = np.ascontiguousarray(image.data).tobytes()
+        if self.target == "bc7" and "a" not in self.extra.get("basis_channels", "rgba"):
+            # The file declares no alpha, but the UASTC/ETC1S -> BC7 transcoder leaves
+            # alpha 254 in p-bit modes (39% of a photo's texels): hold it to 255 (issue 15).
+            from .encode import force_opaque_bc7
+            data = force_opaque_bc7(data)
         if len(data) != lv.image_nbytes:
             raise TextureFormatError(self.path, f"level {lv.index}: transcoded {len(data)} "
                                                 f"bytes, expected {lv.image_nbytes}")

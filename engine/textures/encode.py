@@ -187,3 +187,46 @@ def _bc7_keep_opaque(data: bytes, padded: np.ndarray) -> bytes:
         if bad.size:
             blocks[bad] = _bc7_mode1(texels[bad])
     return blocks.tobytes()
+
+
+def _u64_halves(blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(n, 16) uint8 blocks -> their low and high 64 bits (little-endian), as copies."""
+    halves = np.ascontiguousarray(blocks).view("<u8").reshape(-1, 2)
+    return halves[:, 0].copy(), halves[:, 1].copy()
+
+
+def force_opaque_bc7(data: bytes) -> bytes:
+    """BC7 blocks of an image *declared* opaque (a Basis file without alpha transcoded to
+    BC7, say) rewritten so every texel decodes alpha 255, for transcoders that, like
+    etcpak, leave 254 through the p-bits.
+
+    Alpha is set in the block's own bits where that leaves colour alone: mode 6 (A0 = A1 =
+    127 with both p-bits 1; each colour endpoint moves one 8-bit step), modes 4 and 5 without
+    channel rotation (alpha endpoints all ones: colour untouched). Blocks of the other alpha
+    modes (7, rotated 4/5) that still decode alpha below 255 are re-encoded by etcpak in the
+    RGB-only mode 1 from their own decoded colour.
+    """
+    blocks = np.frombuffer(data, np.uint8).reshape(-1, 16).copy()
+    if not blocks.size:
+        return data
+    modes = _bc7_modes(blocks)
+    lo, hi = _u64_halves(blocks)
+    one = np.uint64(1)
+    six = modes == 6
+    lo[six] |= np.uint64(0x7FFF) << np.uint64(49)  # A0, A1 = 127; P0 = 1 (bit 63)
+    hi[six] |= one  # P1 (bit 64)
+    four = (modes == 4) & (((lo >> np.uint64(5)) & np.uint64(3)) == 0)
+    lo[four] |= np.uint64(0xFFF) << np.uint64(38)  # A0, A1: 6 bits each at 38-49
+    five = (modes == 5) & (((lo >> np.uint64(6)) & np.uint64(3)) == 0)
+    lo[five] |= np.uint64(0xFFFF) << np.uint64(48) & ~np.uint64(0x3) << np.uint64(48)  # 50-63
+    hi[five] |= np.uint64(0x3)  # A1's top two bits: 64-65
+    blocks = np.stack([lo, hi], axis=1).view(np.uint8).reshape(-1, 16).copy()
+    rest = np.flatnonzero(np.isin(modes, (4, 5, 7)) & ~four & ~five)
+    if rest.size:
+        decoded = _bc7_decode_blocks(blocks[rest])
+        bad = (decoded[..., 3] < 255).any(axis=1)
+        if bad.any():
+            texels = decoded[bad].copy()
+            texels[..., 3] = 255
+            blocks[rest[bad]] = _bc7_mode1(texels)
+    return blocks.tobytes()
