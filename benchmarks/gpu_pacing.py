@@ -19,14 +19,14 @@ def main() -> int:
     ap.add_argument("--texture-size", type=int, default=4096)
     ap.add_argument("--frames", type=int, default=360)
     args = ap.parse_args()
-    from demos import DEMOS
+    from engine.demos import DEMOS
     from engine.bench.streaming import WallClockPacer
-    from engine.render.runner import run_scene
-    from engine.render.textures import register_provider
+    from engine.app.run import run_scene
+    from engine.app.providers import register_provider
     from engine.streaming.provider import TextureStreamer
 
-    register_provider("realloc", lambda d: TextureStreamer(d, backend="realloc"))
-    register_provider("sparse", lambda d: TextureStreamer(d, backend="sparse"))
+    register_provider("realloc", lambda d, s, c: TextureStreamer(d, backend="realloc"))
+    register_provider("sparse", lambda d, s, c: TextureStreamer(d, backend="sparse"))
     rows = []
     for provider in ("static", "sparse", "realloc"):
         streamer_ms: list[float] = []

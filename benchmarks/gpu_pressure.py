@@ -39,8 +39,8 @@ def main() -> int:
     ap.add_argument("--frames", type=int, default=1500)
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    from demos import DEMOS
-    from engine.render.runner import run_scene
+    from engine.demos import DEMOS
+    from engine.app.run import run_scene
 
     t_start = [None]
 

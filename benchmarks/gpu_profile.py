@@ -17,9 +17,9 @@ def main() -> int:
     ap.add_argument("--count", type=int, default=200)
     ap.add_argument("--texture-size", type=int, default=4096)
     args = ap.parse_args()
-    from demos import DEMOS
+    from engine.demos import DEMOS
     from engine.bench.streaming import WallClockPacer
-    from engine.render.runner import run_scene
+    from engine.app.run import run_scene
 
     opts = {"count": args.count, "texture_size": args.texture_size}
     run_scene(DEMOS["gallery"].factory, frames=10, size=(1280, 720), provider=args.provider,

@@ -2,7 +2,7 @@
 
 At the default 200 textures of 4096x4096 BC7 (21 MiB each with mips, ~4.3 GiB in all) the
 gallery does not fit a typical budget fully resident: it exists to exercise streaming. The
-textures are generated on first run (see engine.render.gallery_assets for how that stays
+textures are generated on first run (see engine.demos.gallery_assets for how that stays
 fast) and cached.
 """
 from __future__ import annotations
@@ -15,11 +15,11 @@ from pyglm import glm
 
 from engine.gl.device import Device
 from engine.render.camera import Camera, CameraPath, Keyframe
-from engine.render.gallery_assets import gallery_textures
+from engine.demos.gallery_assets import gallery_textures
 from engine.render.material import Material
 from engine.render.mesh import Mesh, box, quad
 from engine.render.scene import PointLight, Scene
-from engine.render.textures import TextureProvider
+from engine.streaming.contract import TextureProvider
 
 DEFAULTS = {"count": 200, "texture_size": 4096, "format": "bc7", "speed": 2.5}
 SPACING = 4.0  # metres between panels along a wall

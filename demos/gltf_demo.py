@@ -13,13 +13,13 @@ from typing import Any
 
 from pyglm import glm
 
+from engine import assets
 from engine.gl.device import Device
 from engine.render.gltf import add_to_scene, load_gltf
 from engine.render.scene import Scene
-from engine.render.textures import TextureProvider
+from engine.streaming.contract import TextureProvider
 
-DEFAULT_MODEL = Path(__file__).resolve().parents[1] / "assets" / "models" / "BoxTextured" \
-    / "BoxTextured.glb"
+DEFAULT_MODEL = assets.MODELS / "BoxTextured" / "BoxTextured.glb"
 
 
 def build(device: Device, provider: TextureProvider, options: Mapping[str, Any]) -> Scene:

@@ -6,8 +6,21 @@ back VRAM. The budget curve is scripted (and seeded), so two runs see the same p
   third quarter             back to full
   last quarter              random steps between 40% and 100%, every `step_frames` frames
 
-Each frame's record gets `budget_fraction`; the report then shows the reaction: render scale
-and texture bytes following the budget down and back up.
+What "full" means (option `pressure_from`):
+- "wanted" (the default): the scene's own measured demand. A budget given as a fraction of
+  the start budget ("80%" of a GPU) never binds a scene that wants ~110 MiB of its 4 GiB, so
+  the curve moves between a floor and a ceiling measured from the run itself: the floor is
+  what can never be given up (fixed allocations, render targets at half scale, the mip tails),
+  the ceiling what everything costs at full detail (fixed + targets at scale 1 + the running
+  peak of the wanted texture bytes, taken back to scale 1). `budget = floor + fraction x
+  (ceiling - floor)`: at 100% everything fits, at 40% render scale and residency must move,
+  and no frame can go over budget because the floor always fits.
+- "start": fractions of the budget in force at frame 0 (the old behaviour; tests that set
+  the budget themselves use it).
+
+Each frame's record gets `budget_fraction` (and, measured, `pressure_floor_bytes` and
+`pressure_ceiling_bytes`); the report then shows render scale and texture bytes following
+the budget down and back up.
 """
 from __future__ import annotations
 
@@ -16,7 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from engine.render.runner import FrameContext, FrameHook
+from engine.app.loop import FrameContext, FrameHook
+from engine.memory.governor import STREAMED_CATEGORY as STREAMED
 
 LOW = 0.4
 
@@ -32,16 +46,46 @@ def budget_fraction(frame: int, period: int, step_frames: int = 15, seed: int = 
     return float(np.random.default_rng([seed, step]).uniform(LOW, 1.0))
 
 
+FLOOR_SCALE = 0.5  # the floor keeps room for the targets at this scale
+
+
 def hooks(options: Mapping[str, Any]) -> list[FrameHook]:
     period = int(options.get("period") or max(8, int(options.get("frames") or 240)))
+    mode = options.get("pressure_from") or "wanted"
+    if mode not in ("wanted", "start"):
+        raise ValueError(f"pressure_from must be 'wanted' or 'start', got {mode!r}")
     base: dict[str, int] = {}
+    peak = {"wanted": 0}
 
-    def pressure(ctx: FrameContext) -> None:
-        start = base.setdefault("bytes", ctx.device.budget.bytes)
+    def from_start(ctx: FrameContext) -> None:
+        start = base.setdefault("bytes", ctx.governor.budget_bytes)
         ctx.record["budget_fraction"] = budget_fraction(ctx.frame, period)
         # Hooks run at the end of a frame, and the frame loop fits memory at the start of
         # the next one: so set the *next* frame's budget here. The change then lands on a
         # frame boundary and each record's fraction is exactly the budget it ran under.
-        ctx.device.budget.set(int(start * budget_fraction(ctx.frame + 1, period)))
+        ctx.governor.set_budget(int(start * budget_fraction(ctx.frame + 1, period)))
 
-    return [pressure]
+    def from_wanted(ctx: FrameContext) -> None:
+        stats = ctx.provider.stats()
+        scale = max(ctx.renderer.render_scale, 1e-3)
+        tails = int(stats.min_bytes)
+        # The want at scale 1 (the governor's own coupling: detail above the tails ~ s^2).
+        wanted = tails + max(0, int(stats.wanted_bytes) - tails) / (scale * scale)
+        peak["wanted"] = max(peak["wanted"], int(wanted))
+        # What neither the render scale nor the streamer can give back (as the governor
+        # counts it: the output image is fixed); it only grows in a run (staging ring, HUD),
+        # so the largest seen so far.
+        ledger = ctx.device.ledger
+        now_fixed = ledger.total - ctx.renderer.target_bytes - ledger.category_total(STREAMED)
+        fixed = max(base.get("fixed", 0), now_fixed)
+        base["fixed"] = fixed
+        spec, size = ctx.renderer.cost_spec, ctx.renderer.output_size
+        floor = fixed + spec.bytes_at(*size, FLOOR_SCALE) + tails
+        ceiling = max(floor, fixed + spec.bytes_at(*size, 1.0) + peak["wanted"])
+        ctx.record["budget_fraction"] = budget_fraction(ctx.frame, period)
+        ctx.record["pressure_floor_bytes"] = floor
+        ctx.record["pressure_ceiling_bytes"] = ceiling
+        nxt = budget_fraction(ctx.frame + 1, period)
+        ctx.governor.set_budget(int(floor + nxt * (ceiling - floor)))
+
+    return [from_start if mode == "start" else from_wanted]

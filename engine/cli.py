@@ -11,10 +11,12 @@ from .memory.sizes import format_bytes
 
 def _info(args: argparse.Namespace) -> int:
     from .gl.device import Device
+    from .memory.budget import Budget
 
-    dev = Device.headless(args.budget) if args.headless else Device.auto(args.budget)
+    dev = Device.headless() if args.headless else Device.auto()
     try:
         reading = dev.vram()
+        budget = Budget(args.budget, vram_total=reading.total_bytes)
         caps = dev.caps
         data = {
             "renderer": caps.renderer,
@@ -30,12 +32,12 @@ def _info(args: argparse.Namespace) -> int:
             "debug_output": caps.debug_output,
             "vram": {"source": reading.source, "total_bytes": reading.total_bytes,
                      "available_bytes": reading.available_bytes},
-            "budget": str(dev.budget.spec),
-            "budget_bytes": dev.budget.bytes,
+            "budget": str(budget.spec),
+            "budget_bytes": budget.bytes,
             # What a percentage budget is taken of: probed VRAM, or the virtual size where
             # the driver reports none (llvmpipe).
-            "budget_reference_bytes": dev.budget.reference_total,
-            "budget_reference": "probed" if dev.budget.vram_total else "virtual",
+            "budget_reference_bytes": budget.reference_total,
+            "budget_reference": "probed" if budget.vram_total else "virtual",
         }
     finally:
         dev.shutdown()
@@ -92,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     info.add_argument("--budget", default="80%", help='"512MiB" or "80%%" of detected VRAM')
     info.add_argument("--headless", action="store_true", help="force EGL even with a display")
     info.set_defaults(func=_info)
-    from .render.demo_cli import add_parser as add_demo
+    from .demos.cli import add_parser as add_demo
     add_demo(sub)
     # `bake` is dispatched in main() before parsing; listed here for --help.
     sub.add_parser("bake", help="images -> mip chain -> BCn -> KTX2 (see bake --help)")
@@ -111,6 +113,9 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["bake"]:  # bake owns its whole argument list (and its --help)
         logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+        if any(a.lower().endswith((".gltf", ".glb")) for a in argv[1:]):  # a whole scene
+            from .render.gltf_bake import bake_gltf_main
+            return bake_gltf_main(argv[1:])
         from .textures.bake import bake_main
         return bake_main(argv[1:])
     args = build_parser().parse_args(argv)

@@ -24,7 +24,8 @@ import numpy as np
 
 from .diagnostics.report import build_report
 from .render.imagecompare import compare, diff_image, load_png, save_png
-from .render.runner import RunResult, SceneFactory, run_scene
+from .app.loop import RunResult, SceneFactory
+from .app.run import run_scene
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +46,7 @@ def _resolve(scene: str | SceneFactory) -> tuple[SceneFactory, list]:
     if callable(scene):
         return scene, []
     try:
-        from demos import DEMOS
+        from engine.demos import DEMOS
     except ImportError as exc:
         raise ValueError(f"scene {scene!r}: named demos need the 'demos' package ({exc})") \
             from exc
@@ -58,8 +59,8 @@ def run_headless(scene: str | Callable[..., Any], *, frames: int = 60,
                  budget: str | int = "256MiB", size: tuple[int, int] = (320, 240),
                  **kw: Any) -> RunResult:
     """Run a demo (by name) or a scene factory `(device, provider, options) -> Scene`
-    headless for `frames` frames. Extra keywords go to `engine.render.runner.run_scene`
-    (device=, provider=, options=, screenshot=, report=, hud=, ...)."""
+    headless for `frames` frames. Extra keywords are `engine.app.settings.RunSettings` fields
+    (provider=, screenshot=, report=, hud=, deterministic=, ...) or `device=`."""
     factory, hooks = _resolve(scene)
     options = dict(kw.pop("options", None) or {})
     options.setdefault("frames", frames)

@@ -13,18 +13,16 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from pathlib import Path
 
 import glfw
 import moderngl
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a plain checkout
 
-from demos.gltf_demo import build
-from engine.diagnostics.tracking import TrackedContext
+from engine.demos.gltf_demo import build
+from engine.gl.tracking import TrackedContext
 from engine.gl.device import Device
-from engine.render.runner import FrameLoop
+from engine.app.loop import FrameLoop
 
 log = logging.getLogger("embed_glfw")
 
@@ -63,14 +61,14 @@ def main(argv: list[str] | None = None) -> int:
 
     win = open_window(tuple(args.size))
     host_ctx = moderngl.create_context(require=330)
-    device = Device.adopt(host_ctx, loader=glfw.get_proc_address, budget=args.budget)
+    device = Device.adopt(host_ctx, loader=glfw.get_proc_address)
     ctx = TrackedContext(host_ctx, device)  # the host's own objects, now ledgered too
     prog = ctx.program(vertex_shader=BORDER_VS, fragment_shader=BORDER_FS)
     edge = np.array([-1, -1, 1, -1, 1, 1, -1, 1], np.float32) * 0.995
     vbo = ctx.buffer(edge.tobytes())
     vao = ctx.vertex_array(prog, [(vbo, "2f", "in_pos")])
     fb_size = glfw.get_framebuffer_size(win)
-    loop = FrameLoop(device, build, size=fb_size, options={})
+    loop = FrameLoop.embedded(device, build, size=fb_size, budget=args.budget)
     frame = 0
     try:
         while not glfw.window_should_close(win) and (args.frames <= 0 or frame < args.frames):

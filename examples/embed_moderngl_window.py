@@ -12,17 +12,15 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from pathlib import Path
 
 import moderngl_window as mglw
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a plain checkout
 
-from demos.gltf_demo import build
-from engine.diagnostics.tracking import TrackedContext
+from engine.demos.gltf_demo import build
+from engine.gl.tracking import TrackedContext
 from engine.gl.device import Device
-from engine.render.runner import FrameLoop
+from engine.app.loop import FrameLoop
 
 log = logging.getLogger("embed_moderngl_window")
 
@@ -42,10 +40,11 @@ class EngineApp(mglw.WindowConfig):
         if self.wnd.name == "glfw":
             import glfw
             loader = glfw.get_proc_address
-        self.device = Device.adopt(self.ctx, loader=loader, budget="256MiB")
+        self.device = Device.adopt(self.ctx, loader=loader)
         tracked = TrackedContext(self.ctx, self.device)
         self.clear_tex = tracked.texture((1, 1), 4, np.array([20, 24, 30, 255], np.uint8))
-        self.loop = FrameLoop(self.device, build, size=self.wnd.buffer_size, options={})
+        self.loop = FrameLoop.embedded(self.device, build, size=self.wnd.buffer_size,
+                                       budget="256MiB")
         self.frame = 0
 
     def on_render(self, time: float, frame_time: float) -> None:

@@ -7,7 +7,7 @@ import numpy as np
 from pyglm import glm
 
 from engine.memory.sizes import level_bytes, mip_count, mip_dims
-from engine.render.frame import FrameView
+from engine.streaming.contract import FrameView
 from engine.textures.ktx2_write import write_ktx2
 
 
@@ -40,3 +40,12 @@ def row_view(frame: int, eye: tuple[float, float, float], count: int,
                      uv_density=np.ones(count, np.float32),
                      texture_ids=np.stack([np.arange(count), -np.ones(count, int),
                                            -np.ones(count, int)], 1).astype(np.int32))
+
+
+def step(device, governor, streamer, view: FrameView, end: bool = True) -> None:
+    """One frame of a bare streamer as the frame loop drives it: the governor splits the
+    budget from the ledger and grants the pool, then the streamer plans and executes."""
+    streamer.grant(governor.split(device.ledger.by_category()).pool_allowance)
+    streamer.begin_frame(view)
+    if end:
+        streamer.end_frame()

@@ -20,7 +20,8 @@ from test_pressure import OPTIONS, Calibration, check_budget_frames, resizes
 
 from engine.errors import GLOutOfMemoryError
 from engine.gl.device import Device
-from engine.render.runner import FrameContext, SceneFactory, run_scene
+from engine.app.loop import FrameContext, SceneFactory
+from engine.app.run import run_scene
 from engine.resolution.policy import ResolutionSettings
 from engine.resolution.targets import RenderTargetSet, ResizeEvent
 from engine.resolution.targets_spec import TargetSpec
@@ -43,7 +44,7 @@ def gallery_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _gallery() -> SceneFactory:
-    from demos import DEMOS
+    from engine.demos import DEMOS
     return DEMOS["gallery"].factory
 
 
@@ -72,7 +73,7 @@ class Schedule:
         kind, value = drawn
         budget = low + value * (high - low) if kind == "span" else \
             ctx.record["total_bytes"] + value
-        ctx.device.budget.set(int(min(high, max(low, budget))))
+        ctx.governor.set_budget(int(min(high, max(low, budget))))
 
 
 @given(drawn=steps)
@@ -123,7 +124,7 @@ def test_out_of_memory_while_reallocating_targets_steps_down(
     def script(ctx: FrameContext) -> None:
         state["frame"] = ctx.frame + 1  # what follows this hook belongs to the next frame
         if ctx.frame == drop - 1:
-            ctx.device.budget.set(cal.fixed + cal.tails + cal.targets(0.5))
+            ctx.governor.set_budget(cal.fixed + cal.tails + cal.targets(0.5))
             state["armed"] = True
         if ctx.frame == drop:
             state["image"] = ctx.renderer.read_output()

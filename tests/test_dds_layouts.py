@@ -141,12 +141,13 @@ LAYOUTS = [
     Layout("R5G5B5A1", 16, RGB | AP, (0xF800, 0x07C0, 0x003E, 0x0001), "A1B5G5R5"),
     Layout("B5G5R5A1", 16, RGB | AP, (0x003E, 0x07C0, 0xF800, 0x0001), "A1R5G5B5"),
     Layout("R5A1G5B5", 16, RGB | AP, (0xF800, 0x03E0, 0x001F, 0x0400), "B5G5R5A1", "repacked"),
-    Layout("A4R4G4B4", 16, RGB | AP, (0x0F00, 0x00F0, 0x000F, 0xF000), "B4G4R4A4"),
-    Layout("X4R4G4B4", 16, RGB, (0x0F00, 0x00F0, 0x000F, 0), "B4G4R4X4"),
-    Layout("A4B4G4R4", 16, RGB | AP, (0x000F, 0x00F0, 0x0F00, 0xF000), "R4G4B4A4"),
-    Layout("R4G4B4A4", 16, RGB | AP, (0xF000, 0x0F00, 0x00F0, 0x000F), "A4B4G4R4"),
-    Layout("B4G4R4A4", 16, RGB | AP, (0x00F0, 0x0F00, 0xF000, 0x000F), "A4R4G4B4"),
-    Layout("G4A4R4B4", 16, RGB | AP, (0x00F0, 0xF000, 0x000F, 0x0F00), "B4G4R4A4", "repacked"),
+    # 4:4:4:4 goes to RGBA8: NVIDIA stores GL_RGBA4 at 8 bits a channel (layouts.py).
+    Layout("A4R4G4B4", 16, RGB | AP, (0x0F00, 0x00F0, 0x000F, 0xF000), "RGBA8", "repacked"),
+    Layout("X4R4G4B4", 16, RGB, (0x0F00, 0x00F0, 0x000F, 0), "RGBA8", "repacked"),
+    Layout("A4B4G4R4", 16, RGB | AP, (0x000F, 0x00F0, 0x0F00, 0xF000), "RGBA8", "repacked"),
+    Layout("R4G4B4A4", 16, RGB | AP, (0xF000, 0x0F00, 0x00F0, 0x000F), "RGBA8", "repacked"),
+    Layout("B4G4R4A4", 16, RGB | AP, (0x00F0, 0x0F00, 0xF000, 0x000F), "RGBA8", "repacked"),
+    Layout("G4A4R4B4", 16, RGB | AP, (0x00F0, 0xF000, 0x000F, 0x0F00), "RGBA8", "repacked"),
     Layout("A8R8G8B8", 32, RGB | AP, (0xFF0000, 0xFF00, 0xFF, 0xFF000000), "BGRA8"),
     Layout("A8B8G8R8", 32, RGB | AP, (0xFF, 0xFF00, 0xFF0000, 0xFF000000), "RGBA8"),
     Layout("X8R8G8B8", 32, RGB, (0xFF0000, 0xFF00, 0xFF, 0), "BGRX8"),
@@ -309,7 +310,7 @@ def test_palette(tmp_path: Path, kind: str, fmt: str) -> None:
 DX10_LAYOUTS = [  # (DXGI format, engine format, the same layout as legacy masks)
     (85, "B5G6R5", Layout("", 16, RGB, (0xF800, 0x07E0, 0x001F, 0), "")),
     (86, "B5G5R5A1", Layout("", 16, RGB | AP, (0x7C00, 0x03E0, 0x001F, 0x8000), "")),
-    (115, "B4G4R4A4", Layout("", 16, RGB | AP, (0x0F00, 0x00F0, 0x000F, 0xF000), "")),
+    (115, "RGBA8", Layout("", 16, RGB | AP, (0x0F00, 0x00F0, 0x000F, 0xF000), "")),
     (24, "R10G10B10A2", Layout("", 32, RGB | AP, (0x3FF, 0xFFC00, 0x3FF00000, 0xC0000000), "")),
     (88, "BGRX8", Layout("", 32, RGB, (0xFF0000, 0xFF00, 0xFF, 0), "")),
     (65, "A8", Layout("", 8, ALPHA, (0, 0, 0, 0xFF), "")),
@@ -441,6 +442,20 @@ def sample_level(device, sampler_pass, gpu, level: int) -> np.ndarray:
         device.release(target)
 
 
+def _tolerance(device) -> int:
+    """llvmpipe writes an n-bit channel to an 8-bit target as round(v * 255 / (2^n - 1)), as
+    decode_rgba does: exact. The NVIDIA H200 (580.159) gave 1 less or more on some 5, 6, 10
+    and 16-bit values (consistent with bit replication: 6-bit 14 -> 56, not 57)."""
+    return 0 if "llvmpipe" in device.caps.renderer else 1
+
+
+def _assert_close(got: np.ndarray, want: np.ndarray, tol: int) -> None:
+    if tol == 0:
+        np.testing.assert_array_equal(got, want)
+    else:
+        assert np.abs(got.astype(int) - want.astype(int)).max() <= tol
+
+
 def _check_on_gpu(device, sampler_pass, tex, expected: list[np.ndarray]) -> None:
     from engine.gl.storage_query import storage_component_bits
     from engine.gl.upload import upload_texture_file
@@ -452,8 +467,33 @@ def _check_on_gpu(device, sampler_pass, tex, expected: list[np.ndarray]) -> None
         assert sum(bits) == 8 * tex.pixel_format.block_bytes, bits  # no widened storage
         for lv in tex.levels:
             got = sample_level(device, sampler_pass, gpu, lv.index)
-            np.testing.assert_array_equal(got, textures.decode_rgba(tex, lv.index))
-            np.testing.assert_array_equal(got, expected[lv.index])
+            _assert_close(got, textures.decode_rgba(tex, lv.index), _tolerance(device))
+            _assert_close(got, expected[lv.index], _tolerance(device))
+    finally:
+        device.release(gpu)
+
+
+SAMPLED_FORMATS = [f for f in layouts.INTEGER_FORMATS if not f.srgb]
+
+
+@pytest.mark.parametrize("fmt", SAMPLED_FORMATS, ids=[f.name for f in SAMPLED_FORMATS])
+def test_every_bit_field_format_samples_like_decode(device, sampler_pass, fmt) -> None:
+    """Random bytes in every bit-field format (RGBA4 included, which the reader no longer
+    picks), swizzle set as the device will: sampled == decode_image. sRGB formats are left
+    out: decode returns their stored bytes, sampling linearises them."""
+    from engine.gl.swizzle import apply_swizzle, format_swizzle
+    from engine.textures.decode import decode_image
+    w, h = 32, 16
+    data = np.random.default_rng(7).integers(0, 256, level_bytes(fmt, w, h),
+                                             dtype=np.uint8).tobytes()
+    gpu = device.storage_texture(fmt, w, h, label=f"bits-{fmt.name}")
+    try:
+        if format_swizzle(fmt):
+            apply_swizzle(device, gpu.glo, fmt.swizzle, gpu.target)
+        device.upload(gpu, 0, data)
+        assert device.read_level(gpu, 0) == data  # the transfer format/type round-trips
+        got = sample_level(device, sampler_pass, gpu, 0)
+        _assert_close(got, decode_image(fmt.name, data, w, h), _tolerance(device))
     finally:
         device.release(gpu)
 

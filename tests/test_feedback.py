@@ -12,19 +12,15 @@ from engine.render.camera import Camera, mat_to_numpy
 from engine.render.material import Material
 from engine.render.mesh import Mesh, quad
 from engine.render.scene import Scene
-from engine.render.textures import StaticTextureProvider
+from engine.streaming.static import StaticTextureProvider
 from engine.streaming.estimator import (
     CameraInput,
     InstanceArrays,
     TextureArrays,
     estimate_mips,
 )
-from engine.streaming.feedback import (
-    FeedbackPass,
-    combine,
-    feedback_size,
-    reduce_feedback,
-)
+from engine.render.feedback import FeedbackPass
+from engine.streaming.feedback import combine, feedback_size, reduce_feedback
 
 RENDER = (320, 240)
 FRONT, HIDDEN, SIDE = 0, 1, 2  # texture ids of the three quads

@@ -137,14 +137,14 @@ def test_png_baked_once_and_ktx2_image_loads(tmp_path):
 
 def test_add_to_scene_draws_and_releases(device):
     from engine.render.scene import Scene
-    from engine.render.textures import StaticTextureProvider
+    from engine.streaming.static import StaticTextureProvider
 
     provider = StaticTextureProvider(device)
     scene = Scene(device)
     try:
         instances = add_to_scene(load_gltf(MODEL / "BoxTextured.glb"), scene, provider)
         assert len(instances) == 1 and instances[0].material.albedo == 0
-        assert provider.stats()["resident_bytes"] > 0
+        assert provider.stats().resident_bytes > 0
         assert instances[0].radius == pytest.approx(np.sqrt(3) / 2, rel=1e-3)
     finally:
         scene.release()

@@ -5,7 +5,7 @@ import threading
 
 import pytest
 
-from engine.diagnostics.tracking import TrackedContext
+from engine.gl.tracking import TrackedContext
 from engine.errors import LeakError
 
 
@@ -75,7 +75,7 @@ def test_stacks_are_captured_when_asked(engine_device):
 
 def test_shutdown_reports_and_releases_leftovers():
     from engine.gl.device import Device
-    dev = Device.headless("64MiB")
+    dev = Device.headless()
     dev.storage_texture("BC7", 32, 32, label="left-over")
     dev.buffer(reserve=16, label="left-buffer")
     left = dev.shutdown()

@@ -10,8 +10,9 @@ import pytest
 from engine.errors import BudgetError
 from engine.memory.budget import Budget, BudgetSpec
 from engine.memory.ledger import Ledger
-from engine.memory.probe import VramProbe, sane
-from engine.memory.summary import format_summary
+from engine.gl.probe import VramProbe
+from engine.memory.probe import sane
+from engine.memory.summary import format_summary, summary_dict
 
 
 def test_budget_specs():
@@ -27,15 +28,10 @@ def test_budget_specs():
     assert str(BudgetSpec.parse("80%")) == "80%"
 
 
-def test_budget_listeners():
+def test_budget_set_returns_new_bytes():
     b = Budget("1GiB")
-    seen = []
-    unsubscribe = b.subscribe(lambda old, new: seen.append((old, new)))
-    b.set("512MiB")
-    b.set("512MiB")  # no change, no call
-    unsubscribe()
-    b.set("2GiB")
-    assert seen == [(1 << 30, 512 << 20)]
+    assert b.set("512MiB") == 512 << 20
+    assert b.bytes == 512 << 20 and str(b.spec) == "512.0 MiB"
 
 
 def test_ledger_totals_peak_history():
@@ -90,8 +86,9 @@ def test_probe_nvx_accumulates_evictions_and_rejects_nonsense():
 def test_summary_table(device):
     tex = device.storage_texture("BC7", 256, 256, levels=9, label="summary")
     try:
-        d = device.memory_summary()
+        d = summary_dict(device.ledger, 256 << 20, device.vram())
         assert d["categories"]["texture.static"]["objects"] >= 1
+        assert d["budget_bytes"] == 256 << 20
         assert d["headroom_bytes"] == d["budget_bytes"] - d["total_bytes"]
         text = format_summary(d)
         assert "texture.static" in text and "budget" in text

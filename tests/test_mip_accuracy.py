@@ -14,10 +14,11 @@ import pytest
 
 from engine import textures
 from engine.memory.sizes import texture_bytes
-from engine.render.gallery_assets import gallery_textures
+from engine.demos.gallery_assets import gallery_textures
 from engine.render.imagecompare import save_png
-from engine.render.runner import FrameContext, SceneFactory, run_scene
-from engine.streaming.accuracy import (
+from engine.app.loop import FrameContext, SceneFactory
+from engine.app.run import run_scene
+from engine.render.accuracy import (
     AccuracyResult,
     accuracy_from_levels,
     classify_mip_debug,
@@ -68,7 +69,7 @@ def all_resident_bytes(cache: Path) -> int:
 def with_pool(pool_bytes: int) -> SceneFactory:
     """The gallery with the streamer's pool fixed at `pool_bytes` (react=False keeps the
     governor out, so the render scale stays 1 and the pool is exactly this)."""
-    from demos import DEMOS
+    from engine.demos import DEMOS
     gallery = DEMOS["gallery"].factory
 
     def build(device, provider, options: Mapping[str, Any]):

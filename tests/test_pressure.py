@@ -27,7 +27,8 @@ import pytest
 
 from engine.gl.device import Device
 from engine.memory.governor import BudgetSplit
-from engine.render.runner import FrameContext, FrameHook, RunResult, run_scene
+from engine.app.loop import FrameContext, FrameHook, RunResult
+from engine.app.run import run_scene
 
 W, H = 160, 120
 OPTIONS: dict[str, Any] = {"count": 16, "texture_size": 256, "format": "bc1"}
@@ -83,9 +84,9 @@ class Calibration:
         stats = ctx.provider.stats()
         spec, size = ctx.renderer.cost_spec, ctx.renderer.output_size
         self.fixed = ctx.allocation.fixed
-        self.tails = int(stats["min_bytes"])
-        self.tail_bytes = self.tails // int(stats["textures"])  # the gallery's are all alike
-        self.wanted = int(stats["wanted_bytes"])
+        self.tails = int(stats.min_bytes)
+        self.tail_bytes = self.tails // int(stats.textures)  # the gallery's are all alike
+        self.wanted = int(stats.wanted_bytes)
         self.targets = lambda scale: spec.bytes_at(*size, scale)
 
 
@@ -98,10 +99,10 @@ def record_plan(ctx: FrameContext) -> None:
 def run_pressure(device: Device, cache: Path, calibration: Calibration,
                  upscale: str = "bilinear") -> RunResult:
     """One pressure cycle, then the budget held at the cycle's low for SETTLE + STEADY frames."""
-    from demos import DEMOS
-    from demos.pressure import LOW
+    from engine.demos import DEMOS
+    from engine.demos.pressure import LOW
 
-    options = {**OPTIONS, "cache_dir": cache, "period": PERIOD}
+    options = {**OPTIONS, "cache_dir": cache, "period": PERIOD, "pressure_from": "start"}
     pressure = DEMOS["pressure"].hooks(options)[0]
     start: dict[str, int] = {}
 
@@ -111,11 +112,11 @@ def run_pressure(device: Device, cache: Path, calibration: Calibration,
             # targets at 5/8 scale: memory binds the render scale, yet everything fits.
             start["bytes"] = int((calibration.fixed + calibration.tails
                                   + calibration.targets(0.625)) / LOW)
-            ctx.device.budget.set(start["bytes"])  # the demo's hook takes it as its start
+            ctx.governor.set_budget(start["bytes"])  # the demo's hook takes it as its start
         if ctx.frame < PERIOD - 1:
             pressure(ctx)
         else:
-            ctx.device.budget.set(int(start["bytes"] * LOW))
+            ctx.governor.set_budget(int(start["bytes"] * LOW))
 
     hooks: list[FrameHook] = [calibration.hook, script, record_plan]
     return run_scene(DEMOS["pressure"].factory, frames=PERIOD + SETTLE + STEADY, size=(W, H),
@@ -128,7 +129,7 @@ def test_pressure_demo_fits_every_frame_and_holds_still(device: Device,
     """The demo's script lands on the frames it names, every frame keeps the budget
     properties, the cut to the low is answered by the frame that first runs under it, and a
     steady budget that binds the scale makes no resize in 600 frames of fly-through."""
-    from demos.pressure import budget_fraction
+    from engine.demos.pressure import budget_fraction
 
     cal = Calibration()
     result = run_pressure(device, gallery_cache, cal)
@@ -214,19 +215,29 @@ def test_targets_never_grow_into_memory_the_streamer_still_holds(device: Device)
     is held: the governor's new plan still lies above the current scale, but its pool is below
     what the streamer holds, and the streamer gives that back only after the targets are
     reallocated. The targets must wait for it instead of taking the ledger over the budget."""
+    from engine.app.loop import MemoryReaction
+    from engine.memory.budget import Budget
     from engine.render.renderer import Renderer
-    from engine.render.runner import MemoryReaction
-    from engine.render.textures import StaticTextureProvider
+    from engine.resolution.policy import ResolutionController
+    from engine.streaming.contract import ProviderStats
+    from engine.streaming.static import StaticTextureProvider
 
     want = 64 << 10
-    stats = {"wanted_bytes": want, "min_bytes": 8 << 10}
-    provider = StaticTextureProvider(device)
+
+    class Wants(StaticTextureProvider):
+        """The static provider, reporting the streamer's want (the buffer plays its bytes)."""
+
+        def stats(self) -> ProviderStats:
+            return ProviderStats(wanted_bytes=want, min_bytes=8 << 10)
+
+    provider = Wants(device)
     renderer = Renderer(device, provider, (W, H))
     held = [device.buffer(reserve=want, category="texture.streamed", label="streamer")]
-    reaction = MemoryReaction(device, renderer)
+    budget_ = Budget("1GiB")
+    reaction = MemoryReaction(device, Governor(budget=budget_), renderer,
+                              ResolutionController(renderer.cost_spec))
     ledger = device.ledger
     fixed = ledger.total - renderer.targets.nbytes - want
-    spec = device.budget.spec  # the session's device leaves this test as it came
     frames: list[tuple[int, int, int]] = []  # (peak, budget, bytes held when it began)
 
     def hold(nbytes: int) -> None:
@@ -235,9 +246,9 @@ def test_targets_never_grow_into_memory_the_streamer_still_holds(device: Device)
 
     def frame(budget: int, streamer_follows: bool = True) -> BudgetSplit:
         carry = ledger.total
-        device.budget.set(budget)
+        budget_.set(budget)
         ledger.reset_frame_peak()
-        allocation, _ = reaction.update(stats, None)
+        allocation, _ = reaction.update(provider, None)
         if streamer_follows:
             hold(min(want, allocation.pool_allowance))
         frames.append((device.end_frame(len(frames)).peak_bytes, budget, carry))
@@ -269,7 +280,6 @@ def test_targets_never_grow_into_memory_the_streamer_still_holds(device: Device)
         for peak, limit, carry in frames:  # a drop frame: nothing on top of what it held
             assert peak <= max(limit, carry), frames
     finally:
-        device.budget.set(spec)
         device.release(held.pop())
         renderer.release()
         provider.release()

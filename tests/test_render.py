@@ -12,8 +12,9 @@ import pytest
 from engine.render.camera import CameraPath, Keyframe
 from engine.render.imagecompare import compare, diff_image, load_png, save_png
 from engine.render.mesh import box, quad
-from engine.render.runner import run_scene
-from engine.render.textures import StaticTextureProvider, TextureProvider
+from engine.app.run import run_scene
+from engine.streaming.contract import TextureProvider
+from engine.streaming.static import StaticTextureProvider
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "tests" / "reference"
@@ -31,7 +32,7 @@ def gallery_cache(tmp_path_factory) -> Path:
 
 
 def _gallery():
-    from demos import DEMOS
+    from engine.demos import DEMOS
     return DEMOS["gallery"]
 
 
@@ -81,7 +82,7 @@ def test_mip_debug_all_resident_is_green(device, gallery_cache):
 
 def test_render_scale_follows_the_budget(device, gallery_cache):
     """Pressure: with the budget cut, the run lowers its render scale, then recovers."""
-    from demos import DEMOS
+    from engine.demos import DEMOS
     demo = DEMOS["pressure"]
     result = run_scene(demo.factory, frames=40, size=SIZE, budget="2MiB", device=device,
                        options={**SMALL, "cache_dir": gallery_cache},
@@ -101,7 +102,7 @@ def test_lower_render_scale_upscales_without_leaks(device, gallery_cache, upscal
 
 
 def test_static_provider_is_a_texture_provider(device, gallery_cache):
-    from engine.render.gallery_assets import gallery_textures
+    from engine.demos.gallery_assets import gallery_textures
     provider = StaticTextureProvider(device)
     try:
         assert isinstance(provider, TextureProvider)
@@ -113,16 +114,16 @@ def test_static_provider_is_a_texture_provider(device, gallery_cache):
         before = device.ledger.category_total("texture.static")
         provider.register("b", path)
         stats = provider.stats()
-        assert stats["textures"] == 2 and stats["pending_uploads"] == 0
+        assert stats.textures == 2 and stats.pending_uploads == 0
         assert device.ledger.category_total("texture.static") - before == \
-            stats["resident_bytes"] // 2
+            stats.resident_bytes // 2
     finally:
         provider.release()
 
 
 def test_gallery_textures_are_distinct(gallery_cache):
     import engine.textures as T
-    from engine.render.gallery_assets import gallery_textures
+    from engine.demos.gallery_assets import gallery_textures
     assets = gallery_textures(4, 256, cache_dir=gallery_cache)
     level0 = [T.open(p).read_level(0) for p in assets.paths]
     assert len(set(level0)) == 4

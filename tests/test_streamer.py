@@ -6,8 +6,9 @@ import random
 import time
 
 import pytest
-from streaming_helpers import make_textures, row_view
+from streaming_helpers import make_textures, row_view, step
 
+from engine.memory.governor import Governor
 from engine.memory.sizes import texture_bytes
 from engine.streaming.provider import TextureStreamer
 
@@ -19,60 +20,61 @@ def files(tmp_path_factory):
     return make_textures(tmp_path_factory.mktemp("stream"), COUNT, 256)
 
 
-def run_frames(dev, streamer, frames, eye_fn, budget_fn=None, start=0):
+@pytest.fixture
+def gov():
+    """The budget's owner, as the frame loop has it: each frame grants the streamer its pool."""
+    return Governor(budget="1GiB")
+
+
+def run_frames(dev, gov, streamer, frames, eye_fn, budget_fn=None, start=0):
     """Run frames; returns (per-frame ledger samples, budgets in force)."""
     samples, budgets = [], []
     dev.ledger.reset_frame_peak()  # earlier tests' objects are gone: measure from here
     for f in range(start, start + frames):
         if budget_fn is not None:
-            dev.budget.set(budget_fn(f))
-        streamer.begin_frame(row_view(f, eye_fn(f), COUNT))
-        streamer.end_frame()
+            gov.set_budget(budget_fn(f))
+        step(dev, gov, streamer, row_view(f, eye_fn(f), COUNT))
         samples.append(dev.end_frame(f))
-        budgets.append(dev.budget.bytes)
+        budgets.append(gov.budget_bytes)
     return samples, budgets
 
 
-def test_streams_visible_detail_and_respects_budget(device, files):
+def test_streams_visible_detail_and_respects_budget(device, gov, files):
     full = texture_bytes("BC1_RGBA", 256, 256, levels=9) * COUNT
     s = TextureStreamer(device, backend="realloc", staging_bytes=64 << 10)
     try:
-        device.budget.set(device.ledger.total + full // 3)  # the ring is part of the budget
+        gov.set_budget(device.ledger.total + full // 3)  # the ring is part of the budget
         for i, p in enumerate(files):
             s.register(f"t{i}", p)
         tails = s.stats()
-        samples, budgets = run_frames(device, s, 200, lambda f: (f * 0.18, 0.0, 1.5))
+        samples, budgets = run_frames(device, gov, s, 200, lambda f: (f * 0.18, 0.0, 1.5))
         for smp, b in zip(samples, budgets):
             assert smp.peak_bytes <= b, (smp.frame, smp.peak_bytes, b)
         st = s.stats()
-        assert st["loads"] > 0 and st["budget_violations"] == 0
-        assert st["resident_bytes"] > tails["resident_bytes"]
+        assert st.loads > 0 and st.budget_violations == 0
+        assert st.resident_bytes > tails.resident_bytes
     finally:
         s.release()
-        device.budget.set("1GiB")
 
 
-def test_still_camera_makes_zero_changes(device, files):
-    device.budget.set("1GiB")
+def test_still_camera_makes_zero_changes(device, gov, files):
     s = TextureStreamer(device, backend="realloc")
     try:
         for i, p in enumerate(files):
             s.register(f"t{i}", p)
         for f in range(300):  # settle: reads arrive from the I/O threads
-            s.begin_frame(row_view(f, (8.0, 0.0, 2.0), COUNT))
-            s.end_frame()
+            step(device, gov, s, row_view(f, (8.0, 0.0, 2.0), COUNT))
             time.sleep(0.002)
         before = s.residency_changes
         assert before > 0
         for f in range(300, 600):
-            s.begin_frame(row_view(f, (8.0, 0.0, 2.0), COUNT))
-            s.end_frame()
+            step(device, gov, s, row_view(f, (8.0, 0.0, 2.0), COUNT))
         assert s.residency_changes == before
     finally:
         s.release()
 
 
-def test_random_budget_stress_with_io_latency(device, files):
+def test_random_budget_stress_with_io_latency(device, gov, files):
     full = texture_bytes("BC1_RGBA", 256, 256, levels=9) * COUNT
     rng = random.Random(3)
     s = TextureStreamer(device, backend="realloc", io_latency_ms=(0.0, 4.0))
@@ -86,7 +88,7 @@ def test_random_budget_stress_with_io_latency(device, files):
             if f % 15 == 0:
                 budgets_seq[f] = max(floor, int(full * rng.uniform(0.05, 1.2)))
             return budgets_seq[max(k for k in budgets_seq if k <= f)]
-        samples, budgets = run_frames(device, s, 400,
+        samples, budgets = run_frames(device, gov, s, 400,
                                       lambda f: (rng.uniform(0, 34), 0.0, rng.uniform(0.6, 6)),
                                       budget)
         prev = budgets[0]
@@ -95,13 +97,12 @@ def test_random_budget_stress_with_io_latency(device, files):
             if b >= prev:
                 assert smp.peak_bytes <= b, smp  # transients included
             prev = b
-        assert s.stats()["budget_violations"] == 0
+        assert s.stats().budget_violations == 0
     finally:
         s.release()
-        device.budget.set("1GiB")
 
 
-def test_vanished_and_truncated_files_are_survived(device, tmp_path, caplog):
+def test_vanished_and_truncated_files_are_survived(device, gov, tmp_path, caplog):
     paths = make_textures(tmp_path, 4, 256)
     s = TextureStreamer(device, backend="realloc")
     try:
@@ -111,11 +112,10 @@ def test_vanished_and_truncated_files_are_survived(device, tmp_path, caplog):
         data = paths[1].read_bytes()
         paths[1].write_bytes(data[: len(data) // 3])
         for f in range(120):
-            s.begin_frame(row_view(f, (2.25, 0.0, 3.5), 4, viewport=(1280, 960)))
-            s.end_frame()
+            step(device, gov, s, row_view(f, (2.25, 0.0, 3.5), 4, viewport=(1280, 960)))
             time.sleep(0.002)
         st = s.stats()
-        assert st["io_errors"] >= 1
+        assert st.io_errors >= 1
         assert s.items[0].failed and s.items[1].failed  # each reported once, kept at its tail
         assert not s.items[2].failed and not s.items[3].failed
         assert s.items[3].base < s.items[0].base  # the others went on streaming
@@ -123,10 +123,10 @@ def test_vanished_and_truncated_files_are_survived(device, tmp_path, caplog):
         s.release()
 
 
-def test_thousands_of_level_changes_leave_no_leaks(device, files):
+def test_thousands_of_level_changes_leave_no_leaks(device, gov, files):
     full = texture_bytes("BC1_RGBA", 256, 256, levels=9) * COUNT
     s = TextureStreamer(device, backend="realloc",
-                        config=__import__("engine.streaming.policy", fromlist=["x"]).PolicyConfig(
+                        policy=__import__("engine.streaming.policy", fromlist=["x"]).PolicyConfig(
                             evict_delay_frames=1, max_ops=64))
     try:
         for i, p in enumerate(files):
@@ -134,18 +134,17 @@ def test_thousands_of_level_changes_leave_no_leaks(device, files):
         f = 0
         while s.residency_changes < 2000 and f < 3000:
             s.mip_bias = -2.5 if (f // 10) % 2 == 0 else 8.0  # want everything, then nothing
-            s.begin_frame(row_view(f, (17.0, 0.0, 16.0), COUNT, viewport=(1280, 960)))
-            s.end_frame()
+            step(device, gov, s, row_view(f, (17.0, 0.0, 16.0), COUNT, viewport=(1280, 960)))
             device.end_frame(f)
             f += 1
             time.sleep(0.0005)
         assert s.residency_changes >= 2000, s.residency_changes
-        assert device.ledger.peak <= max(full * 3, device.budget.bytes)
+        assert device.ledger.peak <= max(full * 3, gov.budget_bytes)
     finally:
         s.release()
 
 
-def test_big_levels_go_up_in_bands_within_budget(device, tmp_path):
+def test_big_levels_go_up_in_bands_within_budget(device, gov, tmp_path):
     """Levels above max_band_bytes upload in bands over several frames: the texture ends
     bit-exact, the budget holds on every frame, a budget cut mid-load aborts it cleanly."""
     paths = make_textures(tmp_path, 6, 256, "BC7")
@@ -153,15 +152,14 @@ def test_big_levels_go_up_in_bands_within_budget(device, tmp_path):
     try:
         for i, p in enumerate(paths):
             s.register(f"b{i}", p)
-        device.budget.set(device.ledger.total + (1 << 20))
+        gov.set_budget(device.ledger.total + (1 << 20))
         device.ledger.reset_frame_peak()
         banded_frames = 0
         for f in range(200):
-            s.begin_frame(row_view(f, (3.75, 0.0, 2.0), 6, viewport=(1920, 1080)))
-            s.end_frame()
+            step(device, gov, s, row_view(f, (3.75, 0.0, 2.0), 6, viewport=(1920, 1080)))
             banded_frames += bool(s._partials)
             smp = device.end_frame(f)
-            assert smp.peak_bytes <= device.budget.bytes, smp
+            assert smp.peak_bytes <= gov.budget_bytes, smp
             time.sleep(0.001)
         assert banded_frames > 10 and not s._partials
         full = [t for t, it in enumerate(s.items) if it.base == 0]
@@ -171,15 +169,13 @@ def test_big_levels_go_up_in_bands_within_budget(device, tmp_path):
         # a cut while bands are in flight: partial loads are aborted, nothing leaks
         s.mip_bias = 8.0
         for f in range(200, 260):
-            s.begin_frame(row_view(f, (3.75, 0.0, 2.0), 6, viewport=(1920, 1080)))
-            s.end_frame()
+            step(device, gov, s, row_view(f, (3.75, 0.0, 2.0), 6, viewport=(1920, 1080)))
         s.mip_bias = -3.0
-        s.begin_frame(row_view(260, (3.75, 0.0, 2.0), 6, viewport=(1920, 1080)))
+        step(device, gov, s, row_view(260, (3.75, 0.0, 2.0), 6, viewport=(1920, 1080)), end=False)
         time.sleep(0.05)
-        s.begin_frame(row_view(261, (3.75, 0.0, 2.0), 6, viewport=(1920, 1080)))
-        device.budget.set(device.ledger.total - 1)
-        s.begin_frame(row_view(262, (3.75, 0.0, 2.0), 6, viewport=(1920, 1080)))
-        assert device.ledger.total <= device.budget.bytes
+        step(device, gov, s, row_view(261, (3.75, 0.0, 2.0), 6, viewport=(1920, 1080)), end=False)
+        gov.set_budget(device.ledger.total - 1)
+        step(device, gov, s, row_view(262, (3.75, 0.0, 2.0), 6, viewport=(1920, 1080)), end=False)
+        assert device.ledger.total <= gov.budget_bytes
     finally:
         s.release()
-        device.budget.set("1GiB")

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from demos.gltf_demo import build
+from engine.demos.gltf_demo import build
 from engine.render.imagecompare import save_png
 from engine.testing import (
     assert_image_close,

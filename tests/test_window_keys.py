@@ -2,7 +2,7 @@
 
 The window runs in a subprocess (this file run as a script): it makes its own GL context,
 which must not become current in the test process where the session's headless device lives.
-Key presses go to the callback engine.render.window installed with glfw.set_key_callback, as
+Key presses go to the callback engine.app.window installed with glfw.set_key_callback, as
 glfw would deliver them; held movement keys are polled with glfw.get_key, so the script
 answers those polls for the keys it holds. What each frame saw comes back as JSON.
 
@@ -34,10 +34,10 @@ def drive(out: Path, shot: Path, cache: Path) -> None:
     """Run the gallery in a window under the key script; write what each frame saw to `out`."""
     import glfw
 
-    from demos import DEMOS
+    from engine.demos import DEMOS
     from engine.diagnostics import hud
-    from engine.render.runner import FrameContext
-    from engine.render.window import run_window
+    from engine.app.loop import FrameContext
+    from engine.app.run import run_scene
 
     held: set[int] = set()
     poll = glfw.get_key
@@ -71,7 +71,8 @@ def drive(out: Path, shot: Path, cache: Path) -> None:
             glfw.set_key_callback(window, on_key)  # ...put back, and called as glfw would
             on_key(window, getattr(glfw, "KEY_" + PRESSES[ctx.frame]), 0, glfw.PRESS, 0)
 
-    result = run_window(DEMOS["gallery"].factory, frames=FRAMES, size=SIZE, budget="256MiB",
+    result = run_scene(DEMOS["gallery"].factory, headless=False, frames=FRAMES, size=SIZE,
+                       budget="256MiB",
                         screenshot=shot, provider="streaming", on_frame=[script],
                         options={"count": 4, "texture_size": 64, "cache_dir": cache})
     out.write_text(json.dumps({"seen": seen, "hud_frames": hud_frames,

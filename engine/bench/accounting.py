@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 
+from ..memory.ledger import Category
 from ..memory.sizes import format_bytes, level_bytes, mip_count, mip_dims
 from .common import SuiteResult, TextureToucher, random_blocks
 
@@ -39,7 +40,7 @@ def run(device, quick: bool = False) -> SuiteResult:
         out = []
         for i in range(count):
             tex = device.storage_texture("BC7_SRGB", size, size, levels=levels,
-                                         category="texture.streamed", label=f"acct-{i}")
+                                         category=Category.STREAMED, label=f"acct-{i}")
             out.append(tex)
             for lvl in range(levels):
                 w, h = mip_dims(size, size, lvl)
@@ -49,7 +50,7 @@ def run(device, quick: bool = False) -> SuiteResult:
     def targets():
         out = []
         for i in range(4):
-            color = device.texture(target_size, 4, dtype="f2", category="target",
+            color = device.texture(target_size, 4, dtype="f2", category=Category.TARGET,
                                    label=f"acct-hdr-{i}")
             depth = device.depth_texture(target_size, label=f"acct-depth-{i}")
             fbo = device.framebuffer([color], depth, label=f"acct-fbo-{i}")

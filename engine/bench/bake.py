@@ -16,13 +16,14 @@ import tempfile
 import time
 from pathlib import Path
 
+from .. import assets
 from ..textures.bake import bake_file, bake_many, choose_format, load_rgba
 from ..textures.encode import encode_image
 from .common import SuiteResult
 
 log = logging.getLogger(__name__)
 
-PHOTOS = Path(__file__).resolve().parents[2] / "assets" / "photos"
+PHOTOS = assets.PHOTOS
 FORMATS = ("bc1", "bc7")
 
 

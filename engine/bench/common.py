@@ -5,6 +5,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..memory.ledger import Category
+
 FULLSCREEN_VS = """#version 330
 out vec2 uv;
 void main() {
@@ -37,7 +39,7 @@ class TextureToucher:
         self.prog = device.program(vertex_shader=FULLSCREEN_VS, fragment_shader=SAMPLE_FS,
                                    label="bench-sample")
         self.vao = device.vertex_array(self.prog, [], label="bench-fullscreen")
-        self.color = device.texture((64, 64), label="bench-touch-target", category="target")
+        self.color = device.texture((64, 64), label="bench-touch-target", category=Category.TARGET)
         self.fbo = device.framebuffer([self.color], label="bench-touch-fbo")
 
     def touch(self, textures) -> None:
@@ -45,7 +47,7 @@ class TextureToucher:
         for tex in textures:
             tex.use(0)
             self.vao.render(vertices=3)
-        self.device.ctx.finish()
+        self.device.finish()
 
     def release(self) -> None:
         for obj in (self.vao, self.prog, self.fbo, self.color):

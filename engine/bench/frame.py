@@ -41,7 +41,7 @@ from .common import SuiteResult, random_blocks
 log = logging.getLogger(__name__)
 
 
-def _texture_file(directory: Path, size: int = 64) -> Path:
+def _texture_file(directory: Path, size: int = 256) -> Path:
     """One BC7 KTX2 with a full mip chain; random blocks (timing does not look at texels)."""
     path = directory / f"frame-bench-{size}.ktx2"
     levels = size.bit_length()
@@ -161,3 +161,41 @@ def run(device: Device, quick: bool = False, counts: tuple[int, ...] | None = No
     result.notes.append("peers: pygfx and moderngl-window upload no BCn data and stream no "
                         "mip levels, so they cannot run this scene")
     return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m engine.bench.frame [--quick] [--json OUT] [--counts 200,1000]`: this suite
+    alone (the same rows as `python -m engine bench frame`)."""
+    import argparse
+    import datetime
+    import json
+    import platform
+
+    from .harness import _table
+
+    ap = argparse.ArgumentParser(prog="python -m engine.bench.frame")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--json")
+    ap.add_argument("--counts", help="comma-separated object counts")
+    ap.add_argument("--sizes", help="comma-separated WxH output sizes")
+    args = ap.parse_args(argv)
+    counts = tuple(int(c) for c in args.counts.split(",")) if args.counts else None
+    sizes = tuple(tuple(int(v) for v in s.split("x")) for s in args.sizes.split(",")) \
+        if args.sizes else None
+    device = Device.headless()
+    try:
+        res = run(device, quick=args.quick, counts=counts, sizes=sizes)
+        print(_table(res.rows))
+        if args.json:
+            out = {"machine": {"renderer": device.caps.renderer,
+                               "gl_version": device.caps.gl_version, "host": platform.node()},
+                   "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+                   "suites": {"frame": {"rows": res.rows, "notes": res.notes}}}
+            Path(args.json).write_text(json.dumps(out, indent=2))
+    finally:
+        device.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

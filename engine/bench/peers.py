@@ -30,6 +30,8 @@ from pathlib import Path
 
 from .. import textures
 from ..gl.device import Device
+from ..gl.peers import lend_context_to_moderngl_window
+from ..memory.ledger import Category
 from ..memory.sizes import format_bytes, mip_count, texture_bytes
 from ..streaming.backends import CATEGORY
 from ..streaming.provider import TextureStreamer
@@ -109,7 +111,7 @@ def _timed_loads(device: Device, load, items: Sequence) -> tuple[float, list]:
     for item in items:
         start = time.perf_counter()
         made.append(load(item))
-        device.ctx.finish()
+        device.finish()
         times.append(time.perf_counter() - start)
     return statistics.median(times), made
 
@@ -132,12 +134,12 @@ def _loader_rows(device: Device, paths: Sequence[Path], pngs: Sequence[Path]
     except ImportError as exc:
         notes.append(f"moderngl-window not installed ({exc}): its loader was not measured")
     else:
-        moderngl_window.activate_context(ctx=device.ctx)  # its headless setting: our context
+        lend_context_to_moderngl_window(device)  # its headless setting: our context
 
         def load(png: Path):
             tex = resources.textures.load(TextureDescription(path=str(png), mipmap=True))
             return device.track_user_object(tex, "texture", rgba_bytes, f"mglw {png.name}",
-                                            category="peer")
+                                            category=Category.USER)
         made: list = []
         try:
             seconds, made = _timed_loads(device, load, pngs)
@@ -158,7 +160,7 @@ def _loader_rows(device: Device, paths: Sequence[Path], pngs: Sequence[Path]
         tails = device.ledger.category_total(CATEGORY) / len(paths)
         start = time.perf_counter()
         done = streamer.preload(timeout=120.0)
-        device.ctx.finish()
+        device.finish()
         preload_s = (time.perf_counter() - start) / len(paths)
     finally:
         streamer.release()

@@ -1,5 +1,5 @@
 """Resolution: how much of a native image bilinear and FSR upscaling win back, at render
-scales 0.67 and 0.5, on the real photos in assets/photos (engine.resolution.bench does the
+scales 0.67 and 0.5, on the real photos in assets/photos (engine.bench.upscale_quality does the
 measuring: area-downsample, upscale on the GPU, score against the native image).
 
 The figure that matters is the ratio of FSR to bilinear on the same low-resolution input:
@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from ..gl.device import Device
-from ..resolution.bench import PHOTOS, upscale_quality
+from .upscale_quality import PHOTOS, upscale_quality
 from .common import SuiteResult
 
 log = logging.getLogger(__name__)

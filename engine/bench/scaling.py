@@ -23,8 +23,8 @@ from pyglm import glm
 from ..gl.device import Device
 from ..memory.sizes import level_bytes, mip_count, mip_dims
 from ..render.camera import mat_to_numpy
-from ..render.frame import TEXTURE_SLOTS, FrameView
-from ..render.gallery_assets import cache_root
+from ..streaming.contract import TEXTURE_SLOTS, FrameView
+from ..textures.cachedir import cache_root
 from ..streaming.backends import CATEGORY
 from ..streaming.provider import TextureStreamer
 from ..textures.ktx2_write import write_ktx2
@@ -100,7 +100,7 @@ def measure(device: Device, count: int, frames: int, warmup: int) -> dict:
         start = time.perf_counter()
         for i, path in enumerate(paths):
             streamer.register(f"s{i}", path)
-        device.ctx.finish()
+        device.finish()
         register_s = time.perf_counter() - start
         tails = device.ledger.category_total(CATEGORY)
         times = []
@@ -110,17 +110,17 @@ def measure(device: Device, count: int, frames: int, warmup: int) -> dict:
             streamer.begin_frame(view)
             times.append(time.perf_counter() - t0)
             streamer.end_frame()
-        device.ctx.finish()
+        device.finish()
         stats = streamer.stats()
         rss1 = rss_bytes()
         row = {"textures": count, "register_s": register_s,
                "register_ms_per_texture": register_s / count * 1e3,
                "begin_frame_ms": statistics.median(times[warmup:]) * 1e3,
                "begin_frame_p95_ms": float(np.percentile(times[warmup:], 95)) * 1e3,
-               "tail_mib": mib(tails), "resident_mib": mib(stats["resident_bytes"]),
+               "tail_mib": mib(tails), "resident_mib": mib(stats.resident_bytes),
                "ledger_mib": mib(device.ledger.total - ledger0),
                "rss_mib": mib(rss1 - rss0) if rss0 is not None and rss1 is not None else None,
-               "loads": int(stats["loads"])}
+               "loads": int(stats.loads)}
     finally:
         streamer.release()
         device.flush_releases()

@@ -25,9 +25,10 @@ import numpy as np
 from ..gl.device import Device
 from ..gl.textures import GpuTexture
 from ..memory.sizes import mip_count
-from ..render.gallery_assets import cache_root
-from ..render.runner import FrameLoop, finish_run
-from ..render.textures import StaticTextureProvider, register_provider
+from ..textures.cachedir import cache_root
+from ..app.run import FrameLoop, finish_run
+from ..app.providers import register_provider
+from ..streaming.static import StaticTextureProvider
 from .common import SuiteResult
 from .streaming import (
     GalleryProfile,
@@ -112,7 +113,7 @@ class NaiveProvider(StaticTextureProvider):
         return tex, levels
 
 
-register_provider(NAIVE, NaiveProvider)
+register_provider(NAIVE, lambda device, settings, clock: NaiveProvider(device))
 
 
 # ---------------------------------------------------------------------------- measurement
@@ -130,8 +131,8 @@ class Startup:
 
 def _full_quality(stats: dict) -> bool:
     """Every visible texture at its desired level and nothing in flight."""
-    return (int(stats.get("wanted_bytes", 0)) == int(stats.get("resident_bytes", 0))
-            and int(stats.get("pending_uploads", 0)) == 0)
+    return (int(stats.wanted_bytes) == int(stats.resident_bytes)
+            and stats.pending_uploads == 0)
 
 
 def measure_startup(device: Device, profile: GalleryProfile, provider: str, *,
@@ -146,7 +147,7 @@ def measure_startup(device: Device, profile: GalleryProfile, provider: str, *,
     try:
         loop.step(0)
         first = time.perf_counter() - start
-        first_bytes = int(loop.provider.stats().get("resident_bytes", 0))
+        first_bytes = int(loop.provider.stats().resident_bytes)
         full: float | None = first if _full_quality(loop.provider.stats()) else None
         frame = 1
         while full is None and time.perf_counter() - start < timeout_s:

@@ -18,7 +18,6 @@ notes say so).
 from __future__ import annotations
 
 import dataclasses
-import functools
 import logging
 import os
 import statistics
@@ -34,10 +33,10 @@ from .. import textures
 from ..gl.device import Device
 from ..memory.sizes import format_bytes, texture_bytes
 from ..render.camera import mat_to_numpy
-from ..render.frame import TEXTURE_SLOTS, FrameView
-from ..render.gallery_assets import gallery_textures
-from ..render.runner import FrameContext, SceneFactory, run_scene
-from ..render.textures import register_provider
+from ..streaming.contract import TEXTURE_SLOTS, FrameView
+from ..demos.gallery_assets import gallery_textures
+from ..app.run import FrameContext, SceneFactory, run_scene
+from ..app.providers import register_provider
 from ..streaming.provider import TextureStreamer
 from ..textures.quality import psnr
 from .common import SuiteResult
@@ -117,7 +116,7 @@ def gallery_profile(device: Device, quick: bool) -> GalleryProfile:
 def gallery_factory() -> SceneFactory:
     """The gallery scene, from the repository's demos package (not installed with the engine)."""
     try:
-        from demos import DEMOS
+        from engine.demos import DEMOS
     except ImportError as exc:
         raise RuntimeError(f"the gallery benchmarks need the repository's demos package "
                            f"({exc}); run them from the repository root") from exc
@@ -145,7 +144,8 @@ def use_bench_streamer(footprint: int) -> str:
     is the default 4 MiB; only the tiny CI gallery, whose whole footprint is smaller than the
     default ring, gets a smaller one, so that its budgets still leave room to stream."""
     staging = min(DEFAULT_STAGING, max(1 << 16, footprint // 100))
-    register_provider(BENCH_STREAMING, functools.partial(TextureStreamer, staging_bytes=staging))
+    register_provider(BENCH_STREAMING, lambda device, settings, clock: TextureStreamer(
+        device, settings.streamer, staging_bytes=staging))
     return BENCH_STREAMING
 
 
@@ -329,7 +329,7 @@ class Driver:
         start = time.perf_counter()
         self.streamer.begin_frame(view)
         self.streamer.end_frame()
-        self.device.ctx.finish()
+        self.device.finish()
         self.frame += 1
         return time.perf_counter() - start
 
@@ -344,7 +344,7 @@ class Driver:
             if time.perf_counter() - start > timeout_s:
                 raise TimeoutError(f"streamer did not settle within {timeout_s:.0f} s")
             busy += self.step(lambda f: close_view(f, ids))
-            moved += int(self.streamer.stats()["upload_bytes_this_frame"])
+            moved += int(self.streamer.stats().upload_bytes_this_frame)
             frames += 1
             time.sleep(0.001)
         return time.perf_counter() - start, frames, busy, moved
@@ -355,8 +355,8 @@ def bench_streamer(device: Device, paths: Sequence[Path]) -> TextureStreamer:
     are about speed, not budgets) and which drops a texture's detail the frame after it
     leaves the view (so a measurement can start again from the tail)."""
     full = chain_bytes(paths)
-    streamer = TextureStreamer(device, pool=lambda: 2 * full + (64 << 20),
-                               ram_cache_bytes=2 * full + (64 << 20))
+    streamer = TextureStreamer(device, ram_cache_bytes=2 * full + (64 << 20))
+    streamer.grant(2 * full + (64 << 20))  # a fixed pool: no budget in these measurements
     streamer.config = dataclasses.replace(streamer.config, recent_frames=0,
                                           evict_delay_frames=0)
     try:
@@ -393,11 +393,11 @@ def raw_upload_seconds(device: Device, levels: Sequence[tuple[Path, int, bytes]]
                 tf = textures.open(path)
                 made[path] = device.storage_texture(tf.pixel_format, tf.width, tf.height,
                                                     levels=len(tf.levels), label="raw-upload")
-        device.ctx.finish()
+        device.finish()
         start = time.perf_counter()
         for path, lvl, data in levels:
             device.upload(made[path], lvl, data)
-        device.ctx.finish()
+        device.finish()
         return time.perf_counter() - start
     finally:
         for tex in made.values():

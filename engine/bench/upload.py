@@ -38,11 +38,11 @@ def memcpy_seconds(data: bytes, count: int) -> float:
 
 
 def raw_seconds(device: Device, tex, data: bytes, count: int) -> float:
-    device.ctx.finish()
+    device.finish()
     start = time.perf_counter()
     for _ in range(count):
         device.upload(tex, 0, data)
-    device.ctx.finish()
+    device.finish()
     return time.perf_counter() - start
 
 
@@ -51,19 +51,19 @@ def ring_seconds(device: Device, ring: StagingRing, tex, data: bytes, count: int
     """Seconds through the staging ring, and how often a segment was still in use by the
     GPU (the loop then waits for it, as a frame that skips the ring would not)."""
     waits = 0
-    device.ctx.finish()
+    device.finish()
     start = time.perf_counter()
     for _ in range(count):
         if not ring.begin_frame():
             waits += 1
-            device.ctx.finish()
+            device.finish()
             ring.begin_frame()
         offset = ring.write(data)
         if offset is None:
             raise RuntimeError("staging segment smaller than one level")
         device.upload_from_buffer(tex, 0, ring.glo, offset, len(data))
         ring.end_frame()
-    device.ctx.finish()
+    device.finish()
     return time.perf_counter() - start, waits
 
 

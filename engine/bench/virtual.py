@@ -217,8 +217,9 @@ def run_profile(device: Device, prof: VirtualProfile) -> SuiteResult:
             for q in visible:
                 v = ids[q % len(ids)]
                 if v not in refs:
-                    while len(refs) >= 12:
-                        device.release(refs.popitem(last=False)[1])
+                    needed = {ids[k % len(ids)] for k in visible}
+                    for old in [k for k in refs if k not in needed][:max(0, len(refs) - 11)]:
+                        device.release(refs.pop(old))
                     lay = vts.textures[v].layout
                     tex = upload_texture_file(device, files[v], last_level=lay.levels - 1,
                                               category="texture.static", label="bench.vt.ref")

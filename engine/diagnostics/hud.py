@@ -143,7 +143,7 @@ class Hud:
     texture_resident_bytes, texture_wanted_bytes, pending_uploads); `release()` at the end."""
 
     def __init__(self, device: Device) -> None:
-        from ..render import shaders
+        from ..gl import shaders
 
         self.device = device
         self.atlas = build_font_atlas()

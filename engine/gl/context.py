@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +30,24 @@ class ContextHandle:
     mode: str  # "egl", "window", "adopted"
     window: Any = None  # the glfw window in window mode
     owns_context: bool = True
+
+
+class RenderThread:
+    """The thread that owns the context: GL calls from any other thread are errors."""
+
+    def __init__(self) -> None:
+        self.ident = threading.get_ident()
+        self.closed = False
+
+    @property
+    def current(self) -> bool:
+        return threading.get_ident() == self.ident
+
+    def require(self, what: str) -> None:
+        if not self.current:
+            raise ContextError(f"{what} must run on the render thread (GL is single-threaded)")
+        if self.closed:
+            raise ContextError(f"{what}: the device is shut down")
 
 
 def has_display() -> bool:

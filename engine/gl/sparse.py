@@ -15,6 +15,7 @@ from ..formats import PixelFormat
 from ..memory.sizes import level_bytes, mip_dims
 from . import constants as K
 from .textures import GpuTexture
+from ..memory.ledger import Category
 
 PAGE_BYTES = 65536
 
@@ -37,9 +38,9 @@ class SparseLayout:
 
 def page_size(device, fmt: PixelFormat) -> tuple[int, int]:
     x, y = C.c_int(0), C.c_int(0)
-    device.raw.glGetInternalformativ(K.TEXTURE_2D, fmt.gl_internal, K.VIRTUAL_PAGE_SIZE_X_ARB,
+    device._raw.glGetInternalformativ(K.TEXTURE_2D, fmt.gl_internal, K.VIRTUAL_PAGE_SIZE_X_ARB,
                                      1, C.byref(x))
-    device.raw.glGetInternalformativ(K.TEXTURE_2D, fmt.gl_internal, K.VIRTUAL_PAGE_SIZE_Y_ARB,
+    device._raw.glGetInternalformativ(K.TEXTURE_2D, fmt.gl_internal, K.VIRTUAL_PAGE_SIZE_Y_ARB,
                                      1, C.byref(y))
     device.check_errors(f"sparse page size of {fmt.name}")
     return max(1, x.value), max(1, y.value)
@@ -61,10 +62,10 @@ def layout(fmt: PixelFormat, width: int, height: int, levels: int, page: tuple[i
 
 
 def sparse_texture(device, fmt: PixelFormat, width: int, height: int, levels: int, *,
-                   category: str = "texture.streamed", label: str = "sparse"
+                   category: Category = Category.STREAMED, label: str = "sparse"
                    ) -> tuple[GpuTexture, SparseLayout]:
     """A 2D sparse texture with nothing committed yet (ledgered at 0 bytes)."""
-    raw = device.raw
+    raw = device._raw
     page = page_size(device, fmt)
 
     def make() -> int:
@@ -78,14 +79,14 @@ def sparse_texture(device, fmt: PixelFormat, width: int, height: int, levels: in
         raw.glBindTexture(K.TEXTURE_2D, 0)
         return glo
 
-    glo = device._guarded(f"sparse {fmt.name} '{label}'", 0, make, raw.delete_texture)
+    glo = device._alloc.guarded(f"sparse {fmt.name} '{label}'", 0, make, raw.delete_texture)
     raw.glBindTexture(K.TEXTURE_2D, glo)
     n = C.c_int(0)
     raw.glGetTexParameteriv(K.TEXTURE_2D, K.NUM_SPARSE_LEVELS_ARB, C.byref(n))
     raw.glBindTexture(K.TEXTURE_2D, 0)
     tex = GpuTexture(glo, K.TEXTURE_2D, fmt, width, height, 0, levels, 1, 1, 0, label,
                      category, device)
-    device._register(tex, "texture", category, label, 0, glo, lambda: raw.delete_texture(glo))
+    device._alloc.register(tex, "texture", category, label, 0, glo, lambda: raw.delete_texture(glo))
     return tex, layout(fmt, width, height, levels, page, n.value)
 
 
@@ -93,7 +94,7 @@ def commit(device, tex: GpuTexture, lay: SparseLayout, level: int, on: bool) -> 
     """Commit (or decommit) one level's pages, or the whole tail for a tail level; the
     ledger follows. On GL_OUT_OF_MEMORY the commit is undone before the error is raised."""
     w, h = mip_dims(tex.chain_width, tex.chain_height, level)
-    raw = device.raw
+    raw = device._raw
     raw.glBindTexture(K.TEXTURE_2D, tex.glo)
     raw.glTexPageCommitmentARB(K.TEXTURE_2D, level, 0, 0, 0, w, h, 1, 1 if on else 0)
     raw.glBindTexture(K.TEXTURE_2D, 0)

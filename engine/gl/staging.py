@@ -12,7 +12,9 @@ import ctypes as C
 import logging
 from dataclasses import dataclass
 
+from ..memory.ledger import Category
 from . import constants as K
+from .commands import Fence
 
 log = logging.getLogger(__name__)
 
@@ -21,7 +23,7 @@ log = logging.getLogger(__name__)
 class _Segment:
     offset: int
     used: int = 0
-    fence: int | None = None
+    fence: Fence | None = None
 
 
 class StagingRing:
@@ -32,9 +34,10 @@ class StagingRing:
         if not device.caps.buffer_storage:
             raise RuntimeError("StagingRing needs ARB_buffer_storage")
         self.device = device
+        self._label = label
         self.segment_bytes = int(segment_bytes)
         self.size = self.segment_bytes * segments
-        raw = device.raw
+        raw = device._raw
         flags = K.MAP_WRITE_BIT | K.MAP_PERSISTENT_BIT | K.MAP_COHERENT_BIT
 
         def make() -> int:
@@ -44,8 +47,8 @@ class StagingRing:
             raw.glBindBuffer(K.PIXEL_UNPACK_BUFFER, 0)
             return glo
 
-        self.glo = device._guarded(f"staging ring '{label}'", self.size, make, raw.delete_buffer)
-        device._register(self, "buffer", "staging", label, self.size, self.glo, self._destroy)
+        self.glo = device._alloc.guarded(f"staging ring '{label}'", self.size, make, raw.delete_buffer)
+        device._alloc.register(self, "buffer", Category.STAGING, label, self.size, self.glo, self._destroy)
         raw.glBindBuffer(K.PIXEL_UNPACK_BUFFER, self.glo)
         self._ptr = raw.glMapBufferRange(K.PIXEL_UNPACK_BUFFER, 0, self.size, flags)
         raw.glBindBuffer(K.PIXEL_UNPACK_BUFFER, 0)
@@ -61,12 +64,11 @@ class StagingRing:
         self._current = (self._current + 1) % len(self._segments)
         seg = self._segments[self._current]
         if seg.fence is not None:
-            status = self.device.raw.glClientWaitSync(C.c_void_p(seg.fence), 0, 0)
-            if status not in (K.ALREADY_SIGNALED, K.CONDITION_SATISFIED):
+            if not self.device.fence_signalled(seg.fence):
                 self.stalls_avoided += 1
                 seg.used = self.segment_bytes  # full: nothing goes through it this frame
                 return False
-            self.device.raw.glDeleteSync(C.c_void_p(seg.fence))
+            self.device.release(seg.fence)
             seg.fence = None
         seg.used = 0
         return True
@@ -87,13 +89,13 @@ class StagingRing:
         """Fence the segment's uploads so it is reused only after the GPU read it."""
         seg = self._segments[self._current]
         if seg.used and seg.fence is None:
-            seg.fence = self.device.raw.glFenceSync(K.SYNC_GPU_COMMANDS_COMPLETE, 0)
+            seg.fence = self.device.fence(f"{self._label}.segment{self._current}")
 
     def _destroy(self) -> None:
-        raw = self.device.raw
+        raw = self.device._raw
         for seg in self._segments:
             if seg.fence is not None:
-                raw.glDeleteSync(C.c_void_p(seg.fence))
+                self.device.release(seg.fence)
                 seg.fence = None
         raw.glBindBuffer(K.PIXEL_UNPACK_BUFFER, self.glo)
         raw.glUnmapBuffer(K.PIXEL_UNPACK_BUFFER)

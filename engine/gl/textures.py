@@ -55,7 +55,7 @@ class GpuTexture:
 
     def use(self, unit: int = 0) -> None:
         """Bind for sampling on texture unit `unit` (what a sampler2D uniform points at)."""
-        raw = self.device.raw
+        raw = self.device._raw
         raw.glActiveTexture(0x84C0 + unit)
         raw.glBindTexture(self.target, self.glo)
 

@@ -17,6 +17,7 @@ from ..textures import TextureFile, decode_rgba
 from .device import Device
 from .swizzle import apply_swizzle, format_swizzle
 from .textures import GpuTexture
+from ..memory.ledger import Category
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +38,7 @@ def level_payload(tf: TextureFile, fmt: PixelFormat, level: int, layer: int, fac
 
 
 def upload_texture_file(device: Device, tf: TextureFile, *, base_level: int = 0,
-                        last_level: int | None = None, category: str = "texture.static",
+                        last_level: int | None = None, category: Category = Category.STATIC,
                         label: str | None = None, force_cpu_decode: bool = False) -> GpuTexture:
     """Make storage for chain levels base_level..last_level of `tf` and fill them.
 

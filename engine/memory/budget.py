@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import BudgetError
@@ -62,16 +61,13 @@ class BudgetSpec:
         return f"{self.fraction * 100:g}%"
 
 
-Listener = Callable[[int, int], None]
-
-
 class Budget:
-    """The user's budget in bytes. Thread-safe; listeners get (old_bytes, new_bytes)."""
+    """The user's budget in bytes, thread-safe (a host's UI thread may set it). The governor
+    owns it and is its only reader; a change takes effect at the governor's next split."""
 
     def __init__(self, spec: str | int | BudgetSpec = "80%", *, vram_total: int | None = None,
                  virtual_vram: int = DEFAULT_VIRTUAL_VRAM) -> None:
         self._lock = threading.Lock()
-        self._listeners: list[Listener] = []
         self.vram_total = vram_total
         self.virtual_vram = virtual_vram
         self._spec = BudgetSpec.parse(spec)
@@ -91,30 +87,16 @@ class Budget:
         return self._bytes
 
     def set(self, spec: str | int | BudgetSpec) -> int:
-        """Change the budget at run time; returns the new byte value and tells listeners."""
+        """Change the budget at run time; returns the new byte value."""
         parsed = BudgetSpec.parse(spec)
         with self._lock:
             old = self._bytes
             self._spec = parsed
             self._bytes = parsed.resolve(self.reference_total)
             new = self._bytes
-            listeners = list(self._listeners)
         if new != old:
             log.info("budget %s -> %s", format_bytes(old), format_bytes(new))
-            for fn in listeners:
-                fn(old, new)
         return new
-
-    def subscribe(self, fn: Listener) -> Callable[[], None]:
-        """Register a listener; returns a function that unsubscribes it."""
-        with self._lock:
-            self._listeners.append(fn)
-
-        def unsubscribe() -> None:
-            with self._lock:
-                if fn in self._listeners:
-                    self._listeners.remove(fn)
-        return unsubscribe
 
     def __repr__(self) -> str:
         return f"Budget({self._spec}, {format_bytes(self._bytes)})"

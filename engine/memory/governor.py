@@ -39,6 +39,13 @@ memory nobody set aside. So the split is re-planned only when its memory side ch
 the target curve (output size), the scale cap, the tails, or the first report of a want; in
 between, the last plan is kept, and the pool alone absorbs what the camera asks for.
 
+Ownership. The governor owns the `Budget` and the source of outside pressure (a VRAM reading
+callable); nothing else in the engine reads either. Each frame the app asks `split(...)` with the
+ledger's usage and the resolution controller's target curve, and hands the two allowances on:
+`pool_allowance` to the streamer (`TextureStreamer.grant`), `targets_allowance` to the
+resolution controller, which sizes the render targets. A budget change (a key, a hook, a host
+calling `set_budget`) therefore reaches both only through the next split.
+
 Candidates and their exact target bytes come from the resolution controller
 (`ResolutionController.target_curve`): the governor stays below the resolution layer and does no
 size arithmetic of its own.
@@ -47,10 +54,13 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..errors import BudgetError
+from .budget import Budget
+from .ledger import Category
+from .probe import VramReading
 from .sizes import format_bytes
 
 log = logging.getLogger(__name__)
@@ -66,17 +76,20 @@ def check_bytes(name: str, value: float) -> int:
     return int(value)
 
 
-#: Ledger categories that are not fixed: render targets and the streaming pool.
-TARGET_CATEGORY = "target"
-STREAMED_CATEGORY = "texture.streamed"
-
-
 def split_usage(by_category: Mapping[str, int]) -> tuple[int, int, int]:
     """(fixed, target, streamed) bytes from the ledger's per-category totals. Everything the
     governor cannot resize (buffers, static textures, staging, other) counts as fixed."""
-    target = by_category.get(TARGET_CATEGORY, 0)
-    streamed = by_category.get(STREAMED_CATEGORY, 0)
+    target = by_category.get(Category.TARGET, 0)
+    streamed = by_category.get(Category.STREAMED, 0)
     return sum(by_category.values()) - target - streamed, target, streamed
+
+
+#: Reads outside pressure: the driver's VRAM figures now, or None where there is no probe.
+PressureSource = Callable[[], VramReading | None]
+
+#: The target curve of a run without resizable render targets (an embedding host that owns
+#: its framebuffers, a bare streamer): one scale, no target bytes.
+NO_TARGETS: tuple[tuple[float, int], ...] = ((1.0, 0),)
 
 
 def _check_scale(name: str, value: float) -> float:
@@ -202,10 +215,16 @@ class _Split:
 
 
 class Governor:
-    """Owns the one budget. `decide` is a pure function of its inputs plus the small
-    hysteresis state kept here (the held external cap and its raise streak, the held split)."""
+    """Owns the one budget. `split` reads the budget and the outside pressure and calls
+    `decide`, a pure function of its inputs plus the small hysteresis state kept here (the held
+    external cap and its raise streak, the held split)."""
 
-    def __init__(self, settings: GovernorSettings | None = None) -> None:
+    def __init__(self, settings: GovernorSettings | None = None, *,
+                 budget: Budget | str | int | None = None,
+                 pressure: PressureSource | None = None) -> None:
+        self._budget = budget if isinstance(budget, Budget) or budget is None \
+            else Budget(budget)
+        self._pressure = pressure
         self.settings = settings or GovernorSettings()
         self._split: tuple[tuple, _Split] | None = None
         self._held_cap: int | None = None
@@ -214,6 +233,43 @@ class Governor:
         self._last_effective: int | None = None
         self._last_over = False
 
+    # ------------------------------------------------------------------ the budget
+    @property
+    def budget(self) -> Budget:
+        if self._budget is None:
+            raise BudgetError("this governor was made without a budget (decide-only use)")
+        return self._budget
+
+    @property
+    def budget_bytes(self) -> int:
+        """The user's budget now (the effective one is in each split)."""
+        return self.budget.bytes
+
+    def set_budget(self, spec: str | int) -> None:
+        """A new budget ("512MiB", "80%", bytes); answered by the next split."""
+        self.budget.set(spec)
+
+    def scale_budget(self, factor: float) -> None:
+        """Raise or lower the budget by a factor (the window's +/- keys)."""
+        self.budget.set(max(1, int(self.budget.bytes * factor)))
+
+    def split(self, by_category: Mapping[str, int], *,
+              target_curve: Sequence[tuple[float, int]] = NO_TARGETS,
+              stream_wanted: int = 0, stream_min: int = 0, stream_wanted_scale: float = 1.0,
+              scale_cap: float = 1.0) -> BudgetSplit:
+        """This frame's split from the ledger's usage by category, the budget in force and the
+        outside pressure read now. The one place the streaming pool is computed."""
+        fixed, targets, streamed = split_usage(by_category)
+        reading = self._pressure() if self._pressure is not None else None
+        return self.decide(GovernorInputs(
+            budget_bytes=self.budget.bytes, fixed_bytes=fixed, target_bytes=targets,
+            streamed_bytes=streamed, target_curve=target_curve,
+            stream_wanted=stream_wanted if streamed else 0, stream_min=stream_min,
+            stream_wanted_scale=stream_wanted_scale, scale_cap=scale_cap,
+            vram_available=reading.available_bytes if reading is not None else None,
+            vram_total=reading.total_bytes if reading is not None else None))
+
+    # ------------------------------------------------------------------ policy
     def _external_cap(self, raw: int) -> int:
         """Lower at once; raise only after a sustained rise beyond the band."""
         s = self.settings

@@ -11,8 +11,24 @@ import itertools
 import threading
 from collections import defaultdict
 from dataclasses import dataclass, field
+from enum import StrEnum
 
-CATEGORIES = ("texture.streamed", "texture.static", "target", "buffer", "staging", "other")
+
+class Category(StrEnum):
+    """What an allocation is for: the governor splits the one budget by these.
+
+    A StrEnum so reports, JSON and dictionary keys keep the plain strings readers know."""
+
+    STREAMED = "texture.streamed"  # mip levels the streamer holds (the streaming pool)
+    STATIC = "texture.static"  # fully resident textures (static provider, fonts, LUTs)
+    TARGET = "target"  # render targets the resolution controller sizes
+    BUFFER = "buffer"  # vertex, index, uniform and storage buffers
+    STAGING = "staging"  # upload staging rings (persistently mapped PBOs)
+    OTHER = "other"  # objects that own no memory of their own: programs, VAOs, fences
+    USER = "user"  # objects a host made through a tracked moderngl context
+
+
+CATEGORIES: tuple[Category, ...] = tuple(Category)
 
 
 @dataclass(frozen=True)
@@ -21,7 +37,7 @@ class Allocation:
 
     id: int
     kind: str  # texture, renderbuffer, buffer, framebuffer, program, vertex_array, sampler
-    category: str
+    category: Category
     label: str
     nbytes: int
     glo: int
@@ -53,11 +69,11 @@ class Ledger:
     _ids: itertools.count = field(default_factory=lambda: itertools.count(1))
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def add(self, kind: str, category: str, label: str, nbytes: int, glo: int = 0) -> Allocation:
+    def add(self, kind: str, category: Category | str, label: str, nbytes: int, glo: int = 0) -> Allocation:
         if nbytes < 0:
             raise ValueError(f"negative allocation size {nbytes} for {label}")
         with self._lock:
-            alloc = Allocation(next(self._ids), kind, category, label, int(nbytes), int(glo))
+            alloc = Allocation(next(self._ids), kind, Category(category), label, int(nbytes), int(glo))
             self._items[alloc.id] = alloc
             self._by_cat[category] += alloc.nbytes
             self._count_by_cat[category] += 1

@@ -1,26 +1,27 @@
 """A memory summary in the spirit of torch.cuda.memory_summary(): a dict and a table."""
 from __future__ import annotations
 
+from .ledger import Ledger
+from .probe import VramReading
 from .sizes import format_bytes
 
 
-def summary_dict(device) -> dict:
-    """Categories with object counts, current and peak bytes; budget, headroom, driver view."""
-    ledger = device.ledger
+def summary_dict(ledger: Ledger, budget_bytes: int, vram: VramReading | None = None) -> dict:
+    """Categories with object counts, current and peak bytes; budget, headroom, driver view.
+    The budget comes from its owner, the governor (`Governor.budget_bytes`)."""
     current = ledger.by_category()
     counts = ledger.count_by_category()
     peaks = ledger.peak_by_category()
     cats = sorted(set(current) | set(peaks))
-    reading = device.vram() if device.on_render_thread and not device.closed else None
     return {
         "categories": {c: {"objects": counts.get(c, 0), "bytes": current.get(c, 0),
                            "peak_bytes": peaks.get(c, 0)} for c in cats},
         "total_bytes": ledger.total,
         "peak_bytes": ledger.peak,
-        "budget_bytes": device.budget.bytes,
-        "headroom_bytes": device.budget.bytes - ledger.total,
+        "budget_bytes": budget_bytes,
+        "headroom_bytes": budget_bytes - ledger.total,
         "live_objects": sum(counts.values()),
-        "vram": reading.as_dict() if reading else None,
+        "vram": vram.as_dict() if vram else None,
     }
 
 

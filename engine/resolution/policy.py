@@ -113,12 +113,6 @@ class Decision:
     memory_scale: float
     time_scale: float | None
 
-    @property
-    def lod_bias(self) -> float:
-        """Texture LOD bias matching this scale: the screen resolves log2(1/scale) fewer mip
-        levels, so the streamer need not load them (the governor counts on this)."""
-        return math.log2(1.0 / self.scale)
-
 
 class FrameTimePI:
     """PI controller from measured frame time to a continuous time scale.

@@ -18,23 +18,22 @@ Target roles, by name in the spec:
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import moderngl
-
 from ..errors import GLOutOfMemoryError
 from ..formats import get as get_format
+from ..memory.ledger import Category
 from ..gl.device import Device, mgl_format
+from ..gl.types import Framebuffer, Renderbuffer, Texture
+from .policy import ResolutionSettings
 from .targets_spec import TargetSpec, TargetsSpec
 
 log = logging.getLogger(__name__)
 
 #: The one depth format the Device factories make (and ledger): GL_DEPTH_COMPONENT24.
 DEPTH_FORMAT = "DEPTH24"
-#: Below this render scale a fallback stops halving: a smaller set would not be worth drawing.
-MIN_FALLBACK_SCALE = 1.0 / 64.0
 
 
 def default_targets_spec(msaa: int = 1) -> TargetsSpec:
@@ -97,7 +96,7 @@ class _Allocated:
     scale: float
     targets: dict[str, Any] = field(default_factory=dict)
     sizes: dict[str, int] = field(default_factory=dict)  # name -> ledgered bytes
-    framebuffers: list[moderngl.Framebuffer] = field(default_factory=list)
+    framebuffers: list[Framebuffer] = field(default_factory=list)
 
     @property
     def nbytes(self) -> int:
@@ -108,8 +107,14 @@ class RenderTargetSet:
     """The scene's render targets at `scale` of `output_size`, made through the device."""
 
     def __init__(self, device: Device, spec: TargetsSpec, output_size: tuple[int, int],
-                 scale: float = 1.0, label: str = "targets") -> None:
+                 scale: float = 1.0, label: str = "targets",
+                 ladder: Sequence[float] | None = None) -> None:
         self._device = device
+        #: The scales a failed allocation may fall back to: the resolution controller's grid
+        #: (the frame loop sets the controller's own), so the set never lands on a scale the
+        #: controller would not choose.
+        self.ladder: tuple[float, ...] = tuple(sorted(ladder)) if ladder is not None \
+            else ResolutionSettings().grid()
         self._spec = spec
         self._label = label
         self._by_name = {t.name: t for t in spec.targets}
@@ -127,18 +132,18 @@ class RenderTargetSet:
         return self._by_name["color"].samples
 
     @property
-    def fbo(self) -> moderngl.Framebuffer:
+    def fbo(self) -> Framebuffer:
         """The framebuffer the scene renders into (multisampled when msaa > 1)."""
         return self._current().framebuffers[0]
 
     @property
-    def color(self) -> moderngl.Texture:
+    def color(self) -> Texture:
         """The texture to present: the colour target, or its resolve target under MSAA
         (call `resolve()` after drawing)."""
         return self._current().targets["resolve" if self.msaa > 1 else "color"]
 
     @property
-    def depth(self) -> moderngl.Texture | moderngl.Renderbuffer | None:
+    def depth(self) -> Texture | Renderbuffer | None:
         return self._current().targets.get("depth")
 
     @property
@@ -169,7 +174,7 @@ class RenderTargetSet:
         """Resolve the multisampled colour into `color`; nothing to do without MSAA."""
         live = self._current()
         if len(live.framebuffers) > 1:
-            self._device.ctx.copy_framebuffer(live.framebuffers[1], live.framebuffers[0])
+            self._device.copy_framebuffer(live.framebuffers[1], live.framebuffers[0])
 
     # -- reallocation ----------------------------------------------------------------------------
     def resize(self, scale: float, release_first: bool = False) -> ResizeEvent:
@@ -205,7 +210,7 @@ class RenderTargetSet:
         the byte size the spec predicts: a mismatch would make the ledger lie."""
         if "color" not in self._by_name:
             raise ValueError("a render-target spec needs a target named 'color'")
-        max_samples = self._device.ctx.max_samples
+        max_samples = self._device.max_samples
         for t in self._spec.targets:
             fmt = get_format(t.format)
             if fmt.is_depth:
@@ -232,13 +237,13 @@ class RenderTargetSet:
         fmt = get_format(t.format)
         if fmt.is_depth:
             if t.samples > 1:
-                return dev.renderbuffer(size, samples=t.samples, depth=True, category="target",
+                return dev.renderbuffer(size, samples=t.samples, depth=True, category=Category.TARGET,
                                         label=label)
-            return dev.depth_texture(size, category="target", label=label)
+            return dev.depth_texture(size, category=Category.TARGET, label=label)
         if t.samples > 1:
             return dev.renderbuffer(size, fmt.components, samples=t.samples, dtype=fmt.mgl_dtype,
-                                    category="target", label=label)
-        return dev.texture(size, fmt.components, dtype=fmt.mgl_dtype, category="target",
+                                    category=Category.TARGET, label=label)
+        return dev.texture(size, fmt.components, dtype=fmt.mgl_dtype, category=Category.TARGET,
                            label=label)
 
     def _allocate(self, output_size: tuple[int, int], scale: float, meter: _Meter) -> _Allocated:
@@ -316,14 +321,13 @@ class RenderTargetSet:
                   cause: GLOutOfMemoryError) -> _Allocated:
         """After a release-first failure the old set is gone: re-make the set smaller so it
         stays usable. The old scale comes first when it is smaller (it fit a moment ago),
-        then halvings. Raises `cause` only if even the smallest fails."""
+        then each smaller scale of the ladder, descending. Raises `cause` only if even the
+        smallest fails."""
         candidates: list[float] = []
         if output_size == old_output and old_scale < failed_scale:
             candidates.append(old_scale)
-        s = (candidates[0] if candidates else failed_scale) / 2
-        while s >= MIN_FALLBACK_SCALE:
-            candidates.append(s)
-            s /= 2
+        below = candidates[0] if candidates else failed_scale
+        candidates += [s for s in reversed(self.ladder) if s < below - 1e-9]
         for s in candidates:
             try:
                 live = self._allocate(output_size, s, meter)

@@ -20,11 +20,12 @@ from __future__ import annotations
 import logging
 from typing import TypeVar
 
-import moderngl
 
 from ..gl.device import Device
+from ..gl.types import Framebuffer, Texture, VertexArray
+from ..memory.ledger import Category
 from ..memory.sizes import level_bytes
-from ..render import shaders
+from ..gl import shaders
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -50,8 +51,8 @@ class Upscaler:
         self.sharpness_stops = float(sharpness_stops)
         self._label = label
         self._objects: list[object] = []  # programs and VAOs, released together
-        self._intermediate: moderngl.Texture | None = None
-        self._intermediate_fbo: moderngl.Framebuffer | None = None
+        self._intermediate: Texture | None = None
+        self._intermediate_fbo: Framebuffer | None = None
         try:
             self._passes = [self._pass(name) for name in
                             (("bilinear",) if mode == "bilinear" else ("easu", "rcas"))]
@@ -65,8 +66,8 @@ class Upscaler:
         t = self._intermediate
         return level_bytes("RGBA8", *t.size) if t is not None else 0
 
-    def present(self, src_texture: moderngl.Texture, src_size: tuple[int, int],
-                dst_fbo: moderngl.Framebuffer, dst_size: tuple[int, int],
+    def present(self, src_texture: Texture, src_size: tuple[int, int],
+                dst_fbo: Framebuffer, dst_size: tuple[int, int],
                 viewport: tuple[int, int, int, int] | None = None) -> None:
         """Upscale the `src_size` region (from the origin) of `src_texture` onto `viewport`
         (x, y, w, h; default all of `dst_size`) of `dst_fbo`.
@@ -77,8 +78,7 @@ class Upscaler:
         x, y, w, h = viewport if viewport is not None else (0, 0, *dst_size)
         if w < 1 or h < 1 or src_size[0] < 1 or src_size[1] < 1:
             raise ValueError(f"empty upscale: {src_size} -> viewport {(x, y, w, h)}")
-        ctx = self._device.ctx
-        ctx.disable(moderngl.DEPTH_TEST | moderngl.BLEND | moderngl.CULL_FACE)
+        self._device.set_state()  # no depth test, blending or culling
         src_px = (int(src_size[0]), int(src_size[1]))
         if self.mode == "bilinear":
             self._draw(self._passes[0], src_texture, dst_fbo, (x, y, w, h), u_src_size=src_px)
@@ -101,7 +101,7 @@ class Upscaler:
         self._objects.append(obj)
         return obj
 
-    def _pass(self, name: str) -> moderngl.VertexArray:
+    def _pass(self, name: str) -> VertexArray:
         """Program + buffer-less VAO of one pass (the triangle comes from gl_VertexID)."""
         prog = self._own(self._device.program(
             vertex_shader=shaders.load("fullscreen.vert.glsl"),
@@ -109,12 +109,12 @@ class Upscaler:
             label=f"{self._label}.{name}"))
         return self._own(self._device.vertex_array(prog, [], label=f"{self._label}.{name}.vao"))
 
-    def _draw(self, vao: moderngl.VertexArray, src: moderngl.Texture,
-              fbo: moderngl.Framebuffer, viewport: tuple[int, int, int, int],
+    def _draw(self, vao: VertexArray, src: Texture,
+              fbo: Framebuffer, viewport: tuple[int, int, int, int],
               **uniforms) -> None:
         prog = vao.program
         fbo.use()
-        self._device.ctx.viewport = viewport
+        self._device.set_viewport(viewport)
         src.use(0)
         prog["u_src"] = 0
         prog["u_dst_origin"] = (float(viewport[0]), float(viewport[1]))
@@ -122,15 +122,15 @@ class Upscaler:
             prog["u_dst_size"] = (float(viewport[2]), float(viewport[3]))
         for name, value in uniforms.items():
             prog[name] = value
-        vao.render(moderngl.TRIANGLES, vertices=3)
+        vao.render(vertices=3)
 
-    def _intermediate_for(self, size: tuple[int, int]) -> moderngl.Framebuffer:
+    def _intermediate_for(self, size: tuple[int, int]) -> Framebuffer:
         """EASU's output at `size`; reallocated (old released first: it is scratch) on change.
         RGBA8 because the data is display-encoded 8-bit anyway and memory is the point."""
         if self._intermediate is not None and self._intermediate.size == size:
             return self._intermediate_fbo
         self._release_intermediate()
-        self._intermediate = self._device.texture(size, 4, category="target",
+        self._intermediate = self._device.texture(size, 4, category=Category.TARGET,
                                                   label=f"{self._label}.easu")
         try:
             self._intermediate_fbo = self._device.framebuffer(

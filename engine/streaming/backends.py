@@ -18,10 +18,11 @@ from ..gl.staging import StagingRing
 from ..gl.textures import GpuTexture
 from ..memory.sizes import texture_bytes
 from ..textures import TextureFile
+from ..memory.ledger import Category
 
 log = logging.getLogger(__name__)
 
-CATEGORY = "texture.streamed"
+CATEGORY = Category.STREAMED
 
 
 @dataclass(eq=False)
@@ -204,11 +205,7 @@ class SparseBackend:
 
     def _set_base(self, item: Streamed) -> None:
         # Sampling must never touch uncommitted pages: clamp the sampled range.
-        from ..gl import constants as K
-        raw = self.device.raw
-        raw.glBindTexture(item.tex.target, item.tex.glo)
-        raw.glTexParameteri(item.tex.target, K.TEXTURE_BASE_LEVEL, item.base)
-        raw.glBindTexture(item.tex.target, 0)
+        self.device.set_base_level(item.tex, item.base)
 
     def change(self, item: Streamed, new_base: int, data: bytes | None, up: Uploader) -> None:
         if data is not None:

@@ -7,13 +7,19 @@ eviction, the hard-budget invariant with transients) -> execute the plan's ops t
 backend (realloc + copy image, or sparse commit) within upload caps -> request the reads the
 plan wants from the I/O threads -> fade new levels in through the sampler's min LOD.
 Worker threads only read and decompress files; bytes cross back through a queue.
+
+The streamer computes no budget of its own: the frame loop grants it the governor's
+streaming allowance (`grant`) before each frame, and that is the hard pool it plans against.
+Time comes from an injected clock and reads from an injected level source, so a run can be
+made deterministic (reference-image tests use a frame clock and `InlineLevelIO`).
 """
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
 from pathlib import Path
 
 import numpy as np
@@ -23,13 +29,13 @@ from ..gl.device import Device
 from ..gl.staging import StagingRing
 from ..gl.textures import GpuTexture
 from ..memory.sizes import level_bytes
-from ..render.frame import FrameView
-from ..render.textures import Residency, register_provider
 from .backends import CATEGORY, ReallocBackend, SparseBackend, Streamed, Uploader
 from .cache import LevelCache
+from .contract import FrameView, Residency
 from .estimator import CameraInput, InstanceArrays, TextureArrays, estimate_mips
 from .feedback import combine
-from .io import LevelIO
+from .inline_io import InlineLevelIO
+from .io import LevelIO, Reader, ReadResult, RequestKey
 from .policy import (
     MipOp,
     PolicyConfig,
@@ -43,9 +49,30 @@ from .policy import (
     update_state,
     wanted_bytes,
 )
-from .stats import StreamingStats
+from .settings import StreamerSettings
+from .stats import IOStats, StreamingStats
 
 log = logging.getLogger(__name__)
+
+Clock = Callable[[], float]
+
+
+class LevelSource(Protocol):
+    """Where level bytes come from: the threaded `LevelIO` or the deterministic
+    `InlineLevelIO` (same surface)."""
+
+    def request(self, texture_id: int, level: int, priority: float = 0.0) -> None: ...
+
+    def retain(self, keys: Iterable[RequestKey]) -> int: ...
+
+    def poll(self, max_items: int = 64) -> list[ReadResult]: ...
+
+    def stats(self) -> IOStats: ...
+
+    def close(self) -> None: ...
+
+
+LevelSourceFactory = Callable[[Reader, LevelCache], LevelSource]
 
 
 @dataclass(eq=False)
@@ -67,19 +94,21 @@ class _Partial:
 
 
 class TextureStreamer:
-    """Streams BCn mip levels of registered texture files under `pool_bytes()`.
+    """Streams BCn mip levels of registered texture files under the granted pool.
 
-    `pool` is a callable returning this frame's streaming pool in bytes (the governor's
-    allowance); by default the budget minus everything else in the ledger."""
+    `settings` (StreamerSettings) may be varied by keyword: `TextureStreamer(dev,
+    backend="realloc")` is `TextureStreamer(dev, replace(StreamerSettings(), backend=...))`.
+    `clock` gives seconds (fade-in, upload time caps); `io` makes the level source (default:
+    `settings.io_workers` reader threads; `InlineLevelIO` for deterministic runs)."""
 
-    def __init__(self, device: Device, *, backend: str = "auto",
-                 pool: Callable[[], int] | None = None, config: PolicyConfig | None = None,
-                 ram_cache_bytes: int = 256 << 20, io_workers: int = 2,
-                 io_latency_ms: tuple[float, float] | None = None,
-                 max_upload_ms: float = 4.0, staging_bytes: int = 4 << 20,
-                 max_tail_size: int = 64, mip_bias: float = 0.0,
-                 max_staging_segment: int = 32 << 20, max_band_bytes: int = 16 << 20) -> None:
+    def __init__(self, device: Device, settings: StreamerSettings | None = None, *,
+                 clock: Clock = time.perf_counter, io: LevelSourceFactory | None = None,
+                 **overrides: Any) -> None:
+        self.settings = replace(settings or StreamerSettings(), **overrides)
+        cfg = self.settings
         self.device = device
+        self.clock = clock
+        backend = cfg.backend
         if backend == "auto":
             backend = "sparse" if device.caps.sparse_texture else "realloc"
         if backend == "sparse" and not device.caps.sparse_texture:
@@ -89,13 +118,11 @@ class TextureStreamer:
         # Planning as if every op reallocates is exact for reallocated textures and only
         # conservative for sparse ones (a commit has no old + new transient); a sparse
         # streamer still reallocates the textures sparse pages do not suit (small, arrays).
-        self.config = config or PolicyConfig()
-        self.pool = pool or self._default_pool
-        self.max_upload_ms = max_upload_ms
-        self.max_tail_size = max_tail_size
-        self.mip_bias = mip_bias
-        # Per-texture finest level from the GPU feedback pass (feedback.py), set by its
-        # caller; folded into each frame's estimate. None: bounds alone.
+        self.config = cfg.policy
+        self._pool = 0  # the governor's streaming allowance, granted each frame
+        self.max_upload_ms = cfg.max_upload_ms
+        self.max_tail_size = cfg.max_tail_size
+        self.mip_bias = cfg.mip_bias
         self.feedback_mips: np.ndarray | None = None
         self.items: list[Streamed] = []
         self._ids: dict[str, int] = {}
@@ -104,16 +131,18 @@ class TextureStreamer:
         self._ready: dict[tuple[int, int], bytes] = {}
         self._lods = np.zeros(0, np.float32)
         self._frame = 0
-        self._t0 = time.perf_counter()
-        self.cache = LevelCache(ram_cache_bytes)
-        self.io = LevelIO(self._read, self.cache, workers=io_workers, latency_ms=io_latency_ms)
-        self.staging_bytes = staging_bytes if device.caps.buffer_storage else 0
-        self.max_staging_segment = max_staging_segment
-        # Levels larger than this go up in bands over several frames (frame pacing). Measured
-        # on the H200 (benchmarks/*band4mib*): 4 MiB bands for 4096^2 BC7 levels cut upload
-        # throughput from 67% to 48% of a raw loop without a clear p99 gain, so by default
-        # only levels above 16 MiB (8192^2 BC7 and up) are banded.
-        self.max_band_bytes = max_band_bytes
+        self._t0 = clock()
+        self.cache = LevelCache(cfg.ram_cache_bytes)
+        if io is not None:
+            self.io: LevelSource = io(self._read, self.cache)
+        elif cfg.io_workers == 0:
+            self.io = InlineLevelIO(self._read, self.cache)
+        else:
+            self.io = LevelIO(self._read, self.cache, workers=cfg.io_workers,
+                              latency_ms=cfg.io_latency_ms)
+        self.staging_bytes = cfg.staging_bytes if device.caps.buffer_storage else 0
+        self.max_staging_segment = cfg.max_staging_segment
+        self.max_band_bytes = cfg.max_band_bytes
         self._partials: dict[int, _Partial] = {}
         self._failed = np.zeros(0, bool)  # per texture: a read or upload failed, stays put
         ring = None
@@ -187,7 +216,8 @@ class TextureStreamer:
         """Grow the ring so a segment holds the largest level: every upload then goes
         through the persistently mapped ring (measured 2.5x a client-memory upload on the
         H200) instead of a synchronous copy inside the GL call. It is fixed memory under the
-        one budget, so it grows only into at most a quarter of the room the budget has left."""
+        one budget, so it grows only into at most a quarter of the room the granted pool has
+        left."""
         ring = self.uploader.ring
         if ring is None:
             return
@@ -195,26 +225,35 @@ class TextureStreamer:
         want = min(largest, self.max_staging_segment)
         if want <= ring.segment_bytes:
             return
-        room = self.device.budget.bytes - self.device.ledger.total + ring.size
+        room = self._pool - self.device.ledger.category_total(CATEGORY)
         if want * (ring.size // ring.segment_bytes) > room // 4:
             return
         ring.release()
         self.uploader.ring = StagingRing(self.device, want, label="streamer-staging")
 
     # ------------------------------------------------------------------ per frame
-    def _default_pool(self) -> int:
-        led = self.device.ledger
-        others = led.total - led.category_total(CATEGORY)
-        return max(0, self.device.budget.bytes - others)
+    def grant(self, pool_bytes: int) -> None:
+        """The governor's streaming allowance for the coming frame: the hard pool the plan
+        fits (resident + in-flight + transient copies), whatever the budget behind it."""
+        self._pool = max(0, int(pool_bytes))
+
+    @property
+    def pool_bytes(self) -> int:
+        return self._pool
+
+    def set_feedback(self, levels: np.ndarray) -> None:
+        """Per-texture finest level from the GPU feedback pass (+inf: not seen); folded into
+        each following frame's estimate until the next call."""
+        self.feedback_mips = np.asarray(levels, np.float64)
 
     def begin_frame(self, view: FrameView) -> None:
         if not self.items:
             return
-        t_begin = time.perf_counter()
+        t_begin = self.clock()
         if self._table is None:
             self._rebuild()
         self._frame = view.frame
-        now = time.perf_counter() - self._t0
+        now = self.clock() - self._t0
         self.uploader.begin_frame()
         self._drain_reads()
         est = self._estimate(view)
@@ -227,7 +266,7 @@ class TextureStreamer:
         self._state = state
         self._execute(now)
         self._fade(now)
-        self.stats_.frame_ms = (time.perf_counter() - t_begin) * 1000.0
+        self.stats_.frame_ms = (self.clock() - t_begin) * 1000.0
 
     def _estimate(self, view: FrameView):
         ids = view.texture_ids
@@ -263,17 +302,17 @@ class TextureStreamer:
             if level == st.resident_base[t] - 1:
                 ready[t] = True
         ready[list(self._partials)] = True
-        pool = int(self.pool())
+        pool = self._pool
         in_flight = sum(self._transient(p) for p in self._partials.values())
         plan = make_plan(st, table, self._frame, pool, in_flight, self.config, ready)
         if plan.over_budget:  # the budget fell: unfinished loads give their memory back first
             for t in list(self._partials):
                 self._abort_partial(t)
-        # The most the streamer may hold at any instant: what the budget leaves after everything
-        # else, or, in a frame that began over it (the budget fell), what it held then.
-        ceiling = max(self._default_pool(), self.device.ledger.category_total(CATEGORY))
+        # The most the streamer may hold at any instant: the granted pool, or, in a frame that
+        # began over it (the budget fell), what it held then.
+        ceiling = max(pool, self.device.ledger.category_total(CATEGORY))
         done = [*self._advance_partials()]
-        t0 = time.perf_counter()
+        t0 = self.clock()
         uploaded = 0
         loads_open = True  # a band load started this frame holds memory the plan did not expect
         for op in plan.ops:
@@ -283,7 +322,7 @@ class TextureStreamer:
                     continue
                 self._abort_partial(op.texture)  # evicting wins over an unfinished load
             if op.is_load:
-                if not loads_open or ((time.perf_counter() - t0) * 1000 > self.max_upload_ms
+                if not loads_open or ((self.clock() - t0) * 1000 > self.max_upload_ms
                                       and uploaded):
                     continue  # out of time this frame: loads may be skipped, never evictions
                 data = self._ready.pop((op.texture, op.new_base), None)
@@ -421,7 +460,7 @@ class TextureStreamer:
             # GL measures MIN_LOD from the texture's base level: storage level 0 for a
             # reallocated texture (chain level item.base), GL_TEXTURE_BASE_LEVEL = item.base
             # for a sparse one. Either way the offset is the finest resident chain level.
-            item.tex.set_min_lod(float(lods[t]) - item.base)
+            self.device.set_min_lod(item.tex, float(lods[t]) - item.base)
         self._lods = lods
 
     def bind(self, texture_id: int, unit: int) -> None:
@@ -443,8 +482,8 @@ class TextureStreamer:
         if self._table is None and self.items:
             self._rebuild()
         ids = [self._ids[k] for k in keys] if keys else list(range(len(self.items)))
-        deadline = time.perf_counter() + timeout
-        while time.perf_counter() < deadline:
+        deadline = self.clock() + timeout
+        while self.clock() < deadline:
             st = self._state
             todo = [t for t in ids if st.resident_base[t] > level and not self.items[t].failed]
             if not todo:
@@ -454,27 +493,27 @@ class TextureStreamer:
             self._frame += 1
             self.uploader.begin_frame()
             self._drain_reads()
-            self._execute(time.perf_counter() - self._t0)
-            self._fade(time.perf_counter() - self._t0)
+            self._execute(self.clock() - self._t0)
+            self._fade(self.clock() - self._t0)
             time.sleep(0.001)
         return False
 
-    def stats(self) -> dict:
+    def stats(self) -> StreamingStats:
         s = self.stats_
         if self._table is not None:
             s.resident_bytes = resident_bytes(self._state, self._table)
             s.wanted_bytes = wanted_bytes(self._state, self._table)
+            s.min_bytes = int(self._table.bytes_at(self._table.tail_base).sum())
         ios = self.io.stats()
         s.cached_bytes = self.cache.stats().bytes
         s.pending_count = len(self._ready) + ios.pending
+        s.pending_uploads = s.pending_count
         s.pending_bytes = sum(len(v) for v in self._ready.values())
-        out = asdict(s)
-        tails = (int(self._table.bytes_at(self._table.tail_base).sum())
-                 if self._table is not None else 0)
-        out.update(pending_uploads=s.pending_count, backend=self.backend.name, min_bytes=tails,
-                   budget_violations=self.budget_violations, textures=len(self.items),
-                   residency_changes=self.residency_changes)
-        return out
+        s.backend = self.backend.name
+        s.budget_violations = self.budget_violations
+        s.textures = len(self.items)
+        s.residency_changes = self.residency_changes
+        return replace(s)
 
     def release(self) -> None:
         self.io.close()
@@ -490,8 +529,3 @@ class TextureStreamer:
         self._table = None
         self._state = None
 
-
-register_provider("streaming", TextureStreamer)
-# Stress mode (`demo --stress`): every level read waits 2-40 ms, as from a slow or busy disk.
-register_provider("streaming-stress",
-                  lambda device: TextureStreamer(device, io_latency_ms=(2.0, 40.0)))

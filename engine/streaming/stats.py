@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .contract import ProviderStats
+
 
 @dataclass
 class CacheStats:
@@ -37,15 +39,13 @@ class IOStats:
 
 
 @dataclass
-class StreamingStats:
+class StreamingStats(ProviderStats):
     """One frame's view of the streamer, filled by the residency executor.
 
     `over_budget_events` counts frames that started above the pool (the governor cut it, or
     in-flight work overran): the symptom Unreal users know as "POOL OVER BUDGET".
     """
 
-    wanted_bytes: int = 0
-    resident_bytes: int = 0
     cached_bytes: int = 0
     pending_bytes: int = 0
     pending_count: int = 0
@@ -61,3 +61,6 @@ class StreamingStats:
     deferred_loads: int = 0
     #: wall milliseconds of the last begin_frame (plan, reallocate/commit, copy, upload)
     frame_ms: float = 0.0
+    backend: str = ""
+    budget_violations: int = 0
+    residency_changes: int = 0

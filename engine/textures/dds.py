@@ -39,7 +39,15 @@ from .container import (
     level_geometry,
     read_prefix,
 )
-from .layouts import Field, Sampled, direct_format, field_of_mask, plan_expansion
+from .layouts import (
+    WIDENED_FAMILIES,
+    Field,
+    Sampled,
+    direct_format,
+    field_of_mask,
+    plan_expansion,
+    sampled,
+)
 
 log = logging.getLogger(__name__)
 
@@ -210,6 +218,16 @@ def _masked(path: Path, pf_flags: int, bits: int, masks: tuple[int, int, int, in
     return _Pixels(plan.target, plan.src_bytes, plan.convert, "repacked")
 
 
+def _dxgi_pixels(fmt: PixelFormat) -> _Pixels:
+    """A DXGI format as it is, or repacked when drivers store its family wider (RGBA4)."""
+    layout = sampled(fmt)
+    if fmt.family not in WIDENED_FAMILIES or layout is None:
+        return _Pixels(fmt, fmt.block_bytes)
+    plan = plan_expansion(fmt.block_bytes * 8, layout)
+    assert plan is not None  # RGBA8 holds every 4-bit field exactly
+    return _Pixels(plan.target, plan.src_bytes, plan.convert, "repacked")
+
+
 def _palette(path: Path, pf_flags: int, bits: int, palette: bytes) -> _Pixels:
     """8-bit indices into 256 RGBA entries: looked up into the smallest exact format (L8 when
     every entry is an opaque grey, L8A8 for greys with alpha, else RGBA8)."""
@@ -292,8 +310,7 @@ def _parse(path: Path, prefix: bytes) -> _Layout:
         name, height, depth, layers, ext = _dx10(path, prefix, height, depth)
         faces = ext.pop("faces")
         extra.update(ext)
-        fmt = BY_NAME[name]
-        pixels = _Pixels(fmt, fmt.block_bytes)
+        pixels = _dxgi_pixels(BY_NAME[name])
         data_offset, is_array = _HEADER.size + _DX10.size, layers > 1
     else:
         pixels = _legacy_format(path, pf_flags, fourcc, bits, (rmask, gmask, bmask, amask),

@@ -97,10 +97,16 @@ def sampled(fmt: PixelFormat) -> Sampled | None:
 #: Engine formats whose texels are plain bit fields (candidates to take a file's data).
 INTEGER_FORMATS: tuple[PixelFormat, ...] = tuple(f for f in FORMATS if sampled(f) is not None)
 
+#: Families a driver measured here stores wider than declared, which no ledger could count
+#: exactly: the NVIDIA H200 (580.159) keeps GL_RGBA4 at 8 bits a channel (NVX fell by 2.0x
+#: the 2-byte ledger for 32 sampled 2048^2 textures; every other family here by 1.000).
+#: Files in these layouts are repacked (4:4:4:4 -> RGBA8, v * 17, exact) instead.
+WIDENED_FAMILIES: frozenset[str] = frozenset({"RGBA4"})
+
 #: Where a layout no format matches goes, smallest first (ties: the earlier one). Each holds
 #: every field it is given exactly or is skipped for that layout.
 EXPANSION_TARGETS: tuple[str, ...] = (
-    "L8", "A8", "R8", "L8A8", "RG8", "B5G6R5", "B5G5R5A1", "B4G4R4A4", "L16", "R16",
+    "L8", "A8", "R8", "L8A8", "RG8", "B5G6R5", "B5G5R5A1", "L16", "R16",
     "RGBA8", "RG16", "R10G10B10A2", "RGBA16")
 
 
@@ -116,8 +122,11 @@ def field_of_mask(mask: int) -> Field | None:
 
 
 def direct_format(bits: int, layout: Sampled) -> PixelFormat | None:
-    """The first engine format whose texels are `bits` wide and sample exactly as `layout`."""
+    """The first engine format whose texels are `bits` wide and sample exactly as `layout`
+    (leaving out WIDENED_FAMILIES: their storage would not be what the ledger counts)."""
     for fmt in INTEGER_FORMATS:
+        if fmt.family in WIDENED_FAMILIES:
+            continue
         if fmt.block_bytes * 8 == bits and not fmt.srgb and sampled(fmt) == layout:
             return fmt
     return None

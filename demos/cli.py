@@ -1,7 +1,6 @@
 """`python -m engine demo NAME ...`: run a demo scene headless or in a window.
 
-The demos live in the repository's demos/ package (not installed with the engine); it is
-imported when the command runs, so the rest of the CLI works without it.
+The demos live in the repository's demos/ folder, installed as `engine.demos`.
 """
 from __future__ import annotations
 
@@ -11,6 +10,9 @@ import logging
 import os
 import sys
 from pathlib import Path
+
+from engine.app.run import run_scene
+from engine.demos import DEMOS
 
 log = logging.getLogger(__name__)
 
@@ -51,14 +53,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    try:
-        from demos import DEMOS
-    except ImportError as exc:
-        print(f"demos package not found ({exc}); run from the repository", file=sys.stderr)
-        return 2
-    from .runner import run_scene
-
     demo = DEMOS.get(args.name)
     if demo is None:
         print(f"unknown demo {args.name!r}; known: {', '.join(sorted(DEMOS))}", file=sys.stderr)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..gl.device import mgl_texel_bytes
+from .device import mgl_texel_bytes
 
 _ZERO_BYTE = {"framebuffer", "simple_framebuffer", "program", "vertex_array",
               "simple_vertex_array", "sampler", "compute_shader"}

@@ -33,11 +33,12 @@ from pathlib import Path
 
 import numpy as np
 
-from ..formats import get as get_format
-from ..textures.encode import encode_image
-from ..textures.ktx2_write import write_ktx2
-from ..textures.mipgen import generate_mips
-from ..textures.progress import Progress
+from engine.formats import get as get_format
+from engine.textures.cachedir import cache_root
+from engine.textures.encode import encode_image
+from engine.textures.ktx2_write import write_ktx2
+from engine.textures.mipgen import generate_mips
+from engine.textures.progress import Progress
 
 log = logging.getLogger(__name__)
 
@@ -59,10 +60,6 @@ class GalleryAssets:
     generated: int
     seconds: float
 
-
-def cache_root() -> Path:
-    env = os.environ.get("ENGINE_CACHE")
-    return Path(env) if env else Path.home() / ".cache" / "engine"
 
 
 def tile_size(size: int) -> int:

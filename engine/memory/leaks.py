@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import LeakError
-from ..memory.sizes import format_bytes
+from .sizes import format_bytes
 
 
 @dataclass(eq=False)

@@ -5,7 +5,7 @@ low-res pixel is the exact average of the native area it covers, like a supersam
 at that resolution). It is uploaded, upscaled to native size on the GPU, read back and scored
 against the native image with `quality.psnr` / `quality.ssim`.
 
-Run `python -m engine.resolution.bench [image ...]` for the table (defaults to
+Run `python -m engine.bench.upscale_quality [image ...]` for the table (defaults to
 assets/photos/*.jpg).
 """
 from __future__ import annotations
@@ -17,13 +17,16 @@ from pathlib import Path
 
 import numpy as np
 
+from ..memory.ledger import Category
+from .. import assets
+
 from ..gl.device import Device
-from . import quality
-from .upscale import MODES, Upscaler
+from ..resolution import quality
+from ..resolution.upscale import MODES, Upscaler
 
 log = logging.getLogger(__name__)
 
-PHOTOS = Path(__file__).resolve().parents[2] / "assets" / "photos"
+PHOTOS = assets.PHOTOS
 
 
 def _area_matrix(n_in: int, n_out: int) -> np.ndarray:
@@ -66,7 +69,7 @@ def upscale_quality(device: Device, image: np.ndarray, scales: tuple[float, ...]
     """
     native = _rgba(image)
     height, width = native.shape[:2]
-    dst = device.texture((width, height), 4, category="target", label="bench.native")
+    dst = device.texture((width, height), 4, category=Category.TARGET, label="bench.native")
     fbo = None
     results: list[dict] = []
     try:
@@ -93,10 +96,10 @@ def _measure(device: Device, upscaler: Upscaler, native: np.ndarray, scale: floa
     src = device.texture(low_size, 4, low.tobytes(), label="bench.low")
     try:
         upscaler.present(src, low_size, fbo, (width, height))  # warm-up: compiles, allocates
-        device.ctx.finish()
+        device.finish()
         start = time.perf_counter()
         upscaler.present(src, low_size, fbo, (width, height))
-        device.ctx.finish()
+        device.finish()
         ms = (time.perf_counter() - start) * 1e3
         out = np.frombuffer(fbo.read(components=4), np.uint8).reshape(height, width, 4)
     finally:

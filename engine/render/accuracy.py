@@ -20,10 +20,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..gl.device import Device
-from ..render.material import Material
-from ..render.scene import Scene
-from ..render.textures import TextureProvider
+from .material import Material
+from .scene import Scene
+from ..streaming.contract import TextureProvider
 from .feedback import InstancePass, view_projection
+from ..memory.ledger import Category
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +63,7 @@ def measure_accuracy(device: Device, scene: Scene, provider: TextureProvider,
     made: list = []
     probe = InstancePass(device, "feedback.accuracy.frag.glsl", "accuracy")
     try:
-        color = device.texture((w, h), 4, dtype="f4", category="target", label="accuracy")
+        color = device.texture((w, h), 4, dtype="f4", category=Category.TARGET, label="accuracy")
         made.append(color)
         depth = device.renderbuffer((w, h), depth=True, label="accuracy.depth")
         made.append(depth)

@@ -1,0 +1,198 @@
+"""Running a scene: the composition root that wires every layer for one run.
+
+`run_scene(factory, settings)` makes (or takes) a device, a governor that owns the run's
+budget, the frame loop, and a host: headless (frames into an offscreen output, read back at
+the end) or a glfw window (engine.app.window: events, fly camera, budget keys, blit, swap).
+Both hosts drive the same loop with the same per-frame order, and both end the same way:
+release everything the run made, count what leaked, summarize, write the outputs.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from ..diagnostics.hud import Hud
+from ..gl.device import Device
+from ..memory.governor import Governor
+from ..render.imagecompare import save_png
+from ..render.scene import Scene
+from .loop import FrameContext, FrameHook, FrameLoop, RunResult, SceneFactory, make_governor
+from .providers import check_provider
+from .settings import RunSettings
+
+log = logging.getLogger(__name__)
+
+
+class Host(Protocol):
+    """Where frames go and what ends a run: headless or a window."""
+
+    def output_size(self, settings: RunSettings) -> tuple[int, int]: ...
+
+    def running(self, frame: int) -> bool: ...
+
+    def before_frame(self, loop: FrameLoop) -> bool:
+        """Per-frame input handling; False skips drawing this frame (minimised window)."""
+        ...
+
+    def camera(self, scene: Scene) -> None: ...
+
+    def after_frame(self, loop: FrameLoop) -> None: ...
+
+    def hud_visible(self) -> bool: ...
+
+
+@runtime_checkable
+class Controllable(Protocol):
+    """A host that needs the loop once it exists (the window's key handlers)."""
+
+    def attach(self, loop: FrameLoop) -> None: ...
+
+
+class HeadlessHost:
+    """A fixed number of frames into the renderer's offscreen output."""
+
+    def __init__(self, frames: int) -> None:
+        self.frames = frames
+
+    def output_size(self, settings: RunSettings) -> tuple[int, int]:
+        return settings.size
+
+    def running(self, frame: int) -> bool:
+        return frame < self.frames
+
+    def before_frame(self, loop: FrameLoop) -> bool:
+        return True
+
+    def camera(self, scene: Scene) -> None:
+        """The scripted camera runs unchanged."""
+
+    def after_frame(self, loop: FrameLoop) -> None:
+        """Nothing to present: the output is read back once, at the end."""
+
+    def hud_visible(self) -> bool:
+        return True
+
+
+def _hud_hook(device: Device, host: Host) -> tuple[FrameHook, Hud]:
+    hud = Hud(device)
+
+    def draw(ctx: FrameContext) -> None:
+        if host.hud_visible():
+            ctx.renderer.output_fbo.use()
+            hud.draw(ctx.renderer.output_fbo, ctx.renderer.output_size, ctx.record)
+
+    return draw, hud
+
+
+def run_scene(scene_factory: SceneFactory, settings: RunSettings | None = None, *,
+              on_frame: Iterable[FrameHook] = (), device: Device | None = None,
+              **overrides: Any) -> RunResult:
+    """Run the scene `scene_factory(device, provider, options)` builds, as `settings` says
+    (keyword overrides replace fields: `run_scene(f, frames=10, provider="streaming")`).
+
+    `device`: use this device (tests share one) instead of making one; it is not shut down,
+    but everything the run made is released and counted. A window run makes its own."""
+    settings = replace(settings or RunSettings(), **overrides)
+    check_provider(settings.provider)
+    if not settings.headless:
+        if settings.feedback:
+            raise ValueError("feedback=True needs a headless run (the window loop lacks it)")
+        from .window import WindowHost  # glfw is imported only when a window is asked for
+        dev = Device.window(settings.size, "engine demo", visible=True)
+        host: Host = WindowHost(dev, settings.frames)
+        own = True
+    else:
+        own = device is None
+        dev = Device.headless() if own else device
+        host = HeadlessHost(settings.frames)
+    try:
+        return _run(dev, host, scene_factory, settings, on_frame)
+    finally:
+        if own:
+            dev.shutdown()
+
+
+def _run(dev: Device, host: Host, scene_factory: SceneFactory, settings: RunSettings,
+         on_frame: Iterable[FrameHook]) -> RunResult:
+    governor = make_governor(dev, settings)
+    mark = dev.tracker.mark()
+    dev.ledger.reset_frame_peak()
+    hooks = list(on_frame)
+    hud: Hud | None = None
+    if settings.hud or not settings.headless:
+        draw, hud = _hud_hook(dev, host)
+        hooks.append(draw)
+    image = None
+    try:
+        loop = FrameLoop(dev, governor, scene_factory, settings,
+                         size=host.output_size(settings), on_frame=hooks)
+        if isinstance(host, Controllable):
+            host.attach(loop)
+        try:
+            frame = 0
+            while host.running(frame):
+                if host.before_frame(loop):
+                    loop.step(frame, host.camera)
+                    host.after_frame(loop)
+                frame += 1
+            image = loop.renderer.read_output() if loop.renderer is not None else None
+        finally:
+            loop.release()
+    finally:
+        if hud is not None:
+            hud.release()
+    leaked = finish_run(dev, mark)
+    result = RunResult(summarize(loop.frames, dev, governor, leaked), loop.frames, image)
+    return save_outputs(result, settings.screenshot, settings.report)
+
+
+def _percentile(values: list[float], q: float) -> float:
+    return float(np.percentile(values, q)) if values else 0.0
+
+
+def summarize(frames: list[dict[str, Any]], device: Device, governor: Governor,
+              leaked: int) -> dict[str, Any]:
+    ms = [f["ms"] for f in frames]
+    return {
+        "frames": len(frames),
+        "budget_bytes": governor.budget_bytes,
+        "peak_bytes": max((f["total_bytes"] for f in frames), default=0),
+        "peak_by_category": device.ledger.peak_by_category(),
+        "frame_ms_p50": _percentile(ms, 50),
+        "frame_ms_p99": _percentile(ms, 99),
+        "leaked_objects": leaked,
+        "renderer": device.caps.renderer,
+    }
+
+
+def finish_run(device: Device, mark: int) -> int:
+    """Count (and log) GL objects the run made that are still alive after its release."""
+    device.flush_releases()
+    leaked = device.tracker.made_since(mark)
+    if leaked:
+        log.error("%d GL object(s) leaked by the run:\n%s", len(leaked),
+                  "\n".join("  " + r.describe() for r in leaked))
+    return len(leaked)
+
+
+def write_report(result: RunResult, path: Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result.to_json(), indent=1), encoding="utf-8")
+    return path
+
+
+def save_outputs(result: RunResult, screenshot: Path | str | None,
+                 report: Path | str | None) -> RunResult:
+    if screenshot is not None and result.image is not None:
+        result.screenshot = Path(screenshot)
+        save_png(result.image, result.screenshot)
+    if report is not None:
+        result.report = write_report(result, Path(report))
+    return result

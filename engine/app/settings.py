@@ -1,0 +1,54 @@
+"""What a run is asked to do, as plain data: the composition root's only input.
+
+`RunSettings` replaces the long parameter lists the frame loop and the window loop used to
+take; a variant is `dataclasses.replace(settings, frames=10)` (or keyword overrides to
+`run_scene`). Values are checked here, once, before anything is made.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..memory.budget import Budget
+from ..memory.governor import GovernorSettings
+from ..resolution.policy import ResolutionSettings
+from ..streaming.settings import StreamerSettings
+
+VIEW_MODES = ("lit", "mip")
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    frames: int = 120  # headless: frames to render; window: <= 0 runs until closed
+    size: tuple[int, int] = (1280, 720)  # output size; a window's framebuffer overrides it
+    budget: str | int | Budget | None = "80%"  # None: the default, 80% of the probed VRAM
+    headless: bool = True
+    screenshot: Path | str | None = None
+    report: Path | str | None = None
+    provider: str = "static"  # a name in engine.app.providers.PROVIDERS
+    scale: float = 1.0  # initial render scale
+    upscale: str = "bilinear"  # a name in engine.resolution.upscale.MODES
+    view_mode: str = "lit"
+    hud: bool = False
+    react: bool = True  # governor + resolution controller each frame
+    dt: float = 1.0 / 60.0  # simulated time per frame: frame N always shows the same picture
+    feedback: bool = False  # GPU feedback pass for the streamer (headless runs)
+    #: frame clock and inline reads: the streamer's results depend on the frame number only
+    deterministic: bool = False
+    options: Mapping[str, Any] = field(default_factory=dict)  # the scene factory's options
+    streamer: StreamerSettings = field(default_factory=StreamerSettings)
+    governor: GovernorSettings = field(default_factory=GovernorSettings)
+    resolution: ResolutionSettings = field(default_factory=ResolutionSettings)
+
+    def __post_init__(self) -> None:
+        w, h = self.size
+        if int(w) < 1 or int(h) < 1:
+            raise ValueError(f"size must be positive, got {w}x{h}")
+        if not 0 < self.scale <= 1:
+            raise ValueError(f"scale must be in (0, 1], got {self.scale}")
+        if self.view_mode not in VIEW_MODES:
+            raise ValueError(f"view_mode must be one of {VIEW_MODES}, got {self.view_mode!r}")
+        if not self.dt > 0:
+            raise ValueError(f"dt must be positive, got {self.dt}")

@@ -1,0 +1,240 @@
+"""GPU feedback: which mip level each texture is really sampled at, read back without stalls.
+
+Why: the estimator (estimator.py) works from bounding spheres, so it cannot see occlusion
+(a panel behind a wall still "wants" detail) nor UVs a shader makes up (tiling, procedural
+coordinates). A small depth-tested pass that writes, per pixel, the albedo texture id and the
+level the hardware would pick at full render resolution measures what the screen shows.
+
+How (Godot 4.8 / sampler-feedback style, portable to GL 3.3 and llvmpipe):
+  1. Draw the scene's instances into a low-resolution RG32UI target (1/8 of the render size by
+     default, at least 64x36), depth-tested. Each fragment computes the LOD from UV
+     derivatives divided by the downscale factor, i.e. the LOD of the full-resolution frame.
+  2. glReadPixels into a pixel-pack buffer (PBO) and put a fence after it: the copy runs
+     asynchronously on the GPU; nothing waits.
+  3. A later frame asks the fence with a zero timeout. Signalled: read the PBO and reduce with
+     numpy to the minimum level per texture. Not signalled: keep using the previous result.
+     A ring of PBOs lets a new pass start while older ones are still in flight.
+
+The streamer combines feedback with the estimate by taking the finer of the two (`combine`):
+feedback adds demand the bounds miss, but "no feedback pixel" does not remove demand, because
+a small or distant instance can fall between the pixels of a 1/8 resolution pass.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from pyglm import glm
+
+from ..gl.commands import Fence
+from ..gl.device import Device
+from ..gl.types import Buffer, Framebuffer, Renderbuffer, Texture, VertexArray
+from ..gl import shaders
+from ..streaming.contract import TextureProvider
+from ..streaming.feedback import PIXEL_BYTES, feedback_size, reduce_feedback
+from .material import Material
+from .mesh import VERTEX_ATTRIBUTES, VERTEX_FORMAT, Mesh
+from .scene import Scene
+from ..memory.ledger import Category
+
+log = logging.getLogger(__name__)
+
+
+def view_projection(scene: Scene, render_size: tuple[int, int]) -> glm.mat4:
+    """The scene pass's view-projection (aspect of the full render size, as renderer.py)."""
+    cam = scene.camera
+    return cam.proj_matrix(render_size[0] / render_size[1]) * cam.view_matrix()
+
+
+class InstancePass:
+    """One program that draws every instance of a scene (position + UV only) into whatever
+    framebuffer is bound, depth-tested. Shared by the feedback and accuracy passes.
+
+    It makes its own vertex arrays instead of using `Mesh.vertex_array`, whose cache is keyed
+    by program name: a released program's name can be reused by GL, and the mesh would hand
+    back a vertex array bound to the dead one."""
+
+    def __init__(self, device: Device, fragment: str, label: str) -> None:
+        self.device = device
+        self.label = label
+        self.prog = device.program(vertex_shader=shaders.load("feedback.vert.glsl"),
+                                   fragment_shader=shaders.load(fragment), label=label)
+        self._names = set(self.prog)
+        self._vaos: dict[Mesh, VertexArray] = {}
+
+    def set(self, name: str, value: object) -> None:
+        """Set a uniform; no-op for one the compiler dropped as unused."""
+        if name not in self._names:
+            return
+        if isinstance(value, glm.mat4):
+            self.prog[name].write(value.to_bytes())
+        else:
+            self.prog[name].value = value
+
+    def _vao(self, mesh: Mesh) -> VertexArray:
+        vao = self._vaos.get(mesh)
+        if vao is None:
+            vao = self.device.vertex_array(
+                self.prog, [(mesh.vbo, VERTEX_FORMAT, *VERTEX_ATTRIBUTES)], mesh.ibo,
+                index_element_size=4, skip_errors=True, label=f"{self.label}.{mesh.label}")
+            self._vaos[mesh] = vao
+        return vao
+
+    def draw(self, scene: Scene, view_proj: glm.mat4,
+             material_uniforms: Callable[[Material], None]) -> None:
+        """Draw every instance; `material_uniforms` is called whenever the material changes."""
+        self.device.set_state(depth_test=True)
+        self.set("u_view_proj", view_proj)
+        bound: Material | None = None
+        for inst in scene.instances:
+            if inst.material is not bound:
+                material_uniforms(inst.material)
+                bound = inst.material
+            self.set("u_model", inst.model)
+            self._vao(inst.mesh).render()
+
+    def release(self) -> None:
+        for vao in self._vaos.values():
+            self.device.release(vao)
+        self._vaos.clear()
+        self.device.release(self.prog)
+
+
+@dataclass(eq=False)
+class _Readback:
+    """One PBO of the ring and the feedback image it holds (or is receiving)."""
+
+    buffer: Buffer | None = None
+    fence: Fence | None = None  # set while the GPU copy may be in flight
+    frame: int = -1
+    size: tuple[int, int] = (0, 0)
+    texture_count: int = 0
+
+
+class FeedbackPass:
+    """The feedback executor: low-resolution pass + PBO ring + fence polling.
+
+    `provider` supplies each albedo texture's chain size (`residency`); feedback does not
+    depend on what is resident, only on what the screen would sample. `every`: the pass runs
+    on frames that are multiples of it (`frame_step`), amortising its cost."""
+
+    def __init__(self, device: Device, provider: TextureProvider, *, scale: float = 1 / 8,
+                 min_size: tuple[int, int] = (64, 36), ring: int = 3, every: int = 4) -> None:
+        if ring < 2:
+            raise ValueError("the feedback ring needs at least 2 buffers to avoid waiting")
+        self.device = device
+        self.provider = provider
+        self.scale = scale
+        self.min_size = min_size
+        self.every = max(1, int(every))
+        self.size = (0, 0)
+        self.latest_frame = -1  # the frame the last poll() result was rendered in
+        self.skipped = 0  # passes not rendered because every buffer was still in flight
+        self._pass = InstancePass(device, "feedback.frag.glsl", "feedback")
+        self._slots = [_Readback() for _ in range(ring)]
+        self._color: Texture | None = None
+        self._depth: Renderbuffer | None = None
+        self._fbo: Framebuffer | None = None
+
+    # ------------------------------------------------------------------ targets
+    def _ensure_target(self, size: tuple[int, int]) -> Framebuffer:
+        if self._fbo is not None and size == self.size:
+            return self._fbo
+        self._release_target()
+        dev = self.device
+        self._color = dev.texture(size, 2, dtype="u4", category=Category.TARGET, label="feedback")
+        self._depth = dev.renderbuffer(size, depth=True, label="feedback.depth")
+        self._fbo = dev.framebuffer([self._color], self._depth, label="feedback.fbo")
+        self.size = size
+        return self._fbo
+
+    def _release_target(self) -> None:
+        for obj in (self._fbo, self._depth, self._color):
+            self.device.release(obj)
+        self._fbo = self._depth = self._color = None
+
+    # ------------------------------------------------------------------ fences
+    def _signalled(self, slot: _Readback) -> bool:
+        return self.device.fence_signalled(slot.fence)  # a zero-timeout poll: never waits
+
+    def _retire(self, slot: _Readback) -> None:
+        if slot.fence is not None:
+            self.device.release(slot.fence)
+            slot.fence = None
+
+    # ------------------------------------------------------------------ per frame
+    def render(self, scene: Scene, render_size: tuple[int, int], frame: int) -> bool:
+        """Draw the feedback pass for the frame `scene` shows at `render_size` and start its
+        asynchronous readback. False (nothing drawn) when every ring buffer is in flight."""
+        slot = next((s for s in self._slots if s.fence is None), None)
+        if slot is None:
+            self.skipped += 1
+            log.debug("feedback frame %d skipped: all %d readbacks in flight", frame,
+                      len(self._slots))
+            return False
+        size = feedback_size(render_size, self.scale, self.min_size)
+        fbo = self._ensure_target(size)
+        nbytes = size[0] * size[1] * PIXEL_BYTES
+        if slot.buffer is None or slot.buffer.size < nbytes:
+            old, slot.buffer = slot.buffer, None
+            self.device.release(old)
+            slot.buffer = self.device.buffer(reserve=nbytes, category=Category.STAGING,
+                                             label="feedback.pbo")
+        fbo.use()
+        fbo.clear(0, 0, 0, 0, depth=1.0)  # 0 = no texture (see feedback.frag.glsl)
+        downscale = (render_size[0] / size[0], render_size[1] / size[1])
+        self._pass.set("u_downscale", downscale)
+        count = 0
+        chain: dict[int, tuple[float, float]] = {}
+
+        def material_uniforms(m: Material) -> None:
+            nonlocal count
+            tid = m.albedo
+            self._pass.set("u_texture_id", tid + 1 if tid >= 0 else 0)
+            if tid >= 0:
+                if tid not in chain:
+                    res = self.provider.residency(tid)
+                    chain[tid] = (float(res.chain_width), float(res.chain_height))
+                self._pass.set("u_chain_size", chain[tid])
+                count = max(count, tid + 1)
+
+        self._pass.draw(scene, view_projection(scene, render_size), material_uniforms)
+        fbo.read_into(slot.buffer, components=2, dtype="u4", alignment=1)
+        slot.fence = self.device.fence("feedback.readback")  # flushed: a poll can see it
+        slot.frame, slot.size, slot.texture_count = frame, size, count
+        return True
+
+    def poll(self) -> np.ndarray | None:
+        """The newest finished feedback, reduced per texture (float levels, +inf for textures
+        no pixel showed), or None when no readback has finished since the last poll. Never
+        waits. `latest_frame` says which frame the result was rendered in."""
+        ready = [s for s in self._slots if s.fence is not None and self._signalled(s)]
+        if not ready:
+            return None
+        newest = max(ready, key=lambda s: s.frame)
+        for slot in ready:  # older finished ones are superseded: free their buffers
+            self._retire(slot)
+        w, h = newest.size
+        image = np.frombuffer(newest.buffer.read(size=w * h * PIXEL_BYTES), np.uint32)
+        self.latest_frame = newest.frame
+        return reduce_feedback(image, newest.texture_count)
+
+    def frame_step(self, frame: int, scene: Scene, render_size: tuple[int, int]
+                   ) -> np.ndarray | None:
+        """The frame loop's call, before the provider plans the frame: returns the newest
+        finished feedback (None if none finished), then runs the pass on every `every`-th
+        frame. The loop hands the result to a provider that takes feedback."""
+        mips = self.poll()
+        if frame % self.every == 0:
+            self.render(scene, render_size, frame)
+        return mips
+
+    def release(self) -> None:
+        for slot in self._slots:
+            self._retire(slot)
+            self.device.release(slot.buffer)
+            slot.buffer = None
+        self._release_target()
+        self._pass.release()

@@ -1,0 +1,119 @@
+"""The contract between the renderer and whatever keeps textures on the GPU.
+
+The renderer never owns textures: it asks a `TextureProvider` to bind id N on unit U, and
+tells it once per frame what the camera sees as a `FrameView` of plain numbers. The provider
+(the static loader or the streamer) decides which mip levels each texture needs from that view
+alone, so streaming policy stays a pure function of numbers, testable without a renderer.
+`residency(id)` tells the renderer which chain levels are really there (the mip-debug view
+colours what is missing); `stats()` is the typed summary the governor and the reports read.
+This module sits in the streaming layer, below render: the renderer imports it, never the
+other way round.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+# Texture slots of a material, in the column order of `FrameView.texture_ids`.
+TEXTURE_SLOTS: tuple[str, ...] = ("albedo", "normal", "roughness_metal")
+NO_TEXTURE = -1
+
+
+@dataclass(frozen=True)
+class FrameView:
+    """The camera and every instance's screen-relevant numbers for one frame.
+
+    Arrays are per instance (row i = instance i). `texture_ids[i, s]` is the provider id in
+    slot `TEXTURE_SLOTS[s]` of instance i's material, or NO_TEXTURE.
+    """
+
+    frame: int
+    time: float
+    camera_pos: np.ndarray  # (3,) float32, world space
+    view: np.ndarray  # (4, 4) float32, row-major (numpy convention)
+    proj: np.ndarray  # (4, 4) float32, row-major
+    fovy: float  # vertical field of view, radians
+    viewport: tuple[int, int]  # render resolution (w, h) in pixels
+    render_scale: float  # render resolution / output resolution
+    centers: np.ndarray = field(default_factory=lambda: np.zeros((0, 3), np.float32))
+    radii: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
+    uv_density: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
+    texture_ids: np.ndarray = field(
+        default_factory=lambda: np.zeros((0, len(TEXTURE_SLOTS)), np.int32))
+
+    @property
+    def instance_count(self) -> int:
+        return int(self.centers.shape[0])
+
+
+@dataclass
+class ProviderStats:
+    """What every texture provider reports each frame, in bytes and counts."""
+
+    resident_bytes: int = 0  # texture memory held now
+    wanted_bytes: int = 0  # what the last FrameView justified
+    min_bytes: int = 0  # the floor the provider cannot go below (always-resident tails)
+    pending_uploads: int = 0  # levels read but not on the GPU yet
+    textures: int = 0  # registered textures
+
+
+@dataclass(frozen=True)
+class Residency:
+    """What is on the GPU for one texture: its full chain size and the finest level held.
+
+    `base_level` may be fractional while a streamer fades a new level in (it is the min LOD
+    the sampler is clamped to, in chain levels)."""
+
+    chain_width: int
+    chain_height: int
+    levels: int
+    base_level: float
+
+
+@runtime_checkable
+class TextureProvider(Protocol):
+    """Keeps textures on the GPU for the renderer. Every method runs on the render thread."""
+
+    def register(self, key: str, path: Path) -> int:
+        """Make `path` known under `key`; returns the id materials use. Same key, same id."""
+        ...
+
+    def begin_frame(self, view: FrameView) -> None:
+        """Learn what this frame shows (before any bind): the streamer plans loads here."""
+        ...
+
+    def bind(self, texture_id: int, unit: int) -> None:
+        """Bind the texture's resident levels for sampling on `unit`."""
+        ...
+
+    def residency(self, texture_id: int) -> Residency:
+        ...
+
+    def end_frame(self) -> None:
+        ...
+
+    def stats(self) -> ProviderStats:
+        """What the provider holds and wants now (the governor and the reports read it)."""
+        ...
+
+    def release(self) -> None:
+        """Release every GL object the provider made."""
+        ...
+
+
+@runtime_checkable
+class PooledProvider(Protocol):
+    """A provider that fills a byte pool granted each frame (the streamer): the frame loop
+    hands it the governor's streaming allowance before `begin_frame`."""
+
+    def grant(self, pool_bytes: int) -> None: ...
+
+
+@runtime_checkable
+class FeedbackConsumer(Protocol):
+    """A provider that folds the GPU feedback pass's per-texture levels into its estimate."""
+
+    def set_feedback(self, levels: np.ndarray) -> None: ...

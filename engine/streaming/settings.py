@@ -1,0 +1,39 @@
+"""The streamer's settings as plain data, so an app, a demo or a test states them in one
+place (and `dataclasses.replace` makes a variant) instead of a long constructor call."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .policy import PolicyConfig
+
+
+@dataclass(frozen=True)
+class StreamerSettings:
+    #: "auto" (sparse where ARB_sparse_texture exists, else realloc), "sparse" or "realloc"
+    backend: str = "auto"
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    ram_cache_bytes: int = 256 << 20
+    io_workers: int = 2
+    #: injected latency of every level read, (min, max) ms: stress mode and fault tests
+    io_latency_ms: tuple[float, float] | None = None
+    #: loads stop for the frame once uploads took this long (evictions always run)
+    max_upload_ms: float = 4.0
+    staging_bytes: int = 4 << 20
+    #: levels of at most this edge are the always-resident tail
+    max_tail_size: int = 64
+    #: added to every wanted level (the render scale's own bias, log2(1/scale), is already in
+    #: the estimate: the FrameView carries the render scale)
+    mip_bias: float = 0.0
+    max_staging_segment: int = 32 << 20
+    #: levels larger than this go up in bands over several frames (frame pacing). Measured on
+    #: the H200 (benchmarks/*band4mib*): 4 MiB bands for 4096^2 BC7 levels cut upload
+    #: throughput from 67% to 48% of a raw loop without a clear p99 gain, so by default only
+    #: levels above 16 MiB (8192^2 BC7 and up) are banded.
+    max_band_bytes: int = 16 << 20
+
+    def __post_init__(self) -> None:
+        if self.backend not in ("auto", "sparse", "realloc"):
+            raise ValueError(f"streamer backend must be auto, sparse or realloc, "
+                             f"got {self.backend!r}")
+        if self.io_workers < 0:
+            raise ValueError(f"io_workers must be >= 0, got {self.io_workers}")

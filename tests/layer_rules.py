@@ -1,0 +1,147 @@
+"""The engine's layer contract, checked from the source (ast), so CI fails on a violation.
+
+Rules (docs/ARCHITECTURE.md explains them):
+- Every module belongs to one layer; a module may import only from its own layer or lower
+  ones. Every import statement counts, including those inside functions, so a dependency
+  cannot hide from the check the way it can hide from a reader.
+- Nothing outside engine/gl imports moderngl or glcontext, reaches into a device's private GL
+  parts (`_ctx`, `_raw`, `_alloc`, `_cmds`, `_thread`, or `.ctx` / `.raw` of a device), or calls
+  a raw GL entry point (`glSomething(...)`).
+Layer order implies the package graph has no cycles.
+"""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+#: Lowest first. Module name prefixes; the longest matching prefix decides a module's layer.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("engine.errors", "engine.formats"),
+    ("engine.memory",),
+    ("engine.textures",),
+    ("engine.gl",),
+    ("engine.streaming",),
+    ("engine.resolution",),
+    ("engine.render",),
+    ("engine.diagnostics",),
+    ("engine.app",),
+    ("engine.hosts",),
+    ("engine.testing", "engine.pytest_plugin", "engine.demos", "engine.bench", "engine.cli",
+     "engine.__main__", "engine.shaders", "engine.assets"),
+)
+GL_ONLY_MODULES = ("moderngl", "glcontext")
+PRIVATE_GL_ATTRS = ("_ctx", "_raw", "_alloc", "_cmds", "_thread")
+DEVICE_NAMES = ("device", "dev", "_device")
+
+
+@dataclass(frozen=True)
+class Violation:
+    module: str
+    line: int
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.module}:{self.line}: {self.message}"
+
+
+def layer_of(module: str) -> int | None:
+    """Index of the module's layer; None for the package root (`engine`), which only re-exports
+    names lazily and so imports nothing at import time."""
+    best: tuple[int, int] | None = None
+    for index, prefixes in enumerate(LAYERS):
+        for prefix in prefixes:
+            if module == prefix or module.startswith(prefix + "."):
+                if best is None or len(prefix) > best[1]:
+                    best = (index, len(prefix))
+    return None if best is None else best[0]
+
+
+def module_name(root: Path, path: Path, mapped: dict[str, str]) -> str:
+    """Dotted module name of `path`; `mapped` maps folders outside engine/ (demos/, shaders/,
+    assets/) to the package names the build gives them."""
+    rel = path.relative_to(root)
+    top = rel.parts[0]
+    parts = list(rel.with_suffix("").parts)
+    if top in mapped:
+        parts = mapped[top].split(".") + parts[1:]
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def _resolve(module: str, is_package: bool, node: ast.ImportFrom) -> str:
+    if node.level == 0:
+        return node.module or ""
+    base = module.split(".") if is_package else module.split(".")[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def imports_of(module: str, is_package: bool, tree: ast.AST) -> list[tuple[str, int]]:
+    """Every module this one imports, anywhere in the file, with the line."""
+    out: list[tuple[str, int]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [(alias.name, node.lineno) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            target = _resolve(module, is_package, node)
+            out.append((target, node.lineno))
+            # `from engine import render` imports a subpackage: count it as that module.
+            for alias in node.names:
+                out.append((f"{target}.{alias.name}", node.lineno))
+    return out
+
+
+def _is_device(node: ast.AST) -> bool:
+    if isinstance(node, ast.Name):
+        return node.id in DEVICE_NAMES
+    return isinstance(node, ast.Attribute) and node.attr in DEVICE_NAMES
+
+
+def gl_access(tree: ast.AST) -> list[tuple[int, str]]:
+    """Raw GL reached from outside engine/gl: private device parts, `.ctx`/`.raw` of a device,
+    or a call to a gl* entry point."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute):
+            if node.attr in PRIVATE_GL_ATTRS:
+                found.append((node.lineno, f"reaches into the device's private '{node.attr}'"))
+            elif node.attr in ("ctx", "raw") and _is_device(node.value):
+                found.append((node.lineno, f"uses the device's '{node.attr}'"))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            name = node.func.attr
+            if len(name) > 2 and name.startswith("gl") and name[2].isupper():
+                found.append((node.lineno, f"calls raw GL entry point {name}"))
+    return found
+
+
+def check_tree(root: Path, mapped: dict[str, str] | None = None) -> list[Violation]:
+    """All violations under `root` (a checkout: engine/ plus the mapped folders)."""
+    mapped = mapped if mapped is not None else {"demos": "engine.demos",
+                                                "shaders": "engine.shaders",
+                                                "assets": "engine.assets"}
+    files = sorted((root / "engine").rglob("*.py"))
+    for folder in mapped:
+        if (root / folder).is_dir():
+            files += sorted((root / folder).rglob("*.py"))
+    violations: list[Violation] = []
+    for path in files:
+        module = module_name(root, path, mapped)
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        own = layer_of(module)
+        in_gl = module == "engine.gl" or module.startswith("engine.gl.")
+        for target, line in imports_of(module, path.name == "__init__.py", tree):
+            top = target.split(".")[0]
+            if top in GL_ONLY_MODULES and not in_gl:
+                violations.append(Violation(module, line, f"imports {target} outside engine/gl"))
+            if top != "engine" or own is None:
+                continue
+            theirs = layer_of(target)
+            if theirs is not None and theirs > own:
+                violations.append(Violation(
+                    module, line, f"imports {target} from a higher layer "
+                    f"({' / '.join(LAYERS[theirs])} above {' / '.join(LAYERS[own])})"))
+        if not in_gl:
+            violations += [Violation(module, line, msg) for line, msg in gl_access(tree)]
+    return violations
