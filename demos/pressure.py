@@ -13,8 +13,9 @@ What "full" means (option `pressure_from`):
   what can never be given up (fixed allocations, render targets at half scale, the mip tails),
   the ceiling what everything costs at full detail (fixed + targets at scale 1 + the running
   peak of the wanted texture bytes, taken back to scale 1). `budget = floor + fraction x
-  (ceiling - floor)`: at 100% everything fits, at 40% render scale and residency must move,
-  and no frame can go over budget because the floor always fits.
+  (ceiling - floor)` with the curve's 40%..100% mapped onto 0..1: at 100% everything fits,
+  at 40% only the floor is left, so render scale and residency must move, and no frame can
+  go over budget because the floor always fits.
 - "start": fractions of the budget in force at frame 0 (the old behaviour; tests that set
   the budget themselves use it).
 
@@ -30,20 +31,26 @@ from typing import Any
 import numpy as np
 
 from engine.app.loop import FrameContext, FrameHook
-from engine.memory.governor import STREAMED_CATEGORY as STREAMED
+STREAMED = "texture.streamed"  # the streamer's ledger category
 
 LOW = 0.4
 
 
-def budget_fraction(frame: int, period: int, step_frames: int = 15, seed: int = 7) -> float:
-    """The scripted budget, as a fraction of the starting budget, at `frame`."""
+def budget_fraction(frame: int, period: int, step_frames: int = 15, seed: int = 7,
+                    swing: bool = False) -> float:
+    """The scripted budget, as a fraction of the starting budget, at `frame`. With `swing`,
+    the random steps alternate between the lowest and the highest quarter of LOW..1, so that
+    every step moves memory far enough to be answered (the measured mode uses it)."""
     phase = (frame % period) / period
     if phase < 0.25 or 0.5 <= phase < 0.75:
         return 1.0
     if phase < 0.5:
         return LOW
     step = frame // step_frames
-    return float(np.random.default_rng([seed, step]).uniform(LOW, 1.0))
+    u = float(np.random.default_rng([seed, step]).uniform(0.0, 1.0))
+    if swing:
+        u = 0.25 * u if step % 2 == 0 else 0.75 + 0.25 * u
+    return LOW + (1.0 - LOW) * u
 
 
 FLOOR_SCALE = 0.5  # the floor keeps room for the targets at this scale
@@ -82,10 +89,11 @@ def hooks(options: Mapping[str, Any]) -> list[FrameHook]:
         spec, size = ctx.renderer.cost_spec, ctx.renderer.output_size
         floor = fixed + spec.bytes_at(*size, FLOOR_SCALE) + tails
         ceiling = max(floor, fixed + spec.bytes_at(*size, 1.0) + peak["wanted"])
-        ctx.record["budget_fraction"] = budget_fraction(ctx.frame, period)
+        ctx.record["budget_fraction"] = budget_fraction(ctx.frame, period, swing=True)
         ctx.record["pressure_floor_bytes"] = floor
         ctx.record["pressure_ceiling_bytes"] = ceiling
-        nxt = budget_fraction(ctx.frame + 1, period)
-        ctx.governor.set_budget(int(floor + nxt * (ceiling - floor)))
+        # The curve's LOW..1 spans floor..ceiling: at the low only the floor is left.
+        squeeze = (budget_fraction(ctx.frame + 1, period, swing=True) - LOW) / (1.0 - LOW)
+        ctx.governor.set_budget(int(floor + squeeze * (ceiling - floor)))
 
     return [from_start if mode == "start" else from_wanted]
