@@ -31,17 +31,23 @@ def format_swizzle(fmt: PixelFormat) -> str | None:
     return fmt.swizzle if fmt.swizzle and fmt.swizzle != IDENTITY else None
 
 
+def set_bound_swizzle(raw, target: int, swizzle: str) -> None:
+    """Set the swizzle of the texture bound to `target` (inside a factory's guarded make(),
+    whose error check then covers it). No error check, no binding change."""
+    for pname, value in zip(_PARAMS, swizzle_enums(swizzle)):
+        raw.glTexParameteri(target, pname, value)
+
+
 def apply_swizzle(device, glo: int, swizzle: str, target: int = K.TEXTURE_2D) -> None:
     """Set GL_TEXTURE_SWIZZLE_R/G/B/A of texture `glo` (bound to `target`) to `swizzle`.
 
     Idempotent; leaves no texture bound on `target`. Raises GLError if GL rejects it."""
-    enums = swizzle_enums(swizzle)
+    swizzle_enums(swizzle)  # a bad string fails before any GL call
     if not device.on_render_thread:
         raise ContextError("apply_swizzle must run on the render thread (GL is single-threaded)")
     raw = device._raw
     raw.glBindTexture(target, glo)
-    for pname, value in zip(_PARAMS, enums):
-        raw.glTexParameteri(target, pname, value)
+    set_bound_swizzle(raw, target, swizzle)
     raw.glBindTexture(target, 0)
     device.check_errors(f"texture swizzle {swizzle} on texture {glo}")
 
