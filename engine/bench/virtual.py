@@ -179,6 +179,7 @@ def run_profile(device: Device, prof: VirtualProfile) -> SuiteResult:
         aspect = prof.output[0] / prof.output[1]
         half_w, half_h = columns * 1.1 / 2, rows * 1.1 / 2
         frame, over, frame_ms, cpu_ms, tiles, cut_ms, psnrs = 0, 0, [], [], [], [], []
+        cut_frames: list[float] = []
         eff_rows = []
         screen_need = prof.output[0] * prof.output[1] * fmt.block_bytes / (
             fmt.block_w * fmt.block_h)
@@ -189,7 +190,7 @@ def run_profile(device: Device, prof: VirtualProfile) -> SuiteResult:
             side = rng.uniform(-0.8, 0.8) * dist
             eye0 = np.array([tx + side, ty + rng.uniform(-0.3, 0.3) * dist, dist])
             target = (tx, ty, 0.0)
-            cut_frame, t_cut, reached = frame, time.perf_counter(), None
+            cut_frame, t_cut, reached, reached_frames = frame, time.perf_counter(), None, None
             for h in range(prof.hold):
                 eye = eye0 * (1 - 0.01 * h) + np.array([0, 0, 0.01 * h * 0.2])
                 vp = view_projection(tuple(eye), target, aspect)
@@ -210,8 +211,10 @@ def run_profile(device: Device, prof: VirtualProfile) -> SuiteResult:
                 if reached is None and vts.feedback_frame >= cut_frame and \
                         vts.wanted_resident_fraction() >= 0.95:
                     reached = (time.perf_counter() - t_cut) * 1e3
+                    reached_frames = frame - cut_frame + 1
                 frame += 1
             cut_ms.append(reached if reached is not None else float("inf"))
+            cut_frames.append(reached_frames if reached_frames is not None else float("inf"))
             # Settled: score the stop's last frame against fully resident textures.
             visible = _visible_quads(verts, vp)
             for q in visible:
@@ -246,6 +249,8 @@ def run_profile(device: Device, prof: VirtualProfile) -> SuiteResult:
             "psnr_settled_median_db": round(statistics.median(psnrs), 2),
             "cut_to_95pct_p50_ms": round(_pct(cut_ms, 50), 1),
             "cut_to_95pct_p95_ms": round(_pct(cut_ms, 95), 1),
+            "cut_to_95pct_p50_frames": _pct(cut_frames, 50),
+            "cut_to_95pct_p95_frames": _pct(cut_frames, 95),
             "visible_tiles_over_screen_need_median": round(statistics.median(vis_b)
                                                            / screen_need, 2),
             "cache_over_screen_need": round(vts.nbytes / screen_need, 2),
