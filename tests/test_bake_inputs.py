@@ -105,6 +105,96 @@ def test_scale_16_to_8_rounds_to_nearest():
     assert scale_16_to_8(np.array([0, 128, 129, 65535], np.uint16)).tolist() == [0, 0, 1, 255]
 
 
+# ------------------------------------------------------------------- 16-bit colour PNG
+def _write_png16(path: Path, rgb: np.ndarray) -> None:
+    """A 16-bit RGB(A) PNG written by hand (Pillow cannot write one): filter 0 rows."""
+    import struct
+    import zlib
+
+    h, w, c = rgb.shape
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return (struct.pack(">I", len(data)) + kind + data
+                + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF))
+
+    rows = b"".join(b"\x00" + rgb[y].astype(">u2").tobytes() for y in range(h))
+    ihdr = struct.pack(">IIBBBBB", w, h, 16, {3: 2, 4: 6}[c], 0, 0, 0)
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr)
+                     + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+
+
+@pytest.fixture
+def rgb16_png(tmp_path: Path) -> tuple[Path, np.ndarray]:
+    y, x = np.mgrid[0:32, 0:48]
+    rgb = np.stack([x * 1365, y * 2113, (x * y * 37) % 65536], -1).astype(np.uint16)
+    path = tmp_path / "wide.png"
+    _write_png16(path, rgb)
+    return path, rgb
+
+
+def test_16bit_colour_png_is_read_at_16_bits_with_the_hdr_extra(rgb16_png, tmp_path):
+    pytest.importorskip("imagecodecs")
+    path, rgb = rgb16_png
+    src = read_image(path)
+    assert src.kind == "16-bit" and np.array_equal(src.pixels[..., :3], rgb)
+    result = bake_file(path, tmp_path / "out", "rgba8", srgb=False)
+    got = engine.textures.decode_rgba(engine.textures.open(result.output), 0)
+    assert np.array_equal(got[..., :3], scale_16_to_8(rgb))  # rounded, not Pillow's high byte
+    assert (scale_16_to_8(rgb) != (rgb >> 8)).any()  # the two really differ on this image
+    assert 55.0 < result.psnr_db < 62.0
+
+
+def test_16bit_colour_png_without_the_extra_falls_back_to_8_bits(rgb16_png, monkeypatch,
+                                                                   caplog):
+    from engine.textures import source_image
+
+    monkeypatch.setattr(source_image, "_imagecodecs", lambda: None)
+    path, rgb = rgb16_png
+    with caplog.at_level("WARNING"):
+        src = read_image(path)
+    assert src.kind == "8-bit" and np.array_equal(src.pixels[..., :3], rgb >> 8)
+    assert "16-bit colour" in caplog.text
+
+
+def test_rgb_float_tiff_and_radiance_hdr(tmp_path):
+    codecs = pytest.importorskip("imagecodecs")
+    rng = np.random.default_rng(3)
+    light = (rng.random((24, 40, 3)) * 6.0).astype(np.float32)
+    tif = tmp_path / "light.tif"
+    tif.write_bytes(codecs.tiff_encode(light, photometric="rgb"))
+    src = read_image(tif)
+    assert src.kind == "float" and np.array_equal(src.pixels[..., :3], light)
+    hdr = tmp_path / "sky.hdr"
+    hdr.write_bytes(codecs.rgbe_encode(light))
+    sky = read_image(hdr)
+    assert sky.kind == "float"
+    # RGBE: 8-bit mantissas under one shared exponent, so each channel is within a step of
+    # the pixel's largest channel / 128.
+    err = np.abs(sky.pixels[..., :3] - light)
+    assert (err <= light.max(axis=-1, keepdims=True) / 128 + 1e-6).all()
+    with pytest.raises(TextureFormatError, match="--tonemap"):
+        bake_file(hdr, tmp_path / "out", "bc7")
+    result = bake_file(hdr, tmp_path / "out", "rgba8", tonemap="aces")
+    got = engine.textures.decode_rgba(engine.textures.open(result.output), 0)
+    assert np.array_equal(got[..., :3], quantize_unorm8(linear_to_srgb(
+        tonemap(sky.pixels[..., :3], "aces"))))
+    assert math.isfinite(result.psnr_db) and result.psnr_db > 40.0
+    (tmp_path / "big.hdr").write_bytes(b"#?RADIANCE\n\n-Y 99999999 +X 99999999\n")
+    with pytest.raises(TextureFormatError, match="refused"):
+        read_image(tmp_path / "big.hdr")
+
+
+def test_multichannel_float_tiff_without_the_extra_is_refused(tmp_path, monkeypatch):
+    from engine.textures import source_image
+
+    codecs = pytest.importorskip("imagecodecs")
+    tif = tmp_path / "light.tif"
+    tif.write_bytes(codecs.tiff_encode(np.ones((8, 8, 3), np.float32), photometric="rgb"))
+    monkeypatch.setattr(source_image, "_imagecodecs", lambda: None)
+    with pytest.raises(TextureFormatError, match="light.tif"):
+        read_image(tif)
+
+
 # ------------------------------------------------------------------- float TIFF
 def test_float_tiff_is_linear_light_encoded_to_srgb(float_tiff, tmp_path):
     path, values = float_tiff

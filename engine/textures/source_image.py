@@ -29,12 +29,21 @@ The conversion also keeps the *reference* PSNR is scored against: the input in i
 precision and range (16-bit values, or linear float after the chosen tone map), so a bake's
 PSNR counts the 8-bit quantisation too and is `inf` only when the texture really holds the
 input exactly. Nothing here touches GL.
+
+Readers: Pillow for everything it reads exactly (8-bit images, 16-bit grayscale, single-
+channel float TIFF). Pillow keeps only the high byte of 16-bit *colour* PNGs and TIFFs and
+cannot read multi-channel float TIFFs or Radiance .hdr at all; with the optional extra
+`hdr` (imagecodecs: libpng, libtiff and an RGBE codec) those are read at full precision,
+without it 16-bit colour is baked from Pillow's 8 bits (with a warning) and the others are
+refused. OpenEXR is read by neither (convert it to a float TIFF).
 """
 from __future__ import annotations
 
 import logging
 import os
+import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 import numpy as np
@@ -114,6 +123,49 @@ def from_array(array: np.ndarray, name: str = "<array>") -> SourceImage:
                                    "float values")
 
 
+def _imagecodecs():
+    try:
+        import imagecodecs
+    except ImportError:
+        return None
+    return imagecodecs
+
+
+def _from_codec(decode, path: str, data: bytes, what: str) -> SourceImage:
+    """Decode with an imagecodecs function; its errors (several types) become one typed
+    error naming the file."""
+    try:
+        a = np.asarray(decode(data))
+    except Exception as exc:  # imagecodecs raises its own error class per codec
+        raise TextureFormatError(path, f"cannot read {what}: {exc}") from exc
+    if a.ndim == 3 and a.shape[2] > 4:
+        a = a[..., :4]
+    if a.dtype not in (np.uint8, np.uint16) and not np.issubdtype(a.dtype, np.floating):
+        raise TextureFormatError(path, f"{what}: unsupported pixel type {a.dtype}")
+    return from_array(a, path)
+
+
+def _read_radiance(path: str) -> SourceImage:
+    """A Radiance .hdr (RGBE) file as float32 linear light, its size checked before decoding
+    against Pillow's decompression-bomb limit."""
+    from PIL import Image
+
+    codecs = _imagecodecs()
+    if codecs is None:
+        raise TextureFormatError(path, "Radiance HDR needs the optional 'hdr' extra "
+                                       "(pip install imagecodecs)")
+    data = Path(path).read_bytes()
+    m = re.search(rb"\n[-+]Y (\d+) [-+]X (\d+)\n", data[:4096])
+    if not data.startswith((b"#?RADIANCE", b"#?RGBE")) or m is None:
+        raise TextureFormatError(path, "not a Radiance HDR file (no #?RADIANCE header and "
+                                       "resolution line)")
+    h, w = int(m.group(1)), int(m.group(2))
+    limit = Image.MAX_IMAGE_PIXELS
+    if not h or not w or (limit and h * w > 2 * limit):
+        raise TextureFormatError(path, f"resolution {w}x{h} refused (limit {limit} pixels)")
+    return _from_codec(codecs.rgbe_decode, path, data, "Radiance HDR")
+
+
 def read_image(path: str | os.PathLike[str]) -> SourceImage:
     """Read an image file at its own precision, upright per its EXIF orientation.
 
@@ -126,12 +178,28 @@ def read_image(path: str | os.PathLike[str]) -> SourceImage:
     from PIL import Image, ImageOps
 
     name = os.fspath(path)
+    if Path(name).suffix.lower() in (".hdr", ".pic", ".rgbe"):
+        try:
+            return _read_radiance(name)
+        except OSError as exc:
+            raise TextureFormatError(path, f"cannot read image: {exc}") from exc
     try:
         with Image.open(path) as im:
-            rawmode = im.tile[0][3] if im.tile and isinstance(im.tile[0][3], str) else ""
-            if im.mode in ("RGB", "RGBA", "LA") and ";16" in rawmode:
-                log.warning("%s: Pillow reads 16-bit colour PNGs at 8 bits (high byte); "
-                            "baking those 8 bits", name)
+            rawmode = _rawmode(im)
+            wide_colour = im.mode in ("RGB", "RGBA", "LA") and ";16" in rawmode
+            multi_float = im.format == "TIFF" and im.mode == "F" and \
+                int(im.tag_v2.get(277, 1)) > 1  # SamplesPerPixel
+            if wide_colour or multi_float:
+                codecs = _imagecodecs()
+                what = "16-bit colour" if wide_colour else "multi-channel float TIFF"
+                if codecs is not None:
+                    decode = codecs.png_decode if im.format == "PNG" else codecs.tiff_decode
+                    return _from_codec(decode, name, Path(name).read_bytes(), what)
+                if multi_float:
+                    raise TextureFormatError(path, f"{what}: Pillow cannot read it; install "
+                                                   "the optional 'hdr' extra (imagecodecs)")
+                log.warning("%s: Pillow reads 16-bit colour at 8 bits (high byte); baking "
+                            "those 8 bits (the 'hdr' extra, imagecodecs, reads all 16)", name)
             upright = ImageOps.exif_transpose(im)
             mode = upright.mode
             if mode in _SIXTEEN_BIT_MODES:
@@ -149,8 +217,28 @@ def read_image(path: str | os.PathLike[str]) -> SourceImage:
             return SourceImage(np.asarray(upright.convert("RGBA"), dtype=np.uint8).copy(), name)
     except TextureFormatError:
         raise
-    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:
+    except Image.DecompressionBombError as exc:
         raise TextureFormatError(path, f"cannot read image: {exc}") from exc
+    except (OSError, ValueError, SyntaxError) as exc:
+        codecs = _imagecodecs()
+        if codecs is not None and Path(name).suffix.lower() in (".tif", ".tiff"):
+            # Pillow identifies no multi-channel float TIFF; libtiff reads them.
+            try:
+                data = Path(name).read_bytes()
+            except OSError as io_exc:
+                raise TextureFormatError(path, f"cannot read image: {io_exc}") from io_exc
+            return _from_codec(codecs.tiff_decode, name, data, "TIFF")
+        raise TextureFormatError(path, f"cannot read image: {exc}") from exc
+
+
+def _rawmode(im) -> str:
+    """The decoder's raw mode of an opened Pillow image ("RGB;16B" for a 16-bit colour PNG)."""
+    if not im.tile:
+        return ""
+    args = im.tile[0][3]
+    if isinstance(args, tuple):
+        args = args[0] if args else ""
+    return args if isinstance(args, str) else ""
 
 
 def scale_16_to_8(values: np.ndarray) -> np.ndarray:
