@@ -562,8 +562,10 @@ def bake_main(argv: Sequence[str] | None = None) -> int:
                "scaled to 8 bits with rounding, never clipped; float images (float TIFF) are "
                "linear light: values in [0, 1] are stored (sRGB-encoded for --srgb), values a "
                "format cannot hold are refused unless --tonemap says what to do (every "
-               "format here is 8-bit unsigned; etcpak has no BC6H encoder). PSNR is measured "
-               "against the input at its own precision: inf only when stored exactly.")
+               "format here is 8-bit unsigned; etcpak has no BC6H encoder). 16-bit colour "
+               "PNG/TIFF at full precision, RGB float TIFF and Radiance .hdr need the 'hdr' "
+               "extra (imagecodecs). PSNR is measured against the input at its own "
+               "precision: inf only when stored exactly.")
     parser.add_argument("inputs", nargs="+", metavar="INPUT", help="image files (PNG, JPEG, ...)")
     parser.add_argument("-o", "--out", required=True, metavar="OUTDIR", help="output directory")
     parser.add_argument("--format", default="bc7", choices=FORMAT_CHOICES,
