@@ -701,7 +701,7 @@ def add_to_scene(asset: GltfAsset, scene: Scene, provider: TextureProvider, *,
         roughness_metal=texture(m.metallic_roughness_image, False),
         albedo_factor=m.base_color_factor, roughness=m.roughness_factor,
         metalness=m.metallic_factor, emissive=m.emissive_factor, normal_scale=m.normal_scale,
-        uv_transform=m.uv_transform)
+        uv_transform=(m.uv_transform[:3], m.uv_transform[3:]))
         for m in asset.materials]
     default = Material(name="gltf-default", roughness=1.0, metalness=1.0)
     scene.materials.extend(materials)

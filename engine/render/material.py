@@ -29,10 +29,11 @@ class Material:
     metalness: float = 0.0
     emissive: tuple[float, float, float] = (0.0, 0.0, 0.0)
     normal_scale: float = 1.0
-    #: UV transform, row-major 2x3 (u' = a u + b v + c, v' = d u + e v + f): glTF's
-    #: KHR_texture_transform, applied in the forward vertex shader (identity: UVs as stored).
-    uv_transform: tuple[float, float, float, float, float, float] = (1.0, 0.0, 0.0,
-                                                                      0.0, 1.0, 0.0)
+    #: UV transform, the two rows of a 2x3 affine matrix ((a, b, c), (d, e, f)):
+    #: u' = a u + b v + c, v' = d u + e v + f. glTF's KHR_texture_transform, applied in the
+    #: forward vertex shaders (identity: UVs as stored).
+    uv_transform: tuple[tuple[float, float, float], tuple[float, float, float]] = (
+        (1.0, 0.0, 0.0), (0.0, 1.0, 0.0))
 
     def __setattr__(self, name: str, value) -> None:
         object.__setattr__(self, name, value)

@@ -333,7 +333,7 @@ class Renderer:
         p.set("u_roughness", m.roughness)
         p.set("u_metalness", m.metalness)
         p.set("u_normal_scale", m.normal_scale)
-        a, b, c, d, e, f = m.uv_transform  # sent as the difference from the identity
+        (a, b, c), (d, e, f) = m.uv_transform  # sent as the difference from the identity
         p.set("u_uv_row0_delta", (a - 1.0, b, c))
         p.set("u_uv_row1_delta", (d, e - 1.0, f))
         p.set("u_emissive", m.emissive)

@@ -1,0 +1,201 @@
+"""glTF texture extensions (KHR_texture_transform, MSFT_texture_dds, KHR_texture_basisu) and
+`engine bake scene.gltf`: written, reopened with pygltflib and with our loader, rendered."""
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pygltflib
+import pytest
+from texture_helpers import texconv_dds
+
+from engine import textures
+from engine.render.gltf import (
+    ENGINE_KTX2,
+    KHR_BASISU,
+    UV_IDENTITY,
+    image_ktx2,
+    load_gltf,
+)
+from engine.render.gltf_bake import bake_gltf
+from engine.textures import basis
+
+MODEL = Path(__file__).resolve().parents[1] / "assets" / "models" / "BoxTextured"
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("ENGINE_CACHE", str(tmp_path / "cache"))
+
+
+def _box_copy(tmp_path: Path) -> tuple[Path, dict]:
+    work = tmp_path / "box"
+    shutil.copytree(MODEL, work)
+    return work, json.loads((work / "BoxTextured.gltf").read_text())
+
+
+def _save(work: Path, doc: dict, name: str = "m.gltf") -> Path:
+    p = work / name
+    p.write_text(json.dumps(doc))
+    return p
+
+
+def _apply(m: tuple[float, ...], u: float, v: float) -> tuple[float, float]:
+    a, b, c, d, e, f = m
+    return a * u + b * v + c, d * u + e * v + f
+
+
+# ---------------------------------------------------------------------------- transform
+def test_texture_transform_follows_the_spec_example(tmp_path):
+    """The spec's example: offset (0, 1), rotation 90 degrees, scale 0.5 uses the lower-left
+    quadrant of the image, turned: the unit square lands on [0, .5] x [.5, 1]."""
+    work, doc = _box_copy(tmp_path)
+    info = doc["materials"][0]["pbrMetallicRoughness"]["baseColorTexture"]
+    info["extensions"] = {"KHR_texture_transform": {"offset": [0, 1], "rotation": math.pi / 2,
+                                                    "scale": [0.5, 0.5]}}
+    doc["extensionsUsed"] = ["KHR_texture_transform"]
+    m = load_gltf(_save(work, doc)).materials[0].uv_transform
+    corners = [_apply(m, u, v) for u, v in ((0, 0), (1, 0), (0, 1), (1, 1))]
+    np.testing.assert_allclose(corners, [(0, 1), (0, 0.5), (0.5, 1), (0.5, 0.5)], atol=1e-9)
+
+
+def test_texture_transform_offset_scale_and_default(tmp_path):
+    work, doc = _box_copy(tmp_path)
+    assert load_gltf(_save(work, doc)).materials[0].uv_transform == UV_IDENTITY
+    info = doc["materials"][0]["pbrMetallicRoughness"]["baseColorTexture"]
+    info["extensions"] = {"KHR_texture_transform": {"offset": [0.25, 0.5], "scale": [2, 3]}}
+    m = load_gltf(_save(work, doc)).materials[0].uv_transform
+    assert _apply(m, 1, 1) == pytest.approx((2.25, 3.5))
+    info["extensions"]["KHR_texture_transform"]["rotation"] = "left"
+    with pytest.raises(Exception, match="rotation"):
+        load_gltf(_save(work, doc))
+
+
+def test_texture_transform_moves_the_picture(tmp_path):
+    """Rendered: a half-scale transform shows a different picture than the identity, and
+    identity equals the file without the extension."""
+    from demos.gltf_demo import build
+    from engine.testing import run_headless
+
+    work, doc = _box_copy(tmp_path)
+    plain = _save(work, doc, "plain.gltf")
+    same = json.loads(json.dumps(doc))
+    same["materials"][0]["pbrMetallicRoughness"]["baseColorTexture"]["extensions"] = {
+        "KHR_texture_transform": {}}
+    ident = _save(work, same, "ident.gltf")
+    doc["materials"][0]["pbrMetallicRoughness"]["baseColorTexture"]["extensions"] = {
+        "KHR_texture_transform": {"scale": [0.25, 0.25], "offset": [0.5, 0.5]}}
+    moved = _save(work, doc, "moved.gltf")
+
+    def shot(path: Path) -> np.ndarray:
+        result = run_headless(lambda d, p, o: build(d, p, {"model": path}), frames=3,
+                              size=(96, 72), provider="static")
+        return np.asarray(result.image, np.int16)
+
+    a, b, c = shot(plain), shot(ident), shot(moved)
+    assert np.array_equal(a, b)
+    assert np.abs(a - c).max() > 40
+
+
+# ---------------------------------------------------------------------------- DDS
+def test_msft_texture_dds_is_preferred(tmp_path):
+    work, doc = _box_copy(tmp_path)
+    data, _ = texconv_dds(98, "BC7_SRGB", 16, 16)  # DXGI_FORMAT_BC7_UNORM_SRGB... see below
+    (work / "logo.dds").write_bytes(data)
+    doc["images"].append({"uri": "logo.dds", "mimeType": "image/vnd-ms.dds"})
+    doc["textures"][0]["extensions"] = {"MSFT_texture_dds": {"source": 1}}
+    doc["extensionsUsed"] = ["MSFT_texture_dds"]
+    asset = load_gltf(_save(work, doc))
+    assert asset.materials[0].base_color_image == 1
+    assert asset.images[1].mime_type == "image/vnd-ms.dds"
+    path = image_ktx2(asset.images[1], srgb=True)
+    assert path == (work / "logo.dds").resolve()
+    assert textures.open(path).container == "dds"
+
+
+# ---------------------------------------------------------------------------- basisu
+@pytest.mark.skipif(not basis.available(), reason="Basis transcoder absent")
+def test_khr_texture_basisu_source_from_cts(tmp_path, testdata):
+    cts = sorted((testdata / "ktx2-cts" / "unsupported").glob("*UASTC*zstd*.ktx2"))
+    if not cts:
+        pytest.skip("no CTS data")
+    work, doc = _box_copy(tmp_path)
+    shutil.copy(cts[0], work / "logo.ktx2")
+    doc["images"].append({"uri": "logo.ktx2", "mimeType": "image/ktx2"})
+    doc["textures"][0]["extensions"] = {KHR_BASISU: {"source": 1}}
+    doc["extensionsUsed"] = doc["extensionsRequired"] = [KHR_BASISU]
+    asset = load_gltf(_save(work, doc))
+    assert asset.materials[0].base_color_image == 1
+    tex = textures.open(image_ktx2(asset.images[1], srgb=True))
+    assert isinstance(tex, basis.BasisKtx2File) and tex.format == "BC7_SRGB"
+
+
+def test_basisu_without_transcoder_falls_back_to_png(tmp_path, monkeypatch):
+    work, doc = _box_copy(tmp_path)
+    doc["images"].append({"uri": "logo.ktx2", "mimeType": "image/ktx2"})
+    (work / "logo.ktx2").write_bytes(b"\xabKTX 20\xbb\r\n\x1a\n" + bytes(100))
+    doc["textures"][0]["extensions"] = {KHR_BASISU: {"source": 1}}
+    monkeypatch.setattr(basis, "_ob", None)
+    assert load_gltf(_save(work, doc)).materials[0].base_color_image == 0
+
+
+# ---------------------------------------------------------------------------- bake
+def test_bake_bc7_scene_reopens_and_renders_like_the_original(tmp_path):
+    from demos.gltf_demo import build
+    from engine.testing import run_headless
+
+    result = bake_gltf(MODEL / "BoxTextured.glb", tmp_path / "out")
+    doc = pygltflib.GLTF2().load(str(result.gltf))
+    assert ENGINE_KTX2 in doc.extensionsUsed and not doc.extensionsRequired
+    assert doc.textures[0].source == 0  # the PNG fallback stays for other viewers
+    ktx_index = doc.textures[0].extensions[ENGINE_KTX2]["source"]
+    assert doc.images[ktx_index].mimeType == "image/ktx2"
+    asset = load_gltf(result.gltf)
+    assert asset.materials[0].base_color_image == ktx_index
+    baked = textures.open(image_ktx2(asset.images[ktx_index], srgb=True))
+    assert baked.format == "BC7_SRGB" and baked.width == 211
+
+    def shot(path: Path) -> np.ndarray:
+        r = run_headless(lambda d, p, o: build(d, p, {"model": path}), frames=3,
+                         size=(96, 72), provider="static")
+        return np.asarray(r.image, np.int16)
+
+    original, rebaked = shot(MODEL / "BoxTextured.glb"), shot(result.gltf)
+    assert np.array_equal(original, rebaked)  # the same BC7 bake of the same PNG
+
+
+@pytest.mark.skipif(not (basis.available() and basis.encoder_available()),
+                    reason="Basis transcoder/encoder absent")
+def test_bake_uastc_scene_for_other_viewers(tmp_path):
+    from demos.gltf_demo import build
+    from engine.textures.quality import psnr as image_psnr
+    from engine.testing import run_headless
+
+    result = bake_gltf(MODEL / "BoxTextured.gltf", tmp_path / "out", "uastc")
+    doc = pygltflib.GLTF2().load(str(result.gltf))
+    assert doc.extensionsUsed == [KHR_BASISU] and not doc.extensionsRequired
+    ext = doc.textures[0].extensions[KHR_BASISU]
+    ktx_path = result.gltf.parent / doc.images[ext["source"]].uri
+    assert (result.gltf.parent / doc.images[doc.textures[0].source].uri).is_file()  # fallback
+    import opengl_basisu
+    lib = opengl_basisu.open(ktx_path)
+    assert lib.codec.name.startswith("UASTC") and lib.srgb
+    assert result.images[0].psnr_db >= 45.0
+
+    def shot(path: Path) -> np.ndarray:
+        r = run_headless(lambda d, p, o: build(d, p, {"model": path}), frames=3,
+                         size=(96, 72), provider="static")
+        return np.asarray(r.image, np.uint8)
+
+    assert image_psnr(shot(MODEL / "BoxTextured.gltf"), shot(result.gltf)) >= 35.0
+
+
+def test_bake_cli_dispatches_gltf(tmp_path):
+    from engine.cli import main
+
+    assert main(["bake", str(MODEL / "BoxTextured.gltf"), "-o", str(tmp_path / "o")]) == 0
+    assert (tmp_path / "o" / "BoxTextured.gltf").is_file()
+    assert (tmp_path / "o" / "BoxTextured_image0.ktx2").is_file()
