@@ -72,20 +72,29 @@ def test_offscreen_canvas_draws_the_engine_frames(device, build, reference):
 
 
 @needs_rendercanvas
-def test_canvas_host_with_its_own_device_releases_everything(build):
-    """By default the host makes (and at close shuts down) a headless device of its own."""
+def test_canvas_host_with_its_own_device_releases_everything(device, build):
+    """By default the host makes (and at close shuts down) a headless device of its own, and
+    leaves the thread's current GL context (here the test session's device) as it found it."""
     from rendercanvas.offscreen import RenderCanvas
 
+    from engine.gl.hosts import save_current
     from engine.hosts.canvas import CanvasHost
 
+    before = save_current()
+    assert before.api == "egl"  # the session device's context
     canvas = RenderCanvas(size=(64, 48))
     host = CanvasHost(canvas, build, continuous=False)
+    assert host.device is not device and save_current() == before
     image = np.asarray(canvas.draw())
+    assert save_current() == before
     assert image.shape == (48, 64, 4) and len(np.unique(image.reshape(-1, 4), axis=0)) > 10
     assert host.device.ledger.total > 0  # targets and the scene's texture are ledgered
     assert host.close() == 0  # nothing alive when the device shut down
     assert host.device.closed and host.device.ledger.total == 0
     canvas.close()
+    assert save_current() == before
+    tex = device.texture((4, 4), 4, bytes(64), label="still-works")  # the session's context
+    device.release(tex)
 
 
 @needs_rendercanvas

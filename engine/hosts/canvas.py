@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..gl.device import Device
-from ..gl.hosts import made_current
+from ..gl.hosts import headless_device, made_current
 from .frames import HostFrames, SceneFactory
 
 log = logging.getLogger(__name__)
@@ -49,7 +49,7 @@ class CanvasHost:
         self.max_frames = int(max_frames)
         self._loop_kw = dict(loop_kw, budget=budget, options=dict(options or {}))
         self._own_device = device is None
-        self.device = Device.headless() if device is None else device
+        self.device = headless_device() if device is None else device
         self.frames: HostFrames | None = None
         self.last_image: np.ndarray | None = None
         self.last_record: dict[str, Any] | None = None
