@@ -26,7 +26,6 @@ from PySide6.QtGui import QSurfaceFormat
 from PySide6.QtOpenGLWidgets import QOpenGLWidget
 from PySide6.QtWidgets import QApplication
 
-
 from engine.demos.gltf_demo import build
 from engine.gl.hosts import adopt_current_context, framebuffer_size, present_to
 from engine.hosts.frames import HostFrames
