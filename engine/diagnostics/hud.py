@@ -20,9 +20,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import moderngl
 import numpy as np
 
+from ..gl.constants import NEAREST
 from ..gl.device import Device
 from ..memory.sizes import format_bytes
 from .timeline import BUDGET_COLOR, categories_of, category_color
@@ -153,7 +153,7 @@ class Hud:
             h, w = self.atlas.pixels.shape
             self.font = self._keep(device.texture((w, h), 1, self.atlas.pixels.tobytes(),
                                                   category="other", label="hud.font"))
-            self.font.filter = (moderngl.NEAREST, moderngl.NEAREST)
+            self.font.filter = (NEAREST, NEAREST)  # glyph texels, never blurred
             self.program = self._keep(device.program(
                 vertex_shader=shaders.load("hud.vert.glsl"),
                 fragment_shader=shaders.load("hud.frag.glsl"), label="hud"))
@@ -275,24 +275,23 @@ class Hud:
         return y + h
 
     # ------------------------------------------------------------------ GL
-    def draw(self, fbo: moderngl.Framebuffer, size: tuple[int, int],
+    def draw(self, fbo: Any, size: tuple[int, int],
              stats: Mapping[str, Any], view_mode: str | None = None) -> None:
-        """Blend the HUD over `fbo` (whose size is `size`); `view_mode` as for `layout`."""
+        """Blend the HUD over the framebuffer `fbo` (whose size is `size`); `view_mode` as
+        for `layout`. The pass sets its own state through the device (alpha over, no depth
+        test, no culling) and leaves everything off, as every pass does."""
         verts = self.layout(size, stats, view_mode).vertices()
         if not len(verts):
             return
-        ctx = self.device.ctx
         fbo.use()
-        ctx.viewport = (0, 0, int(size[0]), int(size[1]))
+        self.device.set_viewport((0, 0, int(size[0]), int(size[1])))
         self.vbo.write(verts.tobytes())
         self.program["u_size"].value = (float(size[0]), float(size[1]))
         self.program["u_font"].value = 0
         self.font.use(0)
-        ctx.disable(moderngl.DEPTH_TEST | moderngl.CULL_FACE)
-        ctx.enable(moderngl.BLEND)
-        ctx.blend_func = moderngl.SRC_ALPHA, moderngl.ONE_MINUS_SRC_ALPHA
-        self.vao.render(moderngl.TRIANGLES, vertices=len(verts))
-        ctx.disable(moderngl.BLEND)
+        self.device.set_state(blend=True)
+        self.vao.render(vertices=len(verts))  # triangles, the default mode
+        self.device.set_state()
 
     def release(self) -> None:
         for obj in reversed(self._made):
