@@ -87,27 +87,39 @@ class PageCache:
 
     def upload_tile(self, slot: int, data: bytes | memoryview) -> None:
         """Write one slot's bytes (SLOT_TEXELS^2 texels of the cache format)."""
-        if not 0 <= slot < self.slots:
-            raise ValueError(f"slot {slot} outside the cache's {self.slots}")
+        self.upload_tiles([(slot, data)])
+
+    def upload_tiles(self, items: list[tuple[int, bytes | memoryview]]) -> None:
+        """Write several slots with one bind: every ctypes call releases and retakes the
+        GIL, and with I/O threads running Python the retake can wait, so a frame's tiles
+        share the bind and pixel-store calls."""
+        if not items:
+            return
         f, n = self.fmt, self.slot_texels
-        buf = memoryview(data).cast("B")
         want = (n // f.block_w) * (n // f.block_h) * f.block_bytes
-        if buf.nbytes != want:
-            raise ValueError(f"a {f.name} slot is {want} bytes, got {buf.nbytes}")
-        cbuf = (C.c_ubyte * buf.nbytes).from_buffer_copy(buf)
-        x, y = (slot % self.slots_x) * n, (slot // self.slots_x) * n
         raw = _raw(self.device)
-        raw.glBindTexture(self.tex.target, self.tex.glo)
+        target = self.tex.target
+        raw.glBindTexture(target, self.tex.glo)
         raw.glPixelStorei(K.UNPACK_ALIGNMENT, 1)
-        if f.compressed:
-            raw.glCompressedTexSubImage2D(self.tex.target, 0, x, y, n, n, f.gl_internal, want,
-                                          cbuf)
-        else:
-            raw.glTexSubImage2D(self.tex.target, 0, x, y, n, n, f.gl_format, f.gl_type, cbuf)
-        raw.glPixelStorei(K.UNPACK_ALIGNMENT, 4)
-        raw.glBindTexture(self.tex.target, 0)
-        self.uploaded_bytes += want
-        self.uploads += 1
+        try:
+            for slot, data in items:
+                if not 0 <= slot < self.slots:
+                    raise ValueError(f"slot {slot} outside the cache's {self.slots}")
+                buf = memoryview(data).cast("B")
+                if buf.nbytes != want:
+                    raise ValueError(f"a {f.name} slot is {want} bytes, got {buf.nbytes}")
+                cbuf = buf.obj if isinstance(buf.obj, bytes) else bytes(buf)
+                x, y = (slot % self.slots_x) * n, (slot // self.slots_x) * n
+                if f.compressed:
+                    raw.glCompressedTexSubImage2D(target, 0, x, y, n, n, f.gl_internal, want,
+                                                  cbuf)
+                else:
+                    raw.glTexSubImage2D(target, 0, x, y, n, n, f.gl_format, f.gl_type, cbuf)
+                self.uploaded_bytes += want
+                self.uploads += 1
+        finally:
+            raw.glPixelStorei(K.UNPACK_ALIGNMENT, 4)
+            raw.glBindTexture(target, 0)
 
     def use(self, unit: int) -> None:
         self.tex.use(unit)

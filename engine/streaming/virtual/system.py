@@ -277,6 +277,7 @@ class VirtualTextureSystem:
         if self.cache is None:
             self._rebuild()
         st = self.stats
+        uploads: list[tuple[int, bytes]] = []
         for res in self.io.poll(self.max_uploads):
             if not res.ok:
                 continue
@@ -290,13 +291,14 @@ class VirtualTextureSystem:
             if adm.evicted:
                 self._record(adm.evicted, None)
                 st.evictions += 1
-            t_up = time.perf_counter()
-            self.cache.upload_tile(adm.slot, res.data)
-            st.upload_ms += (time.perf_counter() - t_up) * 1e3
+            uploads.append((adm.slot, res.data))
             self._record(key, adm.slot)
             st.tiles_uploaded += 1
             st.bytes_uploaded += len(res.data)
+        t_up = time.perf_counter()
+        self.cache.upload_tiles(uploads)
         t_table = time.perf_counter()
+        st.upload_ms = (t_table - t_up) * 1e3
         for vt in sorted(self._dirty_vts):
             self.table.set_residency(vt, self.textures[vt].resident)
         self._dirty_vts.clear()
