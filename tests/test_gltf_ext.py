@@ -74,32 +74,6 @@ def test_texture_transform_offset_scale_and_default(tmp_path):
         load_gltf(_save(work, doc))
 
 
-def test_texture_transform_moves_the_picture(tmp_path):
-    """Rendered: a half-scale transform shows a different picture than the identity, and
-    identity equals the file without the extension."""
-    from demos.gltf_demo import build
-    from engine.testing import run_headless
-
-    work, doc = _box_copy(tmp_path)
-    plain = _save(work, doc, "plain.gltf")
-    same = json.loads(json.dumps(doc))
-    same["materials"][0]["pbrMetallicRoughness"]["baseColorTexture"]["extensions"] = {
-        "KHR_texture_transform": {}}
-    ident = _save(work, same, "ident.gltf")
-    doc["materials"][0]["pbrMetallicRoughness"]["baseColorTexture"]["extensions"] = {
-        "KHR_texture_transform": {"scale": [0.25, 0.25], "offset": [0.5, 0.5]}}
-    moved = _save(work, doc, "moved.gltf")
-
-    def shot(path: Path) -> np.ndarray:
-        result = run_headless(lambda d, p, o: build(d, p, {"model": path}), frames=3,
-                              size=(96, 72), provider="static")
-        return np.asarray(result.image, np.int16)
-
-    a, b, c = shot(plain), shot(ident), shot(moved)
-    assert np.array_equal(a, b)
-    assert np.abs(a - c).max() > 40
-
-
 # ---------------------------------------------------------------------------- DDS
 def test_msft_texture_dds_is_preferred(tmp_path):
     work, doc = _box_copy(tmp_path)
@@ -199,3 +173,99 @@ def test_bake_cli_dispatches_gltf(tmp_path):
     assert main(["bake", str(MODEL / "BoxTextured.gltf"), "-o", str(tmp_path / "o")]) == 0
     assert (tmp_path / "o" / "BoxTextured.gltf").is_file()
     assert (tmp_path / "o" / "BoxTextured_image0.ktx2").is_file()
+
+
+def test_texture_transform_same_on_both_render_paths(device, tmp_path):
+    """The per-object path (uniform rows) and the batched path (object-array rows) apply
+    one KHR_texture_transform the same way."""
+    from demos.gltf_demo import build
+    from engine.render.renderer import Renderer, RendererSettings
+    from engine.streaming.static import StaticTextureProvider
+
+    work, doc = _box_copy(tmp_path)
+    doc["materials"][0]["pbrMetallicRoughness"]["baseColorTexture"]["extensions"] = {
+        "KHR_texture_transform": {"scale": [0.25, 0.5], "offset": [0.5, 0.25],
+                                  "rotation": 0.3}}
+    moved = _save(work, doc, "moved.gltf")
+    provider = StaticTextureProvider(device)
+    images = {}
+    try:
+        for name, model in (("plain", MODEL / "BoxTextured.gltf"), ("moved", moved)):
+            scene = build(device, provider, {"model": model})
+            try:
+                for path in ("per_object", "batched"):
+                    r = Renderer(device, provider, (96, 72),
+                                 settings=RendererSettings(path=path, force_bound=True))
+                    try:
+                        r.render(scene)
+                        r.present()
+                        device.finish()
+                        images[name, path] = r.read_output().astype(np.int16)
+                    finally:
+                        r.release()
+            finally:
+                scene.release()
+    finally:
+        provider.release()
+    for name in ("plain", "moved"):
+        diff = np.abs(images[name, "per_object"] - images[name, "batched"]).max(axis=2)
+        assert (diff > 5).mean() <= 0.001, name
+    assert np.abs(images["plain", "batched"] - images["moved", "batched"]).max() > 40
+
+
+def _mutations(doc: object, rng: np.random.Generator, n: int) -> list:
+    """`n` copies of `doc` with one value somewhere replaced by junk of another type."""
+    junk = ["x", -1, 10 ** 9, 0.5, [], {}, None, True, [1, "a"], {"index": -3}]
+    paths: list[tuple] = []
+
+    def walk(node: object, path: tuple) -> None:
+        paths.append(path)
+        if isinstance(node, dict):
+            for k, v in node.items():
+                walk(v, path + (k,))
+        elif isinstance(node, list):
+            for i, v in enumerate(node):
+                walk(v, path + (i,))
+
+    walk(doc, ())
+    out = []
+    for _ in range(n):
+        path = paths[int(rng.integers(1, len(paths)))]
+        copy = json.loads(json.dumps(doc))
+        node = copy
+        for key in path[:-1]:
+            node = node[key]
+        node[path[-1]] = junk[int(rng.integers(len(junk)))]
+        out.append(copy)
+    return out
+
+
+def test_hostile_json_values_give_gltf_errors_only(tmp_path):
+    """pygltflib trusts the JSON's types; our checks must turn every wrong one into a
+    GltfError (or load when the value is harmless)."""
+    from engine.errors import GltfError
+
+    work, doc = _box_copy(tmp_path)
+    outcomes = {"loaded": 0, "refused": 0}
+    for i, variant in enumerate(_mutations(doc, np.random.default_rng(7), 120)):
+        try:
+            load_gltf(_save(work, variant, f"v{i}.gltf"))
+            outcomes["loaded"] += 1
+        except GltfError:
+            outcomes["refused"] += 1
+    assert outcomes["refused"] > 20 and outcomes["loaded"] > 0, outcomes
+
+
+def test_truncated_glb_gives_gltf_errors_only(tmp_path):
+    from engine.errors import GltfError
+
+    blob = (MODEL / "BoxTextured.glb").read_bytes()
+    refused = 0
+    for n in range(0, len(blob), max(1, len(blob) // 97)):
+        p = tmp_path / f"t{n}.glb"
+        p.write_bytes(blob[:n])
+        try:
+            load_gltf(p)
+        except GltfError:
+            refused += 1
+    assert refused >= 90
