@@ -181,7 +181,7 @@ def _bc7_keep_opaque(data: bytes, padded: np.ndarray) -> bytes:
         err_fixed = ((_bc7_decode_blocks(fixed)[..., :3] - src) ** 2).sum(axis=(1, 2))
         err_mode1 = ((_bc7_decode_blocks(mode1)[..., :3] - src) ** 2).sum(axis=(1, 2))
         blocks[six] = np.where((err_mode1 < err_fixed)[:, None], mode1, fixed)
-    rest = np.flatnonzero(opaque & np.isin(modes, (4, 5, 7)))
+    rest = np.flatnonzero(opaque & np.isin(modes, (4, 5, 7, 8)))  # 8: reserved block
     if rest.size:
         bad = rest[(_bc7_decode_blocks(blocks[rest])[..., 3] < 255).any(axis=1)]
         if bad.size:
@@ -204,7 +204,8 @@ def force_opaque_bc7(data: bytes) -> bytes:
     127 with both p-bits 1; each colour endpoint moves one 8-bit step), modes 4 and 5 without
     channel rotation (alpha endpoints all ones: colour untouched). Blocks of the other alpha
     modes (7, rotated 4/5) that still decode alpha below 255 are re-encoded by etcpak in the
-    RGB-only mode 1 from their own decoded colour.
+    RGB-only mode 1 from their own decoded colour (as are reserved blocks, which decode to
+    transparent black).
     """
     blocks = np.frombuffer(data, np.uint8).reshape(-1, 16).copy()
     if not blocks.size:
@@ -221,7 +222,9 @@ def force_opaque_bc7(data: bytes) -> bytes:
     lo[five] |= np.uint64(0xFFFF) << np.uint64(48) & ~np.uint64(0x3) << np.uint64(48)  # 50-63
     hi[five] |= np.uint64(0x3)  # A1's top two bits: 64-65
     blocks = np.stack([lo, hi], axis=1).view(np.uint8).reshape(-1, 16).copy()
-    rest = np.flatnonzero(np.isin(modes, (4, 5, 7)) & ~four & ~five)
+    # Mode 8: the reserved all-zero block (etcpak writes some under narrow mode masks),
+    # which decodes (0, 0, 0, 0).
+    rest = np.flatnonzero(np.isin(modes, (4, 5, 7, 8)) & ~four & ~five)
     if rest.size:
         decoded = _bc7_decode_blocks(blocks[rest])
         bad = (decoded[..., 3] < 255).any(axis=1)
