@@ -1,4 +1,4 @@
-"""Embedding the engine in a Qt application (`pip install 'engine[qt]'`: PySide6-Essentials).
+"""Embedding the engine in a Qt application (`pip install -e '.[qt]'`: PySide6-Essentials).
 
 Qt owns the window, the GL context and the event loop. A `QOpenGLWidget` hands the engine its
 context in `initializeGL` (the engine adopts it: `engine.gl.hosts.adopt_current_context`) and

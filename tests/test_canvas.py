@@ -20,9 +20,9 @@ FRAMES = 4
 
 needs_rendercanvas = pytest.mark.skipif(importlib.util.find_spec("rendercanvas") is None,
                                         reason="rendercanvas not installed "
-                                               "(pip install 'engine[canvas]')")
+                                               "(pip install -e '.[canvas]')")
 needs_rfb = pytest.mark.skipif(importlib.util.find_spec("jupyter_rfb") is None,
-                               reason="jupyter_rfb not installed (pip install 'engine[canvas]')")
+                               reason="jupyter_rfb not installed (pip install -e '.[canvas]')")
 
 
 @pytest.fixture

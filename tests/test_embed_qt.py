@@ -29,7 +29,7 @@ FRAMES = 5
 pytestmark = [
     pytest.mark.window,
     pytest.mark.skipif(importlib.util.find_spec("PySide6") is None,
-                       reason="PySide6 not installed (pip install 'engine[qt]')"),
+                       reason="PySide6 not installed (pip install -e '.[qt]')"),
 ]
 
 

@@ -107,7 +107,7 @@ def _import_pynvml() -> ModuleType | NvmlUnavailable:
         import pynvml
     except ImportError:
         return NvmlUnavailable("NVML: the nvidia-ml-py package is not installed "
-                               "(pip install 'engine[nvml]')")
+                               "(pip install -e '.[nvml]')")
     return pynvml
 
 
