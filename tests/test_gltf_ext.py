@@ -159,12 +159,16 @@ def test_bake_uastc_scene_for_other_viewers(tmp_path):
     assert lib.codec.name.startswith("UASTC") and lib.srgb
     assert result.images[0].psnr_db >= 45.0
 
-    def shot(path: Path) -> np.ndarray:
-        r = run_headless(lambda d, p, o: build(d, p, {"model": path}), frames=3,
-                         size=(96, 72), provider="static")
+    def shot(path: Path, provider: str = "static", frames: int = 3) -> np.ndarray:
+        r = run_headless(lambda d, p, o: build(d, p, {"model": path}), frames=frames,
+                         size=(96, 72), provider=provider, deterministic=True)
         return np.asarray(r.image, np.uint8)
 
-    assert image_psnr(shot(MODEL / "BoxTextured.gltf"), shot(result.gltf)) >= 35.0
+    static = shot(result.gltf, "static", 30)
+    # UASTC -> BC7 on screen vs the engine's own BC7 bake of the PNG (measured 50.5 dB), and
+    # streamed by level (read, inflated, transcoded per level) vs all resident (62.1 dB).
+    assert image_psnr(shot(MODEL / "BoxTextured.gltf", "static", 30), static) >= 45.0
+    assert image_psnr(shot(result.gltf, "streaming", 30), static) >= 50.0
 
 
 def test_bake_cli_dispatches_gltf(tmp_path):
