@@ -93,6 +93,11 @@ def test_reading_merges_process_lists_and_excludes_this_process(use_fake):
     assert r.others_bytes == 20 * GiB
     assert r.as_dict()["others_bytes"] == 20 * GiB
     assert nv.calls == ["init", "shutdown"]  # NVML released after a one-shot reading
+    assert r.summary() == ("NVML NVIDIA H200: 30.0 GiB used of 80.0 GiB, 50.0 GiB free; "
+                           "this process 300.0 MiB; 2 other process(es) hold 20.0 GiB: "
+                           "python train.py (4242) 20.0 GiB, Xorg (777) n/a")
+    v = r.to_vram_reading()
+    assert (v.source, v.total_bytes, v.available_bytes) == ("NVML", 80 * GiB, 50 * GiB)
 
 
 def test_gpu_chosen_by_gl_renderer(use_fake):
@@ -116,7 +121,7 @@ def test_non_nvidia_renderer_gets_a_reason(use_fake):
 def test_init_failures_become_reasons(use_fake, code, words):
     nv = use_fake(init_error=code)
     r = probe_nvml()
-    assert isinstance(r, NvmlUnavailable) and words in r.reason
+    assert isinstance(r, NvmlUnavailable) and words in r.reason and r.summary() == r.reason
     assert r.as_dict() == {"source": "NVML", "available": False, "reason": r.reason}
     assert nv.calls == ["init"]  # nothing to shut down after a failed init
 

@@ -25,6 +25,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from .probe import VramReading
+from .sizes import format_bytes
+
 log = logging.getLogger(__name__)
 
 # NVML return codes (nvml.h); the Python binding keeps them on its exceptions as `.value`.
@@ -78,6 +81,23 @@ class NvmlReading:
         d["others_bytes"] = self.others_bytes
         return d
 
+    def to_vram_reading(self) -> VramReading:
+        """The same figures as the probe type the governor reads beside NVX's."""
+        return VramReading("NVML", self.total_bytes, self.free_bytes)
+
+    def summary(self, top: int = 3) -> str:
+        """One line for `engine info` and the HUD: used of total, ours, the neighbours."""
+        line = (f"NVML {self.gpu_name}: {format_bytes(self.used_bytes)} used of "
+                f"{format_bytes(self.total_bytes)}, {format_bytes(self.free_bytes)} free; "
+                f"this process {format_bytes(self.self_bytes)}")
+        if not self.others:
+            return line + "; no other process"
+        named = ", ".join(f"{p.name or '?'} ({p.pid}) {format_bytes(p.used_bytes)}"
+                          for p in self.others[:top])
+        more = f" and {len(self.others) - top} more" if len(self.others) > top else ""
+        return (f"{line}; {len(self.others)} other process(es) hold "
+                f"{format_bytes(self.others_bytes)}: {named}{more}")
+
 
 @dataclass(frozen=True)
 class NvmlUnavailable:
@@ -88,6 +108,9 @@ class NvmlUnavailable:
 
     def as_dict(self) -> dict[str, Any]:
         return {"source": self.source, "available": False, "reason": self.reason}
+
+    def summary(self, top: int = 3) -> str:
+        return self.reason
 
 
 def _text(value: Any) -> str:
