@@ -14,8 +14,9 @@ tile missing from one readback is not yet unwanted (the hysteresis that stops th
 Slots: a fixed count handed in from outside (the cache the governor's allowance pays for).
 A tile is admitted into a free slot, or into the slot of the worst resident tile (highest
 tier, then least recently wanted) when that tile's tier is strictly worse than the newcomer's:
-a visible tile never evicts another visible one, so a too-small cache shows coarser detail
-instead of thrashing. Pinned tiles (each texture's coarsest) are never evicted: they are the
+a visible tile never evicts another tile the newest feedback showed, so a too-small cache
+shows coarser detail instead of thrashing; a tile visible only through the hold (not in the
+newest feedback) gives way to one that is, so a camera cut is not held up by the last view. Pinned tiles (each texture's coarsest) are never evicted: they are the
 fallback that keeps every lookup valid.
 """
 from __future__ import annotations
@@ -74,6 +75,7 @@ class TilePolicy:
         self.pinned = np.zeros(slots, bool)
         self.last_visible = np.full(slots, _NEVER, np.int64)
         self.last_wanted = np.full(slots, _NEVER, np.int64)
+        self.current = np.zeros(slots, bool)  # asked for by the newest plan
         self.where: dict[int, int] = {}  # key -> slot
 
     # ------------------------------------------------------------------ queries
@@ -135,8 +137,10 @@ class TilePolicy:
         pixels = np.zeros(keys.size, np.int64) if pixels is None else np.asarray(pixels,
                                                                                   np.int64)
         self._want = dict(zip(keys.tolist(), tiers.tolist(), strict=True))
+        self.current[:] = False
         if self.occupied:
             held = np.isin(self.slot_key, keys) & (self.slot_key != 0)
+            self.current[:] = held
             if held.any():
                 slots = np.flatnonzero(held)
                 order = np.argsort(keys)
@@ -161,9 +165,10 @@ class TilePolicy:
 
     def admissible(self) -> int:
         """Slots a visible newcomer could take now: free ones and those holding tiles that
-        are not visible. Requests beyond it would be read only to be dropped."""
-        tiers = self.tiers()
-        return int(((self.slot_key == 0) | (~self.pinned & (tiers != Tier.VISIBLE))).sum())
+        are not visible in the newest plan. Requests beyond it would be read only to be
+        dropped."""
+        visible_now = (self.tiers() == Tier.VISIBLE) & self.current
+        return int(((self.slot_key == 0) | (~self.pinned & ~visible_now)).sum())
 
     def tier_of(self, key: int) -> Tier:
         return Tier(self._want.get(int(key), Tier.RECENT))
@@ -181,12 +186,15 @@ class TilePolicy:
             slot = int(free[0])
             self._occupy(slot, key)
             return Admission(slot)
-        slot_tiers = self.tiers()
+        # Effective rank: 0 visible now, 1 visible only through the hold (not in the newest
+        # feedback: after a camera cut these give way to what the screen shows now),
+        # 2 prefetch, 4 recent. Worst rank first, then oldest; pinned slots never.
+        rank = self.tiers() * 2
+        rank[(rank == 0) & ~self.current] = 1
         age = self.frame - self.last_wanted
-        # Worst tier first, then oldest; pinned slots never.
-        score = np.where(self.pinned, -1, slot_tiers * (1 << 42) + np.minimum(age, 1 << 41))
+        score = np.where(self.pinned, -1, rank * (1 << 42) + np.minimum(age, 1 << 41))
         victim = int(np.argmax(score))
-        if score[victim] < 0 or slot_tiers[victim] <= tier:
+        if score[victim] < 0 or rank[victim] <= 2 * int(tier):
             return None
         evicted = int(self.slot_key[victim])
         self._free_slot(victim)
@@ -217,6 +225,7 @@ class TilePolicy:
     def _occupy(self, slot: int, key: int) -> None:
         self.slot_key[slot] = key
         self.where[key] = slot
+        self.current[slot] = key in self._want
         self.last_wanted[slot] = self.frame
         self.last_visible[slot] = _NEVER
         if self.tier_of(key) == Tier.VISIBLE:
@@ -226,6 +235,7 @@ class TilePolicy:
         key = int(self.slot_key[slot])
         self.where.pop(key, None)
         self.slot_key[slot] = 0
+        self.current[slot] = False
         self.pinned[slot] = False
         self.last_visible[slot] = _NEVER
         self.last_wanted[slot] = _NEVER
