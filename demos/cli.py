@@ -40,6 +40,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--count", type=int, help="gallery: number of textures")
     p.add_argument("--texture-size", type=int, help="gallery: texture edge (power of two)")
     p.add_argument("--format", choices=("bc7", "bc1"), help="gallery: texture format")
+    p.add_argument("--model", type=Path, help="gltf: the .gltf/.glb to show (default: the "
+                                              "bundled BoxTextured; e.g. one from engine bake)")
     p.add_argument("--headless", action="store_true", help="no window even with a display")
     p.add_argument("--provider", default="streaming",
                    help="texture provider: streaming (default) or static (all resident)")
@@ -61,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
                                      os.environ.get("WAYLAND_DISPLAY"))
     frames = args.frames if args.frames is not None else (300 if headless else 0)
     options = {"count": args.count, "texture_size": args.texture_size, "format": args.format,
-               "frames": frames}
+               "frames": frames, "model": args.model}
     hooks = list(demo.hooks(options))
     provider = args.provider
     if args.stress:

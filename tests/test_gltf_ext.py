@@ -273,3 +273,21 @@ def test_truncated_glb_gives_gltf_errors_only(tmp_path):
         except GltfError:
             refused += 1
     assert refused >= 90
+
+
+def test_walkthrough_bake_then_view(tmp_path):
+    """The README's walk-through: `engine bake scene.glb -o out/`, then `engine demo gltf
+    --model out/scene.gltf` streams the baked KTX2 and shows the textured box."""
+    from PIL import Image
+
+    from engine.cli import main
+
+    out = tmp_path / "out"
+    assert main(["bake", str(MODEL / "BoxTextured.glb"), "-o", str(out)]) == 0
+    shot = tmp_path / "shot.png"
+    assert main(["demo", "gltf", "--model", str(out / "BoxTextured.gltf"), "--frames", "10",
+                 "--headless", "--size", "96x72", "--screenshot", str(shot)]) == 0
+    img = np.asarray(Image.open(shot).convert("RGB"), np.int16)
+    # The logo's blue and green, not only the grey background and the white box.
+    assert (img[..., 2] - img[..., 0] > 60).sum() > 50
+    assert (img[..., 1] - img[..., 0] > 40).sum() > 20
