@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import logging
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -72,14 +73,37 @@ def framebuffer_size(device: Device, glo: int) -> tuple[int, int]:
     return tuple(host_framebuffer(device, glo).size)  # type: ignore[return-value]
 
 
+_BIND_FRAMEBUFFER: weakref.WeakKeyDictionary[Device, Callable[[int, int], None]] = \
+    weakref.WeakKeyDictionary()
+_GL_FRAMEBUFFER = 0x8D40
+
+
+def _bind_framebuffer(device: Device, glo: int) -> None:
+    """glBindFramebuffer through the device's own loader, behind moderngl's back on purpose
+    (see present_to)."""
+    fn = _BIND_FRAMEBUFFER.get(device)
+    if fn is None:
+        addr = device.handle.loader("glBindFramebuffer")
+        if not addr:
+            raise ContextError("the adopted context exports no glBindFramebuffer")
+        fn = ctypes.CFUNCTYPE(None, ctypes.c_uint, ctypes.c_uint)(addr)
+        _BIND_FRAMEBUFFER[device] = fn
+    fn(_GL_FRAMEBUFFER, int(glo))
+
+
 def present_to(device: Device, source: moderngl.Framebuffer, glo: int) -> None:
     """Copy the engine's output framebuffer into the host's framebuffer `glo` and leave that
-    one bound, with a viewport covering it: Qt composes whatever its FBO holds after paintGL
-    and expects to find its FBO bound. Sizes should match (resize the output with the
-    widget); where they differ only the overlapping corner is copied."""
+    one bound: Qt composes whatever its FBO holds after paintGL.
+
+    The host's framebuffer is bound with a raw call, not through moderngl, so moderngl never
+    takes it for "the framebuffer to rebind after making a new one": Qt deletes and re-creates
+    its FBO on resize, and rebinding a deleted name fails every later framebuffer creation
+    with GL_INVALID_OPERATION (found by resizing a QOpenGLWidget). Sizes should match
+    (resize the output with the widget); where they differ only the overlapping corner is
+    copied."""
     target = host_framebuffer(device, glo)
     device.copy_framebuffer(target, source)
-    target.use()
+    _bind_framebuffer(device, glo)
 
 
 @dataclass(frozen=True)
