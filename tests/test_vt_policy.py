@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from engine.errors import BudgetError
-from engine.streaming.virtual.policy import TilePolicy, Tier
+from engine.streaming.virtual.policy import Tier, TilePolicy
 from engine.streaming.virtual.tiles import pack_feedback
 
 

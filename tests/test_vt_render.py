@@ -11,7 +11,12 @@ from engine import textures
 from engine.gl.upload import upload_texture_file
 from engine.gl.vt import VT_CATEGORY, QuadBatch, set_wrap
 from engine.render.imagecompare import compare
-from engine.streaming.virtual.quads import QuadRenderer, quad_vertices, view_projection, wall
+from engine.streaming.virtual.quads import (
+    QuadRenderer,
+    quad_vertices,
+    view_projection,
+    wall,
+)
 from engine.streaming.virtual.system import VirtualTextureSystem
 from engine.streaming.virtual.tiles import slot_bytes
 

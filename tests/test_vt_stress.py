@@ -69,7 +69,8 @@ def test_random_budgets_and_cameras(dev, tmp_path_factory, seed):
                     # From "pinned tiles and a few more" to several MiB.
                     allowance = int(rng.integers(TABLE_WIDTH * 4 * 2 + slot * 8, 5 << 20))
                     vts.set_allowance(allowance)
-                dev.ledger.reset_frame_peak() if frame == 0 else None
+                if frame == 0:
+                    dev.ledger.reset_frame_peak()
                 eye = (float(rng.uniform(-2, 2)), float(rng.uniform(-1, 1)),
                        float(rng.uniform(0.3, 3.0)))
                 target = (float(rng.uniform(-1, 1)), float(rng.uniform(-0.5, 0.5)), 0.0)

@@ -31,7 +31,6 @@ from .tiles import (
     column_runs,
     cut_tile,
     slot_shape,
-    unpack_feedback,
 )
 
 
@@ -120,15 +119,16 @@ class TileIO:
         return src
 
     def _read(self, vt: int, key: int) -> bytes:
-        _, level, x, y = unpack_feedback(np.uint32(key))
-        return self.sources[vt].read_tile(int(level), int(x), int(y))
+        return self.sources[vt].read_tile(key >> 16 & 0xF, key & 0xFF, key >> 8 & 0xFF)
 
     def request(self, key: int, priority: float) -> None:
-        vt = int(unpack_feedback(np.uint32(key))[0])
-        self._io.request(vt, int(key), priority)
+        """Ask for a tile by packed key (tiles.pack_feedback; plain int arithmetic here:
+        this runs for every missing tile every frame)."""
+        key = int(key)
+        self._io.request((key >> 20) - 1, key, priority)
 
     def retain(self, keys) -> int:
-        return self._io.retain((int(unpack_feedback(np.uint32(k))[0]), int(k)) for k in keys)
+        return self._io.retain(((int(k) >> 20) - 1, int(k)) for k in keys)
 
     def poll(self, max_items: int = 64) -> list[ReadResult]:
         return self._io.poll(max_items)

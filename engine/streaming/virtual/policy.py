@@ -107,7 +107,7 @@ class TilePolicy:
             slot = self.where[key]
             self.pinned[slot] = True
             return slot
-        free = np.flatnonzero((self.slot_key == 0))
+        free = np.flatnonzero(self.slot_key == 0)
         if free.size == 0:
             unpinned = np.flatnonzero(~self.pinned)
             if unpinned.size == 0:
