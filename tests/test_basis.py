@@ -209,9 +209,9 @@ needs_encoder = pytest.mark.skipif(not basis.encoder_available(),
 @pytest.mark.parametrize("codec, scheme, model", [("uastc", "zstd", basis.MODEL_UASTC),
                                                   ("etc1s", "BasisLZ", basis.MODEL_ETC1S)])
 def test_bake_basis_reads_back(tmp_path, monkeypatch, codec, scheme, model):
-    from engine.textures.bake import bake_image
-
     from PIL import Image
+
+    from engine.textures.bake import bake_image
 
     photo = Path(__file__).resolve().parents[1] / "assets" / "photos" / "coffee.jpg"
     img = np.asarray(Image.open(photo).convert("RGBA").crop((200, 120, 272, 160))).copy()

@@ -145,8 +145,8 @@ def test_bake_bc7_scene_reopens_and_renders_like_the_original(tmp_path):
                     reason="Basis transcoder/encoder absent")
 def test_bake_uastc_scene_for_other_viewers(tmp_path):
     from demos.gltf_demo import build
-    from engine.textures.quality import psnr as image_psnr
     from engine.testing import run_headless
+    from engine.textures.quality import psnr as image_psnr
 
     result = bake_gltf(MODEL / "BoxTextured.gltf", tmp_path / "out", "uastc")
     doc = pygltflib.GLTF2().load(str(result.gltf))

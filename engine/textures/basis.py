@@ -27,6 +27,7 @@ import struct
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -375,7 +376,7 @@ def open_basis_ktx2(path: Path, prefix: bytes, fields: tuple[Any, ...], size: in
         levels.append(Level(i, w, h, d, offset, stored, image * n_layers * faces, image))
         sources.append(uncompressed)
     spans.sort()
-    for (_, a_end, a), (b_start, _, b) in zip(spans, spans[1:]):
+    for (_, a_end, a), (b_start, _, b) in pairwise(spans):
         if b_start < a_end:
             raise TextureFormatError(path, f"level index: {b} overlaps {a}")
     log.debug("opened %s: %s -> %s %dx%d, %d levels", path, codec, fmt.name, width, height,
