@@ -20,9 +20,9 @@ in vec4 v_tangent;
 flat in uint v_object;
 
 #ifdef BINDLESS
-#define ALBEDO_TEX sampler2D(o.handles01.xy)
-#define NORMAL_TEX sampler2D(o.handles01.zw)
-#define RM_TEX sampler2D(o.handles2.xy)
+#define ALBEDO_TEX sampler2D(textures[o.tex.x].handle.xy)
+#define NORMAL_TEX sampler2D(textures[o.tex.y].handle.xy)
+#define RM_TEX sampler2D(textures[o.tex.z].handle.xy)
 #else
 uniform sampler2D u_albedo_tex;
 uniform sampler2D u_normal_tex;
@@ -63,13 +63,23 @@ vec4 sample_clamped(sampler2D s, vec2 uv, vec2 dx, vec2 dy, float min_lod) {
 // Where a virtual-texture sampler (vt_sample) would plug in: every material texture read of
 // the batched pass goes through these three.
 vec4 sample_albedo(ObjectData o, vec2 uv, vec2 dx, vec2 dy) {
-    return sample_clamped(ALBEDO_TEX, uv, dx, dy, o.min_lod.x);
+    return sample_clamped(ALBEDO_TEX, uv, dx, dy, textures[o.tex.x].lod.x);
 }
 vec4 sample_normal(ObjectData o, vec2 uv, vec2 dx, vec2 dy) {
-    return sample_clamped(NORMAL_TEX, uv, dx, dy, o.min_lod.y);
+    return sample_clamped(NORMAL_TEX, uv, dx, dy, textures[o.tex.y].lod.x);
 }
 vec4 sample_rm(ObjectData o, vec2 uv, vec2 dx, vec2 dy) {
-    return sample_clamped(RM_TEX, uv, dx, dy, o.min_lod.z);
+    return sample_clamped(RM_TEX, uv, dx, dy, textures[o.tex.z].lod.x);
+}
+
+// A slot is sampled when the material has a texture there and (bindless) it has a handle.
+bool has_texture(ObjectData o, uint flags, uint flag, int id) {
+    if ((flags & flag) == 0u || id < 0) return false;
+#ifdef BINDLESS
+    return any(notEqual(textures[id].handle.xy, uvec2(0u)));
+#else
+    return true;
+#endif
 }
 
 void main() {
@@ -77,25 +87,25 @@ void main() {
     uint flags = floatBitsToUint(o.params.w);
     vec2 dx = dFdx(v_uv), dy = dFdy(v_uv);
     vec4 albedo = o.albedo_factor;
-    bool has_albedo = (flags & FLAG_ALBEDO) != 0u;
+    bool has_albedo = has_texture(o, flags, FLAG_ALBEDO, o.tex.x);
     if (has_albedo) albedo *= sample_albedo(o, v_uv, dx, dy);
     if (u_view_mode == 1) {
+        vec4 t = has_albedo ? textures[o.tex.x].lod : vec4(0.0);
         f_color = has_albedo
-            ? vec4(mip_debug_color(wanted_level(v_uv, o.chain.xy), o.emissive.w, albedo.rgb),
-                   1.0)
+            ? vec4(mip_debug_color(wanted_level(v_uv, t.zw), t.y, albedo.rgb), 1.0)
             : vec4(vec3(0.3), 1.0);
         return;
     }
     float rough = o.params.x;
     float metal = o.params.y;
-    if ((flags & FLAG_RM) != 0u) {
+    if (has_texture(o, flags, FLAG_RM, o.tex.z)) {
         vec3 rm = sample_rm(o, v_uv, dx, dy).rgb;
         rough *= rm.g;
         metal *= rm.b;
     }
     vec3 n = normalize(v_normal);
     if (!gl_FrontFacing) n = -n;
-    if ((flags & FLAG_NORMAL) != 0u) {
+    if (has_texture(o, flags, FLAG_NORMAL, o.tex.y)) {
         vec3 t = normalize(v_tangent.xyz - n * dot(n, v_tangent.xyz));
         vec3 b = cross(n, t) * v_tangent.w;
         vec3 tn = sample_normal(o, v_uv, dx, dy).xyz * 2.0 - 1.0;

@@ -11,11 +11,14 @@ from pyglm import glm
 
 from engine.render.batch import (
     NO_CLAMP,
+    ROW_BYTES,
     ROW_FLOATS,
+    FrameLayout,
     TextureState,
     cull_spheres,
     frustum_planes,
     pack_rows,
+    texture_rows,
     texture_set_order,
 )
 from engine.render.camera import Camera, mat_to_numpy
@@ -106,25 +109,30 @@ def test_object_arrays_match_the_instances_and_follow_changes() -> None:
 
 def test_rows_carry_material_textures_and_clamps() -> None:
     table, _, _ = _scene_arrays(4)
+    rows = pack_rows(table, np.array([1, 0]))
+    assert rows.shape == (2, ROW_FLOATS)
+    flags = rows.view(np.uint32)[:, 35]
+    assert flags.tolist() == [FLAG_ALBEDO | FLAG_NORMAL, FLAG_ALBEDO]
+    assert rows.view(np.int32)[:, 40:44].tolist() == [[1, 2, -1, -1], [0, -1, -1, -1]]
+    assert tuple(rows[1, 28:32]) == (1, 0.5, 0.25, 1)
+    assert tuple(rows[0, 44:52]) == (1, 0, 0, 0, 0, 1, 0, 0)  # identity UV transform
     tex = TextureState(textures=[None] * 3,
                        min_lod_chain=np.array([2.5, 0.0, 0.0], np.float32),
                        min_lod_storage=np.array([0.5, NO_CLAMP, NO_CLAMP], np.float32),
                        chain_width=np.array([256, 64, 64], np.float32),
                        chain_height=np.array([128, 64, 64], np.float32))
-    rows = pack_rows(table, np.array([1, 0]), tex, handles=None)
-    assert rows.shape == (2, ROW_FLOATS)
-    flags = rows.view(np.uint32)[:, 35]
-    assert flags.tolist() == [FLAG_ALBEDO | FLAG_NORMAL, FLAG_ALBEDO]
-    assert rows[1, 40] == pytest.approx(0.5) and rows[1, 39] == pytest.approx(2.5)
-    assert rows[0, 40] == NO_CLAMP and rows[1, 41] == NO_CLAMP  # no texture, no clamp
-    assert tuple(rows[1, 44:46]) == (256, 128)
-    assert tuple(rows[1, 28:32]) == (1, 0.5, 0.25, 1)
-    # bindless: a texture without a handle is not sampled (its flag is cleared)
-    handles = np.array([0, 77, 0], np.uint64)
-    rows = pack_rows(table, np.array([1, 0]), tex, handles=handles)
-    flags = rows.view(np.uint32)[:, 35]
-    assert flags.tolist() == [FLAG_ALBEDO, 0]
-    assert rows.view(np.uint32)[0, 48] == 77
+    trows = texture_rows(tex, np.array([0, 77, 1 << 40], np.uint64))
+    assert trows.shape == (4, 8)  # one per texture id, plus a spare
+    assert tuple(trows[0, :4]) == (0.5, 2.5, 256, 128)
+    assert trows[1, 0] == NO_CLAMP
+    assert trows.view(np.uint64)[:3, 2].tolist() == [0, 77, 1 << 40]
+
+
+def test_frame_layout_aligns_every_storage_block() -> None:
+    lay = FrameLayout.of(n_rows=3, n_textures=5, align=256)
+    assert lay.rows == 0 and lay.textures % 256 == 0 and lay.commands % 256 == 0
+    assert lay.textures >= 3 * ROW_BYTES and lay.commands >= lay.textures + 6 * 32
+    assert lay.end == lay.commands + 3 * 20
 
 
 def test_path_and_texture_mode_choice() -> None:
@@ -209,7 +217,8 @@ def test_batched_picture_equals_per_object(dev, texture_files, view) -> None:
         scene = _scene(dev, provider, texture_files)
         images, stats = {}, {}
         for path in ("per_object", "batched"):
-            r = Renderer(dev, provider, (W, H), settings=RendererSettings(path=path))
+            r = Renderer(dev, provider, (W, H),
+                         settings=RendererSettings(path=path, force_bound=True))
             r.view_mode = view
             images[path] = _draw(dev, r, scene)
             stats[path] = r.frame_stats()
@@ -272,8 +281,8 @@ def test_streamed_fade_in_same_picture_on_both_paths(dev, texture_files) -> None
     with dev.leak_check():
         provider = TextureStreamer(dev, backend="realloc", max_tail_size=8)
         scene = _scene(dev, provider, texture_files)
-        settings = [RendererSettings(path="per_object"), RendererSettings(),
-                    RendererSettings(shader_lod_clamp=True)]
+        settings = [RendererSettings(path="per_object"), RendererSettings(force_bound=True),
+                    RendererSettings(force_bound=True, shader_lod_clamp=True)]
         rs = [Renderer(dev, provider, (W, H), settings=s) for s in settings]
         worst = [0.0, 0.0, 0.0]
         fading = 0
@@ -307,11 +316,17 @@ def test_one_buffer_write_per_frame_and_ring_reuse(dev, texture_files) -> None:
     with dev.leak_check():
         provider = StaticTextureProvider(dev)
         scene = _scene(dev, provider, texture_files)
-        r = Renderer(dev, provider, (W, H))
+        r = Renderer(dev, provider, (W, H), settings=RendererSettings(force_bound=True))
         for _ in range(7):
             _draw(dev, r, scene)
         ring = r._batch.ring
-        assert ring.writes == 7 and ring.waits == 0
+        assert ring.writes == 1 and ring.waits == 0  # a still scene: written once
+        scene.instances[0].model = glm.translate(glm.vec3(0.5, 1.6, -1.0))
+        image = _draw(dev, r, scene)
+        assert ring.writes == 2  # an object moved: one more write
+        scene.camera.position = glm.vec3(0.3, 1.8, 3.5)
+        assert not np.array_equal(_draw(dev, r, scene), image)
+        assert ring.writes == 2  # the camera moved, every object stays in view: no write
         kinds = {rec.type for rec in dev.live_objects()}
         assert {"fence", "query"} <= kinds  # ring fences and timer queries are tracked
         stats = r.frame_stats()

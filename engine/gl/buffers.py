@@ -176,9 +176,15 @@ class FrameRing:
         return offset
 
     def end_frame(self) -> None:
-        """Fence the slice written this frame, after the draws that read it were issued."""
-        if not self.persistent or self._current < 0 or self._fences[self._current] is not None:
+        """Fence the slice written (or read again) this frame, after the draws that read
+        it were issued. A slice read again by a later frame gets a new fence: the slice is
+        free only once the last frame that read it is done."""
+        if not self.persistent or self._current < 0:
             return
+        old = self._fences[self._current]
+        if old is not None:
+            self.device.release(old)
+            self._fences[self._current] = None
         raw = raw_of(self.device)
 
         def make() -> RingFence:

@@ -3,10 +3,11 @@
 Per frame, with numpy only:
   1. cull: every object's world bounding sphere against the six frustum planes;
   2. pack: each visible object's row (transform, normal matrix, material parameters, texture
-     references, per-texture min LOD, mip-debug numbers) into a (n, 64) float32 array, in
-     draw order, followed by one indirect draw command per object (baseInstance = its row);
-  3. write rows + commands into the frame ring with ONE copy, bind the slice as the shader
-     storage block and as the draw-indirect buffer;
+     ids) in draw order, one row per texture id (min LOD clamp, bindless handle, mip-debug
+     numbers), and one indirect draw command per object (baseInstance = its row); each part
+     is rebuilt only when its inputs changed;
+  3. write the three parts into the frame ring with ONE copy, bind the slice as the two
+     shader storage blocks and as the draw-indirect buffer;
   4. draw: with bindless textures (each row holds its texture handles) ONE
      glMultiDrawElementsIndirect for the whole scene; without (llvmpipe) objects are sorted by
      texture set and each set is bound once and drawn with one multi-draw; never a
@@ -32,15 +33,15 @@ from ..gl.bindless import BindlessTextures, bindless_supported
 from ..gl.buffers import FrameRing
 from ..gl.indirect import DRAW_COMMAND, batched_frame_supported, bind_storage, multi_draw
 from .mesh import VERTEX_ATTRIBUTES, VERTEX_FORMAT, Mesh
-from .objects import FLAG_ALBEDO, FLAG_NORMAL, FLAG_RM, ObjectArrays
+from .objects import ObjectArrays
 
 log = logging.getLogger(__name__)
 
-ROW_FLOATS = 64
+ROW_FLOATS = 52  # struct ObjectData (shaders/objects.glsl), 208 bytes
 ROW_BYTES = ROW_FLOATS * 4
+TEXTURE_FLOATS = 8  # struct TextureData, 32 bytes
 NO_CLAMP = -1000.0  # GL_TEXTURE_MIN_LOD's default: no clamp
 TextureMode = Literal["bindless", "bound"]
-_SLOT_FLAGS = (FLAG_ALBEDO, FLAG_NORMAL, FLAG_RM)
 
 
 # ---------------------------------------------------------------------- pure policy
@@ -53,13 +54,19 @@ def frustum_planes(view_proj: np.ndarray) -> np.ndarray:
     return planes / np.linalg.norm(planes[:, :3], axis=1, keepdims=True)
 
 
-def cull_spheres(planes: np.ndarray, centers: np.ndarray, radii: np.ndarray) -> np.ndarray:
-    """Visible mask: a sphere is out when it lies wholly behind any plane."""
+def cull_spheres(planes: np.ndarray, centers: np.ndarray, radii: np.ndarray,
+                 centers_t: np.ndarray | None = None) -> np.ndarray:
+    """Visible mask: a sphere is out when it lies wholly behind any plane. `centers_t`, the
+    centres transposed to a contiguous (3, N) array, may be passed (the pass caches it):
+    then the six distances of every sphere are one (6, 3) @ (3, N) product."""
     if len(centers) == 0:
         return np.zeros(0, bool)
-    dist = np.asarray(centers, np.float32) @ planes[:, :3].T.astype(np.float32) \
-        + planes[:, 3].astype(np.float32)
-    return (dist >= -np.asarray(radii, np.float32)[:, None]).all(axis=1)
+    ct = np.ascontiguousarray(np.asarray(centers, np.float32).T) if centers_t is None \
+        else centers_t
+    dist = planes[:, :3].astype(np.float32) @ ct
+    dist += planes[:, 3:4].astype(np.float32)
+    dist += np.asarray(radii, np.float32)
+    return (dist >= 0.0).all(axis=0)
 
 
 def texture_set_order(texture_ids: np.ndarray, texture_count: int) -> tuple[np.ndarray,
@@ -78,62 +85,76 @@ def texture_set_order(texture_ids: np.ndarray, texture_count: int) -> tuple[np.n
     return order, np.r_[starts, n]
 
 
-def pack_rows(objects: ObjectArrays, visible: np.ndarray, textures: TextureState,
-              handles: np.ndarray | None) -> np.ndarray:
-    """The GPU rows (n, 64) float32 of the objects `visible` (indices, in draw order).
-    Layout = struct ObjectData in shaders/objects.glsl."""
-    n = len(visible)
+def static_rows(objects: ObjectArrays) -> np.ndarray:
+    """The (N, 52) float32 rows of every object (struct ObjectData): transform, normal
+    matrix, material parameters and flag bits, texture ids, UV transform. They change only
+    when an instance or a material does (the pass caches them on `objects.version`)."""
+    n = objects.count
     rows = np.zeros((n, ROW_FLOATS), np.float32)
     if n == 0:
         return rows
-    u = rows.view(np.uint32)
-    rows[:, 0:16] = objects.model[visible]
-    rows[:, 16:28] = objects.normal[visible]
-    mat = objects.material_rows[objects.material_index[visible]]
-    rows[:, 28:35] = mat[:, 0:7]
-    u[:, 35] = mat[:, 7].view(np.uint32)
-    rows[:, 36:39] = mat[:, 8:11]
-    rows[:, 56:64] = mat[:, 12:20]
-    tids = objects.texture_ids[visible]
-    has = tids >= 0
-    safe = np.where(has, tids, 0)
-    if textures.count:
-        lods = np.where(has, textures.min_lod_storage[safe], NO_CLAMP)
-        alb = has[:, 0]
-        rows[:, 39] = np.where(alb, textures.min_lod_chain[safe[:, 0]], 0.0)
-        rows[:, 44] = np.where(alb, textures.chain_width[safe[:, 0]], 1.0)
-        rows[:, 45] = np.where(alb, textures.chain_height[safe[:, 0]], 1.0)
-    else:
-        lods = np.full(tids.shape, NO_CLAMP, np.float32)
-    rows[:, 40:43] = lods
-    if handles is not None:
-        h = np.where(has, handles[safe], 0).astype(np.uint64) if len(handles) else \
-            np.zeros(tids.shape, np.uint64)
-        u[:, 48:54] = h.view(np.uint32).reshape(n, 6)
-        # a texture without a handle (none made, or released) is not sampled at all
-        missing = has & (h == 0)
-        if missing.any():
-            clear = (missing * np.array(_SLOT_FLAGS, np.uint32)).sum(axis=1).astype(np.uint32)
-            u[:, 35] &= ~clear
+    rows[:, 0:16] = objects.model
+    rows[:, 16:28] = objects.normal
+    mat = objects.material_rows[objects.material_index]
+    rows[:, 28:39] = mat[:, 0:11]  # albedo factor, params, flag bits (as float32), emissive
+    ids = rows.view(np.int32)
+    ids[:, 40:43] = objects.texture_ids
+    ids[:, 43] = -1
+    rows[:, 44:52] = mat[:, 12:20]
     return rows
 
 
-def build_frame(rows: np.ndarray, index_count: np.ndarray, first_index: np.ndarray,
-                base_vertex: np.ndarray, mesh_of_row: np.ndarray) -> tuple[np.ndarray, int]:
-    """Rows then one draw command per row, as one byte array (the one write of the frame);
-    returns it and the byte offset of the commands."""
-    n = len(rows)
+def pack_rows(objects: ObjectArrays, visible: np.ndarray) -> np.ndarray:
+    """The rows of the objects `visible` (indices, in draw order)."""
+    return static_rows(objects)[visible]
+
+
+def texture_rows(textures: TextureState, handles: np.ndarray | None) -> np.ndarray:
+    """(T + 1, 8) float32 rows of struct TextureData, one per texture id plus a spare (GL
+    wants a non-empty block): min LOD clamp in sampled levels, resident chain level, chain
+    size, bindless handle (as two uint32)."""
+    t = textures.count
+    out = np.zeros((t + 1, TEXTURE_FLOATS), np.float32)
+    out[:t, 0] = textures.min_lod_storage
+    out[t, 0] = NO_CLAMP
+    out[:t, 1] = textures.min_lod_chain
+    out[:t, 2] = textures.chain_width
+    out[:t, 3] = textures.chain_height
+    if handles is not None and len(handles):
+        out.view(np.uint32)[:t, 4:6] = np.asarray(handles, np.uint64).view(
+            np.uint32).reshape(t, 2)
+    return out
+
+
+def draw_commands(mesh_of_row: np.ndarray, index_count: np.ndarray, first_index: np.ndarray,
+                  base_vertex: np.ndarray) -> np.ndarray:
+    """One indirect command per row, in row order: its mesh's index range, and
+    baseInstance = the row (the shader's object index)."""
+    n = len(mesh_of_row)
     cmds = np.empty(n, DRAW_COMMAND)
     cmds["count"] = index_count[mesh_of_row]
     cmds["instance_count"] = 1
     cmds["first_index"] = first_index[mesh_of_row]
     cmds["base_vertex"] = base_vertex[mesh_of_row]
     cmds["base_instance"] = np.arange(n, dtype=np.uint32)
-    head = n * ROW_BYTES
-    out = np.empty(head + cmds.nbytes, np.uint8)
-    out[:head] = rows.reshape(-1).view(np.uint8)
-    out[head:] = cmds.view(np.uint8)
-    return out, head
+    return cmds
+
+
+@dataclass
+class FrameLayout:
+    """Where each part lies in the frame's one buffer write (byte offsets, SSBO-aligned)."""
+
+    rows: int
+    textures: int
+    commands: int
+    end: int
+
+    @classmethod
+    def of(cls, n_rows: int, n_textures: int, align: int) -> FrameLayout:
+        up = lambda v: (v + align - 1) // align * align  # noqa: E731
+        tex_at = up(max(n_rows, 1) * ROW_BYTES)
+        cmd_at = up(tex_at + (n_textures + 1) * TEXTURE_FLOATS * 4)
+        return cls(0, tex_at, cmd_at, cmd_at + n_rows * DRAW_COMMAND.itemsize)
 
 
 # ---------------------------------------------------------------------- textures
@@ -327,6 +348,17 @@ class BatchedPass:
             shader_clamp=mode == "bindless" if shader_clamp is None else shader_clamp)
         self._handles = np.zeros(0, np.uint64)
         self._arena: GeometryArena | None = None
+        self._static = np.zeros((0, ROW_FLOATS), np.float32)
+        self._static_version = -1
+        self._buf: np.ndarray | None = None
+        self._layout: FrameLayout | None = None
+        self._last_order: np.ndarray | None = None
+        self._last_tex: tuple | None = None
+        self._cull_key: tuple | None = None
+        self._cull_result = np.zeros(0, np.intp)
+        self._centers_t = np.zeros((3, 0), np.float32)
+        self._centers_t_version = -1
+        self._written: tuple | None = None  # (ring buffer, offset) of unchanged frame data
         self.stats = BatchStats()
 
     # ------------------------------------------------------------------ per frame
@@ -358,17 +390,75 @@ class BatchedPass:
                 not getattr(tex, "released", False) else 0
         return self._handles
 
+    def _frame_data(self, objects: ObjectArrays, order: np.ndarray, tstate: TextureState,
+                    handles: np.ndarray | None, arena: GeometryArena) -> tuple[np.ndarray,
+                                                                             FrameLayout]:
+        """Object rows, texture rows and commands of this frame in one byte array (one
+        write). Each part is rebuilt only when its inputs changed: rows when the objects
+        (`objects.version`) or the draw order changed, texture rows when a clamp or handle
+        moved, commands with the order. A still scene rewrites nothing but the memmove."""
+        if self._static_version != objects.version:
+            self._static = static_rows(objects)
+            self._static_version = objects.version
+            self._last_order = None
+        n, t = len(order), tstate.count
+        layout = FrameLayout.of(n, t, self.ring.align)
+        buf = self._buf
+        self._changed = False
+        fresh = buf is None or self._layout != layout
+        if fresh:
+            buf = self._buf = np.zeros(layout.end, np.uint8)
+            self._layout = layout
+            self._last_order = None
+            self._last_tex = None
+        same_order = self._last_order is not None and np.array_equal(self._last_order, order)
+        if not same_order:
+            rows = buf[:n * ROW_BYTES].view(np.float32).reshape(n, ROW_FLOATS)
+            if n == objects.count and (n == 0 or (order[0] == 0 and order[-1] == n - 1 and
+                                                  np.all(order[1:] > order[:-1]))):
+                rows[:] = self._static  # everything visible, in row order: no gather
+            else:
+                np.take(self._static, order, axis=0, out=rows)
+            cmds = draw_commands(objects.mesh_index[order], arena.index_count,
+                                 arena.first_index, arena.base_vertex)
+            buf[layout.commands:layout.end] = cmds.view(np.uint8)
+            self._last_order = order.copy()
+            self._changed = True
+        last = self._last_tex
+        if last is None or not (np.array_equal(last[0], tstate.min_lod_storage)
+                                and np.array_equal(last[1], tstate.min_lod_chain)
+                                and (handles is None or np.array_equal(last[2], handles))):
+            tex = texture_rows(tstate, handles)
+            buf[layout.textures:layout.textures + tex.nbytes] = tex.reshape(-1).view(np.uint8)
+            self._last_tex = (tstate.min_lod_storage.copy(), tstate.min_lod_chain.copy(),
+                              None if handles is None else handles.copy())
+            self._changed = True
+        return buf, layout
+
+    def _visible(self, objects: ObjectArrays, view_proj: np.ndarray, cull: bool) -> np.ndarray:
+        """Indices of the objects in the frustum (the same array again while neither the
+        camera nor the objects moved)."""
+        key = (objects.version, cull, np.asarray(view_proj, np.float32).tobytes())
+        if self._cull_key == key:
+            return self._cull_result
+        if not cull:
+            visible = np.arange(objects.count)
+        else:
+            if self._centers_t_version != objects.version:
+                self._centers_t = np.ascontiguousarray(objects.center.T)
+                self._centers_t_version = objects.version
+            visible = np.flatnonzero(cull_spheres(frustum_planes(view_proj), objects.center,
+                                                  objects.radius, self._centers_t))
+        self._cull_key, self._cull_result = key, visible
+        return visible
+
     def draw(self, objects: ObjectArrays, program: Any, view_proj: np.ndarray,
              cull: bool = True) -> BatchStats:
         """Cull, pack, write and draw every object with `program` into the bound
         framebuffer (the caller set the program's per-frame uniforms and the state)."""
         st = BatchStats(objects=objects.count)
         arena = self._arena_for(objects)
-        if cull:
-            visible = np.flatnonzero(cull_spheres(frustum_planes(view_proj), objects.center,
-                                                  objects.radius))
-        else:
-            visible = np.arange(objects.count)
+        visible = self._visible(objects, view_proj, cull)
         tstate = self.textures.state()
         groups: list[tuple[int, int]] = []
         if self.mode == "bindless":
@@ -380,16 +470,20 @@ class BatchedPass:
             perm, bounds = texture_set_order(objects.texture_ids[visible], tstate.count)
             order = visible[perm]
             groups = [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
-        rows = pack_rows(objects, order, tstate, handles)
-        data, cmd_at = build_frame(rows, arena.index_count, arena.first_index,
-                                   arena.base_vertex, objects.mesh_index[order])
+        data, layout = self._frame_data(objects, order, tstate, handles, arena)
         st.visible = len(order)
         if not len(order):
             self.stats = st
             return st
-        offset = self.ring.write(data)
-        st.bytes_written = data.nbytes
-        bind_storage(self.device, 0, self.ring.glo, offset, max(cmd_at, ROW_BYTES))
+        if self._changed or self._written is None or self._written[0] != self.ring.glo:
+            offset = self.ring.write(data)
+            st.bytes_written = data.nbytes
+            self._written = (self.ring.glo, offset)
+        else:  # nothing changed: the slice written last still holds this frame's data
+            offset = self._written[1]
+        bind_storage(self.device, 0, self.ring.glo, offset, layout.textures)
+        bind_storage(self.device, 1, self.ring.glo, offset + layout.textures,
+                     layout.commands - layout.textures)
         vao = arena.vertex_array(program)
         tids = objects.texture_ids[order]
         for a, b in groups:
@@ -400,7 +494,7 @@ class BatchedPass:
                         st.texture_binds += 1
             # base_instance is the row index, so a group's commands read rows a..b-1
             multi_draw(self.device, program.glo, vao.glo, self.ring.glo,
-                       offset + cmd_at + a * DRAW_COMMAND.itemsize, b - a)
+                       offset + layout.commands + a * DRAW_COMMAND.itemsize, b - a)
             st.draw_calls += 1
         self.ring.end_frame()
         st.handles = len(self.bindless) if self.bindless is not None else 0
