@@ -125,3 +125,17 @@ def test_cli_bake_log_shows_the_stage(tmp_path):
     assert "INFO engine.progress: bake: started, 1 item(s)" in proc.stderr
     assert "INFO engine.progress: bake: 1/1 done in" in proc.stderr
     assert (tmp_path / "out" / "tile.ktx2").is_file()
+
+
+def test_log_lines_during_a_bar_do_not_break_it(monkeypatch, capsys):
+    """While a bar is drawn, console log handlers write through tqdm (above the bar); the
+    application's own handlers are back in place when the bar closes."""
+    root = logging.getLogger()
+    console = logging.StreamHandler(sys.stderr)
+    monkeypatch.setattr(root, "handlers", [console])
+    with Progress(2, "bake", stream=FakeTty()) as bar:
+        assert root.handlers != [console]  # swapped for tqdm's handler
+        logging.getLogger("engine.test").warning("a warning during the bar")
+        bar.advance(2)
+    assert root.handlers == [console]
+    assert "a warning during the bar" in capsys.readouterr().err

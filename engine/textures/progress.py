@@ -23,6 +23,7 @@ from types import TracebackType
 from typing import Self, TextIO
 
 from tqdm import tqdm
+from tqdm.contrib.logging import logging_redirect_tqdm
 
 log = logging.getLogger("engine.progress")
 
@@ -68,10 +69,14 @@ class Progress:
         self._start = time.perf_counter()
         self._closed = False
         self._bar: tqdm | None = None
+        self._redirect = None
         if self.enabled:
             self._bar = tqdm(total=self.total, desc=label or None, file=self.stream,
                              ncols=width, dynamic_ncols=width is None, mininterval=0.1,
                              leave=True, unit="item")
+            # Log lines printed while the bar is drawn go above it instead of through it.
+            self._redirect = logging_redirect_tqdm()
+            self._redirect.__enter__()
         else:
             log.info("%s: started, %d item(s)", label or "work", self.total)
 
@@ -94,6 +99,9 @@ class Progress:
             return
         self._closed = True
         if self._bar is not None:
+            if self._redirect is not None:
+                self._redirect.__exit__(None, None, None)
+                self._redirect = None
             self._bar.close()
             self._bar = None
             return
