@@ -1,11 +1,13 @@
 """GL glue for host applications that own the context and the framebuffer (Qt's
 QOpenGLWidget, and any toolkit that hands out "draw into this FBO" callbacks).
 
-Why here: outside engine/gl nothing touches moderngl or raw GL, yet a host embedding needs two
+Why here: outside engine/gl nothing touches moderngl or raw GL, yet a host embedding needs
 GL things the Device does not offer: adopting a context that is current through GLX *or* EGL
-(Qt on X11 uses GLX, on Wayland EGL; moderngl's default detection tries only the first), and
-drawing the engine's output into a framebuffer the host owns and names by its GL id (Qt's
-`defaultFramebufferObject()`, which changes when the widget is resized).
+(Qt on X11 uses GLX, on Wayland EGL; moderngl's default detection tries only the first) with
+a function loader moderngl hides, drawing the engine's output into a framebuffer the host owns
+and names by its GL id (Qt's `defaultFramebufferObject()`, re-created on every resize), and,
+for hosts that draw with a device of their own (canvases), leaving the thread's current
+context as the caller had it.
 """
 from __future__ import annotations
 

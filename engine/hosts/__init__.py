@@ -1,7 +1,12 @@
 """Hosts: putting the engine inside applications people already use.
 
-An app-level package (it may import every layer below it): `frames` keeps the engine's frame
-loop at the host's size, `canvas` drives it from a rendercanvas canvas (Qt, wx, Jupyter,
-offscreen), and `engine.gl.hosts` holds the GL side of drawing into a host's own context
-(Qt's QOpenGLWidget, see examples/embed_qt.py).
+An app-level package (it may import every layer below it):
+- `frames`: the engine's frame loop at a size and a moment the host chooses;
+- `qt`: `EngineWidget`, a PySide6 QOpenGLWidget drawing the engine in Qt's own context
+  (the `qt` extra; examples/embed_qt.py);
+- `canvas`: `CanvasHost`, the engine on any rendercanvas canvas (Qt, wx, Jupyter's remote
+  frame buffer, offscreen) through the bitmap present path (the `canvas` extra;
+  examples/embed_canvas.py).
+The GL side (adopting a host's context, drawing into its framebuffer, keeping the caller's
+current context) is `engine.gl.hosts`.
 """
