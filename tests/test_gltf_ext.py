@@ -75,9 +75,13 @@ def test_texture_transform_offset_scale_and_default(tmp_path):
 
 
 # ---------------------------------------------------------------------------- DDS
-def test_msft_texture_dds_is_preferred(tmp_path):
+def test_msft_texture_dds_is_preferred(device, tmp_path):
+    from engine.render.gltf import add_to_scene
+    from engine.render.scene import Scene
+    from engine.streaming.static import StaticTextureProvider
+
     work, doc = _box_copy(tmp_path)
-    data, _ = texconv_dds(98, "BC7_SRGB", 16, 16)  # DXGI_FORMAT_BC7_UNORM_SRGB... see below
+    data, _ = texconv_dds(99, "BC7_SRGB", 16, 16)  # DXGI_FORMAT_BC7_UNORM_SRGB
     (work / "logo.dds").write_bytes(data)
     doc["images"].append({"uri": "logo.dds", "mimeType": "image/vnd-ms.dds"})
     doc["textures"][0]["extensions"] = {"MSFT_texture_dds": {"source": 1}}
@@ -87,7 +91,16 @@ def test_msft_texture_dds_is_preferred(tmp_path):
     assert asset.images[1].mime_type == "image/vnd-ms.dds"
     path = image_ktx2(asset.images[1], srgb=True)
     assert path == (work / "logo.dds").resolve()
-    assert textures.open(path).container == "dds"
+    assert textures.open(path).format == "BC7_SRGB"
+    provider = StaticTextureProvider(device)
+    scene = Scene(device)
+    try:
+        (inst,) = add_to_scene(asset, scene, provider)
+        assert inst.material.albedo >= 0
+        assert provider.residency(inst.material.albedo).chain_width == 16  # the DDS, not the PNG
+    finally:
+        scene.release()
+        provider.release()
 
 
 # ---------------------------------------------------------------------------- basisu
