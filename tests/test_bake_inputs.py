@@ -335,7 +335,7 @@ def test_bc7_opaque_fix_is_needed_and_cheap():
     ours = encode_image(img, "BC7")
     dec = decode_image("BC7", ours, w, h)
     assert (dec[..., 3] == 255).all()
-    assert psnr(dec, img, (0, 1, 2)) > psnr(raw_dec, img, (0, 1, 2)) - 0.6
+    assert psnr(dec, img, (0, 1, 2)) > psnr(raw_dec, img, (0, 1, 2)) - 0.2  # measured +0.07
     modes = _bc7_modes(np.frombuffer(ours, np.uint8).reshape(-1, 16))
     assert set(modes.tolist()) <= {1, 6}
 
