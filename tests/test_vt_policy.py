@@ -63,14 +63,16 @@ def test_prefetch_evicts_only_recent_tiles():
 def test_hysteresis_keeps_a_tile_missing_from_one_readback():
     """A tile missing from one readback keeps its place against prefetch (the feedback is
     sub-sampled), but gives way to a tile the newest feedback shows (a camera cut)."""
-    p = TilePolicy(2, hold_frames=4)
+    p = TilePolicy(2, hold_frames=6, grace_frames=2)
     p.pin(key(0, 1, 0, 0))
     a, b, c = key(0, 0, 0, 0), key(0, 0, 1, 0), key(0, 0, 0, 1)
     plan(p, 10, {a: Tier.VISIBLE})
     p.admit(a)
-    plan(p, 12, {b: Tier.PREFETCH})  # a not in this readback, but seen 2 frames ago
+    plan(p, 12, {c: Tier.VISIBLE})  # a missing from one readback: within the grace
+    assert p.admit(c) is None and p.is_resident(a)
+    plan(p, 14, {b: Tier.PREFETCH})  # beyond the grace, within the hold
     assert p.admit(b) is None and p.is_resident(a)
-    plan(p, 12, {c: Tier.VISIBLE})
+    plan(p, 14, {c: Tier.VISIBLE})
     assert p.admit(c).evicted == a
 
 

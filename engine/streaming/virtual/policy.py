@@ -14,9 +14,10 @@ tile missing from one readback is not yet unwanted (the hysteresis that stops th
 Slots: a fixed count handed in from outside (the cache the governor's allowance pays for).
 A tile is admitted into a free slot, or into the slot of the worst resident tile (highest
 tier, then least recently wanted) when that tile's tier is strictly worse than the newcomer's:
-a visible tile never evicts another tile the newest feedback showed, so a too-small cache
-shows coarser detail instead of thrashing; a tile visible only through the hold (not in the
-newest feedback) gives way to one that is, so a camera cut is not held up by the last view. Pinned tiles (each texture's coarsest) are never evicted: they are the
+a visible tile never evicts another tile the newest feedback showed (or one shown within
+`grace_frames`), so a too-small cache shows coarser detail instead of thrashing; a tile
+visible only through the longer hold gives way to one shown now, so a camera cut is not held
+up by the last view. Pinned tiles (each texture's coarsest) are never evicted: they are the
 fallback that keeps every lookup valid.
 """
 from __future__ import annotations
@@ -59,10 +60,14 @@ class PolicyStats:
 class TilePolicy:
     """Slot bookkeeping and the load/evict decisions for one page cache."""
 
-    def __init__(self, slots: int, *, hold_frames: int = 8, max_requests: int = 128) -> None:
+    def __init__(self, slots: int, *, hold_frames: int = 8, grace_frames: int = 2,
+                 max_requests: int = 128) -> None:
         if slots < 1:
             raise BudgetError(f"a page cache needs at least one slot, got {slots}")
         self.hold_frames = int(hold_frames)
+        #: Frames a visible tile absent from the feedback still counts as shown now (one
+        #: sub-sampled readback can miss it); after that it yields to tiles shown now.
+        self.grace_frames = min(int(grace_frames), self.hold_frames)
         self.max_requests = int(max_requests)
         self._reset(int(slots))
         self._want: dict[int, Tier] = {}
@@ -167,7 +172,8 @@ class TilePolicy:
         """Slots a visible newcomer could take now: free ones and those holding tiles that
         are not visible in the newest plan. Requests beyond it would be read only to be
         dropped."""
-        visible_now = (self.tiers() == Tier.VISIBLE) & self.current
+        visible_now = (self.tiers() == Tier.VISIBLE) & (
+            self.current | (self.frame - self.last_visible <= self.grace_frames))
         return int(((self.slot_key == 0) | (~self.pinned & ~visible_now)).sum())
 
     def tier_of(self, key: int) -> Tier:
@@ -190,7 +196,8 @@ class TilePolicy:
         # feedback: after a camera cut these give way to what the screen shows now),
         # 2 prefetch, 4 recent. Worst rank first, then oldest; pinned slots never.
         rank = self.tiers() * 2
-        rank[(rank == 0) & ~self.current] = 1
+        stale = self.frame - self.last_visible > self.grace_frames
+        rank[(rank == 0) & ~self.current & stale] = 1
         age = self.frame - self.last_wanted
         score = np.where(self.pinned, -1, rank * (1 << 42) + np.minimum(age, 1 << 41))
         victim = int(np.argmax(score))

@@ -99,13 +99,15 @@ class VirtualTextureSystem:
     """Page cache + page table + tile I/O + residency policy for textures of one format."""
 
     def __init__(self, device: Device, allowance_bytes: int, *, io_workers: int = 2,
-                 max_uploads: int = 32, hold_frames: int = 8, max_requests: int = 128,
+                 max_uploads: int = 32, hold_frames: int = 8, grace_frames: int = 2,
+                 max_requests: int = 128,
                  latency_ms: tuple[float, float] | None = None,
                  level_cache_bytes: int = 64 << 20) -> None:
         self.device = device
         self.allowance = int(allowance_bytes)
         self.max_uploads = int(max_uploads)
         self.hold_frames = int(hold_frames)
+        self.grace_frames = int(grace_frames)
         self.max_requests = int(max_requests)
         self.fmt: PixelFormat | None = None
         self.table = PageTable()
@@ -186,6 +188,7 @@ class VirtualTextureSystem:
         self.cache = PageCache(self.device, self.fmt, sx, sy, SLOT_TEXELS)
         if self.policy is None:
             self.policy = TilePolicy(sx * sy, hold_frames=self.hold_frames,
+                                     grace_frames=self.grace_frames,
                                      max_requests=self.max_requests)
         else:
             self.policy.resize(sx * sy)
