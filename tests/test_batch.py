@@ -359,3 +359,26 @@ def test_frame_ring_grows_and_releases_everything(dev, persistent) -> None:
         assert offsets[:4] == [0, before, 2 * before, 0]
     else:
         assert set(offsets) == {0}
+
+
+def test_feedback_pass_batched_equals_its_instance_loop(dev, texture_files) -> None:
+    """The GPU feedback pass through the batched path reports the same finest level per
+    texture as its per-instance loop (same fragments, ids and chain sizes from the rows)."""
+    from engine.render.feedback import FeedbackPass
+    from engine.streaming.static import StaticTextureProvider
+
+    with dev.leak_check():
+        provider = StaticTextureProvider(dev)
+        scene = _scene(dev, provider, texture_files)
+        out = {}
+        for batched in (False, True):
+            fb = FeedbackPass(dev, provider, every=1, batched=batched)
+            assert (fb._batch is not None) == batched
+            assert fb.render(scene, (W * 4, H * 4), 0)
+            dev.finish()
+            out[batched] = fb.poll()
+            fb.release()
+        scene.release()
+        provider.release()
+    assert out[True] is not None and np.isfinite(out[True]).sum() >= 5
+    assert np.array_equal(out[False], out[True])

@@ -41,7 +41,7 @@ ROW_FLOATS = 52  # struct ObjectData (shaders/objects.glsl), 208 bytes
 ROW_BYTES = ROW_FLOATS * 4
 TEXTURE_FLOATS = 8  # struct TextureData, 32 bytes
 NO_CLAMP = -1000.0  # GL_TEXTURE_MIN_LOD's default: no clamp
-TextureMode = Literal["bindless", "bound"]
+TextureMode = Literal["bindless", "bound", "none"]
 
 
 # ---------------------------------------------------------------------- pure policy
@@ -290,9 +290,18 @@ class GeometryArena:
     def vertex_array(self, program: Any) -> Any:
         vao = self._vaos.get(id(program))
         if vao is None:
+            # Only the attributes the program uses, the others as padding: moderngl's
+            # skip_errors would try to bind built-ins such as gl_BaseInstanceARB instead.
+            fmt, names = [], []
+            for part, name in zip(VERTEX_FORMAT.split(), VERTEX_ATTRIBUTES):
+                if name in program:
+                    fmt.append(part)
+                    names.append(name)
+                else:
+                    fmt.append(f"{int(part[:-1]) * 4}x")
             vao = self.device.vertex_array(
-                program, [(self.vbo, VERTEX_FORMAT, *VERTEX_ATTRIBUTES)], self.ibo,
-                index_element_size=4, skip_errors=True, label="arena.vao")
+                program, [(self.vbo, " ".join(fmt), *names)], self.ibo,
+                index_element_size=4, label="arena.vao")
             self._vaos[id(program)] = vao
         return vao
 
@@ -328,7 +337,9 @@ class BatchStats:
 
 class BatchedPass:
     """Draws a scene's objects with a program of the batched family (objects.glsl), through
-    the frame ring and indirect multi-draws. `mode` "bindless" or "bound"."""
+    the frame ring and indirect multi-draws. `mode`: "bindless" (handles in the texture
+    rows), "bound" (a bind per texture set) or "none" (the program samples no texture: the
+    feedback pass; one multi-draw)."""
 
     def __init__(self, device: Any, provider: Any, *, mode: TextureMode,
                  shader_clamp: bool | None = None, label: str = "batched") -> None:
@@ -461,8 +472,8 @@ class BatchedPass:
         visible = self._visible(objects, view_proj, cull)
         tstate = self.textures.state()
         groups: list[tuple[int, int]] = []
-        if self.mode == "bindless":
-            handles = self._handle_array(tstate)
+        if self.mode != "bound":
+            handles = self._handle_array(tstate) if self.mode == "bindless" else None
             order = visible[np.argsort(objects.mesh_index[visible], kind="stable")]
             groups = [(0, len(order))] if len(order) else []
         else:

@@ -34,6 +34,9 @@ from ..gl.types import Buffer, Framebuffer, Renderbuffer, Texture, VertexArray
 from ..gl import shaders
 from ..streaming.contract import TextureProvider
 from ..streaming.feedback import PIXEL_BYTES, feedback_size, reduce_feedback
+from ..gl.indirect import batched_frame_supported
+from .batch import BatchedPass
+from .camera import mat_to_numpy
 from .material import Material
 from .mesh import VERTEX_ATTRIBUTES, VERTEX_FORMAT, Mesh
 from .scene import Scene
@@ -121,7 +124,8 @@ class FeedbackPass:
     on frames that are multiples of it (`frame_step`), amortising its cost."""
 
     def __init__(self, device: Device, provider: TextureProvider, *, scale: float = 1 / 8,
-                 min_size: tuple[int, int] = (64, 36), ring: int = 3, every: int = 4) -> None:
+                 min_size: tuple[int, int] = (64, 36), ring: int = 3, every: int = 4,
+                 batched: bool = True) -> None:
         if ring < 2:
             raise ValueError("the feedback ring needs at least 2 buffers to avoid waiting")
         self.device = device
@@ -132,7 +136,23 @@ class FeedbackPass:
         self.size = (0, 0)
         self.latest_frame = -1  # the frame the last poll() result was rendered in
         self.skipped = 0  # passes not rendered because every buffer was still in flight
-        self._pass = InstancePass(device, "feedback.frag.glsl", "feedback")
+        # The batched frame's path (one buffer write, one multi-draw, no per-object uniform)
+        # where the driver has it; else the instance loop.
+        self._pass: InstancePass | None = None
+        self._batch: BatchedPass | None = None
+        self._batch_prog = None
+        if batched and batched_frame_supported(device):
+            self._batch_prog = device.program(
+                vertex_shader=shaders.load("feedback.batched.vert.glsl"),
+                fragment_shader=shaders.load("feedback.batched.frag.glsl"),
+                label="feedback.batched")
+            try:
+                self._batch = BatchedPass(device, provider, mode="none", label="feedback")
+            except BaseException:
+                device.release(self._batch_prog)
+                raise
+        else:
+            self._pass = InstancePass(device, "feedback.frag.glsl", "feedback")
         self._slots = [_Readback() for _ in range(ring)]
         self._color: Texture | None = None
         self._depth: Renderbuffer | None = None
@@ -185,6 +205,34 @@ class FeedbackPass:
         fbo.use()
         fbo.clear(0, 0, 0, 0, depth=1.0)  # 0 = no texture (see feedback.frag.glsl)
         downscale = (render_size[0] / size[0], render_size[1] / size[1])
+        if self._batch is not None:
+            count = self._render_batched(scene, render_size, downscale)
+        else:
+            count = self._render_instances(scene, render_size, downscale)
+        fbo.read_into(slot.buffer, components=2, dtype="u4", alignment=1)
+        slot.fence = self.device.fence("feedback.readback")  # flushed: a poll can see it
+        slot.frame, slot.size, slot.texture_count = frame, size, count
+        return True
+
+    def _render_batched(self, scene: Scene, render_size: tuple[int, int],
+                        downscale: tuple[float, float]) -> int:
+        """Every object in one multi-draw: ids and chain sizes come from the object and
+        texture rows. Returns the texture count the image can name."""
+        prog = self._batch_prog
+        view_proj = view_projection(scene, render_size)
+        if "u_view_proj" in prog:
+            prog["u_view_proj"].write(view_proj.to_bytes())
+        if "u_downscale" in prog:
+            prog["u_downscale"].value = downscale
+        self.device.set_state(depth_test=True)
+        objects = scene.objects
+        self._batch.draw(objects, prog, mat_to_numpy(view_proj))
+        albedo = objects.texture_ids[:, 0] if objects.count else np.zeros(0, np.int32)
+        return int(albedo.max()) + 1 if len(albedo) and albedo.max() >= 0 else 0
+
+    def _render_instances(self, scene: Scene, render_size: tuple[int, int],
+                          downscale: tuple[float, float]) -> int:
+        assert self._pass is not None
         self._pass.set("u_downscale", downscale)
         count = 0
         chain: dict[int, tuple[float, float]] = {}
@@ -201,10 +249,7 @@ class FeedbackPass:
                 count = max(count, tid + 1)
 
         self._pass.draw(scene, view_projection(scene, render_size), material_uniforms)
-        fbo.read_into(slot.buffer, components=2, dtype="u4", alignment=1)
-        slot.fence = self.device.fence("feedback.readback")  # flushed: a poll can see it
-        slot.frame, slot.size, slot.texture_count = frame, size, count
-        return True
+        return count
 
     def poll(self) -> np.ndarray | None:
         """The newest finished feedback, reduced per texture (float levels, +inf for textures
@@ -237,4 +282,11 @@ class FeedbackPass:
             self.device.release(slot.buffer)
             slot.buffer = None
         self._release_target()
-        self._pass.release()
+        if self._pass is not None:
+            self._pass.release()
+        if self._batch is not None:
+            self._batch.release()
+            self._batch = None
+        if self._batch_prog is not None:
+            self.device.release(self._batch_prog)
+            self._batch_prog = None
