@@ -137,11 +137,15 @@ class WallScript:
             ("pan", 3.0, (ax, ay, near), (bx, by, near), False),
         ]
         here = (bx, by)
+        # Everything seen so far at full size: the dive's image and the pan's row. A cut goes
+        # as far from all of it as the grid allows, so its images cannot still be resident.
+        seen = [(ax + (bx - ax) * f, ay) for f in np.linspace(0.0, 1.0, pan_images + 1)]
         for k in range(cuts):
-            target = self._distant(rng, here)
+            target = self._distant(rng, seen)
             cx, cy = grid.center(target)
             plan.append((f"cut{k}", 1.5, (cx, cy, near), (cx, cy, near), False))
             here = (cx, cy)
+            seen.append(here)
         plan += [("zoom-out", 2.0, (*here, near), (0.0, 0.0, far), True),
                  ("overview-end", 0.5, (0.0, 0.0, far), (0.0, 0.0, far), False)]
         natural = sum(p[1] for p in plan)
@@ -152,16 +156,13 @@ class WallScript:
             t += length * stretch
         self.near, self.far = near, far
 
-    def _distant(self, rng: np.random.Generator, here: tuple[float, float]) -> int:
-        """A seeded image at least half the grid's diagonal away from `here`, if any is."""
-        diag = math.hypot(self.grid.cols, self.grid.rows) * CELL
+    def _distant(self, rng: np.random.Generator, seen: list[tuple[float, float]]) -> int:
+        """Of 64 seeded candidates, the image farthest from every point in `seen`."""
+        pts = np.asarray(seen, np.float64)
         best, best_d = 0, -1.0
         for _ in range(64):
             i = int(rng.integers(0, self.grid.count))
-            x, y = self.grid.center(i)
-            d = math.hypot(x - here[0], y - here[1])
-            if d >= 0.5 * diag:
-                return i
+            d = float(np.min(np.hypot(*(np.asarray(self.grid.center(i)) - pts).T)))
             if d > best_d:
                 best, best_d = i, d
         return best

@@ -43,9 +43,11 @@ def test_quick_bench_writes_json(tmp_path):
         assert all(isinstance(note, str) for note in suite["notes"]), name
 
     streaming = data["suites"]["streaming"]["rows"]
-    budgets = {r["budget_pct"] for r in streaming if r.get("provider") == "streaming"}
-    assert budgets == {100, 50, 25, 10}
-    assert {r["part"] for r in streaming} == {"quality+pacing", "upload", "latency"}
+    assert {r["part"] for r in streaming} == {"wall", "efficiency", "prefetch", "cut", "scale",
+                                              "upload", "latency"}
+    wall = [r for r in streaming if r["part"] == "wall"]
+    assert {r["policy"] for r in wall} >= {"tiered", "lru-whole", "global-bias"}
+    assert all(r["frames_over_budget"] == 0 for r in wall)
     assert {r["source"] for r in streaming if r["part"] == "latency"} == {"file", "ram cache"}
     startup = data["suites"]["startup"]["rows"]
     assert startup[0]["first_frame_speedup"] > 0

@@ -164,10 +164,16 @@ def view_instances(view: FrameView) -> InstanceArrays:
 
 
 def measure_view(view: FrameView, provider: TextureProvider, count: int,
-                 mip_bias: float = 0.0) -> tuple[Coverage, np.ndarray]:
+                 mip_bias: float = 0.0, resident: np.ndarray | None = None
+                 ) -> tuple[Coverage, np.ndarray]:
     """Coverage of one frame from its view and the provider's public residency: works for any
     provider (static, streamed, baselines) without reaching into one. Also returns the
-    per-texture deficit. Costs one `residency` call per texture."""
+    per-texture deficit. Costs one `residency` call per texture.
+
+    By default a texture counts at the level its sampler is clamped to (a level fading in
+    counts as far as it has faded: what the screen shows). `resident` (per-texture finest
+    resident level) counts what is in memory instead: the measure of when detail *arrived*,
+    which the cut timer uses (a fade is a choice of presentation, not a missing level)."""
     res = [provider.residency(t) for t in range(count)]
     levels = np.array([r.levels for r in res])
     tex = TextureArrays(width=np.array([r.chain_width for r in res]),
@@ -178,5 +184,7 @@ def measure_view(view: FrameView, provider: TextureProvider, count: int,
     est = estimate_mips(inst, tex, cam, mip_bias)
     pixels = instance_screen_pixels(inst, cam, view.viewport) * est.instance_visible
     weights = texture_weights(inst, pixels, count)
-    deficit = level_deficit(est.mip, np.array([r.base_level for r in res]), levels)
+    sampled = np.array([r.base_level for r in res]) if resident is None \
+        else np.asarray(resident, np.float64)
+    deficit = level_deficit(est.mip, sampled, levels)
     return coverage(weights, deficit), deficit

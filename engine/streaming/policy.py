@@ -145,6 +145,7 @@ class PolicyConfig:
     realloc: bool = True               # False: sparse storage, no old + new transient
     max_prefetch_requests: int = 8     # of max_requests, at most this many for prefetch
     prefetch_offset: int = 0           # prefetch targets this many levels coarser
+    prefetch: bool = True              # the executor feeds `predict_prefetch` to update_state
     #: "tiered" (this module's policy), or a baseline: "lru-whole", "global-bias"
     policy: str = "tiered"
 
