@@ -27,6 +27,7 @@ Measured in one run, side by side:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import math
@@ -70,6 +71,7 @@ class VirtualProfile:
     feedback_scale: float = 0.25
     max_uploads: int = 32
     seed: int = 13
+    files: tuple[str, ...] = ()  # KTX2 files to use instead of the gallery's
 
     @staticmethod
     def quick() -> VirtualProfile:
@@ -78,10 +80,18 @@ class VirtualProfile:
 
 
 def _gallery(count: int, size: int) -> list[Path]:
-    try:
-        from demos.gallery_assets import gallery_textures
-    except ImportError:  # before the demos package held the gallery
-        from ..render.gallery_assets import gallery_textures  # type: ignore[no-redef]
+    import importlib
+    gallery_textures = None
+    # The gallery's generator has moved between packages during the app-layer refactor.
+    for name in ("engine.demos.gallery_assets", "demos.gallery_assets",
+                 "engine.render.gallery_assets"):
+        try:
+            gallery_textures = importlib.import_module(name).gallery_textures
+            break
+        except ImportError:
+            continue
+    if gallery_textures is None:
+        raise ImportError("the gallery texture generator (gallery_assets) was not found")
     got = gallery_textures(count, size)
     return list(getattr(got, "paths", got))
 
@@ -160,7 +170,8 @@ def _pct(values: list[float], q: float) -> float:
 
 def run_profile(device: Device, prof: VirtualProfile) -> SuiteResult:
     res = SuiteResult("virtual")
-    paths = _gallery(prof.textures, prof.size)
+    paths = [Path(f) for f in prof.files][:prof.textures] if prof.files else \
+        _gallery(prof.textures, prof.size)
     files = [textures.open(p) for p in paths]
     content = sum(sum(lv.nbytes for lv in tf.levels) for tf in files)
     dropped = _drop_os_cache(paths)
@@ -328,12 +339,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--stops", type=int, default=d.stops)
     p.add_argument("--hold", type=int, default=d.hold)
     p.add_argument("--max-uploads", type=int, default=d.max_uploads)
+    p.add_argument("--files", nargs="*", default=(),
+                   help="power-of-two BC7 KTX2 files to use instead of the gallery's")
     p.add_argument("--json")
     a = p.parse_args(argv)
     w, h = (int(v) for v in a.output.lower().split("x"))
-    prof = VirtualProfile.quick() if a.quick else VirtualProfile(
+    prof = dataclasses.replace(VirtualProfile.quick(), files=tuple(a.files)) if a.quick \
+        else VirtualProfile(
         a.textures, a.size, parse_bytes(a.allowance), (w, h), a.stops, a.hold,
-        max_uploads=a.max_uploads)
+        max_uploads=a.max_uploads, files=tuple(a.files))
     device = Device.headless()
     try:
         out = run_profile(device, prof)
