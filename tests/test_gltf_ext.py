@@ -304,3 +304,17 @@ def test_walkthrough_bake_then_view(tmp_path):
     # The logo's blue and green, not only the grey background and the white box.
     assert (img[..., 2] - img[..., 0] > 60).sum() > 50
     assert (img[..., 1] - img[..., 0] > 40).sum() > 20
+
+
+@pytest.mark.skipif(not (basis.available() and basis.encoder_available()),
+                    reason="Basis transcoder/encoder absent")
+def test_bake_etc1s_scene_reopens(tmp_path):
+    result = bake_gltf(MODEL / "BoxTextured.glb", tmp_path / "out", "etc1s")
+    doc = pygltflib.GLTF2().load(str(result.gltf))
+    assert doc.extensionsUsed == [KHR_BASISU]
+    source = doc.textures[0].extensions[KHR_BASISU]["source"]
+    asset = load_gltf(result.gltf)
+    assert asset.materials[0].base_color_image == source
+    tex = textures.open(image_ktx2(asset.images[source], srgb=True))
+    assert tex.extra["basis_codec"] == "ETC1S" and tex.supercompression == "BasisLZ"
+    assert result.images[0].psnr_db >= 30.0
