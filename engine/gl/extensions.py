@@ -25,6 +25,8 @@ SIGNATURES: dict[str, tuple[object, tuple[object, ...]]] = {
     "glUseProgram": (None, (u32,)),
     "glBindVertexArray": (None, (u32,)),
     "glMultiDrawElementsIndirect": (None, (u32, u32, ptr, sizei, sizei)),
+    "glDrawElementsInstancedBaseVertexBaseInstance": (None, (u32, sizei, u32, ptr, sizei, i32,
+                                                             u32)),
     "glGetTextureHandleARB": (u64, (u32,)),
     "glMakeTextureHandleResidentARB": (None, (u64,)),
     "glMakeTextureHandleNonResidentARB": (None, (u64,)),

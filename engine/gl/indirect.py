@@ -60,18 +60,46 @@ def bind_storage(device: Any, binding: int, buffer_glo: int, offset: int, nbytes
                                          max(int(nbytes), 16))
 
 
+class DrawSession:
+    """Program, vertex array and draw-indirect buffer bound once for a run of draws
+    (`with DrawSession(...) as d: d.indirect(offset, count); d.direct(command)`), restored
+    to none afterwards so moderngl's own draws find the state they expect."""
+
+    def __init__(self, device: Any, program_glo: int, vao_glo: int, buffer_glo: int) -> None:
+        self._ext, self._raw = extensions(device), raw_of(device)
+        self._args = (program_glo, vao_glo, buffer_glo)
+
+    def __enter__(self) -> DrawSession:
+        prog, vao, buf = self._args
+        self._ext.glUseProgram(prog)
+        self._ext.glBindVertexArray(vao)
+        self._raw.glBindBuffer(DRAW_INDIRECT_BUFFER, buf)
+        return self
+
+    def indirect(self, offset: int, count: int) -> None:
+        """glMultiDrawElementsIndirect of `count` commands at byte `offset`."""
+        if count > 0:
+            self._ext.glMultiDrawElementsIndirect(TRIANGLES, UNSIGNED_INT,
+                                                  C.c_void_p(int(offset)), int(count),
+                                                  DRAW_COMMAND.itemsize)
+
+    def direct(self, command: np.void) -> None:
+        """One command drawn from its values on the CPU
+        (glDrawElementsInstancedBaseVertexBaseInstance, GL 4.2): for a run of a single
+        command, cheaper than an indirect draw where the driver reads the indirect buffer
+        on the CPU (llvmpipe)."""
+        self._ext.glDrawElementsInstancedBaseVertexBaseInstance(
+            TRIANGLES, int(command["count"]), UNSIGNED_INT,
+            C.c_void_p(int(command["first_index"]) * 4), int(command["instance_count"]),
+            int(command["base_vertex"]), int(command["base_instance"]))
+
+    def __exit__(self, *exc) -> None:
+        self._raw.glBindBuffer(DRAW_INDIRECT_BUFFER, 0)
+        self._ext.glBindVertexArray(0)
+
+
 def multi_draw(device: Any, program_glo: int, vao_glo: int, buffer_glo: int, offset: int,
                count: int) -> None:
-    """glMultiDrawElementsIndirect of `count` commands at byte `offset` of the buffer, with
-    the program and vertex array given by GL name (restored to none afterwards, so moderngl's
-    own draws find the state they expect)."""
-    if count <= 0:
-        return
-    ext, raw = extensions(device), raw_of(device)
-    ext.glUseProgram(program_glo)
-    ext.glBindVertexArray(vao_glo)
-    raw.glBindBuffer(DRAW_INDIRECT_BUFFER, buffer_glo)
-    ext.glMultiDrawElementsIndirect(TRIANGLES, UNSIGNED_INT, C.c_void_p(int(offset)), int(count),
-                                    DRAW_COMMAND.itemsize)
-    raw.glBindBuffer(DRAW_INDIRECT_BUFFER, 0)
-    ext.glBindVertexArray(0)
+    """One glMultiDrawElementsIndirect with its own state binding (see DrawSession)."""
+    with DrawSession(device, program_glo, vao_glo, buffer_glo) as d:
+        d.indirect(offset, count)

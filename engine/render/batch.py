@@ -31,7 +31,12 @@ import numpy as np
 from ..gl import shaders
 from ..gl.bindless import BindlessTextures, bindless_supported
 from ..gl.buffers import FrameRing
-from ..gl.indirect import DRAW_COMMAND, batched_frame_supported, bind_storage, multi_draw
+from ..gl.indirect import (
+    DRAW_COMMAND,
+    batched_frame_supported,
+    bind_storage,
+    DrawSession,
+)
 from .mesh import VERTEX_ATTRIBUTES, VERTEX_FORMAT, Mesh
 from .objects import ObjectArrays
 
@@ -352,6 +357,8 @@ class BatchedPass:
         self.provider = provider
         self.mode: TextureMode = mode
         self.label = label
+        # runs of one command (bound path, a texture set used once) are drawn directly
+        self.direct_single = True
         self.ring = FrameRing(device, 64 << 10, label=f"{label}.ring")
         self.bindless = BindlessTextures(device) if mode == "bindless" else None
         self.textures = TextureTracker(
@@ -497,16 +504,21 @@ class BatchedPass:
                      layout.commands - layout.textures)
         vao = arena.vertex_array(program)
         tids = objects.texture_ids[order]
-        for a, b in groups:
-            if self.mode == "bound":
-                for unit, tid in enumerate(tids[a]):
-                    if tid >= 0:
-                        self.provider.bind(int(tid), unit)
-                        st.texture_binds += 1
-            # base_instance is the row index, so a group's commands read rows a..b-1
-            multi_draw(self.device, program.glo, vao.glo, self.ring.glo,
-                       offset + layout.commands + a * DRAW_COMMAND.itemsize, b - a)
-            st.draw_calls += 1
+        cmds = data[layout.commands:layout.end].view(DRAW_COMMAND)
+        base = offset + layout.commands
+        with DrawSession(self.device, program.glo, vao.glo, self.ring.glo) as session:
+            for a, b in groups:
+                if self.mode == "bound":
+                    for unit, tid in enumerate(tids[a].tolist()):
+                        if tid >= 0:
+                            self.provider.bind(tid, unit)
+                            st.texture_binds += 1
+                # base_instance is the row index, so a group's commands read rows a..b-1
+                if b - a == 1 and self.direct_single:
+                    session.direct(cmds[a])
+                else:
+                    session.indirect(base + a * DRAW_COMMAND.itemsize, b - a)
+                st.draw_calls += 1
         self.ring.end_frame()
         st.handles = len(self.bindless) if self.bindless is not None else 0
         self.stats = st
