@@ -187,6 +187,18 @@ def texture_levels(canvas: dict[str, np.ndarray], wx: int, wy: int,
     return levels
 
 
+def _cut_job(args: tuple[str, int, int, list[tuple[int, int, int, str]]]) -> int:
+    """Write every texture of one canvas: (texture number, window x, window y, path)."""
+    canvas_path, c, size, items = args
+    layout = WallLayout.for_size(size)
+    with np.load(canvas_path) as z:
+        canvas = {k: z[k] for k in z.files}
+    for i, wx, wy, path in items:
+        write_ktx2(path, FORMAT, size, size, texture_levels(canvas, wx, wy, layout),
+                   kv={"engineWall": f"v{VERSION} #{i} canvas {c} window {wx},{wy}"})
+    return len(items)
+
+
 def wall_directory(size: int, cache_dir: Path | None = None) -> Path:
     return (cache_dir or cache_root() / "wall") / f"{size}-bc7-v{VERSION}"
 
@@ -220,16 +232,21 @@ def wall_textures(count: int, size: int = 1024, *, cache_dir: Path | None = None
                 with ProcessPoolExecutor(workers) as pool:
                     for name in pool.map(_encode_job, args):
                         bar.advance(1, Path(name).name)
-    loaded: dict[int, dict[str, np.ndarray]] = {}
+    # Cutting is a slice and a small encode per texture, then a file write: grouped by
+    # canvas (each loaded once), the groups over the worker processes when there are many.
+    groups: dict[int, list[tuple[int, int, int, str]]] = {}
+    for i in missing:
+        c, wx, wy = assignment(i, len(sources), layout)
+        groups.setdefault(c, []).append((i, wx, wy, str(paths[i])))
+    jobs = [(str(_canvas_file(directory, c)), c, size, items) for c, items in groups.items()]
     with Progress(len(missing), f"wall {size}px bc7", enabled=progress) as bar:
-        for i in missing:
-            c, wx, wy = assignment(i, len(sources), layout)
-            if c not in loaded:
-                with np.load(_canvas_file(directory, c)) as z:
-                    loaded[c] = {k: z[k] for k in z.files}
-            write_ktx2(paths[i], FORMAT, size, size, texture_levels(loaded[c], wx, wy, layout),
-                       kv={"engineWall": f"v{VERSION} #{i} canvas {c} window {wx},{wy}"})
-            bar.advance(1, paths[i].name)
+        if workers <= 1 or len(missing) < 64:
+            for job in jobs:
+                bar.advance(_cut_job(job))
+        else:
+            with ProcessPoolExecutor(workers) as pool:
+                for done in pool.map(_cut_job, jobs):
+                    bar.advance(done)
     seconds = time.perf_counter() - start
     log.info("%d wall textures ready in %.1f s", len(missing), seconds)
     return WallAssets(paths, directory, len(missing), seconds)
