@@ -1,14 +1,224 @@
-"""Command line: `python -m engine info | bake | inspect | demo | bench | report`."""
+"""Command line: `python -m engine info | bake | inspect | demo | bench | report | soak`.
+
+One rule for every subcommand (tests/test_cli_rule.py walks every option to hold it):
+
+- A user error (a value out of range, an unknown name, an output that cannot be written) is
+  ONE line on stderr naming the option and what it accepts, exit status 2, no traceback, and
+  it is found before any work starts: values are checked by the argument types below while
+  parsing, so nothing has been generated, allocated or written when they fail.
+- An internal error is one line plus "run with --debug for the traceback", exit status 1;
+  `--debug` (anywhere on the line) prints the traceback instead.
+- Ctrl-C and SIGTERM stop the run at once: the handler stops this process's worker processes
+  (a process pool would otherwise finish its queue, or outlive us), then unwinds the main
+  thread so every `finally` releases what it made and outputs written to temporary names are
+  never renamed into place; exit status 130 (SIGINT) or 143 (SIGTERM) with one line.
+- A closed stdout (`inspect f.ktx2 | head -3`) ends the command quietly, status 141 (as a
+  C tool killed by SIGPIPE).
+"""
 from __future__ import annotations
 
 import argparse
 import json
 import logging
+import math
+import os
+import signal
 import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
 
+from .errors import BudgetError, EngineError, OutputExistsError, UsageError
 from .memory.sizes import format_bytes
 
+log = logging.getLogger(__name__)
 
+# --------------------------------------------------------------------------- argument types
+#: The largest output edge accepted before a device exists: GL 4.5 guarantees at least this
+#: for GL_MAX_TEXTURE_SIZE, GL_MAX_RENDERBUFFER_SIZE and GL_MAX_VIEWPORT_DIMS, so it holds on
+#: every driver the engine runs on (run_scene then checks the driver's own limits).
+MAX_OUTPUT_EDGE = 16384
+#: Bytes of render targets and read-backs per output pixel, an upper estimate: HDR colour
+#: (RGBA16F, 8) + depth (4) + output (RGBA8, 4) + the FSR input and intermediate (8) + the
+#: RGB read-back (3) = 27, rounded up. A size whose targets would not fit half the machine's
+#: memory is refused (llvmpipe keeps "VRAM" in system memory; a GPU's own limit is checked
+#: by the driver).
+BYTES_PER_OUTPUT_PIXEL = 32
+MIN_TEXTURE_SIZE = 16  # the gallery's tiles need 4 blocks of 4 texels per side
+
+
+def _examples(good: str, *bad: str) -> Callable[[Callable[[str], Any]], Callable[[str], Any]]:
+    """Attach a valid value and values the type must refuse to an argument type: the CLI rule
+    test feeds every option its bad values, so a new option is tested as soon as it exists."""
+    def mark(fn: Callable[[str], Any]) -> Callable[[str], Any]:
+        fn.good_example = good  # type: ignore[attr-defined]
+        fn.bad_examples = bad  # type: ignore[attr-defined]
+        return fn
+    return mark
+
+
+def machine_memory() -> int:
+    """Physical memory in bytes (0 when the system does not say)."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return 0
+
+
+@_examples("80%", "abc", "-5%", "150%", "nan%", "0", "0%")
+def budget_arg(text: str) -> str:
+    """A budget: bytes ("512MiB", > 0) or a percentage of VRAM in (0, 100]."""
+    from .memory.budget import BudgetSpec
+
+    try:
+        spec = BudgetSpec.parse(text)
+    except BudgetError as exc:
+        raise argparse.ArgumentTypeError(f"{exc}; accepted: a size > 0 like 512MiB or a "
+                                         f"percentage in (0, 100]") from None
+    if spec.absolute is not None and spec.absolute <= 0:
+        raise argparse.ArgumentTypeError(f"budget must be > 0, got {text!r}; accepted: a size "
+                                         f"> 0 like 512MiB or a percentage in (0, 100]")
+    return text
+
+
+@_examples("320x180", "99999x99999", "0x10", "-5x10", "big", "nan")
+def size_arg(text: str) -> tuple[int, int]:
+    """An output size WIDTHxHEIGHT, 1..MAX_OUTPUT_EDGE per side, within the machine's memory."""
+    accepted = f"accepted: WIDTHxHEIGHT, each 1-{MAX_OUTPUT_EDGE}"
+    try:
+        w, h = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size; {accepted}") from None
+    if not (1 <= w <= MAX_OUTPUT_EDGE and 1 <= h <= MAX_OUTPUT_EDGE):
+        raise argparse.ArgumentTypeError(f"{w}x{h} is out of range; {accepted}")
+    memory = machine_memory()
+    need = w * h * BYTES_PER_OUTPUT_PIXEL
+    if memory and need > memory // 2:
+        raise argparse.ArgumentTypeError(
+            f"{w}x{h} needs about {format_bytes(need)} of render targets, more than half this "
+            f"machine's {format_bytes(memory)}; {accepted} and within memory")
+    return w, h
+
+
+@_examples("3", "0", "-3", "x", "1.5")
+def positive_int(text: str) -> int:
+    """A whole number >= 1 (frame counts, texture counts)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number; accepted: 1 or "
+                                         f"more") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is out of range; accepted: 1 or more")
+    return value
+
+
+@_examples("7", "x", "-1", "1.5")
+def seed_arg(text: str) -> int:
+    """A random seed: a whole number >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: accepted: a whole number >= 0")
+    return value
+
+
+@_examples("0.5", "x", "-0.1", "1.5", "nan")
+def probability_arg(text: str) -> float:
+    """A probability in [0, 1]."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text!r}: accepted: a number in [0, 1]")
+    return value
+
+
+@_examples("64", "3", "100", "0", "x", str(2 * MAX_OUTPUT_EDGE))
+def texture_size_arg(text: str) -> int:
+    """A texture edge: a power of two, MIN_TEXTURE_SIZE..MAX_OUTPUT_EDGE."""
+    accepted = f"accepted: a power of two, {MIN_TEXTURE_SIZE}-{MAX_OUTPUT_EDGE}"
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number; {accepted}") from None
+    if not (MIN_TEXTURE_SIZE <= value <= MAX_OUTPUT_EDGE) or value & (value - 1):
+        raise argparse.ArgumentTypeError(f"{value} is out of range; {accepted}")
+    return value
+
+
+def registry_arg(what: str, names: Callable[[], Sequence[str]]) -> Callable[[str], str]:
+    """A name that must be in a registry (providers, upscalers, demos), read when parsing so
+    names registered later are accepted."""
+    @_examples("", "bogus")
+    def check(text: str) -> str:
+        known = sorted(names())
+        if text not in known:
+            raise argparse.ArgumentTypeError(f"unknown {what} {text!r}; accepted: "
+                                             f"{', '.join(known)}")
+        return text
+    check.good_example = sorted(names())[0]  # type: ignore[attr-defined]
+    check.__name__ = what.replace(" ", "_")
+    return check
+
+
+def _first_existing(path: Path) -> Path:
+    probe = path.absolute()
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    return probe
+
+
+def check_output_dir(path: Path) -> None:
+    """UsageError unless a file can be made in folder `path` (it may not exist yet)."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"{path} exists and is not a folder")
+    base = _first_existing(path)
+    if not base.is_dir():
+        raise UsageError(f"{path}: {base} is not a folder")
+    if not os.access(base, os.W_OK | os.X_OK):
+        raise UsageError(f"{path}: {base} is not writable")
+
+
+@_examples("out/result.json", "/dev/null/x.out")
+def output_file(text: str) -> Path:
+    """A file this command will write: its folder must exist or be creatable and writable,
+    and the path must not be a folder."""
+    path = Path(text)
+    try:
+        if path.is_dir():
+            raise UsageError(f"{path} is a folder")
+        check_output_dir(path.parent if str(path.parent) else Path("."))
+    except UsageError as exc:
+        raise argparse.ArgumentTypeError(f"cannot write {text!r} ({exc}); accepted: a file "
+                                         f"path in a writable folder") from None
+    return path
+
+
+@_examples(__file__, "/nonexistent/file.bin")
+def input_file(text: str) -> Path:
+    """A file this command reads: it must exist and be a file."""
+    path = Path(text)
+    if not path.is_file():
+        why = "is a folder" if path.is_dir() else "does not exist"
+        raise argparse.ArgumentTypeError(f"{text!r} {why}; accepted: an existing file")
+    return path
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a parse error is raised as UsageError (one line from main, exit 2)
+    instead of a usage block on stderr and SystemExit. Subparsers inherit the class."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{self.prog}: {message}")
+
+
+# --------------------------------------------------------------------------- commands
 def _info(args: argparse.Namespace) -> int:
     from .gl.device import Device
     from .memory.budget import Budget
@@ -85,13 +295,40 @@ def _inspect(args: argparse.Namespace) -> int:
     return status
 
 
+def _harden_report(parser: argparse.ArgumentParser) -> None:
+    """The report subcommand's parser lives in engine.diagnostics.timeline (a lower layer
+    that cannot see this module): give its options the same checked types here."""
+    from .diagnostics.timeline import parse_size as timeline_size
+
+    @_examples("1200x720", "99999x99999", "1x1", "big")
+    def picture_size(text: str) -> str:
+        try:
+            timeline_size(text)
+        except UsageError as exc:
+            raise argparse.ArgumentTypeError(str(exc).removeprefix(f"--size {text!r}: ")
+                                             .removeprefix("--size ")) from None
+        return text  # the command parses it again, as it always did
+
+    for action in parser._actions:
+        if action.dest == "size":
+            action.type = picture_size
+        elif action.dest == "report":
+            action.type = input_file
+        elif action.dest == "output":
+            action.type = output_file
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m engine", description=__doc__)
+    p = OneLineParser(prog="python -m engine", description=__doc__.split("\n\n")[0])
     p.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
+    p.add_argument("--debug", action="store_true",
+                   help="print the traceback of an internal error (also accepted after the "
+                        "subcommand)")
     sub = p.add_subparsers(dest="command", required=True)
     info = sub.add_parser("info", help="GL renderer, compressed formats, VRAM and budget")
     info.add_argument("--json", action="store_true")
-    info.add_argument("--budget", default="80%", help='"512MiB" or "80%%" of detected VRAM')
+    info.add_argument("--budget", default="80%", type=budget_arg,
+                      help='"512MiB" or "80%%" of detected VRAM')
     info.add_argument("--headless", action="store_true", help="force EGL even with a display")
     info.set_defaults(func=_info)
     from .demos.cli import add_parser as add_demo
@@ -99,18 +336,125 @@ def build_parser() -> argparse.ArgumentParser:
     # `bake` is dispatched in main() before parsing; listed here for --help.
     sub.add_parser("bake", help="images -> mip chain -> BCn -> KTX2 (see bake --help)")
     insp = sub.add_parser("inspect", help="container, format, levels of KTX2/DDS files")
-    insp.add_argument("files", nargs="+")
+    insp.add_argument("files", nargs="+", type=input_file)
     insp.add_argument("--json", action="store_true")
     insp.set_defaults(func=_inspect)
     from .bench.harness import add_parser as add_bench
     add_bench(sub)
     from .diagnostics.timeline import add_parser as add_report
     add_report(sub)
+    _harden_report(sub.choices["report"])
+    from .demos.soak import add_parser as add_soak
+    add_soak(sub)
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
+# --------------------------------------------------------------------------- signals
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM arrived: unwinds the main thread (a BaseException, so library code
+    catching Exception does not swallow it) and ends the command with 128 + signal."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+        super().__init__(signal.Signals(signum).name)
+
+    @property
+    def status(self) -> int:
+        return 128 + self.signum
+
+
+_MAIN_PID: int | None = None
+_stopping = False
+
+
+def child_pids(pid: int | None = None) -> list[int]:
+    """Live child processes of `pid` (default: this process), from /proc."""
+    pid = os.getpid() if pid is None else pid
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2:].split()
+        if int(fields[1]) == pid and fields[0] != "Z":
+            found.append(int(entry))
+    return found
+
+
+def stop_children(grace: float = 0.3) -> list[int]:
+    """SIGTERM this process's children (pool workers), then SIGKILL those still alive after
+    `grace` seconds: a worker inside a long C call (an encoder) runs no Python handler until
+    it returns. The multiprocessing resource tracker is left to exit on its own."""
+    pids = []
+    for pid in child_pids():
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"resource_tracker" in cmd:
+            continue
+        pids.append(pid)
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + grace
+    alive = set(pids)
+    while alive and time.monotonic() < deadline:
+        alive = {p for p in alive if set(child_pids()) & {p}}
+        if alive:
+            time.sleep(0.02)
+    for pid in alive:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return pids
+
+
+def _on_signal(signum: int, frame: Any) -> None:
+    global _stopping
+    if os.getpid() != _MAIN_PID:
+        # A forked worker (process pools fork with our handlers): the parent is stopping;
+        # leave quietly instead of printing a KeyboardInterrupt traceback per worker.
+        os._exit(128 + signum)
+    if _stopping:  # a second signal while cleaning up: stop now
+        os._exit(128 + signum)
+    _stopping = True
+    stop_children()
+    raise Interrupted(signum)
+
+
+def install_signal_handlers() -> dict[int, Any]:
+    """SIGINT/SIGTERM -> Interrupted in the main thread; returns the previous handlers."""
+    global _MAIN_PID, _stopping
+    _MAIN_PID, _stopping = os.getpid(), False
+    previous = {}
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        previous[sig] = signal.signal(sig, _on_signal)
+    return previous
+
+
+# --------------------------------------------------------------------------- main
+#: Errors that are the user's to fix (an argument, a file they named): one line, exit 2.
+USER_ERRORS: tuple[type[BaseException], ...] = (UsageError, BudgetError, OutputExistsError,
+                                                argparse.ArgumentTypeError)
+
+
+def _user_os_error(exc: BaseException) -> bool:
+    """An OSError about a path the user named (exists, permission, not a folder)."""
+    return isinstance(exc, (FileExistsError, PermissionError, NotADirectoryError,
+                            IsADirectoryError)) and getattr(exc, "filename", None) is not None
+
+
+def _say(message: str) -> None:
+    print(" ".join(str(message).split()), file=sys.stderr)
+
+
+def _dispatch(argv: list[str]) -> int:
     if argv[:1] == ["bake"]:  # bake owns its whole argument list (and its --help)
         logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
         if any(a.lower().endswith((".gltf", ".glb")) for a in argv[1:]):  # a whole scene
@@ -118,10 +462,71 @@ def main(argv: list[str] | None = None) -> int:
             return bake_gltf_main(argv[1:])
         from .textures.bake import bake_main
         return bake_main(argv[1:])
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:  # --help
+        return int(exc.code or 0)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     return int(args.func(args) or 0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    debug = "--debug" in argv
+    argv = [a for a in argv if a != "--debug"]
+    previous = install_signal_handlers() if _is_main_thread() else {}
+    try:
+        return _dispatch(argv)
+    except Interrupted as exc:
+        _say(f"interrupted by {exc}: stopped, partial outputs removed")
+        return exc.status
+    except KeyboardInterrupt:
+        _say("interrupted by SIGINT: stopped, partial outputs removed")
+        return 130
+    except BrokenPipeError:
+        # The reader went away (`| head`): say nothing more, and keep the interpreter's
+        # final flush from complaining about the closed pipe.
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return 141
+    except USER_ERRORS as exc:
+        _say(f"error: {exc}")
+        return 2
+    except OSError as exc:
+        if _user_os_error(exc):
+            _say(f"error: {exc}")
+            return 2
+        return _internal(exc, debug)
+    except EngineError as exc:  # raised on purpose with a message for the user
+        if debug:
+            raise
+        _say(f"error: {exc}")
+        return 1
+    except Exception as exc:
+        return _internal(exc, debug)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _internal(exc: BaseException, debug: bool) -> int:
+    if debug:
+        import traceback
+
+        traceback.print_exception(exc)
+        return 1
+    _say(f"internal error: {type(exc).__name__}: {exc} (run with --debug for the traceback)")
+    return 1
+
+
+def _is_main_thread() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ TESTDATA = ROOT.parent / "shared" / "testdata"
 
 def pytest_configure(config):
     if not config.pluginmanager.has_plugin("engine_leaks"):
-        config.pluginmanager.import_plugin("engine.diagnostics.pytest_plugin")
+        config.pluginmanager.import_plugin("engine.pytest_plugin")
 
 
 @pytest.fixture

@@ -102,7 +102,7 @@ def bounds_estimate(scene: Scene, provider: StaticTextureProvider):
 def first_result(device, fb: FeedbackPass) -> np.ndarray:
     """Poll until a result arrives. The test lets the GPU finish first (ctx.finish), so the
     fence is signalled; poll itself never waits."""
-    device.ctx.finish()
+    device.finish()
     mips = fb.poll()
     assert mips is not None
     return mips
@@ -132,7 +132,7 @@ def test_readback_never_waits_and_the_ring_skips_when_full(device, occlusion_sce
     asks for a zero timeout, and once every buffer is in flight passes are skipped."""
     scene, provider = occlusion_scene
     timeouts: list[int] = []
-    real = device.raw.glClientWaitSync
+    real = device._raw.glClientWaitSync
 
     def busy(sync, flags, timeout):
         timeouts.append(timeout)
@@ -140,13 +140,13 @@ def test_readback_never_waits_and_the_ring_skips_when_full(device, occlusion_sce
 
     fb = FeedbackPass(device, provider, ring=3)
     try:
-        monkeypatch.setitem(device.raw._fns, "glClientWaitSync", busy)
+        monkeypatch.setitem(device._raw._fns, "glClientWaitSync", busy)
         assert fb.poll() is None  # nothing rendered yet
         assert [fb.render(scene, RENDER, frame=f) for f in range(4)] == [True] * 3 + [False]
         assert fb.skipped == 1
         assert fb.poll() is None
         assert timeouts and set(timeouts) == {0}
-        monkeypatch.setitem(device.raw._fns, "glClientWaitSync", real)
+        monkeypatch.setitem(device._raw._fns, "glClientWaitSync", real)
         mips = first_result(device, fb)  # the newest of the three, older ones retired
         assert fb.latest_frame == 2 and mips[HIDDEN] == np.inf
         assert fb.poll() is None

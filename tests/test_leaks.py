@@ -33,7 +33,7 @@ def test_leak_check_names_engine_objects(engine_device):
 
 def test_leak_check_names_objects_of_wrapped_user_context(engine_device):
     dev = engine_device
-    user = TrackedContext(dev.ctx, dev)
+    user = TrackedContext(dev._ctx, dev)
     before = dev.ledger.category_total("user")
     with pytest.raises(LeakError) as info, dev.leak_check():
         tex = user.texture((16, 16), 4)

@@ -217,6 +217,7 @@ def test_targets_never_grow_into_memory_the_streamer_still_holds(device: Device)
     reallocated. The targets must wait for it instead of taking the ledger over the budget."""
     from engine.app.loop import MemoryReaction
     from engine.memory.budget import Budget
+    from engine.memory.governor import Governor
     from engine.render.renderer import Renderer
     from engine.resolution.policy import ResolutionController
     from engine.streaming.contract import ProviderStats

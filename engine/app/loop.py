@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -100,7 +101,8 @@ class MemoryReaction:
             ledger.by_category(),
             target_curve=self.controller.target_curve(*self.renderer.output_size),
             stream_wanted=stats.wanted_bytes, stream_min=stats.min_bytes,
-            stream_wanted_scale=self.renderer.render_scale, scale_cap=self.controller.scale_cap)
+            stream_wanted_scale=self.renderer.render_scale, scale_cap=self.controller.scale_cap,
+            resizable_target_bytes=targets)
         # The allowance may count memory the streamer has just been told to give back but
         # still holds (the pool shrank this frame; it evicts after this). Targets must never
         # grow into it: even released first, a new set larger than the old one plus what is
@@ -130,7 +132,9 @@ class FrameLoop:
         self.dt = settings.dt
         self.clock = FrameClock()
         self.on_frame: list[FrameHook] = list(on_frame)
-        self.frames: list[dict[str, Any]] = []
+        # The per-frame records; a bounded window when settings.keep_frames says so.
+        self.frames: list[dict[str, Any]] | deque[dict[str, Any]] = (
+            deque(maxlen=settings.keep_frames) if settings.keep_frames else [])
         self.provider = make_provider(settings.provider, device, settings, self.clock)
         self.scene: Scene | None = None
         self.renderer: Renderer | None = None

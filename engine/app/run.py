@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable
+import os
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -18,7 +20,9 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from ..diagnostics.hud import Hud
+from ..errors import UsageError
 from ..gl.device import Device
+from ..gl.limits import max_output_size
 from ..memory.governor import Governor
 from ..render.imagecompare import save_png
 from ..render.scene import Scene
@@ -27,6 +31,7 @@ from .providers import check_provider
 from .settings import RunSettings
 
 log = logging.getLogger(__name__)
+progress_log = logging.getLogger("engine.progress")  # shown by default (textures.progress)
 
 
 class Host(Protocol):
@@ -85,7 +90,8 @@ def _hud_hook(device: Device, host: Host) -> tuple[FrameHook, Hud]:
     def draw(ctx: FrameContext) -> None:
         if host.hud_visible():
             ctx.renderer.output_fbo.use()
-            hud.draw(ctx.renderer.output_fbo, ctx.renderer.output_size, ctx.record)
+            hud.draw(ctx.renderer.output_fbo, ctx.renderer.output_size, ctx.record,
+                     view_mode=ctx.renderer.view_mode)
 
     return draw, hud
 
@@ -112,10 +118,49 @@ def run_scene(scene_factory: SceneFactory, settings: RunSettings | None = None, 
         dev = Device.headless() if own else device
         host = HeadlessHost(settings.frames)
     try:
+        check_output_size(dev, host.output_size(settings))
         return _run(dev, host, scene_factory, settings, on_frame)
     finally:
         if own:
             dev.shutdown()
+
+
+def check_output_size(device: Device, size: tuple[int, int]) -> None:
+    """UsageError, before anything is allocated, when the driver cannot render `size`
+    (GL_MAX_TEXTURE_SIZE, GL_MAX_RENDERBUFFER_SIZE, GL_MAX_VIEWPORT_DIMS)."""
+    w, h = (int(v) for v in size)
+    mw, mh = max_output_size(device)
+    if w > mw or h > mh:
+        raise UsageError(f"--size {w}x{h}: this driver renders at most {mw}x{mh} "
+                         f"({device.caps.renderer}); accepted: WIDTHxHEIGHT, 1-{mw} x 1-{mh}")
+
+
+def progress_hook(total: int, every_s: float = 5.0,
+                  clock: Callable[[], float] = time.monotonic,
+                  say: Callable[[str], None] | None = None) -> FrameHook:
+    """A hook that says what a long run is doing: a line when the first frame is done and
+    then one every `every_s` seconds ("frame 120/300, 14 ms/frame", the mean since the last
+    line), through the `engine.progress` logger (shown by default, also when stdout is not
+    a terminal). `total` <= 0: a window run with no frame limit."""
+    emit = say or progress_log.info
+    state = {"last": None, "frames": 0, "ms": 0.0}
+
+    def hook(ctx: FrameContext) -> None:
+        state["frames"] += 1
+        state["ms"] += float(ctx.record.get("ms", 0.0))
+        now = clock()
+        if state["last"] is not None and now - state["last"] < every_s:
+            return
+        of = f"/{total}" if total > 0 else ""
+        if state["last"] is None:
+            w, h = ctx.renderer.output_size
+            emit(f"rendering: frame {ctx.frame + 1}{of} at {w}x{h}, first frame "
+                 f"{state['ms']:.0f} ms")
+        else:
+            emit(f"frame {ctx.frame + 1}{of}, {state['ms'] / state['frames']:.0f} ms/frame")
+        state.update(last=now, frames=0, ms=0.0)
+
+    return hook
 
 
 def _run(dev: Device, host: Host, scene_factory: SceneFactory, settings: RunSettings,
@@ -148,7 +193,12 @@ def _run(dev: Device, host: Host, scene_factory: SceneFactory, settings: RunSett
         if hud is not None:
             hud.release()
     leaked = finish_run(dev, mark)
-    result = RunResult(summarize(loop.frames, dev, governor, leaked), loop.frames, image)
+    frames = list(loop.frames)
+    result = RunResult(summarize(frames, dev, governor, leaked), frames, image)
+    if settings.metadata is not None:
+        result.metadata = {**settings.metadata}
+        result.metadata.setdefault("renderer", dev.caps.renderer)
+        result.metadata.setdefault("gl_version", dev.caps.gl_version)
     return save_outputs(result, settings.screenshot, settings.report)
 
 
@@ -181,18 +231,31 @@ def finish_run(device: Device, mark: int) -> int:
     return len(leaked)
 
 
-def write_report(result: RunResult, path: Path) -> Path:
+def _atomic(path: Path, write: Callable[[Path], None]) -> Path:
+    """Write through a temporary name in the same folder, then rename: an interrupted run
+    (Ctrl-C, SIGTERM, a full disk) never leaves half a file under the real name, and the
+    temporary one is removed on the way out."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(result.to_json(), indent=1), encoding="utf-8")
+    tmp = path.with_name(f".{path.stem}.tmp{os.getpid()}{path.suffix}")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     return path
+
+
+def write_report(result: RunResult, path: Path) -> Path:
+    text = json.dumps(result.to_json(), indent=1)
+    return _atomic(Path(path), lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
 def save_outputs(result: RunResult, screenshot: Path | str | None,
                  report: Path | str | None) -> RunResult:
     if screenshot is not None and result.image is not None:
-        result.screenshot = Path(screenshot)
-        save_png(result.image, result.screenshot)
+        result.screenshot = _atomic(Path(screenshot), lambda tmp: save_png(result.image, tmp))
     if report is not None:
         result.report = write_report(result, Path(report))
     return result

@@ -41,6 +41,12 @@ class RunSettings:
     streamer: StreamerSettings = field(default_factory=StreamerSettings)
     governor: GovernorSettings = field(default_factory=GovernorSettings)
     resolution: ResolutionSettings = field(default_factory=ResolutionSettings)
+    #: the report's metadata block (engine.diagnostics.report.collect_metadata: command,
+    #: scene, options, ...); the run adds the renderer and GL version. None: no block.
+    metadata: Mapping[str, Any] | None = None
+    #: per-frame records kept in memory (and in the report): the newest `keep_frames`, or
+    #: all when None. A long run (a soak of 100,000 frames) keeps a bounded window.
+    keep_frames: int | None = None
 
     def __post_init__(self) -> None:
         w, h = self.size
@@ -50,5 +56,7 @@ class RunSettings:
             raise ValueError(f"scale must be in (0, 1], got {self.scale}")
         if self.view_mode not in VIEW_MODES:
             raise ValueError(f"view_mode must be one of {VIEW_MODES}, got {self.view_mode!r}")
+        if self.keep_frames is not None and self.keep_frames < 1:
+            raise ValueError(f"keep_frames must be >= 1 or None, got {self.keep_frames}")
         if not self.dt > 0:
             raise ValueError(f"dt must be positive, got {self.dt}")

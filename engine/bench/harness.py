@@ -31,10 +31,7 @@ def _table(rows: list[dict]) -> str:
 def bench_main(args: argparse.Namespace) -> int:
     from ..gl.device import Device
 
-    names = args.suites or list(SUITES)
-    unknown = [n for n in names if n not in SUITES]
-    if unknown:
-        raise SystemExit(f"unknown suite(s) {unknown}; known: {', '.join(SUITES)}")
+    names = args.suites or list(SUITES)  # each checked by the parser (suite_arg)
     device = Device.headless()
     out = {"machine": {"renderer": device.caps.renderer, "gl_version": device.caps.gl_version,
                        "host": platform.node(), "cpu_count": os.cpu_count()},
@@ -58,9 +55,12 @@ def bench_main(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub) -> None:
+    from ..cli import budget_arg, output_file, registry_arg
+
     p = sub.add_parser("bench", help="benchmarks: ratios side by side in one run")
-    p.add_argument("suites", nargs="*", help=f"suites to run (default all): {', '.join(SUITES)}")
-    p.add_argument("--json", help="write the figures to this JSON file")
+    p.add_argument("suites", nargs="*", type=registry_arg("suite", lambda: SUITES),
+                   help=f"suites to run (default all): {', '.join(SUITES)}")
+    p.add_argument("--json", type=output_file, help="write the figures to this JSON file")
     p.add_argument("--quick", action="store_true", help="small sizes, for CI smoke runs")
-    p.add_argument("--budget", default="80%")
+    p.add_argument("--budget", default="80%", type=budget_arg)
     p.set_defaults(func=bench_main)

@@ -28,6 +28,7 @@ from ..memory.sizes import mip_count
 from ..textures.cachedir import cache_root
 from ..app.run import FrameLoop, finish_run
 from ..app.providers import register_provider
+from ..memory.ledger import Category
 from ..streaming.static import StaticTextureProvider
 from .common import SuiteResult
 from .streaming import (
@@ -41,7 +42,6 @@ from .streaming import (
 log = logging.getLogger(__name__)
 
 NAIVE = "naive"
-NAIVE_CATEGORY = "texture.naive"
 FIRST_FRAME_GOAL = 20.0  # the engine's first frame at least this many times sooner
 
 
@@ -93,7 +93,7 @@ class NaiveProvider(StaticTextureProvider):
     made through the device so the ledger counts it exactly (mips included)."""
 
     def __init__(self, device: Device) -> None:
-        super().__init__(device, category=NAIVE_CATEGORY)
+        super().__init__(device, category=Category.STATIC)
 
     def _upload(self, key: str, path: Path) -> tuple[GpuTexture, int]:
         from PIL import Image  # the naive path's decoder
@@ -142,8 +142,8 @@ def measure_startup(device: Device, profile: GalleryProfile, provider: str, *,
     mark = device.tracker.mark()
     device.ledger.reset_frame_peak()
     start = time.perf_counter()
-    loop = FrameLoop(device, gallery_factory(), size=profile.size, provider=provider,
-                     options=profile.options(count), react=provider != NAIVE)
+    loop = FrameLoop.embedded(device, gallery_factory(), size=profile.size, provider=provider,
+                              options=profile.options(count), react=provider != NAIVE)
     try:
         loop.step(0)
         first = time.perf_counter() - start

@@ -72,6 +72,7 @@ class VirtualProfile:
     max_uploads: int = 32
     seed: int = 13
     files: tuple[str, ...] = ()  # KTX2 files to use instead of the gallery's
+    dump: str = ""  # a folder for each stop's settled frame and its reference (PNG)
 
     @staticmethod
     def quick() -> VirtualProfile:
@@ -194,6 +195,7 @@ def run_profile(device: Device, prof: VirtualProfile) -> SuiteResult:
         half_w, half_h = columns * 1.1 / 2, rows * 1.1 / 2
         frame, over, frame_ms, cpu_ms, tiles, cut_ms, psnrs = 0, 0, [], [], [], [], []
         cut_frames: list[float] = []
+        stop_notes: list[str] = []
         eff_rows = []
         screen_need = prof.output[0] * prof.output[1] * fmt.block_bytes / (
             fmt.block_w * fmt.block_h)
@@ -249,6 +251,18 @@ def run_profile(device: Device, prof: VirtualProfile) -> SuiteResult:
             ref_img = _draw_visible_reference(renderer, quads, vp, refs, ids, visible)
             db = psnr(image[..., :3], ref_img[..., :3])
             psnrs.append(min(db, IDENTICAL_DB))
+            pst = vts.policy.stats()
+            stop_notes.append(f"stop {stop}: {len(visible)} panels, psnr {db:.1f} dB, wanted "
+                              f"resident {vts.wanted_resident_fraction():.2f}, tiles "
+                              f"{pst.occupied}/{pst.slots} ({pst.visible} visible), missing "
+                              f"{pst.wanted_missing}, feedback keys {vts.last_feedback[0].size}")
+            if prof.dump:
+                from PIL import Image
+                Path(prof.dump).mkdir(parents=True, exist_ok=True)
+                step = max(1, prof.output[0] // 1920)  # keep the files small
+                for tag, img in (("vt", image), ("ref", ref_img)):
+                    Image.fromarray(np.ascontiguousarray(img[::step, ::step, :3])).save(
+                        Path(prof.dump) / f"stop{stop}_{tag}.png")
             visible_tiles = vts.visible_tile_count()
             eff_rows.append({"visible_tiles_bytes": visible_tiles * slot_bytes(fmt),
                              "whole_level_floor": _whole_level_floor(vts, files)})
@@ -291,6 +305,11 @@ def run_profile(device: Device, prof: VirtualProfile) -> SuiteResult:
             f"({'met' if statistics.median(vis_b) <= EFFICIENCY_GOAL * screen_need else 'NOT met'})")
         res.notes.append(f"per stop PSNR dB: {[round(p, 1) for p in psnrs]}; cut ms: "
                          f"{[round(c) if math.isfinite(c) else 'never' for c in cut_ms]}")
+        res.notes.extend(stop_notes)
+        totals = vts.history
+        res.notes.append(f"tiles uploaded {sum(t.tiles_uploaded for t in totals)}, dropped "
+                         f"{sum(t.dropped for t in totals)}, evicted "
+                         f"{sum(t.evictions for t in totals)}; I/O {vts.io.stats()}")
         res.notes.append("files dropped from the OS page cache before the run: "
                          f"{'yes' if dropped else 'no (no posix_fadvise)'}; the flight moves "
                          "at frame pace, not wall-clock pace (a software rasterizer is slow)")
@@ -341,13 +360,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-uploads", type=int, default=d.max_uploads)
     p.add_argument("--files", nargs="*", default=(),
                    help="power-of-two BC7 KTX2 files to use instead of the gallery's")
+    p.add_argument("--dump", default="", help="folder for per-stop PNGs (virtual, reference)")
     p.add_argument("--json")
     a = p.parse_args(argv)
     w, h = (int(v) for v in a.output.lower().split("x"))
-    prof = dataclasses.replace(VirtualProfile.quick(), files=tuple(a.files)) if a.quick \
+    prof = dataclasses.replace(VirtualProfile.quick(), files=tuple(a.files), dump=a.dump) \
+        if a.quick \
         else VirtualProfile(
         a.textures, a.size, parse_bytes(a.allowance), (w, h), a.stops, a.hold,
-        max_uploads=a.max_uploads, files=tuple(a.files))
+        max_uploads=a.max_uploads, files=tuple(a.files), dump=a.dump)
     device = Device.headless()
     try:
         out = run_profile(device, prof)

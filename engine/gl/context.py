@@ -55,11 +55,17 @@ def has_display() -> bool:
     return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
 
 
-def _context_loader(ctx: moderngl.Context) -> Callable[[str], int | None] | None:
-    """glcontext's backend object (moderngl keeps it as mglo._context) has load(name)."""
+def context_loader(ctx: moderngl.Context) -> Callable[[str], int | None] | None:
+    """The function loader of a moderngl context (moderngl keeps its backend as
+    mglo._context): glcontext's backends have load(name); a context made on a host's current
+    context is wrapped in moderngl's DefaultLoader, whose method is load_opengl_function (its
+    addresses are the host's own: checked under Qt against QOpenGLContext.getProcAddress)."""
     backend = getattr(ctx.mglo, "_context", None)
-    load = getattr(backend, "load", None)
-    return load if callable(load) else None
+    for name in ("load", "load_opengl_function"):
+        fn = getattr(backend, name, None)
+        if callable(fn):
+            return fn
+    return None
 
 
 def create_headless() -> ContextHandle:
@@ -76,7 +82,7 @@ def create_headless() -> ContextHandle:
             last_exc = exc
     if ctx is None:
         raise ContextError(f"cannot create a headless EGL context: {last_exc}") from last_exc
-    loader = _context_loader(ctx)
+    loader = context_loader(ctx)
     if loader is None:
         ctx.release()
         raise ContextError("the EGL backend exposes no function loader")
@@ -118,7 +124,7 @@ def adopt_current(ctx: moderngl.Context | None = None,
             ctx = moderngl.create_context(require=MIN_GL)
         except Exception as exc:
             raise ContextError(f"no current GL context to adopt: {exc}") from exc
-    loader = loader or _context_loader(ctx)
+    loader = loader or context_loader(ctx)
     if loader is None:
         try:
             import glfw

@@ -48,6 +48,7 @@ from .context import (
 )
 from .probe import VramProbe
 from .raw import DEBUGPROC, RawGL
+from .swizzle import format_swizzle, set_bound_swizzle
 from .textures import GpuTexture
 
 log = logging.getLogger(__name__)
@@ -268,6 +269,9 @@ class Device:
                 raw.glTexStorage3D(target, levels, f.gl_internal, w, h, layers * faces)
             else:
                 raw.glTexStorage2D(target, levels, f.gl_internal, w, h)
+            swizzle = format_swizzle(f)
+            if swizzle:  # texture state: set before anyone can take a bindless handle
+                set_bound_swizzle(raw, target, swizzle)
             raw.glTexParameteri(target, K.TEXTURE_MAX_LEVEL, levels - 1)
             raw.glTexParameteri(target, K.TEXTURE_MIN_FILTER,
                                 K.LINEAR_MIPMAP_LINEAR if levels > 1 else K.LINEAR)

@@ -23,24 +23,10 @@ from typing import Any
 import moderngl
 
 from ..errors import ContextError
-from .context import MIN_GL
+from .context import MIN_GL, context_loader
 from .device import Device
 
 log = logging.getLogger(__name__)
-
-
-def current_context_loader(ctx: moderngl.Context) -> Callable[[str], int | None] | None:
-    """The function loader of a moderngl context made on the host's current context.
-
-    moderngl 5.13 wraps such a context in a `DefaultLoader` whose method is
-    `load_opengl_function`, not glcontext's `load` that engine.gl.context looks for; its
-    addresses are the host's own (checked under Qt: equal to QOpenGLContext.getProcAddress)."""
-    backend = getattr(ctx.mglo, "_context", None)
-    for name in ("load", "load_opengl_function"):
-        fn = getattr(backend, name, None)
-        if callable(fn):
-            return fn
-    return None
 
 
 def adopt_current_context(*, loader: Callable[[str], int | None] | None = None,
@@ -55,7 +41,7 @@ def adopt_current_context(*, loader: Callable[[str], int | None] | None = None,
         except Exception as exc:  # not current through this window system: try the next
             errors.append(f"{backend or 'default'}: {exc}")
             continue
-        found = loader or current_context_loader(ctx)
+        found = loader or context_loader(ctx)
         if found is None:
             errors.append(f"{backend or 'default'}: no function loader")
             continue

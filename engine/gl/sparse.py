@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from ..formats import PixelFormat
 from ..memory.sizes import level_bytes, mip_dims
 from . import constants as K
+from .swizzle import format_swizzle, set_bound_swizzle
 from .textures import GpuTexture
 from ..memory.ledger import Category
 
@@ -74,6 +75,8 @@ def sparse_texture(device, fmt: PixelFormat, width: int, height: int, levels: in
         raw.glTexParameteri(K.TEXTURE_2D, K.TEXTURE_SPARSE_ARB, 1)
         raw.glTexParameteri(K.TEXTURE_2D, K.VIRTUAL_PAGE_SIZE_INDEX_ARB, 0)
         raw.glTexStorage2D(K.TEXTURE_2D, levels, fmt.gl_internal, width, height)
+        if format_swizzle(fmt):
+            set_bound_swizzle(raw, K.TEXTURE_2D, format_swizzle(fmt))
         raw.glTexParameteri(K.TEXTURE_2D, K.TEXTURE_MIN_FILTER, K.LINEAR_MIPMAP_LINEAR)
         raw.glTexParameteri(K.TEXTURE_2D, K.TEXTURE_MAG_FILTER, K.LINEAR)
         raw.glBindTexture(K.TEXTURE_2D, 0)

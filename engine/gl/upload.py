@@ -15,7 +15,6 @@ from ..formats import PixelFormat
 from ..formats import get as get_format
 from ..textures import TextureFile, decode_rgba
 from .device import Device
-from .swizzle import apply_swizzle, format_swizzle
 from .textures import GpuTexture
 from ..memory.ledger import Category
 
@@ -57,12 +56,6 @@ def upload_texture_file(device: Device, tf: TextureFile, *, base_level: int = 0,
                                  base_level=base_level, layers=tf.layers, cube=tf.is_cube,
                                  category=category, label=label or tf.path.name)
     try:
-        # Luminance / alpha-only / "alpha unused" formats sample through a swizzle. Until the
-        # device's texture factories set it themselves this is the place; setting it twice
-        # is harmless.
-        swizzle = format_swizzle(fmt)
-        if swizzle is not None:
-            apply_swizzle(device, tex.glo, swizzle, tex.target)
         for level in range(base_level, last + 1):
             fill_level(device, tex, tf, level)
     except BaseException:

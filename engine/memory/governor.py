@@ -256,10 +256,17 @@ class Governor:
     def split(self, by_category: Mapping[str, int], *,
               target_curve: Sequence[tuple[float, int]] = NO_TARGETS,
               stream_wanted: int = 0, stream_min: int = 0, stream_wanted_scale: float = 1.0,
-              scale_cap: float = 1.0) -> BudgetSplit:
+              scale_cap: float = 1.0, resizable_target_bytes: int | None = None) -> BudgetSplit:
         """This frame's split from the ledger's usage by category, the budget in force and the
-        outside pressure read now. The one place the streaming pool is computed."""
+        outside pressure read now. The one place the streaming pool is computed.
+
+        `resizable_target_bytes`: the part of the `target` category the target curve prices
+        (the scaled render targets); target-category memory of fixed size (the output image at
+        output resolution) then counts as fixed. Default: the whole category is resizable."""
         fixed, targets, streamed = split_usage(by_category)
+        if resizable_target_bytes is not None:
+            fixed += targets - resizable_target_bytes
+            targets = resizable_target_bytes
         reading = self._pressure() if self._pressure is not None else None
         return self.decide(GovernorInputs(
             budget_bytes=self.budget.bytes, fixed_bytes=fixed, target_bytes=targets,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import threading
 import traceback
+from pathlib import Path
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -43,9 +44,16 @@ class TrackedObject:
                 f"{format_bytes(self.nbytes)}){where}")
 
 
-def moderngl_alive(obj: Any) -> Callable[[], bool]:
-    """Liveness test of a moderngl object: released ones have an InvalidObject mglo."""
-    return lambda: type(getattr(obj, "mglo", None)).__name__ != "InvalidObject"
+_BOOKKEEPING = (str(Path(__file__).resolve().parents[1] / "gl"),
+                str(Path(__file__).resolve().parent))
+
+
+def _creation_stack(limit: int = 12) -> str:
+    """Where an object was made: the caller's frames, without the device's and the ledger's
+    own bookkeeping frames (which are the same for every object and hide the caller)."""
+    frames = [f for f in traceback.extract_stack()[:-1]
+              if not f.filename.startswith(_BOOKKEEPING)]
+    return "".join(traceback.format_list(frames[-limit:]))
 
 
 @dataclass
@@ -62,7 +70,7 @@ class LeakTracker:
 
     def track(self, type_: str, label: str, nbytes: int, glo: int, obj: Any = None,
               alive: Callable[[], bool] | None = None) -> TrackedObject:
-        stack = "".join(traceback.format_stack(limit=12)[:-2]) if self.capture_stacks else None
+        stack = _creation_stack() if self.capture_stacks else None
         with self._lock:
             rec = TrackedObject(next(self._serials), type_, label, int(nbytes), int(glo), obj,
                                 stack, alive)

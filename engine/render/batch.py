@@ -359,7 +359,9 @@ class BatchedPass:
         self.label = label
         # runs of one command (bound path, a texture set used once) are drawn directly
         self.direct_single = True
-        self.ring = FrameRing(device, 64 << 10, label=f"{label}.ring")
+        # small to start (it doubles when a frame needs more): under a tight budget every
+        # byte held is a byte the render targets cannot have
+        self.ring = FrameRing(device, 4 << 10, label=f"{label}.ring")
         self.bindless = BindlessTextures(device) if mode == "bindless" else None
         self.textures = TextureTracker(
             provider, views=mode == "bindless",

@@ -551,11 +551,70 @@ def _table(results: Sequence[BakeResult]) -> str:
     return "\n".join(lines)
 
 
-def bake_main(argv: Sequence[str] | None = None) -> int:
-    """`python -m engine bake INPUT... -o OUTDIR [--format F] [--srgb|--linear] [--zstd LEVEL]
-    [--jobs N]`: bake images in parallel and print one table row per file. Returns the exit
-    status: 0 when every file baked, 1 for an unreadable input, 2 for bad arguments."""
-    parser = argparse.ArgumentParser(
+class _OneLineParser(argparse.ArgumentParser):
+    """A parse error becomes one line (exit status 2), not a usage block: the CLI rule."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise _ArgumentError(f"{self.prog}: error: {message}")
+
+
+class _ArgumentError(ValueError):
+    pass
+
+
+def _examples(good: str, *bad: str):
+    """A valid value and values the type refuses (read by tests/test_cli_rule.py)."""
+    def mark(fn):
+        fn.good_example, fn.bad_examples = good, bad
+        return fn
+    return mark
+
+
+@_examples(__file__, "/nonexistent/image.png")
+def _input_arg(text: str) -> str:
+    if not Path(text).is_file():
+        why = "is a folder" if Path(text).is_dir() else "does not exist"
+        raise argparse.ArgumentTypeError(f"{text!r} {why}; accepted: an existing image file")
+    return text
+
+
+@_examples("out", "/dev/null/out", __file__)
+def _out_dir_arg(text: str) -> str:
+    """The output folder: an existing folder, or a path whose nearest existing ancestor is a
+    writable folder (then it is made). A regular file there is refused before any work
+    (it used to be a FileExistsError from mkdir after the inputs were read)."""
+    path = Path(text)
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} exists and is not a folder; accepted: a "
+                                         f"folder (made if missing)")
+    probe = path.absolute()
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
+        raise argparse.ArgumentTypeError(f"cannot make {text!r}: {probe} is not a writable "
+                                         f"folder; accepted: a folder in a writable place")
+    return text
+
+
+def _int_range(lo: int, hi: int | None):
+    accepted = f"{lo}-{hi}" if hi is not None else f"{lo} or more"
+
+    @_examples(str(lo), str(lo - 1), "x", *(() if hi is None else (str(hi + 1),)))
+    def check(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number; accepted: "
+                                             f"{accepted}") from None
+        if value < lo or (hi is not None and value > hi):
+            raise argparse.ArgumentTypeError(f"{value} is out of range; accepted: {accepted}")
+        return value
+    return check
+
+
+def build_bake_parser() -> argparse.ArgumentParser:
+    """The bake command's arguments; every value is checked here, before any work."""
+    parser = _OneLineParser(
         prog="python -m engine bake",
         description="Bake images to mipmapped, BCn-compressed KTX2 textures.",
         epilog="Inputs: 8-bit images are used as they are; 16-bit images (PNG, TIFF) are "
@@ -566,8 +625,10 @@ def bake_main(argv: Sequence[str] | None = None) -> int:
                "PNG/TIFF at full precision, RGB float TIFF and Radiance .hdr need the 'hdr' "
                "extra (imagecodecs). PSNR is measured against the input at its own "
                "precision: inf only when stored exactly.")
-    parser.add_argument("inputs", nargs="+", metavar="INPUT", help="image files (PNG, JPEG, ...)")
-    parser.add_argument("-o", "--out", required=True, metavar="OUTDIR", help="output directory")
+    parser.add_argument("inputs", nargs="+", metavar="INPUT", type=_input_arg,
+                        help="image files (PNG, JPEG, ...)")
+    parser.add_argument("-o", "--out", required=True, metavar="OUTDIR", type=_out_dir_arg,
+                        help="output directory")
     parser.add_argument("--format", default="bc7", choices=FORMAT_CHOICES,
                         help="block format (default bc7); bc4/bc5 are always linear; uastc "
                              "(zstd-supercompressed) and etc1s (BasisLZ) write Basis Universal "
@@ -584,29 +645,57 @@ def bake_main(argv: Sequence[str] | None = None) -> int:
                              "(x/(1+x) per channel), aces (Narkowicz's ACES filmic fit, "
                              "clipped) or clamp (clip to [0, 1]); without it such inputs are "
                              "refused")
-    parser.add_argument("--zstd", type=int, default=None, metavar="LEVEL",
+    parser.add_argument("--zstd", type=_int_range(1, 22), default=None, metavar="LEVEL",
                         help="zstd-supercompress each level at this level (1-22)")
-    parser.add_argument("--jobs", type=int, default=None, metavar="N",
+    parser.add_argument("--jobs", type=_int_range(1, None), default=None, metavar="N",
                         help="worker processes (default: all cores)")
     parser.add_argument("--no-progress", dest="progress", action="store_false",
                         help="no progress bar on stderr")
+    return parser
+
+
+def _remove_partials(out: Path, inputs: Sequence[str]) -> None:
+    """Temporary files of outputs a stopped bake was writing (workers write `X.ktx2.tmp*`
+    and rename): a half-written texture never stays behind."""
+    for stem in {Path(i).stem for i in inputs}:
+        for tmp in out.glob(f"{stem}.ktx2.tmp*"):
+            tmp.unlink(missing_ok=True)
+
+
+def bake_main(argv: Sequence[str] | None = None) -> int:
+    """`python -m engine bake INPUT... -o OUTDIR [--format F] [--srgb|--linear] [--zstd LEVEL]
+    [--jobs N]`: bake images in parallel and print one table row per file. Returns the exit
+    status: 0 when every file baked, 1 for an unreadable input, 2 for bad arguments (one line
+    on stderr naming the argument and what it accepts).
+
+    Interrupted (Ctrl-C, or SIGTERM through engine.cli's handler, which stops the worker
+    processes first), it removes the temporary files of unfinished outputs and re-raises;
+    finished outputs are whole files and stay."""
+    parser = build_bake_parser()
     try:
         args = parser.parse_args(argv)
-    except SystemExit as exc:
+    except SystemExit as exc:  # --help
         return int(exc.code or 0)
-    if args.jobs is not None and args.jobs < 1:
-        parser.print_usage(sys.stderr)
-        print("error: --jobs must be at least 1", file=sys.stderr)
+    except _ArgumentError as exc:
+        print(exc, file=sys.stderr)
         return 2
 
     wall = time.perf_counter()
+    workers = args.jobs or os.cpu_count() or 1
+    pool = ProcessPoolExecutor(max_workers=workers)
     try:
         results = bake_many(args.inputs, args.out, args.format, args.srgb, args.zstd,
-                            normal_map=args.normal_map, jobs=args.jobs, progress=args.progress,
-                            tonemap=args.tonemap)
+                            normal_map=args.normal_map, executor=pool, jobs=workers,
+                            progress=args.progress, tonemap=args.tonemap)
     except (TextureFormatError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        _remove_partials(Path(args.out), args.inputs)
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
     wall = time.perf_counter() - wall
     print(_table(results))
     mpx = sum(r.width * r.height for r in results) / 1e6

@@ -67,7 +67,7 @@ class _PeakWatch:
             self._original = None
 
     def check(self, name: str) -> None:
-        from ..memory.sizes import format_bytes
+        from .memory.sizes import format_bytes
 
         if self.peak <= self.limit:
             return
@@ -86,7 +86,7 @@ def _engine_gl_budget(request: pytest.FixtureRequest) -> Iterator[None]:
     if marker is None:
         yield
         return
-    from ..memory.sizes import parse_bytes
+    from .memory.sizes import parse_bytes
 
     spec = marker.args[0] if marker.args else marker.kwargs.get("size")
     if spec is None:
@@ -110,8 +110,8 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def engine_device():
-    from ..errors import ContextError
-    from ..gl.device import Device
+    from .errors import ContextError
+    from .gl.device import Device
     try:
         dev = Device.headless()
     except ContextError as exc:
@@ -132,7 +132,7 @@ def gl_leak_check(engine_device) -> Iterator:
 def engine_scene_runner(engine_device):
     """Run a scene on the shared headless device: `runner(scene, frames=..., budget=...)`
     returns the RunResult; pair it with engine.testing's assert_under_budget/no_leaks."""
-    from ..testing import run_headless
+    from .testing import run_headless
 
     def run(scene, **kw):
         kw.setdefault("device", engine_device)
