@@ -361,7 +361,7 @@ class BatchedPass:
         self.direct_single = True
         # small to start (it doubles when a frame needs more): under a tight budget every
         # byte held is a byte the render targets cannot have
-        self.ring = FrameRing(device, 4 << 10, label=f"{label}.ring")
+        self.ring = FrameRing(device, 1 << 10, label=f"{label}.ring")
         self.bindless = BindlessTextures(device) if mode == "bindless" else None
         self.textures = TextureTracker(
             provider, views=mode == "bindless",

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import moderngl
 import numpy as np
 
 from ..gl.device import Device
+from ..gl.types import Buffer, Program, VertexArray
 
 VERTEX_FORMAT = "3f 3f 2f 4f"
 VERTEX_ATTRIBUTES = ("in_position", "in_normal", "in_uv", "in_tangent")
@@ -122,27 +122,47 @@ def box(size: tuple[float, float, float] = (1, 1, 1)) -> MeshData:
 @dataclass(eq=False)
 class Mesh:
     """GPU copy of a MeshData: one interleaved vertex buffer, one index buffer, and a vertex
-    array per program (made on first draw with that program)."""
+    array per program (made on first draw with that program).
+
+    The buffers are made on first use: the batched renderer draws every mesh from one shared
+    buffer (engine/render/batch.py GeometryArena) and never touches these, so a scene drawn
+    only that way holds its geometry once, not twice (under a tight budget the render
+    targets get those bytes)."""
 
     device: Device
     data: MeshData
     label: str = "mesh"
-    vbo: moderngl.Buffer = field(init=False)
-    ibo: moderngl.Buffer = field(init=False)
-    _vaos: dict[int, moderngl.VertexArray] = field(init=False, default_factory=dict)
+    _vbo: Buffer | None = field(init=False, default=None)
+    _ibo: Buffer | None = field(init=False, default=None)
+    _vaos: dict[int, VertexArray] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.vbo = self.device.buffer(self.data.interleaved().tobytes(), label=f"{self.label}.vbo")
-        try:
-            self.ibo = self.device.buffer(self.data.indices.astype(np.uint32).tobytes(),
-                                          label=f"{self.label}.ibo")
-        except BaseException:
-            self.device.release(self.vbo)
-            raise
         self.center, self.radius = self.data.bounds()
         self.uv_density = self.data.uv_density()
 
-    def vertex_array(self, program: moderngl.Program) -> moderngl.VertexArray:
+    def _make_buffers(self) -> None:
+        vbo = self.device.buffer(self.data.interleaved().tobytes(), label=f"{self.label}.vbo")
+        try:
+            self._ibo = self.device.buffer(self.data.indices.astype(np.uint32).tobytes(),
+                                           label=f"{self.label}.ibo")
+        except BaseException:
+            self.device.release(vbo)
+            raise
+        self._vbo = vbo
+
+    @property
+    def vbo(self) -> Buffer:
+        if self._vbo is None:
+            self._make_buffers()
+        return self._vbo
+
+    @property
+    def ibo(self) -> Buffer:
+        if self._ibo is None:
+            self._make_buffers()
+        return self._ibo
+
+    def vertex_array(self, program: Program) -> VertexArray:
         vao = self._vaos.get(program.glo)
         if vao is None:
             vao = self.device.vertex_array(
@@ -155,5 +175,8 @@ class Mesh:
         for vao in self._vaos.values():
             self.device.release(vao)
         self._vaos.clear()
-        self.device.release(self.ibo)
-        self.device.release(self.vbo)
+        if self._ibo is not None:
+            self.device.release(self._ibo)
+        if self._vbo is not None:
+            self.device.release(self._vbo)
+        self._vbo = self._ibo = None
