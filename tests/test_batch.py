@@ -382,3 +382,17 @@ def test_feedback_pass_batched_equals_its_instance_loop(dev, texture_files) -> N
         provider.release()
     assert out[True] is not None and np.isfinite(out[True]).sum() >= 5
     assert np.array_equal(out[False], out[True])
+
+
+def test_hud_shows_cpu_and_gpu_time(dev) -> None:
+    from engine.diagnostics.hud import Hud
+
+    hud = Hud(dev)
+    try:
+        base = {"budget_bytes": 1 << 20, "total_bytes": 1 << 19}  # no "ms": no new graph bar
+        plain = len(hud.layout((640, 360), base).quads)
+        timed = len(hud.layout((640, 360), {**base, "cpu_ms": 3.25, "gpu_ms": 7.5}).quads)
+    finally:
+        hud.release()
+    # "cpu 3.2   gpu 7.5": one quad per visible glyph
+    assert timed - plain == len("cpu 3.2gpu 7.5".replace(" ", ""))

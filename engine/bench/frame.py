@@ -168,6 +168,57 @@ def run(device: Device, quick: bool = False, counts: tuple[int, ...] | None = No
     return result
 
 
+def profile_streamer(device: Device, n: int = 10000, frames: int = 60,
+                     size: tuple[int, int] = (1280, 720), top: int = 15) -> tuple[dict, str]:
+    """Where the streamer's per-frame CPU goes with `n` registered textures: its
+    begin_frame + end_frame timed over `frames` frames, then profiled (cProfile) over as
+    many. Returns the timings and the profile's top entries by own time."""
+    import cProfile
+    import io
+    import pstats
+
+    from ..render.renderer import Renderer
+    from ..streaming.provider import TextureStreamer
+
+    with tempfile.TemporaryDirectory() as tmp:
+        texture = _texture_file(Path(tmp))
+        provider = TextureStreamer(device, backend="realloc")
+        scene = renderer = None
+        try:
+            scene = _scene(device, provider, n, texture)
+            renderer = Renderer(device, provider, size)
+            times: list[float] = []
+
+            def step(f: int, keep: bool) -> None:
+                provider.grant(1 << 30)
+                view = renderer.frame_view(scene, f, f / 60)
+                t0 = time.perf_counter()
+                provider.begin_frame(view)
+                provider.end_frame()
+                if keep:
+                    times.append((time.perf_counter() - t0) * 1e3)
+
+            for f in range(frames):
+                step(f, f >= 10)
+            prof = cProfile.Profile()
+            prof.enable()
+            for f in range(frames, 2 * frames):
+                step(f, False)
+            prof.disable()
+            out = io.StringIO()
+            pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(top)
+            stats = {"textures": n, "stream_ms_p50": _pct(times, 50),
+                     "stream_ms_p99": _pct(times, 99),
+                     "residency_changes": provider.residency_changes}
+            return stats, out.getvalue()
+        finally:
+            if renderer is not None:
+                renderer.release()
+            if scene is not None:
+                scene.release()
+            provider.release()
+
+
 def main(argv: list[str] | None = None) -> int:
     """`python -m engine.bench.frame [--quick] [--json OUT] [--counts 200,1000]`: this suite
     alone (the same rows as `python -m engine bench frame`)."""
@@ -183,11 +234,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json")
     ap.add_argument("--counts", help="comma-separated object counts")
     ap.add_argument("--sizes", help="comma-separated WxH output sizes")
+    ap.add_argument("--profile-streamer", type=int, metavar="N",
+                    help="only profile the streamer's per-frame work at N textures")
     args = ap.parse_args(argv)
     counts = tuple(int(c) for c in args.counts.split(",")) if args.counts else None
     sizes = tuple(tuple(int(v) for v in s.split("x")) for s in args.sizes.split(",")) \
         if args.sizes else None
     device = Device.headless()
+    if args.profile_streamer:
+        try:
+            stats, text = profile_streamer(device, args.profile_streamer)
+            print(stats)
+            print(text)
+        finally:
+            device.shutdown()
+        return 0
     try:
         res = run(device, quick=args.quick, counts=counts, sizes=sizes)
         print(_table(res.rows))

@@ -178,6 +178,9 @@ class Hud:
         "view_mode") "mip" adds the mip-debug legend."""
         if "ms" in stats:
             self.frame_ms.append(float(stats["ms"]))
+        # the frame's CPU time without the GPU wait and its GPU time (timer queries, a few
+        # frames old), when the frame loop records them (Renderer.frame_stats)
+        self._cpu_gpu = (stats.get("cpu_ms"), stats.get("gpu_ms"))
         b = _Batch(self.atlas)
         lh = self.atlas.line_height
         pad = 6
@@ -272,6 +275,11 @@ class Hud:
         b.rect(x, y + h - h * 16.7 / top, w, 1, (1, 1, 1, 0.4))
         last = f"{ms[-1]:.1f} ms" if ms else "-"
         b.text(x + 2, y + 1, last, _WHITE)
+        cpu, gpu = getattr(self, "_cpu_gpu", (None, None))
+        if cpu is not None or gpu is not None:
+            split = "   ".join(f"{name} {v:.1f}" for name, v in (("cpu", cpu), ("gpu", gpu))
+                               if v is not None)
+            b.text(x + w - b.text_width(split) - 2, y + 1, split, _WHITE)
         return y + h
 
     # ------------------------------------------------------------------ GL
