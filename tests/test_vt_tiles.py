@@ -145,9 +145,11 @@ def test_feedback_reduction_and_ancestors():
                                np.array([4, 4]))) == 0
 
 
-@pytest.mark.parametrize("supercompression", [None, "zstd"])
+@pytest.mark.parametrize(("supercompression", "use_mmap"), [(None, True), (None, False),
+                                                             ("zstd", True)])
 @pytest.mark.parametrize("wrap", [Wrap.REPEAT, Wrap.CLAMP])
-def test_tile_reads_equal_tiles_cut_from_whole_levels(tmp_path, supercompression, wrap):
+def test_tile_reads_equal_tiles_cut_from_whole_levels(tmp_path, supercompression, use_mmap,
+                                                      wrap):
     fmt = BC7
     levels = [_numbered_level(fmt, *mip_dims(512, 512, i)) for i in range(10)]
     rng = np.random.default_rng(1)
@@ -157,7 +159,7 @@ def test_tile_reads_equal_tiles_cut_from_whole_levels(tmp_path, supercompression
     write_ktx2(path, "BC7", 512, 512, levels, supercompression=supercompression)
     tf = open_texture(path)
     lay = VirtualLayout(fmt, 512, 512, virtual_levels(fmt, 512, 512, 10), wrap, 0)
-    src = TileSource(tf, lay)
+    src = TileSource(tf, lay, use_mmap=use_mmap)
     try:
         for lvl in range(lay.levels):
             gx, gy = lay.grid(lvl)
@@ -165,8 +167,8 @@ def test_tile_reads_equal_tiles_cut_from_whole_levels(tmp_path, supercompression
                 for x in range(gx):
                     whole = cut_tile(lay, lvl, x, y, tf.read_level(lvl))
                     assert src.read_tile(lvl, x, y) == whole
-        if supercompression is None:
-            assert src.reads >= 34  # one pread per block row at least
+        if supercompression is None and not use_mmap:
+            assert src.reads >= 34 * 16  # one pread per block row at least
     finally:
         src.close()
 

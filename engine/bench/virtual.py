@@ -70,6 +70,7 @@ class VirtualProfile:
     hold: int = 30
     feedback_scale: float = 0.25
     max_uploads: int = 32
+    io_workers: int = 2
     seed: int = 13
     files: tuple[str, ...] = ()  # KTX2 files to use instead of the gallery's
     dump: str = ""  # a folder for each stop's settled frame and its reference (PNG)
@@ -177,7 +178,8 @@ def run_profile(device: Device, prof: VirtualProfile) -> SuiteResult:
     content = sum(sum(lv.nbytes for lv in tf.levels) for tf in files)
     dropped = _drop_os_cache(paths)
     rng = np.random.default_rng(prof.seed)
-    vts = VirtualTextureSystem(device, prof.allowance, max_uploads=prof.max_uploads)
+    vts = VirtualTextureSystem(device, prof.allowance, max_uploads=prof.max_uploads,
+                               io_workers=prof.io_workers)
     renderer = QuadRenderer(device, prof.output, feedback_scale=prof.feedback_scale)
     quads = None
     refs: OrderedDict[int, object] = OrderedDict()
@@ -358,6 +360,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--stops", type=int, default=d.stops)
     p.add_argument("--hold", type=int, default=d.hold)
     p.add_argument("--max-uploads", type=int, default=d.max_uploads)
+    p.add_argument("--io-workers", type=int, default=d.io_workers)
     p.add_argument("--files", nargs="*", default=(),
                    help="power-of-two BC7 KTX2 files to use instead of the gallery's")
     p.add_argument("--dump", default="", help="folder for per-stop PNGs (virtual, reference)")
@@ -368,7 +371,8 @@ def main(argv: list[str] | None = None) -> int:
         if a.quick \
         else VirtualProfile(
         a.textures, a.size, parse_bytes(a.allowance), (w, h), a.stops, a.hold,
-        max_uploads=a.max_uploads, files=tuple(a.files), dump=a.dump)
+        max_uploads=a.max_uploads, io_workers=a.io_workers, files=tuple(a.files),
+        dump=a.dump)
     device = Device.headless()
     try:
         out = run_profile(device, prof)

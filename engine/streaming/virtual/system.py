@@ -42,7 +42,7 @@ from ...gl.vt import (
 )
 from .io import TileIO
 from .pagetable import TABLE_WIDTH, PageTable
-from .policy import TilePolicy
+from .policy import Tier, TilePolicy
 from .requests import TileRequests, expand_requests, reduce_feedback
 from .tiles import (
     SLOT_TEXELS,
@@ -78,6 +78,7 @@ class VtFrameStats:
     update_ms: float = 0.0  # admit + upload + page table (CPU)
     upload_ms: float = 0.0  # of update_ms: the tile uploads
     table_ms: float = 0.0  # of update_ms: page-table recompute and row writes
+    in_hand: int = 0  # tiles read and waiting for an upload slot in a later frame
     feedback_frame: int = -1
 
 
@@ -125,6 +126,7 @@ class VirtualTextureSystem:
         self.history: list[VtFrameStats] = []
         self._dirty_vts: set[int] = set()
         self._requests = TileRequests.empty()
+        self._ready: dict[int, bytes] = {}  # tiles read, not yet uploaded
         #: The newest feedback reduced to (unique keys, pixels) and the frame it showed.
         self.last_feedback: tuple[np.ndarray, np.ndarray] = (np.zeros(0, np.uint32),
                                                              np.zeros(0, np.int64))
@@ -267,9 +269,11 @@ class VirtualTextureSystem:
             self.stats.feedback_frame = self.feedback_frame
         req = self._requests
         missing, priority = self.policy.plan(self.frame, req.keys, req.tiers, req.pixels)
+        ask = [k for k in missing.tolist() if k not in self._ready]  # not those in hand
         for key, prio in zip(missing.tolist(), priority.tolist(), strict=True):
-            self.io.request(key, prio)
-        self.io.retain(missing.tolist())
+            if key not in self._ready:
+                self.io.request(key, prio)
+        self.io.retain(ask)
         self.stats.requests = int(missing.size)
         self.stats.feedback_ms = (time.perf_counter() - t0) * 1e3
 
@@ -281,23 +285,33 @@ class VirtualTextureSystem:
             self._rebuild()
         st = self.stats
         uploads: list[tuple[int, bytes]] = []
-        for res in self.io.poll(self.max_uploads):
-            if not res.ok:
+        # Drain every finished read into the tiles in hand (deduplicated): a read the frame
+        # cannot upload waits here instead of being asked for again.
+        for res in self.io.poll(1 << 30):
+            if res.ok and not self.policy.is_resident(int(res.level)):
+                self._ready[int(res.level)] = res.data
+        pol = self.policy
+        order = sorted(self._ready, key=lambda k: (pol.tier_of(k), -(k >> 16 & 0xF)))
+        for key in order[:self.max_uploads]:
+            data = self._ready.pop(key)
+            if pol.is_resident(key):
                 continue
-            key = int(res.level)
-            if self.policy.is_resident(key):
-                continue
-            adm = self.policy.admit(key)
+            adm = pol.admit(key)
             if adm is None:
                 st.dropped += 1
                 continue
             if adm.evicted:
                 self._record(adm.evicted, None)
                 st.evictions += 1
-            uploads.append((adm.slot, res.data))
+            uploads.append((adm.slot, data))
             self._record(key, adm.slot)
             st.tiles_uploaded += 1
-            st.bytes_uploaded += len(res.data)
+            st.bytes_uploaded += len(data)
+        # Tiles in hand nobody wants any more go once there are more than a few frames' worth.
+        if len(self._ready) > 4 * self.max_uploads:
+            for key in [k for k in self._ready if pol.tier_of(k) == Tier.RECENT]:
+                del self._ready[key]
+        st.in_hand = len(self._ready)
         t_up = time.perf_counter()
         self.cache.upload_tiles(uploads)
         t_table = time.perf_counter()
