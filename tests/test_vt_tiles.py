@@ -176,3 +176,15 @@ def test_tile_reads_equal_tiles_cut_from_whole_levels(tmp_path, supercompression
 def test_level_blocks_checks_size():
     with pytest.raises(ValueError):
         level_blocks(BC7, 8, 8, b"\0" * 10)
+
+
+def test_run_based_reduction_equals_unique_on_random_images():
+    rng = np.random.default_rng(5)
+    for _ in range(20):
+        h, w = int(rng.integers(1, 40)), int(rng.integers(1, 60))
+        img = rng.integers(0, 6, (h, w)).astype(np.uint32)
+        img = np.repeat(img, int(rng.integers(1, 4)), axis=1)  # runs, as real images have
+        keys, counts = reduce_feedback(img)
+        flat = img[img != 0]
+        want_k, want_c = np.unique(flat, return_counts=True)
+        assert keys.tolist() == want_k.tolist() and counts.tolist() == want_c.tolist()

@@ -34,13 +34,28 @@ class TileRequests:
 
 
 def reduce_feedback(image: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Unique non-zero keys of a feedback image and how many pixels wrote each."""
+    """Unique non-zero keys of a feedback image and how many pixels wrote each.
+
+    Neighbouring pixels mostly want the same tile, so the image is first cut into runs of
+    equal keys (one vectorised compare, O(pixels)); only the run heads are sorted. At
+    960x540 this is what keeps the reduction cheap (a plain np.unique sorts every pixel)."""
     flat = np.asarray(image, np.uint32).ravel()
-    flat = flat[flat != 0]
-    if flat.size == 0:
+    n = flat.size
+    if n == 0:
         return np.zeros(0, np.uint32), np.zeros(0, np.int64)
-    keys, counts = np.unique(flat, return_counts=True)
-    return keys.astype(np.uint32), counts.astype(np.int64)
+    change = np.empty(n, bool)
+    change[0] = True
+    np.not_equal(flat[1:], flat[:-1], out=change[1:])
+    starts = np.flatnonzero(change)
+    lengths = np.diff(np.append(starts, n))
+    heads = flat[starts]
+    keep = heads != 0
+    heads, lengths = heads[keep], lengths[keep]
+    if heads.size == 0:
+        return np.zeros(0, np.uint32), np.zeros(0, np.int64)
+    keys, inverse = np.unique(heads, return_inverse=True)
+    counts = np.bincount(inverse, weights=lengths, minlength=keys.size).astype(np.int64)
+    return keys.astype(np.uint32), counts
 
 
 def expand_requests(keys: np.ndarray, pixels: np.ndarray,
