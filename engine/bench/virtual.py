@@ -361,6 +361,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--hold", type=int, default=d.hold)
     p.add_argument("--max-uploads", type=int, default=d.max_uploads)
     p.add_argument("--io-workers", type=int, default=d.io_workers)
+    p.add_argument("--feedback-scale", type=float, default=d.feedback_scale)
     p.add_argument("--files", nargs="*", default=(),
                    help="power-of-two BC7 KTX2 files to use instead of the gallery's")
     p.add_argument("--dump", default="", help="folder for per-stop PNGs (virtual, reference)")
@@ -371,7 +372,7 @@ def main(argv: list[str] | None = None) -> int:
         if a.quick \
         else VirtualProfile(
         a.textures, a.size, parse_bytes(a.allowance), (w, h), a.stops, a.hold,
-        max_uploads=a.max_uploads, io_workers=a.io_workers, files=tuple(a.files),
+        feedback_scale=a.feedback_scale, max_uploads=a.max_uploads, io_workers=a.io_workers, files=tuple(a.files),
         dump=a.dump)
     device = Device.headless()
     try:
