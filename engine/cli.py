@@ -45,7 +45,9 @@ MAX_OUTPUT_EDGE = 16384
 #: memory is refused (llvmpipe keeps "VRAM" in system memory; a GPU's own limit is checked
 #: by the driver).
 BYTES_PER_OUTPUT_PIXEL = 32
-MIN_TEXTURE_SIZE = 16  # the gallery's tiles need 4 blocks of 4 texels per side
+#: The gallery's smallest texture: its tiles are a quarter of the edge and the number label
+#: drawn on one needs 8 texels (16 fails making the label tile).
+MIN_TEXTURE_SIZE = 32
 
 
 def _examples(good: str, *bad: str) -> Callable[[Callable[[str], Any]], Callable[[str], Any]]:

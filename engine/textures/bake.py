@@ -555,7 +555,7 @@ class _OneLineParser(argparse.ArgumentParser):
     """A parse error becomes one line (exit status 2), not a usage block: the CLI rule."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise _ArgumentError(f"{self.prog}: error: {message}")
+        raise _ArgumentError(f"error: {self.prog}: {message}")
 
 
 class _ArgumentError(ValueError):
