@@ -68,12 +68,14 @@ def all_resident_bytes(cache: Path) -> int:
 
 def with_pool(pool_bytes: int) -> SceneFactory:
     """The gallery with the streamer's pool fixed at `pool_bytes` (react=False keeps the
-    governor out, so the render scale stays 1 and the pool is exactly this)."""
+    resolution controller out, so the render scale stays 1; whatever the governor grants,
+    the streamer is granted exactly this pool)."""
     from engine.demos import DEMOS
     gallery = DEMOS["gallery"].factory
 
     def build(device, provider, options: Mapping[str, Any]):
-        provider.pool = lambda: pool_bytes
+        grant = provider.grant
+        provider.grant = lambda _granted: grant(pool_bytes)
         return gallery(device, provider, options)
     return build
 

@@ -83,7 +83,11 @@ class Calibration:
         assert ctx.allocation is not None
         stats = ctx.provider.stats()
         spec, size = ctx.renderer.cost_spec, ctx.renderer.output_size
-        self.fixed = ctx.allocation.fixed
+        # At the end of frame 0: the renderer makes some buffers on its first draw, after the
+        # governor's split at the start of the frame saw the fixed bytes.
+        ledger = ctx.device.ledger
+        self.fixed = ledger.total - ctx.renderer.target_bytes \
+            - ledger.category_total("texture.streamed")
         self.tails = int(stats.min_bytes)
         self.tail_bytes = self.tails // int(stats.textures)  # the gallery's are all alike
         self.wanted = int(stats.wanted_bytes)
