@@ -59,7 +59,7 @@ from .settings import RunSettings
 
 log = logging.getLogger(__name__)
 STREAMED = "texture.streamed"
-TARGET_LABEL = re.compile(r"'scene\.")
+TARGET_LABEL = re.compile(r"texture 'scene\.(?P<name>\w+)'")
 STREAMED_LABEL = re.compile(r"'(?P<key>[^'@]+)@(?P<level>\d+)'")
 IO_FAULTS = ("vanish", "truncate", "unreadable")
 
@@ -112,7 +112,9 @@ class _WarningCounter(logging.Handler):
         super().__init__(logging.WARNING)
         self.io = Counter()  # key -> "texture K stays at level" warnings
         self.oom = Counter()  # key -> "streaming K failed" warnings
-        self.targets = 0
+        self.targets = 0  # "targets at scale S failed" warnings
+        self.fell_back = 0  # "fell back to scale S" warnings
+        self.in_fallback = False  # between the two: the set is trying smaller scales
 
     def emit(self, record: logging.LogRecord) -> None:
         msg = record.msg if isinstance(record.msg, str) else ""
@@ -122,6 +124,10 @@ class _WarningCounter(logging.Handler):
             self.oom[str(record.args[0])] += 1
         elif "targets at scale" in msg:
             self.targets += 1
+            self.in_fallback = True
+        elif "fell back to scale" in msg:
+            self.fell_back += 1
+            self.in_fallback = False
 
 
 @dataclass
@@ -147,7 +153,10 @@ class SoakReport:
     oom_reported: dict[str, int] = field(default_factory=dict)
     target_oom_injected: int = 0
     target_oom_answered: int = 0
+    target_oom_in_fallback: int = 0
+    target_fell_back: int = 0
     oom_spared_evictions: int = 0
+    oom_spared_min_scale: int = 0
     failed_textures: int = 0
     render_scale_min: float = 1.0
     last_black_pixels: int = 0
@@ -190,10 +199,12 @@ class SoakReport:
             f"(io_errors {self.io_errors_counted}, duplicates "
             f"{sum(v - 1 for v in self.io_reported.values() if v > 1)})",
             f"  {ok('oom_reported_once')} GL OOM: {sum(self.oom_injected.values())} injected "
-            f"({self.target_oom_injected} render targets, {self.target_oom_answered} answered "
-            f"by a fallback; {len(self.oom_textures)} streamed textures, "
-            f"{len(self.oom_reported)} reported; {self.oom_spared_evictions} eviction copies "
-            f"spared); {self.failed_textures} textures kept at a coarser level",
+            f"({self.target_oom_injected} render-target sets, {self.target_oom_answered} "
+            f"reported, {self.target_oom_in_fallback} more inside fallbacks, "
+            f"{self.target_fell_back} fallbacks; {len(self.oom_textures)} streamed textures, "
+            f"{len(self.oom_reported)} reported; spared: {self.oom_spared_evictions} eviction "
+            f"copies, {self.oom_spared_min_scale} targets at the smallest scale); "
+            f"{self.failed_textures} textures kept at a coarser level",
             f"  {ok('last_frame')} last frame: {self.last_black_pixels} black pixels "
             f"(clean reference {self.clean_black_pixels}), PSNR {self.last_psnr_db:.1f} dB "
             f"against it, pending {self.last_pending}, resident {self.last_resident_bytes} "
@@ -233,12 +244,26 @@ class _Faults:
         self.met: set[str] = set()  # keys whose read failed after their fault
         self.items: dict[str, Any] = {}  # key -> the streamer's item
         self.spared_evictions = 0
+        self.target_floor: dict[str, int] = {}  # target name -> its bytes at the min scale
+        self.spared_min_scale = 0
+        self.fallback_oom = 0
+        self.counter: _WarningCounter | None = None
 
     def inject_oom(self, what: str, nbytes: int) -> bool:
         if not self.active or self.rng.random() >= self.settings.oom_probability:
             return False
-        if TARGET_LABEL.search(what):
-            self.target_oom += 1
+        t = TARGET_LABEL.search(what)
+        if t is not None:
+            if nbytes <= self.target_floor.get(t.group("name"), 0):
+                # At the resolution controller's smallest scale a failed release-first
+                # allocation has nothing left to fall back to and re-raises (by design,
+                # resolution/targets.py): spared, and counted (a finding, see the report).
+                self.spared_min_scale += 1
+                return False
+            if self.counter is not None and self.counter.in_fallback:
+                self.fallback_oom += 1  # answered by the next step down, not logged alone
+            else:
+                self.target_oom += 1
             self.oom["render target"] += 1
             return True
         m = STREAMED_LABEL.search(what)
@@ -344,6 +369,7 @@ def run_soak(device: Device, scene_factory: SceneFactory, options: Mapping[str, 
                                        ram_cache_bytes=0))  # every read meets the file
     faults = _Faults(device, s)
     counter = _WarningCounter()
+    faults.counter = counter
     watched = [logging.getLogger("engine.streaming.provider"),
                logging.getLogger("engine.resolution.targets")]
     for lg in watched:
@@ -369,6 +395,12 @@ def run_soak(device: Device, scene_factory: SceneFactory, options: Mapping[str, 
         if items:
             state["largest"] = max(sum(lv.nbytes for lv in it.tf.levels) for it in items)
         faults.items = {it.key: it for it in items}
+
+        def floors() -> dict[str, int]:
+            out = loop.renderer.output_size
+            return {t.name: t.bytes(*out, run.resolution.min_scale)
+                    for t in loop.renderer.cost_spec.targets}
+        faults.target_floor = floors()
         device.fault_injector = faults.inject_oom
         rng = np.random.default_rng([s.seed, 3])
         for frame in range(s.frames):
@@ -379,9 +411,12 @@ def run_soak(device: Device, scene_factory: SceneFactory, options: Mapping[str, 
                 w, h = s.size
                 f = float(rng.uniform(0.5, 1.0))
                 loop.renderer.set_output_size((max(16, int(w * f)), max(16, int(h * f))))
+                faults.target_floor = floors()
                 resizes += 1
             elif frame == quiet_from and loop.renderer.output_size != tuple(s.size):
                 loop.renderer.set_output_size(tuple(s.size))
+                faults.target_floor = floors()
+            counter.in_fallback = False  # a fallback ends within the resize that began it
             record = loop.step(frame)
             if record["total_bytes"] > record["budget_bytes"]:
                 over += 1
@@ -404,6 +439,7 @@ def run_soak(device: Device, scene_factory: SceneFactory, options: Mapping[str, 
                     f"{len(faults.io)} I/O faults, {sum(faults.oom.values())} OOMs injected")
                 last_say = now
         device.fault_injector = None
+        rss_end = rss_bytes()  # the last frame's, before the run's objects are released
         image = loop.renderer.read_output()
         stats = loop.provider.stats()
         refused = int(getattr(stats, "budget_violations", 0))
@@ -417,7 +453,6 @@ def run_soak(device: Device, scene_factory: SceneFactory, options: Mapping[str, 
         for lg in watched:
             lg.removeHandler(counter)
     leaked = finish_run(device, mark)
-    rss_end = rss_bytes()
     wall = time.perf_counter() - t0
 
     ref_run = replace(run, options=dict(reference_options if reference_options is not None
@@ -433,7 +468,9 @@ def run_soak(device: Device, scene_factory: SceneFactory, options: Mapping[str, 
         io_faults=faults.io, io_faults_met=len(faults.met), io_reported=dict(counter.io),
         io_errors_counted=io_errors, oom_injected=dict(faults.oom),
         oom_textures=sorted(faults.oom_textures), oom_reported=dict(counter.oom),
-        target_oom_injected=faults.target_oom, oom_spared_evictions=faults.spared_evictions, target_oom_answered=counter.targets,
+        target_oom_injected=faults.target_oom, oom_spared_evictions=faults.spared_evictions,
+        oom_spared_min_scale=faults.spared_min_scale, target_oom_answered=counter.targets,
+        target_oom_in_fallback=faults.fallback_oom, target_fell_back=counter.fell_back,
         failed_textures=failed, render_scale_min=scale_min,
         last_black_pixels=_black(image), clean_black_pixels=_black(clean),
         last_psnr_db=_psnr(image, clean), last_pending=int(stats.pending_count),
@@ -454,7 +491,8 @@ def run_soak(device: Device, scene_factory: SceneFactory, options: Mapping[str, 
         # target allocation is answered by the target set's fallback warning.
         "oom_reported_once": set(counter.oom) <= faults.oom_textures | io_keys
         and all(v == 1 for v in counter.oom.values())
-        and counter.targets >= min(1, faults.target_oom),
+        and counter.targets == faults.target_oom
+        and (faults.fallback_oom == 0 or counter.fell_back > 0),
         "last_frame": report.last_black_pixels <= report.clean_black_pixels
         and report.last_psnr_db >= s.min_psnr_db
         and report.last_resident_bytes >= report.last_wanted_bytes,
