@@ -1,7 +1,8 @@
 """Virtual texturing benchmark: a wall of large BC7 textures seen through a small page cache.
 
-The flight: a camera cuts between random stops in front of a wall of textured panels and
-drifts towards the wall for `hold` frames at each stop. Only GPU feedback drives residency.
+The flight: a camera cuts between random stops in front of a wall of textured panels, dollies
+10% closer to its target over the first half of each stop's `hold` frames and then holds
+still, so each stop's last frame is a settled view. Only GPU feedback drives residency.
 Measured in one run, side by side:
   - content to budget: bytes of the textures on disk over the cache allowance;
   - budget: frames whose virtual-texture memory (cache + table, as ledgered) exceeded the
@@ -210,7 +211,10 @@ def run_profile(device: Device, prof: VirtualProfile) -> SuiteResult:
             target = (tx, ty, 0.0)
             cut_frame, t_cut, reached, reached_frames = frame, time.perf_counter(), None, None
             for h in range(prof.hold):
-                eye = eye0 * (1 - 0.01 * h) + np.array([0, 0, 0.01 * h * 0.2])
+                # Dolly towards the target over the first half of the stop (10% closer),
+                # then hold still: the stop's last frame is a settled view.
+                eye = np.array(target) + (eye0 - np.array(target)) * (
+                    1 - 0.2 * min(h, prof.hold // 2) / prof.hold)
                 vp = view_projection(tuple(eye), target, aspect)
                 tf0 = time.perf_counter()
                 # Wait for the previous frame's passes first: a software rasterizer would
