@@ -70,3 +70,19 @@ def test_legend_is_drawn_in_the_framebuffer(device):
         device.release(fbo)
         device.release(tex)
         hud.release()
+
+
+def test_layout_shows_the_nvml_note_within_the_panel(device):
+    """NVML's one-line view (or why there is none) is drawn, cut to the panel's width."""
+    hud = Hud(device)
+    try:
+        still = {k: v for k, v in STATS.items() if k != "ms"}
+        plain = hud.layout((640, 360), still)
+        note = "NVML: libnvidia-ml.so.1 not found " * 5
+        noted = hud.layout((640, 360), {**still, "vram_note": note})
+        assert len(noted.quads) > len(plain.quads)
+        panel = noted.quads[0]
+        assert all(q[2] <= panel[2] + 1e-6 for q in noted.quads)  # inside the panel
+        assert noted.quads[0][3] > plain.quads[0][3]  # the panel grew by the line
+    finally:
+        hud.release()

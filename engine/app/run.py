@@ -24,6 +24,7 @@ from ..errors import UsageError
 from ..gl.device import Device
 from ..gl.limits import max_output_size
 from ..memory.governor import Governor
+from ..memory.nvml import NvmlProbe, NvmlUnavailable
 from ..render.imagecompare import save_png
 from ..render.scene import Scene
 from .loop import FrameContext, FrameHook, FrameLoop, RunResult, SceneFactory, make_governor
@@ -84,16 +85,32 @@ class HeadlessHost:
         return True
 
 
-def _hud_hook(device: Device, host: Host) -> tuple[FrameHook, Hud]:
+#: NVML is read every this many frames for the HUD (one read costs milliseconds).
+NVML_EVERY = 30
+
+
+def _hud_hook(device: Device, host: Host) -> tuple[FrameHook, Callable[[], None]]:
+    """The HUD drawn over the output, with NVML's view of the GPU (total, free, the other
+    processes holding memory) where NVIDIA's driver library is present."""
     hud = Hud(device)
+    nvml = NvmlProbe.open(renderer=device.caps.renderer)
+    line = {"text": nvml.summary() if isinstance(nvml, NvmlUnavailable) else ""}
 
     def draw(ctx: FrameContext) -> None:
+        if isinstance(nvml, NvmlProbe) and ctx.frame % NVML_EVERY == 0:
+            line["text"] = nvml.read().summary()
+        ctx.record["vram_note"] = line["text"]
         if host.hud_visible():
             ctx.renderer.output_fbo.use()
             hud.draw(ctx.renderer.output_fbo, ctx.renderer.output_size, ctx.record,
                      view_mode=ctx.renderer.view_mode)
 
-    return draw, hud
+    def close() -> None:
+        hud.release()
+        if isinstance(nvml, NvmlProbe):
+            nvml.close()
+
+    return draw, close
 
 
 def run_scene(scene_factory: SceneFactory, settings: RunSettings | None = None, *,
@@ -169,9 +186,9 @@ def _run(dev: Device, host: Host, scene_factory: SceneFactory, settings: RunSett
     mark = dev.tracker.mark()
     dev.ledger.reset_frame_peak()
     hooks = list(on_frame)
-    hud: Hud | None = None
+    close_hud: Callable[[], None] | None = None
     if settings.hud or not settings.headless:
-        draw, hud = _hud_hook(dev, host)
+        draw, close_hud = _hud_hook(dev, host)
         hooks.append(draw)
     image = None
     try:
@@ -190,8 +207,8 @@ def _run(dev: Device, host: Host, scene_factory: SceneFactory, settings: RunSett
         finally:
             loop.release()
     finally:
-        if hud is not None:
-            hud.release()
+        if close_hud is not None:
+            close_hud()
     leaked = finish_run(dev, mark)
     frames = list(loop.frames)
     result = RunResult(summarize(frames, dev, governor, leaked), frames, image)

@@ -80,6 +80,9 @@ class SoakSettings:
     keep_frames: int = 300
     rss_growth_limit: float = 0.05
     min_psnr_db: float = 25.0
+    #: a scripted camera path loops (with a cut back to its start), so a long soak keeps
+    #: moving through the scene instead of resting at the path's end
+    loop_camera: bool = True
 
     def __post_init__(self) -> None:
         if self.frames < 1:
@@ -304,6 +307,10 @@ class _Faults:
         candidates = [it for it in items if it.key not in faulted and not it.failed]
         if not candidates:
             return
+        # A texture in use now (its finest resident level the finest of any): evicted and
+        # read again as the budget moves, so the damage is met by a read.
+        finest = min(it.base for it in candidates)
+        candidates = [it for it in candidates if it.base == finest]
         item = candidates[int(self.rng.integers(len(candidates)))]
         kind = IO_FAULTS[len(self.io) % len(IO_FAULTS)]
         path = Path(item.tf.path)
@@ -363,6 +370,8 @@ def run_soak(device: Device, scene_factory: SceneFactory, options: Mapping[str, 
     pass ones reading undamaged textures). `say(line)` gets progress lines."""
     say = say or log.info
     s = settings
+    if s.loop_camera:
+        scene_factory = _looping(scene_factory)
     run = RunSettings(frames=s.frames, size=s.size, budget="100%", provider=s.provider,
                       options=dict(options), keep_frames=s.keep_frames,
                       streamer=replace(StreamerSettings(), io_latency_ms=s.io_latency_ms,
@@ -498,6 +507,15 @@ def run_soak(device: Device, scene_factory: SceneFactory, options: Mapping[str, 
         and report.last_resident_bytes >= report.last_wanted_bytes,
     }
     return report
+
+
+def _looping(factory: SceneFactory) -> SceneFactory:
+    def build(device: Device, provider: Any, options: Mapping[str, Any]) -> Any:
+        scene = factory(device, provider, options)
+        if getattr(scene, "camera_path", None) is not None:
+            scene.camera_path.loop = True
+        return scene
+    return build
 
 
 def _watchable(items: list[Any]) -> bool:

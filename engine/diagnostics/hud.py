@@ -214,6 +214,12 @@ class Hud:
         b.text(x0, y, f"scale {scale:.2f}   uploads {int(stats.get('pending_uploads', 0))}"
                       f"   frame {int(stats.get('frame', 0))}", _WHITE)
         y += lh + 2
+        note = str(stats.get("vram_note") or "")
+        if note:  # NVML's view: the GPU's free memory and the other processes holding it
+            while note and b.text_width(note) > inner - b.text_width("M"):
+                note = note[:-4] + "..."
+            b.text(x0, y, note, _DIM)
+            y += lh + 2
         y = self._graph(b, x0, y, inner, lh)
         if (view_mode or stats.get("view_mode")) == "mip":
             y = self._mip_legend(b, x0, y + 6, inner, lh)

@@ -73,6 +73,21 @@ def moderngl_alive(obj: Any) -> Callable[[], bool]:
     return lambda: type(getattr(obj, "mglo", None)).__name__ != "InvalidObject"
 
 
+class FaultInjection:
+    """The `fault_injector` knob of anything that allocates through an `Allocator` (`_alloc`):
+    a predicate (description, bytes) -> fail as out of memory; soak and OOM tests set it."""
+
+    _alloc: Allocator
+
+    @property
+    def fault_injector(self) -> FaultInjector | None:
+        return self._alloc.fault_injector
+
+    @fault_injector.setter
+    def fault_injector(self, inject: FaultInjector | None) -> None:
+        self._alloc.fault_injector = inject
+
+
 @dataclass(eq=False)
 class _Entry:
     obj: Any

@@ -35,7 +35,7 @@ from ..memory.leaks import LeakTracker, TrackedObject
 from ..memory.probe import VramReading
 from ..memory.sizes import level_bytes, mip_dims, texture_bytes
 from . import constants as K
-from .allocator import Allocator, ByteLedger, FaultInjector, ObjectTracker, moderngl_alive
+from .allocator import Allocator, ByteLedger, FaultInjection, ObjectTracker, moderngl_alive
 from .capabilities import Capabilities, detect
 from .commands import Commands, Fence
 from .context import (
@@ -74,7 +74,7 @@ def _release_at_exit(ref: weakref.ref[Device]) -> None:
         device._at_exit()
 
 
-class Device:
+class Device(FaultInjection):
     """Context + allocator + commands + capabilities + probe, behind one object."""
 
     def __init__(self, handle: ContextHandle, *, ledger: ByteLedger | None = None,
@@ -159,15 +159,6 @@ class Device:
     @property
     def on_render_thread(self) -> bool:
         return self._thread.current
-
-    @property
-    def fault_injector(self) -> FaultInjector | None:
-        """A predicate (description, bytes) -> fail as out of memory; soak and OOM tests."""
-        return self._alloc.fault_injector
-
-    @fault_injector.setter
-    def fault_injector(self, inject: FaultInjector | None) -> None:
-        self._alloc.fault_injector = inject
 
     # ----------------------------------------------------------------- moderngl objects
     def _mgl(self, kind: str, category: Category | str, label: str, nbytes: int, make) -> Any:

@@ -21,7 +21,7 @@ from ..memory.ledger import Category, Ledger
 from ..memory.leaks import LeakTracker, TrackedObject
 from ..memory.sizes import level_bytes, mip_dims, texture_bytes
 from . import constants as K
-from .allocator import Allocator, FaultInjector
+from .allocator import Allocator, FaultInjection
 from .context import RenderThread
 from .device import mgl_format, mgl_texel_bytes
 from .textures import GpuTexture
@@ -59,7 +59,7 @@ class FakeObject:
         self.calls.append("clear")
 
 
-class FakeDevice:
+class FakeDevice(FaultInjection):
     """The Device surface of the allocation-deciding layers, with no GL behind it."""
 
     def __init__(self, *, max_samples: int = 4, max_texture_size: int = 16384) -> None:
@@ -70,15 +70,6 @@ class FakeDevice:
         self.max_samples = max_samples
         self.max_texture_size = max_texture_size
         self.copies: list[tuple[Any, Any]] = []
-
-    # ------------------------------------------------------------------ faults
-    @property
-    def fault_injector(self) -> FaultInjector | None:
-        return self._alloc.fault_injector
-
-    @fault_injector.setter
-    def fault_injector(self, inject: FaultInjector | None) -> None:
-        self._alloc.fault_injector = inject
 
     # ------------------------------------------------------------------ factories
     def _make(self, kind: str, category: Category | str, label: str, nbytes: int,
