@@ -101,7 +101,7 @@ class VirtualTextureSystem:
 
     def __init__(self, device: Device, allowance_bytes: int, *, io_workers: int = 2,
                  max_uploads: int = 32, hold_frames: int = 8, grace_frames: int = 2,
-                 max_requests: int = 128,
+                 max_requests: int | None = None,
                  latency_ms: tuple[float, float] | None = None,
                  level_cache_bytes: int = 64 << 20) -> None:
         self.device = device
@@ -109,7 +109,8 @@ class VirtualTextureSystem:
         self.max_uploads = int(max_uploads)
         self.hold_frames = int(hold_frames)
         self.grace_frames = int(grace_frames)
-        self.max_requests = int(max_requests)
+        # Reads asked for per frame: a few frames of uploads ahead, so I/O never idles.
+        self.max_requests = int(max_requests) if max_requests else 4 * self.max_uploads
         self.fmt: PixelFormat | None = None
         self.table = PageTable()
         self.io = TileIO(workers=io_workers, latency_ms=latency_ms,
@@ -268,6 +269,7 @@ class VirtualTextureSystem:
                 else self.frame
             self.stats.feedback_frame = self.feedback_frame
         req = self._requests
+        self._drain()  # reads finished since the last update are in hand, not re-asked
         missing, priority = self.policy.plan(self.frame, req.keys, req.tiers, req.pixels)
         ask = [k for k in missing.tolist() if k not in self._ready]  # not those in hand
         for key, prio in zip(missing.tolist(), priority.tolist(), strict=True):
@@ -285,11 +287,7 @@ class VirtualTextureSystem:
             self._rebuild()
         st = self.stats
         uploads: list[tuple[int, bytes]] = []
-        # Drain every finished read into the tiles in hand (deduplicated): a read the frame
-        # cannot upload waits here instead of being asked for again.
-        for res in self.io.poll(1 << 30):
-            if res.ok and not self.policy.is_resident(int(res.level)):
-                self._ready[int(res.level)] = res.data
+        self._drain()
         pol = self.policy
         order = sorted(self._ready, key=lambda k: (pol.tier_of(k), -(k >> 16 & 0xF)))
         for key in order[:self.max_uploads]:
@@ -328,6 +326,13 @@ class VirtualTextureSystem:
         st.update_ms = (now - t0) * 1e3
         self.history.append(st)
         return st
+
+    def _drain(self) -> None:
+        """Every finished read goes into the tiles in hand (deduplicated): a read the frame
+        cannot upload waits there instead of being asked for again."""
+        for res in self.io.poll(1 << 30):
+            if res.ok and not self.policy.is_resident(int(res.level)):
+                self._ready[int(res.level)] = res.data
 
     def bind(self, program, cache_unit: int = CACHE_UNIT, table_unit: int = TABLE_UNIT,
              proxy_unit: int = PROXY_UNIT) -> None:
