@@ -222,7 +222,7 @@ def run_profile(device: Device, prof: VirtualProfile) -> SuiteResult:
                 device.finish()
                 vts.begin_frame(frame)
                 st = vts.update()
-                image = renderer.draw_virtual(vts, quads, vp)
+                image = renderer.draw_virtual(vts, quads, vp, read=h == prof.hold - 1)
                 renderer.draw_feedback(vts, quads, vp, frame)
                 frame_ms.append((time.perf_counter() - tf0) * 1e3)
                 cpu_ms.append(st.feedback_ms + st.table_ms)

@@ -92,14 +92,17 @@ class QuadRenderer:
         return max(1, round(w * self.feedback_scale)), max(1, round(h * self.feedback_scale))
 
     def draw_virtual(self, system: VirtualTextureSystem, quads: QuadBatch,
-                     view_proj: glm.mat4, min_lod: float = 0.0) -> np.ndarray:
+                     view_proj: glm.mat4, min_lod: float = 0.0,
+                     read: bool = True) -> np.ndarray | None:
+        """Draw through vt_sample; the image (top row first) when `read`, else None (a
+        read-back waits for the GPU: benchmarks read only the frames they score)."""
         prog = self.color_prog
         self.target.begin()
         system.bind(prog)
         prog["u_view_proj"].write(view_proj.to_bytes())
         set_uniform(prog, "u_vt_min_lod", float(min_lod))
         quads.draw(prog)
-        return self.target.read()
+        return self.target.read() if read else None
 
     def draw_feedback(self, system: VirtualTextureSystem, quads: QuadBatch,
                       view_proj: glm.mat4, frame: int) -> bool:
