@@ -109,7 +109,15 @@ def rss_bytes() -> int:
 
 
 class _WarningCounter(logging.Handler):
-    """Counts the streamer's and the target set's fault warnings, by texture key."""
+    """Counts the streamer's and the target set's fault warnings, and matches each injected
+    render-target OOM with its report.
+
+    A failed target allocation logs "targets at scale S failed" once; a release-first
+    failure then tries smaller scales, whose own failures are not logged one by one, and ends
+    with "fell back to scale S". So an injection outside a fallback must be answered by the
+    next "failed" warning, and one inside it by the fallback's end. The frame loop may retry
+    a resize in the same frame (MemoryReaction), so a "failed" warning arriving while its
+    injection was booked as inside a fallback re-books that injection as a fresh failure."""
 
     def __init__(self) -> None:
         super().__init__(logging.WARNING)
@@ -117,7 +125,27 @@ class _WarningCounter(logging.Handler):
         self.oom = Counter()  # key -> "streaming K failed" warnings
         self.targets = 0  # "targets at scale S failed" warnings
         self.fell_back = 0  # "fell back to scale S" warnings
-        self.in_fallback = False  # between the two: the set is trying smaller scales
+        self.target_reported = 0  # injections answered by their "failed" warning
+        self.target_in_fallback = 0  # injections inside a fallback
+        self.unexplained = 0  # "failed" warnings with no injection behind them
+        self.in_fallback = False
+        self._pending = 0
+        self._recent_fallback = 0
+
+    def injected_target(self) -> None:
+        if self.in_fallback:
+            self.target_in_fallback += 1
+            self._recent_fallback += 1
+        else:
+            self._pending += 1
+
+    def frame_boundary(self) -> None:
+        self.in_fallback = False
+        self._recent_fallback = 0
+
+    @property
+    def unanswered(self) -> int:
+        return self._pending
 
     def emit(self, record: logging.LogRecord) -> None:
         msg = record.msg if isinstance(record.msg, str) else ""
@@ -127,7 +155,17 @@ class _WarningCounter(logging.Handler):
             self.oom[str(record.args[0])] += 1
         elif "targets at scale" in msg:
             self.targets += 1
+            if self._pending:
+                self._pending -= 1
+                self.target_reported += 1
+            elif self._recent_fallback:
+                self._recent_fallback -= 1
+                self.target_in_fallback -= 1
+                self.target_reported += 1
+            else:
+                self.unexplained += 1
             self.in_fallback = True
+            self._recent_fallback = 0
         elif "fell back to scale" in msg:
             self.fell_back += 1
             self.in_fallback = False
@@ -202,8 +240,8 @@ class SoakReport:
             f"(io_errors {self.io_errors_counted}, duplicates "
             f"{sum(v - 1 for v in self.io_reported.values() if v > 1)})",
             f"  {ok('oom_reported_once')} GL OOM: {sum(self.oom_injected.values())} injected "
-            f"({self.target_oom_injected} render-target sets, {self.target_oom_answered} "
-            f"reported, {self.target_oom_in_fallback} more inside fallbacks, "
+            f"({self.target_oom_injected} render targets: {self.target_oom_answered} "
+            f"failures reported, {self.target_oom_in_fallback} inside fallbacks, "
             f"{self.target_fell_back} fallbacks; {len(self.oom_textures)} streamed textures, "
             f"{len(self.oom_reported)} reported; spared: {self.oom_spared_evictions} eviction "
             f"copies, {self.oom_spared_min_scale} targets at the smallest scale); "
@@ -249,7 +287,6 @@ class _Faults:
         self.spared_evictions = 0
         self.target_floor: dict[str, int] = {}  # target name -> its bytes at the min scale
         self.spared_min_scale = 0
-        self.fallback_oom = 0
         self.counter: _WarningCounter | None = None
 
     def inject_oom(self, what: str, nbytes: int) -> bool:
@@ -263,10 +300,9 @@ class _Faults:
                 # resolution/targets.py): spared, and counted (a finding, see the report).
                 self.spared_min_scale += 1
                 return False
-            if self.counter is not None and self.counter.in_fallback:
-                self.fallback_oom += 1  # answered by the next step down, not logged alone
-            else:
-                self.target_oom += 1
+            self.target_oom += 1
+            if self.counter is not None:
+                self.counter.injected_target()
             self.oom["render target"] += 1
             return True
         m = STREAMED_LABEL.search(what)
@@ -277,6 +313,10 @@ class _Faults:
                 # in place, over the pool, with no way to free it (a finding, see the
                 # report); a real OOM is answered by giving memory back, so it is spared.
                 self.spared_evictions += 1
+                return False
+            if len(self.oom_textures) >= max(1, len(self.items) // 4):
+                # at most a quarter failed by OOM (and half by I/O): a quarter stay healthy
+                # and the streamer keeps streaming them to the end of the run
                 return False
             self.oom_textures.add(m.group("key"))
             self.oom["streamed texture"] += 1
@@ -425,7 +465,7 @@ def run_soak(device: Device, scene_factory: SceneFactory, options: Mapping[str, 
             elif frame == quiet_from and loop.renderer.output_size != tuple(s.size):
                 loop.renderer.set_output_size(tuple(s.size))
                 faults.target_floor = floors()
-            counter.in_fallback = False  # a fallback ends within the resize that began it
+            counter.frame_boundary()  # a fallback ends within the resize that began it
             record = loop.step(frame)
             if record["total_bytes"] > record["budget_bytes"]:
                 over += 1
@@ -479,7 +519,7 @@ def run_soak(device: Device, scene_factory: SceneFactory, options: Mapping[str, 
         oom_textures=sorted(faults.oom_textures), oom_reported=dict(counter.oom),
         target_oom_injected=faults.target_oom, oom_spared_evictions=faults.spared_evictions,
         oom_spared_min_scale=faults.spared_min_scale, target_oom_answered=counter.targets,
-        target_oom_in_fallback=faults.fallback_oom, target_fell_back=counter.fell_back,
+        target_oom_in_fallback=counter.target_in_fallback, target_fell_back=counter.fell_back,
         failed_textures=failed, render_scale_min=scale_min,
         last_black_pixels=_black(image), clean_black_pixels=_black(clean),
         last_psnr_db=_psnr(image, clean), last_pending=int(stats.pending_count),
@@ -500,8 +540,9 @@ def run_soak(device: Device, scene_factory: SceneFactory, options: Mapping[str, 
         # target allocation is answered by the target set's fallback warning.
         "oom_reported_once": set(counter.oom) <= faults.oom_textures | io_keys
         and all(v == 1 for v in counter.oom.values())
-        and counter.targets == faults.target_oom
-        and (faults.fallback_oom == 0 or counter.fell_back > 0),
+        and counter.unanswered == 0 and counter.unexplained == 0
+        and counter.target_reported + counter.target_in_fallback == faults.target_oom
+        and (counter.target_in_fallback == 0 or counter.fell_back > 0),
         "last_frame": report.last_black_pixels <= report.clean_black_pixels
         and report.last_psnr_db >= s.min_psnr_db
         and report.last_resident_bytes >= report.last_wanted_bytes,

@@ -1,0 +1,93 @@
+"""`python -m engine soak`, the short version: 300 frames at 160x90 with random budgets, I/O
+faults on a copy of the textures and a high GL out-of-memory rate, every check passing.
+
+The long runs (10,000 frames on llvmpipe, 100,000 on a GPU) use the same command; their
+figures are in the README."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from engine.app.soak import SoakReport, SoakSettings, rss_bytes
+from engine.demos.cli import x_display_missing
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
+    env["ENGINE_CACHE"] = str(tmp_path / "cache")
+    env["PYTHONPATH"] = str(ROOT)
+    return env
+
+
+def test_soak_short_run_passes_every_check(tmp_path):
+    out = tmp_path / "soak.json"
+    proc = subprocess.run([sys.executable, "-m", "engine", "soak", "--frames", "300", "--size",
+                           "160x90", "--count", "8", "--texture-size", "128", "--oom", "0.3",
+                           "--io-fault-every", "40", "--json", str(out)], cwd=ROOT,
+                          env=_env(tmp_path), capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "soak PASSED" in proc.stdout
+    data = json.loads(out.read_text())
+    assert data["passed"] and all(data["checks"].values()) and data["frames"] == 300
+    assert data["over_budget_frames"] == 0 and data["leaked_objects"] == 0
+    assert data["budget_changes"] >= 5  # the budget really moved
+    assert len(data["io_faults"]) >= 3  # files really damaged (in the copy)...
+    assert {f["kind"] for f in data["io_faults"]} == {"vanish", "truncate", "unreadable"}
+    assert sum(data["oom_injected"].values()) >= 1  # ...and allocations really failed
+    # Every read that met a damaged file was reported once, and only those.
+    assert sorted(data["io_reported"]) == sorted(set(data["io_reported"]))
+    assert all(v == 1 for v in data["io_reported"].values())
+    assert data["io_errors_counted"] == len(data["io_reported"])
+    assert data["rss_growth"] < 0.05 and data["last_black_pixels"] == 0
+    # The cache the textures came from is untouched: every file still there, none a folder.
+    cache = tmp_path / "cache" / "gallery"
+    files = [p for p in cache.rglob("*.ktx2")]
+    assert len(files) == 8 and all(p.is_file() and p.stat().st_size > 0 for p in files)
+
+
+def test_soak_settings_and_phases():
+    s = SoakSettings(frames=10_000)
+    assert (s.warmup, s.quiet) == (1000, 300)
+    short = SoakSettings(frames=300)
+    assert (short.warmup, short.quiet) == (30, 30)
+    with pytest.raises(ValueError):
+        SoakSettings(frames=0)
+    with pytest.raises(ValueError):
+        SoakSettings(oom_probability=1.5)
+
+
+def test_soak_report_fails_when_one_check_fails():
+    r = SoakReport(frames=1, size=(8, 8), wall_s=0.1, frame_ms_p50=1.0, frame_ms_p99=1.0,
+                   over_budget_frames=0, budget_changes=0, refused_ops=0, leaked_objects=0,
+                   rss_warmup_bytes=1, rss_end_bytes=1, rss_growth=0.0, last_psnr_db=math.inf)
+    assert not r.passed  # no checks at all is not a pass
+    r.checks = {"a": True, "b": True}
+    assert r.passed
+    r.checks["b"] = False
+    assert not r.passed and r.lines()[-1] == "soak FAILED"
+    assert r.to_json()["last_psnr_db"] is None  # identical pictures: no inf in JSON
+
+
+def test_rss_reading():
+    before = rss_bytes()
+    block = bytearray(64 << 20)
+    block[::4096] = b"\1" * len(block[::4096])  # touch every page
+    assert rss_bytes() - before >= 60 << 20
+    del block
+
+
+def test_display_detection(tmp_path):
+    assert not x_display_missing(None) and not x_display_missing("")
+    assert not x_display_missing("remote:0")  # TCP: left to the window attempt
+    n = next(i for i in range(150, 400) if not Path(f"/tmp/.X11-unix/X{i}").exists())
+    assert x_display_missing(f":{n}") and x_display_missing(f":{n}.0")
+    assert x_display_missing(f"unix:{n}")
