@@ -693,12 +693,18 @@ def _flight_row(probe: WallProbe, policy: str, fraction: float | None, pool: int
                 prefetch: bool = True) -> dict:
     rows = probe.rows
     scores = [r["psnr"] for r in rows if "psnr" in r]
+    # Zoomed in (hold, pan, after cuts) is where the budget binds; the overview and zoom
+    # frames are often identical to the reference at every budget and saturate the median.
+    zoomed = [r["psnr"] for r in rows if "psnr" in r
+              and (r["segment"] in ("hold", "pan") or r["segment"].startswith("cut"))]
     return {
         "part": "wall", "policy": policy + ("" if prefetch else " (no prefetch)"),
         "budget_pct": None if fraction is None else round(fraction * 100),
         "pool_mib": mib(pool),
         "psnr_min_db": min(scores) if scores else None,
         "psnr_median_db": statistics.median(scores) if scores else None,
+        "psnr_mean_db": float(np.mean(scores)) if scores else None,
+        "psnr_zoomed_median_db": statistics.median(zoomed) if zoomed else None,
         "coarser_1": float(np.mean([r["coarser_1_fraction"] for r in rows])),
         "coarser_2plus": float(np.mean([r["coarser_2plus_fraction"] for r in rows])),
         "frames_over_budget": sum(bool(r.get("over_budget")) for r in rows),
@@ -789,10 +795,12 @@ def _wall_rows(device: Device, profile: WallProfile) -> tuple[list[dict], list[s
             other = results[(base, fraction)]
             margin = (ours["psnr_median_db"] or 0) - (other["psnr_median_db"] or 0)
             worst = (ours["psnr_min_db"] or 0) - (other["psnr_min_db"] or 0)
+            zoomed = ((ours["psnr_zoomed_median_db"] or 0)
+                      - (other["psnr_zoomed_median_db"] or 0))
             notes.append(f"goal at {fraction:.0%}: median PSNR >= {PSNR_MARGIN_DB:g} dB above "
                          f"{base}: {'met' if margin >= PSNR_MARGIN_DB else 'NOT met'} "
-                         f"({margin:+.1f} dB); worst frame no worse: "
-                         f"{'met' if worst >= 0 else 'NOT met'} ({worst:+.1f} dB)")
+                         f"({margin:+.1f} dB; zoomed-in frames {zoomed:+.1f} dB); worst frame "
+                         f"no worse: {'met' if worst >= 0 else 'NOT met'} ({worst:+.1f} dB)")
     over = sum(r["frames_over_budget"] for r in rows)
     notes.append(f"frames over budget across every flight: {over} (goal 0)")
     # Efficiency per segment, our policy at 50% and unlimited.
