@@ -182,3 +182,27 @@ def test_cache_size_follows_the_allowance(dev, tex512):
             assert vts.nbytes <= 1 << 20
         finally:
             vts.release()
+
+
+def test_ledger_sees_the_cache_next_to_whole_level_textures(dev, tex512, tmp_path):
+    """Virtual and whole-level textures in one device: the ledger's streaming category
+    grows by exactly the cache + table + proxy bytes the system reports, the static
+    category by the resident texture, and releasing the system gives all of it back."""
+    other = bc7_file(tmp_path, "static.ktx2", 256, seed=8)
+    with dev.leak_check():
+        before = dict(dev.ledger.by_category())
+        static = upload_texture_file(dev, textures.open(other))
+        vts = VirtualTextureSystem(dev, 2 << 20)
+        try:
+            vts.register(tex512)
+            vts.update()
+            now = dev.ledger.by_category()
+            grew = now.get(VT_CATEGORY, 0) - before.get(VT_CATEGORY, 0)
+            assert grew == vts.nbytes and 0 < vts.nbytes <= 2 << 20
+            assert now.get("texture.static", 0) - before.get("texture.static", 0) == \
+                static.nbytes
+        finally:
+            vts.release()
+            dev.release(static)
+        after = dev.ledger.by_category()
+        assert after.get(VT_CATEGORY, 0) == before.get(VT_CATEGORY, 0)
