@@ -164,17 +164,31 @@ class TilePolicy:
         # Visible before prefetch; coarser before finer (the fallback improves everywhere
         # first); then where more pixels asked.
         priority = (2 - tiers[miss]) * 1e6 + level * 1e4 + np.minimum(pixels[miss], 9999)
-        order = np.argsort(-priority, kind="stable")[:min(self.max_requests,
-                                                          self.admissible())]
+        order = np.argsort(-priority, kind="stable")
+        # As many of each tier as there are slots it could take: more would be read only
+        # to be dropped on arrival.
+        is_visible = tiers[miss][order] == Tier.VISIBLE
+        room_visible, room_prefetch = self.admissible(Tier.VISIBLE), \
+            self.admissible(Tier.PREFETCH)
+        keep = np.where(is_visible, np.cumsum(is_visible) <= room_visible,
+                        np.cumsum(~is_visible) <= room_prefetch)
+        order = order[keep][:self.max_requests]
         return keys[miss][order], priority[order]
 
-    def admissible(self) -> int:
-        """Slots a visible newcomer could take now: free ones and those holding tiles that
-        are not visible in the newest plan. Requests beyond it would be read only to be
-        dropped."""
-        visible_now = (self.tiers() == Tier.VISIBLE) & (
-            self.current | (self.frame - self.last_visible <= self.grace_frames))
-        return int(((self.slot_key == 0) | (~self.pinned & ~visible_now)).sum())
+    def admissible(self, tier: Tier = Tier.VISIBLE) -> int:
+        """Slots a newcomer of `tier` could take now: free ones and those holding tiles of a
+        strictly worse rank (see `admit`)."""
+        rank = self._ranks()
+        return int(((self.slot_key == 0) | (~self.pinned & (rank > 2 * int(tier)))).sum())
+
+    def _ranks(self) -> np.ndarray:
+        """Each slot's eviction rank: 0 visible now, 1 visible only through the hold (not
+        in the newest feedback for more than `grace_frames`: after a camera cut these give
+        way to what the screen shows now), 2 prefetch, 4 recent."""
+        rank = self.tiers() * 2
+        stale = self.frame - self.last_visible > self.grace_frames
+        rank[(rank == 0) & ~self.current & stale] = 1
+        return rank
 
     def tier_of(self, key: int) -> Tier:
         return Tier(self._want.get(int(key), Tier.RECENT))
@@ -192,12 +206,8 @@ class TilePolicy:
             slot = int(free[0])
             self._occupy(slot, key)
             return Admission(slot)
-        # Effective rank: 0 visible now, 1 visible only through the hold (not in the newest
-        # feedback: after a camera cut these give way to what the screen shows now),
-        # 2 prefetch, 4 recent. Worst rank first, then oldest; pinned slots never.
-        rank = self.tiers() * 2
-        stale = self.frame - self.last_visible > self.grace_frames
-        rank[(rank == 0) & ~self.current & stale] = 1
+        # Worst rank first, then oldest; pinned slots never.
+        rank = self._ranks()
         age = self.frame - self.last_wanted
         score = np.where(self.pinned, -1, rank * (1 << 42) + np.minimum(age, 1 << 41))
         victim = int(np.argmax(score))
