@@ -3,11 +3,13 @@ object arrays) without GL, then pictures and counts on llvmpipe, where the batch
 its bound-texture fallback (llvmpipe has no bindless textures)."""
 from __future__ import annotations
 
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
 import pytest
 from pyglm import glm
+from texture_helpers import ktx2_for
 
 from engine.render.batch import (
     NO_CLAMP,
@@ -25,8 +27,6 @@ from engine.render.camera import Camera, mat_to_numpy
 from engine.render.material import Material
 from engine.render.objects import FLAG_ALBEDO, FLAG_NORMAL, ObjectArrays
 from engine.render.renderer import RendererSettings, choose_path, choose_texture_mode
-
-from texture_helpers import ktx2_for
 
 
 # ---------------------------------------------------------------------- pure
@@ -55,7 +55,7 @@ def test_frustum_culling_keeps_what_the_camera_sees() -> None:
 def test_texture_sets_are_drawn_in_runs() -> None:
     ids = np.array([[3, -1, -1], [1, 2, -1], [3, -1, -1], [1, 2, -1], [-1, -1, -1]], np.int32)
     order, bounds = texture_set_order(ids, texture_count=4)
-    runs = [ids[order[a:b]] for a, b in zip(bounds[:-1], bounds[1:])]
+    runs = [ids[order[a:b]] for a, b in pairwise(bounds)]
     assert len(runs) == 3  # three distinct sets
     for run in runs:
         assert (run == run[0]).all()
@@ -156,7 +156,7 @@ def dev():
 
     try:
         d = Device.headless()
-    except Exception as exc:  # no EGL at all
+    except Exception as exc:  # noqa: BLE001 - no EGL at all: skip, whatever the cause
         pytest.skip(f"no headless GL: {exc}")
     yield d
     d.shutdown()

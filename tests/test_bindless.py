@@ -4,14 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pytest
 from pyglm import glm
+from test_batch import H, W, _close, _draw, _scene
+from texture_helpers import ktx2_for
 
 from engine.render.renderer import Renderer, RendererSettings
-
-from texture_helpers import ktx2_for
-from test_batch import _close, _draw, _scene, W, H
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +19,7 @@ def dev():
 
     try:
         d = Device.headless()
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - no EGL at all: skip, whatever the cause
         pytest.skip(f"no headless GL: {exc}")
     if not bindless_supported(d):
         d.shutdown()
@@ -114,11 +112,11 @@ def test_handles_never_outlive_textures_over_thousands_of_residency_changes(
     """Grow and shrink every texture again and again (the pool alternates between room for
     everything and room for the tails only): each reallocation makes a new texture, whose
     handle the renderer makes before drawing, and the old texture's handle goes with it."""
-    from engine.streaming.provider import TextureStreamer
-    from engine.render.mesh import Mesh, quad
-    from engine.render.material import Material
-    from engine.render.scene import Scene
     from engine.render.camera import Camera
+    from engine.render.material import Material
+    from engine.render.mesh import Mesh, quad
+    from engine.render.scene import Scene
+    from engine.streaming.provider import TextureStreamer
 
     files = _files(tmp_path, 64, 64)
     with dev.leak_check():

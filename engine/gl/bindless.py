@@ -63,7 +63,7 @@ def _texture_view_fn(device: Any):
     if fn is None:
         try:
             addr = device.handle.loader("glTextureView")
-        except Exception:
+        except Exception:  # noqa: BLE001 - a loader that raises for unknown names: absent
             addr = None
         fn = C.CFUNCTYPE(_VIEW_SIG[0], *_VIEW_SIG[1])(addr) if addr else False
         device._frame_texture_view = fn

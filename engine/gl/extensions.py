@@ -86,7 +86,7 @@ class Extensions:
         for name, (res, args) in SIGNATURES.items():
             try:
                 addr = loader(name)
-            except Exception:  # a loader that raises for unknown names means "absent"
+            except Exception:  # noqa: BLE001 - a loader that raises for unknown names: absent
                 addr = None
             self._fns[name] = C.CFUNCTYPE(res, *args)(addr) if addr else None
 

@@ -13,7 +13,7 @@ three at GL 4.5; GL 4.6 has them in core).
 from __future__ import annotations
 
 import ctypes as C
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 
@@ -69,7 +69,7 @@ class DrawSession:
         self._ext, self._raw = extensions(device), raw_of(device)
         self._args = (program_glo, vao_glo, buffer_glo)
 
-    def __enter__(self) -> DrawSession:
+    def __enter__(self) -> Self:
         prog, vao, buf = self._args
         self._ext.glUseProgram(prog)
         self._ext.glBindVertexArray(vao)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any, Literal
 
 import numpy as np
@@ -33,9 +34,9 @@ from ..gl.bindless import BindlessTextures, bindless_supported
 from ..gl.buffers import FrameRing
 from ..gl.indirect import (
     DRAW_COMMAND,
+    DrawSession,
     batched_frame_supported,
     bind_storage,
-    DrawSession,
 )
 from .mesh import VERTEX_ATTRIBUTES, VERTEX_FORMAT, Mesh
 from .objects import ObjectArrays
@@ -156,7 +157,7 @@ class FrameLayout:
 
     @classmethod
     def of(cls, n_rows: int, n_textures: int, align: int) -> FrameLayout:
-        up = lambda v: (v + align - 1) // align * align  # noqa: E731
+        up = lambda v: (v + align - 1) // align * align
         tex_at = up(max(n_rows, 1) * ROW_BYTES)
         cmd_at = up(tex_at + (n_textures + 1) * TEXTURE_FLOATS * 4)
         return cls(0, tex_at, cmd_at, cmd_at + n_rows * DRAW_COMMAND.itemsize)
@@ -489,7 +490,7 @@ class BatchedPass:
             handles = None
             perm, bounds = texture_set_order(objects.texture_ids[visible], tstate.count)
             order = visible[perm]
-            groups = [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
+            groups = [(int(a), int(b)) for a, b in pairwise(bounds)]
         data, layout = self._frame_data(objects, order, tstate, handles, arena)
         st.visible = len(order)
         if not len(order):
