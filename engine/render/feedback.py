@@ -28,19 +28,19 @@ from dataclasses import dataclass
 import numpy as np
 from pyglm import glm
 
+from ..gl import shaders
 from ..gl.commands import Fence
 from ..gl.device import Device
+from ..gl.indirect import batched_frame_supported
 from ..gl.types import Buffer, Framebuffer, Renderbuffer, Texture, VertexArray
-from ..gl import shaders
+from ..memory.ledger import Category
 from ..streaming.contract import TextureProvider
 from ..streaming.feedback import PIXEL_BYTES, feedback_size, reduce_feedback
-from ..gl.indirect import batched_frame_supported
 from .batch import BatchedPass
 from .camera import mat_to_numpy
 from .material import Material
 from .mesh import VERTEX_ATTRIBUTES, VERTEX_FORMAT, Mesh
 from .scene import Scene
-from ..memory.ledger import Category
 
 log = logging.getLogger(__name__)
 
