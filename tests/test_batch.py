@@ -396,3 +396,26 @@ def test_hud_shows_cpu_and_gpu_time(dev) -> None:
         hud.release()
     # "cpu 3.2   gpu 7.5": one quad per visible glyph
     assert timed - plain == len("cpu 3.2gpu 7.5".replace(" ", ""))
+
+
+def test_gpu_timer_reports_each_frame_late_and_plausibly(dev) -> None:
+    from engine.gl.timing import GpuTimer
+
+    with dev.leak_check():
+        timer = GpuTimer(dev, depth=3)
+        fbo = dev.framebuffer([dev.texture((64, 64), label="timer-target")], label="timer-fbo")
+        for f in range(8):
+            timer.begin(f)
+            fbo.use()
+            fbo.clear(0.1 * f, 0, 0, 1)
+            timer.end()
+            dev.finish()
+        timer.poll()
+        frames = [f for f, _ in timer.results]
+        assert frames == sorted(frames) and len(frames) + timer.dropped == 8
+        assert all(0 <= ms < 60_000 for _, ms in timer.results)
+        assert timer.latest_frame == 7
+        tex = fbo.color_attachments[0]
+        dev.release(fbo)
+        dev.release(tex)
+        timer.release()

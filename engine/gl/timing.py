@@ -26,6 +26,8 @@ from .extensions import (
 
 log = logging.getLogger(__name__)
 
+_IMPLAUSIBLE_MS = 60_000.0
+
 
 @dataclass(eq=False)
 class _Query:
@@ -104,6 +106,11 @@ class GpuTimer:
             ext.glGetQueryObjectui64v(q.glo, QUERY_RESULT, C.byref(ns))
             q.pending = False
             ms = ns.value / 1e6
+            if ms > _IMPLAUSIBLE_MS:
+                # llvmpipe answers its very first TIME_ELAPSED query with a span from an
+                # unset start (measured: 2.5e6 ms); no frame takes a minute
+                self.dropped += 1
+                continue
             got.append((q.frame, ms))
             self.results.append((q.frame, ms))
             if q.frame > self.latest_frame:
