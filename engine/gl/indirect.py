@@ -68,6 +68,7 @@ class DrawSession:
     def __init__(self, device: Any, program_glo: int, vao_glo: int, buffer_glo: int) -> None:
         self._ext, self._raw = extensions(device), raw_of(device)
         self._args = (program_glo, vao_glo, buffer_glo)
+        self._draw = self._ext.glDrawElementsInstancedBaseVertexBaseInstance
 
     def __enter__(self) -> Self:
         prog, vao, buf = self._args
@@ -82,6 +83,12 @@ class DrawSession:
             self._ext.glMultiDrawElementsIndirect(TRIANGLES, UNSIGNED_INT,
                                                   C.c_void_p(int(offset)), int(count),
                                                   DRAW_COMMAND.itemsize)
+
+    def direct_values(self, count: int, instance_count: int, first_index: int,
+                      base_vertex: int, base_instance: int) -> None:
+        """`direct` from the command's five values (plain ints)."""
+        self._draw(TRIANGLES, count, UNSIGNED_INT, C.c_void_p(first_index * 4),
+                   instance_count, base_vertex, base_instance)
 
     def direct(self, command: np.void) -> None:
         """One command drawn from its values on the CPU

@@ -506,19 +506,24 @@ class BatchedPass:
         bind_storage(self.device, 1, self.ring.glo, offset + layout.textures,
                      layout.commands - layout.textures)
         vao = arena.vertex_array(program)
-        tids = objects.texture_ids[order]
         cmds = data[layout.commands:layout.end].view(DRAW_COMMAND)
         base = offset + layout.commands
+        bound = self.mode == "bound"
+        # plain Python values once, not numpy scalars per group (10,000 groups on llvmpipe)
+        starts = [a for a, _ in groups]
+        sets = objects.texture_ids[order[starts]].tolist() if bound and starts else []
+        singles = cmds[starts].tolist() if self.direct_single and starts else []
+        bind = self.provider.bind
         with DrawSession(self.device, program.glo, vao.glo, self.ring.glo) as session:
-            for a, b in groups:
-                if self.mode == "bound":
-                    for unit, tid in enumerate(tids[a].tolist()):
+            for g, (a, b) in enumerate(groups):
+                if bound:
+                    for unit, tid in enumerate(sets[g]):
                         if tid >= 0:
-                            self.provider.bind(tid, unit)
+                            bind(tid, unit)
                             st.texture_binds += 1
                 # base_instance is the row index, so a group's commands read rows a..b-1
                 if b - a == 1 and self.direct_single:
-                    session.direct(cmds[a])
+                    session.direct_values(*singles[g])
                 else:
                     session.indirect(base + a * DRAW_COMMAND.itemsize, b - a)
                 st.draw_calls += 1
