@@ -144,6 +144,8 @@ def test_path_and_texture_mode_choice() -> None:
     assert choose_texture_mode(s, bindless_available=True) == "bindless"
     assert choose_texture_mode(RendererSettings(force_bound=True), True) == "bound"
     assert choose_texture_mode(s, bindless_available=False) == "bound"
+    # a provider whose GL textures the renderer cannot reach (it only binds): bound path
+    assert choose_texture_mode(s, bindless_available=True, provider_ok=False) == "bound"
 
 
 # ---------------------------------------------------------------------- GL (llvmpipe)

@@ -180,6 +180,14 @@ class TextureState:
         return len(self.min_lod_chain)
 
 
+def provider_gives_textures(provider: Any) -> bool:
+    """Whether the tracker can reach the provider's GL textures (bindless needs them to make
+    handles); a provider that only binds gets the bound path."""
+    return callable(getattr(provider, "texture_table", None)) or \
+        (hasattr(provider, "items") and hasattr(provider, "residency_changes")) or \
+        hasattr(provider, "_items")
+
+
 class TextureTracker:
     """Reads the provider's textures and min LODs into arrays each frame, as cheaply as the
     provider allows: a `texture_table()` method (textures list, chain min LOD array) when it

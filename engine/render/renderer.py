@@ -17,19 +17,18 @@ from typing import Any, Literal
 import numpy as np
 from pyglm import glm
 
+from ..gl import shaders
 from ..gl.bindless import bindless_supported
 from ..gl.device import Device
 from ..gl.indirect import batched_frame_supported
 from ..gl.timing import GpuTimer
 from ..resolution.targets import RenderTargetSet, ResizeEvent, default_targets_spec
 from ..resolution.targets_spec import TargetSpec, TargetsSpec
-from ..gl import shaders
-from .batch import BatchedPass, TextureMode, batched_source
+from ..streaming.contract import FrameView, TextureProvider
+from .batch import BatchedPass, TextureMode, batched_source, provider_gives_textures
 from .camera import mat_to_numpy
-from ..streaming.contract import FrameView
 from .material import Material
 from .scene import MAX_POINT_LIGHTS, Scene
-from ..streaming.contract import TextureProvider
 
 log = logging.getLogger(__name__)
 
@@ -169,7 +168,8 @@ class Renderer:
 
     def _setup_batched(self) -> None:
         bindless = bindless_supported(self.device)
-        self.texture_mode = choose_texture_mode(self.settings, bindless)
+        self.texture_mode = choose_texture_mode(self.settings, bindless,
+                                                provider_gives_textures(self.provider))
         use_bindless = self.texture_mode == "bindless"
         clamp_ext = "GL_ARB_sparse_texture_clamp" in self.device.caps.extensions \
             and self.settings.clamp_ext
