@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import logging
 import math
-import statistics
 import tempfile
 import time
 from pathlib import Path

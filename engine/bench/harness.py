@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import platform
+import time
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -40,9 +41,11 @@ def bench_main(args: argparse.Namespace) -> int:
     try:
         for name in names:
             suite = importlib.import_module(f"engine.bench.{name}")
+            start = time.perf_counter()
             res = suite.run(device, quick=args.quick)
-            out["suites"][name] = {"rows": res.rows, "notes": res.notes}
-            print(f"== {name} ({device.caps.renderer})")
+            seconds = time.perf_counter() - start
+            out["suites"][name] = {"rows": res.rows, "notes": res.notes, "seconds": seconds}
+            print(f"== {name} ({device.caps.renderer}, {seconds:.1f} s)")
             print(_table(res.rows))
             for note in res.notes:
                 print(f"  note: {note}")

@@ -158,6 +158,7 @@ def _loader_rows(device: Device, paths: Sequence[Path], pngs: Sequence[Path]
     try:
         register_s, _ = _timed_loads(device, lambda p: streamer.register(p.stem, p), paths)
         tails = device.ledger.category_total(CATEGORY) / len(paths)
+        streamer.grant(2 * chain_bytes(paths))  # a pool that holds every chain: a load test
         start = time.perf_counter()
         done = streamer.preload(timeout=120.0)
         device.finish()

@@ -21,6 +21,8 @@ import numpy as np
 from pyglm import glm
 
 from ..gl.device import Device
+from ..memory.budget import Budget
+from ..memory.governor import Governor
 from ..memory.sizes import level_bytes, mip_count, mip_dims
 from ..render.camera import mat_to_numpy
 from ..streaming.contract import TEXTURE_SLOTS, FrameView
@@ -104,8 +106,11 @@ def measure(device: Device, count: int, frames: int, warmup: int) -> dict:
         register_s = time.perf_counter() - start
         tails = device.ledger.category_total(CATEGORY)
         times = []
+        # The budget's owner splits it each frame, as in a run: the pool is its allowance.
+        governor = Governor(budget=Budget("80%", vram_total=device.vram().total_bytes))
         for frame in range(frames):
             view = grid_view(frame, count)
+            streamer.grant(governor.split(device.ledger.by_category()).pool_allowance)
             t0 = time.perf_counter()
             streamer.begin_frame(view)
             times.append(time.perf_counter() - t0)

@@ -17,7 +17,6 @@ from pyglm import glm
 
 from ..gl.device import Device
 from .camera import Camera, CameraPath
-from ..streaming.contract import TEXTURE_SLOTS
 from .material import Material
 from .mesh import Mesh
 from .objects import ObjectArrays
