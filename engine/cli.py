@@ -224,12 +224,14 @@ class OneLineParser(argparse.ArgumentParser):
 def _info(args: argparse.Namespace) -> int:
     from .gl.device import Device
     from .memory.budget import Budget
+    from .memory.nvml import probe_nvml
 
     dev = Device.headless() if args.headless else Device.auto()
     try:
         reading = dev.vram()
         budget = Budget(args.budget, vram_total=reading.total_bytes)
         caps = dev.caps
+        nvml = probe_nvml(renderer=caps.renderer)
         data = {
             "renderer": caps.renderer,
             "vendor": caps.vendor,
@@ -250,6 +252,9 @@ def _info(args: argparse.Namespace) -> int:
             # the driver reports none (llvmpipe).
             "budget_reference_bytes": budget.reference_total,
             "budget_reference": "probed" if budget.vram_total else "virtual",
+            # NVML's view beside the driver's: total, free, and the other processes holding
+            # memory on this GPU; or the reason there is none (no NVIDIA driver, llvmpipe).
+            "nvml": nvml.as_dict(),
         }
     finally:
         dev.shutdown()
@@ -267,6 +272,7 @@ def _info(args: argparse.Namespace) -> int:
               f" available={format_bytes(v['available_bytes'])}")
         print(f"budget        {data['budget']} = {format_bytes(data['budget_bytes'])} (of "
               f"{data['budget_reference']} {format_bytes(data['budget_reference_bytes'])})")
+        print(f"NVML          {nvml.summary()}")
     return 0
 
 

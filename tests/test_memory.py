@@ -109,3 +109,7 @@ def test_cli_info_json():
     if "llvmpipe" in data["renderer"]:
         assert data["vram"]["total_bytes"] is None
         assert {"BC1", "BC7"} <= set(data["compressed_formats"])
+        # NVML's view is absent on llvmpipe, and `info` says why instead of omitting it
+        assert data["nvml"]["available"] is False and data["nvml"]["reason"].startswith("NVML")
+    elif "NVIDIA" in data["renderer"] and data["nvml"].get("available", True):
+        assert data["nvml"]["total_bytes"] > 0 and "others" in data["nvml"]

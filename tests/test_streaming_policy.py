@@ -162,12 +162,14 @@ def test_visible_first_then_acceptable_before_refining_then_smallest():
     state.resident_base[:] = [3, 3, 3, 3]
     plan = make_plan(state, table, 1, 1 << 40, config=cfg)
     order = [op.texture for op in plan.loads]
-    # all four phase "acceptable" (level 2 >= 0 + 2): visible ones first, smallest first
-    assert order == [2, 0, 1, 3]
+    # all visible ones phase "acceptable" (level 2 >= 0 + 2), smallest first; the recently
+    # visible texture 3 keeps what it holds but streams nothing back (tiers: loads are for
+    # visible and prefetched textures only)
+    assert order == [2, 0, 1]
     state.resident_base[:] = [2, 3, 2, 2]
     plan = make_plan(state, table, 1, 1 << 40, config=cfg)
     # texture 1 is not yet acceptable: it goes before refining 0 and 2, even though larger
-    assert [op.texture for op in plan.loads] == [1, 2, 0, 3]
+    assert [op.texture for op in plan.loads] == [1, 2, 0]
 
 
 def test_make_room_evicts_stale_before_visible_and_never_for_lower_priority():
@@ -183,10 +185,11 @@ def test_make_room_evicts_stale_before_visible_and_never_for_lower_priority():
     plan = make_plan(state, table, 5, pool, config=cfg)
     assert [(op.texture, op.is_load) for op in plan.ops] == [(0, False), (2, True)]
     assert plan.ops[0].new_base < table.tail_base[0]  # not more than the transients need
-    # the other way round: the stale texture's load may not take the visible one's level
+    # the other way round: the stale texture's detail is not streamed back at all, so it
+    # can never take the visible one's level
     state.resident_base[:] = [1, 0, 0]
     plan = make_plan(state, table, 5, resident_bytes(state, table) + 64 * KIB, config=cfg)
-    assert plan.ops == () and plan.deferred_loads == 1
+    assert plan.ops == () and plan.deferred_loads == 0 and plan.requests == ()
 
 
 def test_unneeded_detail_evicted_after_delay_only():
