@@ -45,9 +45,10 @@ def drive(out: Path, shot: Path, cache: Path) -> None:
     hud_frames: list[int] = []
     draw = hud.Hud.draw
 
-    def counting_draw(self: Any, fbo: Any, size: tuple[int, int], stats: Any) -> None:
+    def counting_draw(self: Any, fbo: Any, size: tuple[int, int], stats: Any,
+                      view_mode: str | None = None) -> None:
         hud_frames.append(int(stats["frame"]))
-        draw(self, fbo, size, stats)
+        draw(self, fbo, size, stats, view_mode)
 
     hud.Hud.draw = counting_draw  # type: ignore[method-assign]
     seen: list[dict[str, Any]] = []

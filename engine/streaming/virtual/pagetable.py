@@ -32,10 +32,12 @@ class PageTable:
         self.words = np.zeros(0, np.uint32)
         self.layouts: list[VirtualLayout] = []
         self._dirty: tuple[int, int] | None = None
+        self._used = DIRECTORY_WORDS
 
     @property
     def used(self) -> int:
-        return DIRECTORY_WORDS + sum(lay.table_words for lay in self.layouts)
+        """Words in use: the directory and every texture's range."""
+        return self._used
 
     @property
     def rows(self) -> int:
@@ -52,6 +54,7 @@ class PageTable:
         if len(self.layouts) >= DIRECTORY_WORDS:
             raise ValueError(f"a page table holds at most {DIRECTORY_WORDS} textures")
         self.layouts.append(layout)
+        self._used += layout.table_words
         need = self.rows * TABLE_WIDTH
         if self.words.size < need:
             grown = np.zeros(need, np.uint32)

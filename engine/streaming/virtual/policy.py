@@ -218,6 +218,42 @@ class TilePolicy:
         self._occupy(victim, key)
         return Admission(victim, evicted)
 
+    def admit_many(self, keys: list[int]) -> list[Admission | None]:
+        """`admit` for a frame's arrivals, best first, with the slot ranks computed once
+        (a per-tile `admit` costs a pass over every slot: 256 of them were 40 ms a frame
+        on the H200's 2,162-slot cache). Free slots go first, then the worst victims in
+        order, each only to a newcomer of strictly better rank."""
+        out: list[Admission | None] = []
+        free = np.flatnonzero(self.slot_key == 0).tolist()[::-1]  # pop() takes the lowest
+        rank = self._ranks()
+        age = self.frame - self.last_wanted
+        score = np.where(self.pinned | (self.slot_key == 0), -1,
+                         rank * (1 << 42) + np.minimum(age, 1 << 41))
+        victims = np.argsort(-score, kind="stable").tolist()
+        at = 0
+        for key in keys:
+            key = int(key)
+            if key in self.where:
+                out.append(Admission(self.where[key]))
+                continue
+            if free:
+                slot = free.pop()
+                self._occupy(slot, key)
+                out.append(Admission(slot))
+                continue
+            tier = self.tier_of(key)
+            if at < len(victims):
+                v = victims[at]
+                if score[v] >= 0 and rank[v] > 2 * int(tier):
+                    at += 1
+                    evicted = int(self.slot_key[v])
+                    self._free_slot(v)
+                    self._occupy(v, key)
+                    out.append(Admission(v, evicted))
+                    continue
+            out.append(None)
+        return out
+
     def evict(self, key: int) -> int | None:
         """Drop a resident, unpinned tile; its freed slot (None if not resident/pinned)."""
         slot = self.where.get(int(key))

@@ -290,11 +290,13 @@ class VirtualTextureSystem:
         self._drain()
         pol = self.policy
         order = sorted(self._ready, key=lambda k: (pol.tier_of(k), -(k >> 16 & 0xF)))
+        arriving = []
         for key in order[:self.max_uploads]:
             data = self._ready.pop(key)
-            if pol.is_resident(key):
-                continue
-            adm = pol.admit(key)
+            if not pol.is_resident(key):
+                arriving.append((key, data))
+        for (key, data), adm in zip(arriving, pol.admit_many([k for k, _ in arriving]),
+                                    strict=True):
             if adm is None:
                 st.dropped += 1
                 continue

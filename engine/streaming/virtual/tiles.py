@@ -99,31 +99,38 @@ class VirtualLayout:
             raise ValueError(f"level count {self.levels} outside 1..{MAX_LEVELS}")
         if SLOT_TEXELS % self.fmt.block_w or BORDER_TEXELS % self.fmt.block_w:
             raise ValueError(f"{self.fmt.name}: block size does not divide the tile border")
-        gx, gy = self.grid(0)
+        # Derived geometry, computed once: the system asks for it every frame.
+        sizes = tuple(mip_dims(self.width, self.height, lvl) for lvl in range(self.levels))
+        grids = tuple((-(-w // TILE_TEXELS), -(-h // TILE_TEXELS)) for w, h in sizes)
+        offsets, at = [], self.base + DESCRIPTOR_WORDS
+        for gx, gy in grids:
+            offsets.append(at)
+            at += gx * gy
+        object.__setattr__(self, "_sizes", sizes)
+        object.__setattr__(self, "_grids", grids)
+        object.__setattr__(self, "_offsets", tuple(offsets))
+        object.__setattr__(self, "_entries", at - self.base - DESCRIPTOR_WORDS)
+        gx, gy = grids[0]
         if max(gx, gy) > MAX_TILES_PER_AXIS:
             raise ValueError(f"{self.width}x{self.height}: more than {MAX_TILES_PER_AXIS} "
                              f"tiles per axis")
 
     def level_size(self, level: int) -> tuple[int, int]:
+        if 0 <= level < self.levels:
+            return self._sizes[level]
         return mip_dims(self.width, self.height, level)
 
     def grid(self, level: int) -> tuple[int, int]:
         """Tiles (x, y) of a level; levels of TILE_TEXELS or less are a single tile."""
-        w, h = self.level_size(level)
-        return -(-w // TILE_TEXELS), -(-h // TILE_TEXELS)
+        return self._grids[level]
 
     def level_offsets(self) -> list[int]:
         """Absolute table index of each level's first entry (row-major tile grid)."""
-        out, at = [], self.base + DESCRIPTOR_WORDS
-        for lvl in range(self.levels):
-            out.append(at)
-            gx, gy = self.grid(lvl)
-            at += gx * gy
-        return out
+        return list(self._offsets)
 
     @property
     def entry_count(self) -> int:
-        return sum(gx * gy for gx, gy in map(self.grid, range(self.levels)))
+        return self._entries
 
     @property
     def table_words(self) -> int:
