@@ -1,5 +1,6 @@
 """`python -m engine soak`, the short version: 300 frames at 160x90 with random budgets, I/O
-faults on a copy of the textures and a high GL out-of-memory rate, every check passing.
+faults on a copy of the textures, a high GL out-of-memory rate and output resizes, every
+check passing.
 
 The long runs (10,000 frames on llvmpipe, 100,000 on a GPU) use the same command; their
 figures are in the README."""
@@ -31,7 +32,7 @@ def test_soak_short_run_passes_every_check(tmp_path):
     out = tmp_path / "soak.json"
     proc = subprocess.run([sys.executable, "-m", "engine", "soak", "--frames", "300", "--size",
                            "160x90", "--count", "8", "--texture-size", "128", "--oom", "0.3",
-                           "--io-fault-every", "40", "--json", str(out)], cwd=ROOT,
+                           "--io-fault-every", "40", "--resize-every", "45", "--json", str(out)], cwd=ROOT,
                           env=_env(tmp_path), capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr
@@ -48,6 +49,7 @@ def test_soak_short_run_passes_every_check(tmp_path):
     assert all(v == 1 for v in data["io_reported"].values())
     assert data["io_errors_counted"] == len(data["io_reported"])
     assert data["rss_growth"] < 0.05 and data["last_black_pixels"] == 0
+    assert data["resizes"] >= 4  # the output was resized as a window's would be
     # The cache the textures came from is untouched: every file still there, none a folder.
     cache = tmp_path / "cache" / "gallery"
     files = [p for p in cache.rglob("*.ktx2")]
