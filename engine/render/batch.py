@@ -8,17 +8,18 @@ Per frame, with numpy only:
      is rebuilt only when its inputs changed;
   3. write the three parts into the frame ring with ONE copy, bind the slice as the two
      shader storage blocks and as the draw-indirect buffer;
-  4. draw: with bindless textures (each row holds its texture handles) ONE
+  4. draw: with bindless textures (the texture rows hold the handles) ONE
      glMultiDrawElementsIndirect for the whole scene; without (llvmpipe) objects are sorted by
-     texture set and each set is bound once and drawn with one multi-draw; never a
-     per-object uniform write.
+     texture set and each set is bound once and drawn with one multi-draw (a set used by one
+     object: one direct draw with its base instance); never a per-object uniform write.
 
 Every mesh of the scene lives in one shared vertex and index buffer (`GeometryArena`), since
 a multi-draw takes one vertex array; a command's firstIndex/baseVertex pick its mesh.
 
-The fade-in clamp is in the shader (`min_lod` per slot, in the texture's storage levels):
-a bindless handle freezes the sampler state, so GL_TEXTURE_MIN_LOD cannot move any more.
-On the bound path the sampler's own clamp still applies and agrees with the shader's.
+The fade-in clamp of a bindless texture is in the shader (the texture row's min LOD, in the
+sampled levels): a handle freezes the sampler state, so GL_TEXTURE_MIN_LOD cannot move any
+more. On the bound path the sampler's own clamp (set by the streamer) applies and the shader
+does not clamp again, so that path samples exactly as the per-object path does.
 """
 from __future__ import annotations
 
