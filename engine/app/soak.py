@@ -185,6 +185,9 @@ class SoakReport:
     rss_warmup_bytes: int
     rss_end_bytes: int
     rss_growth: float
+    #: halfway between the end of warm-up and the end: growth that is settling shows
+    #: most of it in the first half, a leak grows the same in both
+    rss_mid_bytes: int = 0
     io_faults: list[dict[str, Any]] = field(default_factory=list)
     io_faults_met: int = 0
     io_reported: dict[str, int] = field(default_factory=dict)
@@ -234,6 +237,7 @@ class SoakReport:
             f"refused streamer ops: {self.refused_ops}",
             f"  {ok('no_leaks')} leaked GL objects: {self.leaked_objects}",
             f"  {ok('rss_flat')} RSS {self.rss_warmup_bytes / 2**20:.1f} MiB after warm-up -> "
+            f"{self.rss_mid_bytes / 2**20:.1f} MiB halfway -> "
             f"{self.rss_end_bytes / 2**20:.1f} MiB at the end ({self.rss_growth * 100:+.2f}%)",
             f"  {ok('io_faults_reported_once')} I/O faults: {len(self.io_faults)} injected, "
             f"{met} met by a read, {len(self.io_reported)} reported "
@@ -433,7 +437,7 @@ def run_soak(device: Device, scene_factory: SceneFactory, options: Mapping[str, 
     over_examples: list[dict[str, Any]] = []
     ms: list[float] = []  # bounded below: a reservoir for the percentiles
     scale_min = 1.0
-    rss_warm = rss_end = 0
+    rss_warm = rss_mid = rss_end = 0
     image = None
     t0 = time.perf_counter()
     quiet_from = s.frames - s.quiet
@@ -482,6 +486,8 @@ def run_soak(device: Device, scene_factory: SceneFactory, options: Mapping[str, 
                     ms[j] = float(record["ms"])
             if frame + 1 == s.warmup:
                 rss_warm = rss_bytes()
+            elif frame + 1 == (s.warmup + s.frames) // 2:
+                rss_mid = rss_bytes()
             now = time.monotonic()
             if now - last_say >= 10.0:
                 say(f"soak: frame {frame + 1}/{s.frames}, {record['ms']:.0f} ms/frame, "
@@ -513,7 +519,7 @@ def run_soak(device: Device, scene_factory: SceneFactory, options: Mapping[str, 
         frame_ms_p50=float(np.percentile(ms, 50)), frame_ms_p99=float(np.percentile(ms, 99)),
         over_budget_frames=over, budget_changes=int(state.get("changes", 0)),
         refused_ops=refused, leaked_objects=leaked, rss_warmup_bytes=rss_warm,
-        rss_end_bytes=rss_end, rss_growth=(rss_end - rss_warm) / rss_warm if rss_warm else 0.0,
+        rss_end_bytes=rss_end, rss_mid_bytes=rss_mid, rss_growth=(rss_end - rss_warm) / rss_warm if rss_warm else 0.0,
         io_faults=faults.io, io_faults_met=len(faults.met), io_reported=dict(counter.io),
         io_errors_counted=io_errors, oom_injected=dict(faults.oom),
         oom_textures=sorted(faults.oom_textures), oom_reported=dict(counter.oom),
