@@ -305,3 +305,19 @@ def test_demo_says_what_it_does_and_where_outputs_went(tmp_path):
     assert meta["scene"] == "gallery" and meta["options"]["size"] == [64, 48]
     assert meta["renderer"] and meta["gl_version"] and "demo" in meta["command"]
     assert sorted(p.name for p in shot.parent.iterdir()) == ["g.json", "g.png"]  # no temps
+
+
+def test_run_scene_checks_the_drivers_size_limit_before_making_anything(device):
+    """Past the parser's GL-4.5 bound, the run itself asks the driver (GL_MAX_TEXTURE_SIZE,
+    GL_MAX_RENDERBUFFER_SIZE, GL_MAX_VIEWPORT_DIMS) before the scene or a target exists."""
+    from engine.app.run import run_scene
+    from engine.errors import UsageError
+    from engine.gl.limits import max_output_size
+
+    mw, mh = max_output_size(device)
+    assert mw >= cli.MAX_OUTPUT_EDGE and mh >= cli.MAX_OUTPUT_EDGE  # GL 4.5's minimum holds
+    built = []
+    before = device.ledger.total
+    with pytest.raises(UsageError, match=f"at most {mw}x{mh}"):
+        run_scene(lambda *a: built.append(a), size=(mw + 1, 16), device=device)
+    assert built == [] and device.ledger.total == before
