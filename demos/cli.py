@@ -16,18 +16,19 @@ import sys
 import warnings
 from pathlib import Path
 
+from engine.demos import DEMOS
+
 from engine.app.providers import PROVIDERS
 from engine.app.run import progress_hook, run_scene
 from engine.cli import (
+    budget_arg,
     input_file,
     output_file,
     positive_int,
     registry_arg,
     size_arg,
     texture_size_arg,
-    budget_arg,
 )
-from engine.demos import DEMOS
 from engine.errors import ContextError
 from engine.resolution.upscale import MODES
 
@@ -115,10 +116,10 @@ def run(args: argparse.Namespace) -> int:
         **options, "size": list(args.size), "budget": args.budget, "provider": provider,
         "upscale": args.upscale, "headless": headless, "stress": args.stress,
         "mip_debug": args.mip_debug})
-    kwargs = dict(frames=frames, size=args.size, budget=args.budget,
-                  screenshot=args.screenshot, report=args.report, provider=provider,
-                  upscale=args.upscale, view_mode="mip" if args.mip_debug else "lit",
-                  on_frame=hooks, options=options, metadata=metadata)
+    kwargs = {"frames": frames, "size": args.size, "budget": args.budget,
+              "screenshot": args.screenshot, "report": args.report, "provider": provider,
+              "upscale": args.upscale, "view_mode": "mip" if args.mip_debug else "lit",
+              "on_frame": hooks, "options": options, "metadata": metadata}
     if not headless:
         try:
             with warnings.catch_warnings():

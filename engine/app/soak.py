@@ -226,34 +226,36 @@ class SoakReport:
         return out
 
     def lines(self) -> list[str]:
-        ok = lambda name: "ok  " if self.checks.get(name) else "FAIL"  # noqa: E731
+        def ok(name: str) -> str:
+            return "ok  " if self.checks.get(name) else "FAIL"
+
         met = self.io_faults_met
         return [
-            f"soak: {self.frames} frames at {self.size[0]}x{self.size[1]} in {self.wall_s:.1f} s "
-            f"(p50 {self.frame_ms_p50:.1f} ms, p99 {self.frame_ms_p99:.1f} ms per frame), "
-            f"{self.budget_changes} budget changes, render scale down to "
-            f"{self.render_scale_min:.3g}, {self.resizes} resizes",
-            f"  {ok('no_frame_over_budget')} frames over budget: {self.over_budget_frames}; "
-            f"refused streamer ops: {self.refused_ops}",
+            (f"soak: {self.frames} frames at {self.size[0]}x{self.size[1]} in {self.wall_s:.1f} s "
+             f"(p50 {self.frame_ms_p50:.1f} ms, p99 {self.frame_ms_p99:.1f} ms per frame), "
+             f"{self.budget_changes} budget changes, render scale down to "
+             f"{self.render_scale_min:.3g}, {self.resizes} resizes"),
+            (f"  {ok('no_frame_over_budget')} frames over budget: {self.over_budget_frames}; "
+             f"refused streamer ops: {self.refused_ops}"),
             f"  {ok('no_leaks')} leaked GL objects: {self.leaked_objects}",
-            f"  {ok('rss_flat')} RSS {self.rss_warmup_bytes / 2**20:.1f} MiB after warm-up -> "
-            f"{self.rss_mid_bytes / 2**20:.1f} MiB halfway -> "
-            f"{self.rss_end_bytes / 2**20:.1f} MiB at the end ({self.rss_growth * 100:+.2f}%)",
-            f"  {ok('io_faults_reported_once')} I/O faults: {len(self.io_faults)} injected, "
-            f"{met} met by a read, {len(self.io_reported)} reported "
-            f"(io_errors {self.io_errors_counted}, duplicates "
-            f"{sum(v - 1 for v in self.io_reported.values() if v > 1)})",
-            f"  {ok('oom_reported_once')} GL OOM: {sum(self.oom_injected.values())} injected "
-            f"({self.target_oom_injected} render targets: {self.target_oom_answered} "
-            f"failures reported, {self.target_oom_in_fallback} inside fallbacks, "
-            f"{self.target_fell_back} fallbacks; {len(self.oom_textures)} streamed textures, "
-            f"{len(self.oom_reported)} reported; spared: {self.oom_spared_evictions} eviction "
-            f"copies, {self.oom_spared_min_scale} targets at the smallest scale); "
-            f"{self.failed_textures} textures kept at a coarser level",
-            f"  {ok('last_frame')} last frame: {self.last_black_pixels} black pixels "
-            f"(clean reference {self.clean_black_pixels}), PSNR {self.last_psnr_db:.1f} dB "
-            f"against it, pending {self.last_pending}, resident {self.last_resident_bytes} "
-            f"of wanted {self.last_wanted_bytes} bytes",
+            (f"  {ok('rss_flat')} RSS {self.rss_warmup_bytes / 2**20:.1f} MiB after warm-up -> "
+             f"{self.rss_mid_bytes / 2**20:.1f} MiB halfway -> "
+             f"{self.rss_end_bytes / 2**20:.1f} MiB at the end ({self.rss_growth * 100:+.2f}%)"),
+            (f"  {ok('io_faults_reported_once')} I/O faults: {len(self.io_faults)} injected, "
+             f"{met} met by a read, {len(self.io_reported)} reported "
+             f"(io_errors {self.io_errors_counted}, duplicates "
+             f"{sum(v - 1 for v in self.io_reported.values() if v > 1)})"),
+            (f"  {ok('oom_reported_once')} GL OOM: {sum(self.oom_injected.values())} injected "
+             f"({self.target_oom_injected} render targets: {self.target_oom_answered} "
+             f"failures reported, {self.target_oom_in_fallback} inside fallbacks, "
+             f"{self.target_fell_back} fallbacks; {len(self.oom_textures)} streamed textures, "
+             f"{len(self.oom_reported)} reported; spared: {self.oom_spared_evictions} eviction "
+             f"copies, {self.oom_spared_min_scale} targets at the smallest scale); "
+             f"{self.failed_textures} textures kept at a coarser level"),
+            (f"  {ok('last_frame')} last frame: {self.last_black_pixels} black pixels "
+             f"(clean reference {self.clean_black_pixels}), PSNR {self.last_psnr_db:.1f} dB "
+             f"against it, pending {self.last_pending}, resident {self.last_resident_bytes} "
+             f"of wanted {self.last_wanted_bytes} bytes"),
             f"soak {'PASSED' if self.passed else 'FAILED'}",
         ]
 
