@@ -195,8 +195,10 @@ class FrameLoop:
         self.renderer.render(self.scene)
         self.renderer.present()
         self.provider.end_frame()
+        cpu_ms = (time.perf_counter() - start) * 1000.0  # the render thread's own work
         self.device.finish()  # honest frame times: wait for the GPU
         ms = (time.perf_counter() - start) * 1000.0
+        render = self.renderer.frame_stats()
         stats = self.provider.stats()
         ledger = self.device.ledger
         record: dict[str, Any] = {
@@ -206,6 +208,10 @@ class FrameLoop:
             "texture_resident_bytes": stats.resident_bytes,
             "texture_wanted_bytes": stats.wanted_bytes,
             "pending_uploads": stats.pending_uploads,
+            # GL timer query of the newest frame the GPU finished (a few frames old; None
+            # until one has), and the CPU time without the wait for the GPU
+            "cpu_ms": cpu_ms, "gpu_ms": render["gpu_ms"],
+            "draw_calls": render.get("draw_calls"),
         }
         ctx = FrameContext(frame, t, self.device, self.governor, self.renderer, self.scene,
                            self.provider, record, allocation, decision)

@@ -32,6 +32,8 @@ from typing import Any
 
 import numpy as np
 
+from .. import __version__
+
 SCHEMA_VERSION = 1
 SUMMARY_KEYS: dict[str, type | tuple[type, ...]] = {
     "frames": int, "budget_bytes": int, "peak_bytes": int, "peak_by_category": dict,
@@ -52,14 +54,9 @@ class ReportError(ValueError):
 
 
 def engine_version() -> str:
-    """The installed engine's version (the package metadata), or "unknown" when the code
-    runs from a tree that was never installed."""
-    from importlib import metadata
-
-    try:
-        return metadata.version("engine")
-    except metadata.PackageNotFoundError:
-        return "unknown"
+    """The engine's own version (`engine.__version__`, the one the package metadata of the
+    distribution `vram-budget-renderer` is built from)."""
+    return __version__
 
 
 def _jsonable(value: Any) -> Any:

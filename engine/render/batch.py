@@ -39,6 +39,7 @@ from ..gl.indirect import (
     batched_frame_supported,
     bind_storage,
 )
+from ..streaming.contract import TextureTable
 from .mesh import VERTEX_ATTRIBUTES, VERTEX_FORMAT, Mesh
 from .objects import ObjectArrays
 
@@ -184,16 +185,14 @@ class TextureState:
 def provider_gives_textures(provider: Any) -> bool:
     """Whether the tracker can reach the provider's GL textures (bindless needs them to make
     handles); a provider that only binds gets the bound path."""
-    return callable(getattr(provider, "texture_table", None)) or \
-        (hasattr(provider, "items") and hasattr(provider, "residency_changes")) or \
-        hasattr(provider, "_items")
+    return isinstance(provider, TextureTable)
 
 
 class TextureTracker:
     """Reads the provider's textures and min LODs into arrays each frame, as cheaply as the
-    provider allows: a `texture_table()` method (textures list, chain min LOD array) when it
-    has one; for the streamer its item list, re-read only when its residency changed, and its
-    fade LOD array; else one `residency()` call per texture (no GL textures: bound path)."""
+    provider allows: `resident_textures()` (engine.streaming.contract.TextureTable), whose
+    texture list is re-read only when its version moved; else one `residency()` call per
+    texture (no GL textures: bound path)."""
 
     def __init__(self, provider: Any, views: bool = False, shader_clamp: bool = True) -> None:
         self.provider = provider
@@ -232,31 +231,14 @@ class TextureTracker:
     def state(self) -> TextureState:
         p = self.provider
         self.changed = np.zeros(0, np.intp)
-        table = getattr(p, "texture_table", None)
-        if callable(table):
-            textures, chain = table()
-            if self._key != ("table", id(textures), len(textures)) or \
-                    any(a is not b for a, b in zip(textures, self._textures)):
-                self._set_textures(list(textures))
-                self._key = ("table", id(textures), len(textures))
-            chain = np.asarray(chain, np.float32)
-        elif hasattr(p, "items") and hasattr(p, "residency_changes"):
-            items = p.items
-            key = ("streamer", len(items), p.residency_changes)
-            if key != self._key:
-                self._set_textures([it.tex for it in items], [it.base for it in items])
-                self._key = key
-            lods = getattr(p, "_lods", None)
-            chain = self._base.copy() if lods is None or len(lods) != len(items) else \
-                np.maximum(np.asarray(lods, np.float32), self._base)
-        elif hasattr(p, "_items"):  # the static provider: everything resident, no clamp
-            items = p._items
-            if self._key != ("static", len(items)):
-                self._set_textures([it.tex for it in items])
-                self._key = ("static", len(items))
-            chain = self._base.copy()
+        if isinstance(p, TextureTable):
+            table = p.resident_textures()
+            if self._key != table.version or len(table.textures) != len(self._textures):
+                self._set_textures(list(table.textures), list(table.finest))
+                self._key = table.version
+            chain = np.maximum(np.asarray(table.min_lod, np.float32), self._base)
         else:
-            n = int(getattr(p.stats(), "textures", 0))
+            n = int(p.stats().textures)
             res = [p.residency(i) for i in range(n)]
             self._textures = [None] * n
             self._base = self._sample = np.zeros(n, np.float32)

@@ -11,9 +11,10 @@ other way round.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -117,3 +118,22 @@ class FeedbackConsumer(Protocol):
     """A provider that folds the GPU feedback pass's per-texture levels into its estimate."""
 
     def set_feedback(self, levels: np.ndarray) -> None: ...
+
+
+@dataclass(frozen=True)
+class ResidentTextures:
+    """What a provider holds on the GPU, as arrays: the batched renderer reads it once per
+    frame instead of one `residency` call per texture. `version` changes whenever any id's
+    GL texture object changed (a reallocation), so a reader rebuilds its handles only then."""
+
+    version: int
+    textures: Sequence[Any]  # per id: the GpuTexture now sampled (None: nothing yet)
+    finest: np.ndarray  # per id: finest resident chain level (float32)
+    min_lod: np.ndarray  # per id: chain level the sampler is clamped to (>= finest: fade-in)
+
+
+@runtime_checkable
+class TextureTable(Protocol):
+    """A provider that can give all its resident textures at once."""
+
+    def resident_textures(self) -> ResidentTextures: ...

@@ -31,7 +31,7 @@ from ..gl.textures import GpuTexture
 from ..memory.sizes import level_bytes
 from .backends import CATEGORY, ReallocBackend, SparseBackend, Streamed, Uploader
 from .cache import LevelCache
-from .contract import FrameView, Residency
+from .contract import FrameView, Residency, ResidentTextures
 from .estimator import CameraInput, InstanceArrays, TextureArrays, estimate_mips
 from .feedback import combine
 from .inline_io import InlineLevelIO
@@ -125,6 +125,8 @@ class TextureStreamer:
         self.mip_bias = cfg.mip_bias
         self.feedback_mips: np.ndarray | None = None
         self.items: list[Streamed] = []
+        self._table_cache: tuple[int, list, np.ndarray] | None = None
+        self._touched: list[int] = []  # textures whose storage changed this frame
         self._ids: dict[str, int] = {}
         self._table: TextureTable | None = None
         self._state: StreamerState | None = None
@@ -354,6 +356,8 @@ class TextureStreamer:
         self.uploader.end_frame()
         self._state = apply_ops(st, done, now)
         self.residency_changes += len(done)
+        # a reallocated texture is a new GL object at the default MIN_LOD: _fade sets it
+        self._touched = [op.texture for op in done]
         wanted_keys = set(plan.requests)
         for rank, (t, lvl) in enumerate(plan.requests):
             self.io.request(t, lvl, priority=float(len(plan.requests) - rank))
@@ -455,6 +459,9 @@ class TextureStreamer:
     def _fade(self, now: float) -> None:
         lods = fade_min_lod(self._state, now)
         changed = np.flatnonzero(np.abs(lods - self._lods) > 1e-3)
+        if self._touched:  # new storage this frame: its clamp must be set even if unchanged
+            changed = np.union1d(changed, self._touched)
+            self._touched = []
         for t in changed:
             item = self.items[t]
             # GL measures MIN_LOD from the texture's base level: storage level 0 for a
@@ -465,6 +472,18 @@ class TextureStreamer:
 
     def bind(self, texture_id: int, unit: int) -> None:
         self.items[texture_id].tex.use(unit)
+
+    def resident_textures(self) -> ResidentTextures:
+        """All ids at once (the batched renderer's per-frame read); the texture list is
+        rebuilt only when a residency change happened since the last call."""
+        if self._table_cache is None or self._table_cache[0] != self.residency_changes \
+                or len(self._table_cache[1]) != len(self.items):
+            self._table_cache = (self.residency_changes, [it.tex for it in self.items],
+                                 np.array([it.base for it in self.items], np.float32))
+        version, textures, finest = self._table_cache
+        lods = self._lods if len(self._lods) == len(self.items) else finest
+        return ResidentTextures(version, textures, finest,
+                                np.maximum(np.asarray(lods, np.float32), finest))
 
     def residency(self, texture_id: int) -> Residency:
         it = self.items[texture_id]

@@ -14,7 +14,9 @@ from ..gl.device import Device
 from ..gl.textures import GpuTexture
 from ..gl.upload import upload_texture_file
 from ..memory.ledger import Category
-from .contract import FrameView, ProviderStats, Residency
+import numpy as np
+
+from .contract import FrameView, ProviderStats, Residency, ResidentTextures
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +65,11 @@ class StaticTextureProvider:
 
     def end_frame(self) -> None:
         """Nothing streams, so nothing to finish."""
+
+    def resident_textures(self) -> ResidentTextures:
+        """Every texture whole from level 0: no clamp, and the set changes only by adding."""
+        zeros = np.zeros(len(self._items), np.float32)
+        return ResidentTextures(len(self._items), [it.tex for it in self._items], zeros, zeros)
 
     def stats(self) -> ProviderStats:
         resident = sum(item.tex.nbytes for item in self._items)
