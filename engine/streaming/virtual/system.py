@@ -128,6 +128,7 @@ class VirtualTextureSystem:
         self._dirty_vts: set[int] = set()
         self._requests = TileRequests.empty()
         self._ready: dict[int, bytes] = {}  # tiles read, not yet uploaded
+        self._asked: set[int] = set()  # reads the I/O was asked for and has not finished
         #: The newest feedback reduced to (unique keys, pixels) and the frame it showed.
         self.last_feedback: tuple[np.ndarray, np.ndarray] = (np.zeros(0, np.uint32),
                                                              np.zeros(0, np.int64))
@@ -271,12 +272,18 @@ class VirtualTextureSystem:
         req = self._requests
         self._drain()  # reads finished since the last update are in hand, not re-asked
         missing, priority = self.policy.plan(self.frame, req.keys, req.tiers, req.pixels)
-        ask = [k for k in missing.tolist() if k not in self._ready]  # not those in hand
-        for key, prio in zip(missing.tolist(), priority.tolist(), strict=True):
-            if key not in self._ready:
+        # Ask the I/O only for what is new since the last frame (each request takes the
+        # workers' lock; re-asking a pending read every frame was most of this method's
+        # time at 4K), and cancel only when something dropped out of the wanted set.
+        ask: dict[int, float] = {k: p for k, p in zip(missing.tolist(), priority.tolist(),
+                                                       strict=True) if k not in self._ready}
+        for key, prio in ask.items():
+            if key not in self._asked:
                 self.io.request(key, prio)
-        self.io.retain(ask)
-        self.stats.requests = int(missing.size)
+        if any(k not in ask for k in self._asked):
+            self.io.retain(ask)
+        self._asked = set(ask)
+        self.stats.requests = len(ask)
         self.stats.feedback_ms = (time.perf_counter() - t0) * 1e3
 
     def update(self) -> VtFrameStats:
@@ -333,8 +340,10 @@ class VirtualTextureSystem:
         """Every finished read goes into the tiles in hand (deduplicated): a read the frame
         cannot upload waits there instead of being asked for again."""
         for res in self.io.poll(1 << 30):
-            if res.ok and not self.policy.is_resident(int(res.level)):
-                self._ready[int(res.level)] = res.data
+            key = int(res.level)
+            self._asked.discard(key)  # finished either way; a failed read is asked again
+            if res.ok and not self.policy.is_resident(key):
+                self._ready[key] = res.data
 
     def bind(self, program, cache_unit: int = CACHE_UNIT, table_unit: int = TABLE_UNIT,
              proxy_unit: int = PROXY_UNIT) -> None:
