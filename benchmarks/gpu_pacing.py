@@ -33,7 +33,7 @@ def main() -> int:
 
         def hook(ctx, acc=streamer_ms):
             st = ctx.provider.stats()
-            acc.append(float(st.get("frame_ms", 0.0)))
+            acc.append(float(st.frame_ms))
         try:
             res = run_scene(DEMOS["gallery"].factory, frames=args.frames, size=(1280, 720),
                             budget="80%", provider=provider,

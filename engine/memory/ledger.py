@@ -105,17 +105,19 @@ class Ledger:
     def peak(self) -> int:
         return self._peak
 
+    # Keys are the categories' plain strings (a Category compares and hashes equal to its
+    # string), so reports, JSON and printed dictionaries read "target", not Category.TARGET.
     def by_category(self) -> dict[str, int]:
         with self._lock:
-            return {c: b for c, b in self._by_cat.items() if b or self._count_by_cat[c]}
+            return {str(c): b for c, b in self._by_cat.items() if b or self._count_by_cat[c]}
 
     def count_by_category(self) -> dict[str, int]:
         with self._lock:
-            return {c: n for c, n in self._count_by_cat.items() if n}
+            return {str(c): n for c, n in self._count_by_cat.items() if n}
 
     def peak_by_category(self) -> dict[str, int]:
         with self._lock:
-            return dict(self._peak_by_cat)
+            return {str(c): b for c, b in self._peak_by_cat.items()}
 
     def items(self) -> list[Allocation]:
         with self._lock:
@@ -134,7 +136,7 @@ class Ledger:
         """Record a history sample. Its peak is the highest total seen *during* the frame,
         so transient double allocations (a resize, a mip swap) are not hidden by the end state."""
         with self._lock:
-            sample = Sample(frame, self._total, {c: b for c, b in self._by_cat.items() if b},
+            sample = Sample(frame, self._total, {str(c): b for c, b in self._by_cat.items() if b},
                             self._frame_peak)
             self._frame_peak = self._total
             self.history.append(sample)
