@@ -139,6 +139,16 @@ def test_feedback_reduction_and_ancestors():
     assert table[(1, 2, 1, 0)] == (Tier.VISIBLE, 1)
     assert table[(1, 3, 0, 0)] == (Tier.VISIBLE, 1)
     assert (0, 4, 0, 0) not in table  # beyond the texture's levels
+    # With the grids, a tile outside its level's grid (a corrupt key) is dropped.
+    grids = np.ones((2, 16, 2), np.int64)
+    grids[:, 0] = (8, 8)
+    grids[:, 1] = (4, 4)
+    grids[:, 2] = (2, 2)
+    bad = pack_feedback(np.array([0, 0]), np.array([0, 2]), np.array([3, 5]), np.array([3, 0]))
+    req2 = expand_requests(bad, np.array([1, 1]), np.array([4, 4]), grids)
+    _, lv2, x2, _ = unpack_feedback(req2.keys)
+    assert (0, 3) in set(zip(lv2.tolist(), x2.tolist(), strict=True))  # the valid one stays
+    assert (2, 5) not in set(zip(lv2.tolist(), x2.tolist(), strict=True))
     # Keys of textures that do not exist (stale feedback) are dropped.
     assert len(expand_requests(pack_feedback(np.array([9]), np.array([0]), np.array([0]),
                                              np.array([0])), np.array([1]),

@@ -17,6 +17,7 @@ bytes; nothing in LevelIO needed to change.
 """
 from __future__ import annotations
 
+import logging
 import mmap
 import os
 import threading
@@ -35,6 +36,7 @@ from .tiles import (
     slot_shape,
 )
 
+log = logging.getLogger(__name__)
 
 class TileSource:
     """One virtual texture's file and layout; `read_tile` is safe from any thread."""
@@ -70,7 +72,10 @@ class TileSource:
     def close(self) -> None:
         with self._lock:
             if self._map is not None:
-                self._map.close()
+                try:
+                    self._map.close()
+                except BufferError:  # a view is still alive somewhere: let GC unmap it
+                    log.debug("%s: mapping still referenced at close", self.tf.path)
                 self._map = None
             if self._fd is not None:
                 os.close(self._fd)
@@ -117,11 +122,12 @@ class TileSource:
         if os.fstat(self._file()).st_size < lv.offset + lv.nbytes:
             raise TextureFormatError(self.tf.path, f"level {level}: file truncated")
         nbx, nby = -(-w // f.block_w), -(-h // f.block_h)
+        cols, rows = lay.source_indices(level, x, y)  # may raise: before any view exists
+        slot = np.zeros(slot_shape(f), np.uint8)
         blocks = np.frombuffer(mapped, np.uint8, nbx * nby * f.block_bytes,
                                lv.offset).reshape(nby, nbx, f.block_bytes)
-        cols, rows = lay.source_indices(level, x, y)
-        slot = np.zeros(slot_shape(f), np.uint8)
         slot[:rows.size, :cols.size] = blocks[np.ix_(rows, cols)]
+        del blocks  # no view of the mapping outlives the call (close() needs none left)
         self.reads += 1
         return slot.tobytes()
 

@@ -58,11 +58,12 @@ def reduce_feedback(image: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return keys.astype(np.uint32), counts
 
 
-def expand_requests(keys: np.ndarray, pixels: np.ndarray,
-                    levels_of_vt: np.ndarray) -> TileRequests:
+def expand_requests(keys: np.ndarray, pixels: np.ndarray, levels_of_vt: np.ndarray,
+                    grids: np.ndarray | None = None) -> TileRequests:
     """Add every ancestor of the asked-for tiles (parent VISIBLE, the rest PREFETCH) and
-    merge duplicates, keeping the best tier and summing pixels. Keys naming a texture or
-    level that does not exist (a stale readback after a change) are dropped."""
+    merge duplicates, keeping the best tier and summing pixels. Keys naming a texture,
+    level or (with `grids`, shape (textures, levels, 2): tiles x, y per level) tile that
+    does not exist (a stale or corrupt readback) are dropped."""
     keys = np.asarray(keys, np.uint32)
     pixels = np.asarray(pixels, np.int64)
     levels_of_vt = np.asarray(levels_of_vt, np.int64)
@@ -71,6 +72,10 @@ def expand_requests(keys: np.ndarray, pixels: np.ndarray,
     vt, level, x, y, pixels = vt[ok], level[ok], x[ok], y[ok], pixels[ok]
     top = levels_of_vt[vt] - 1
     ok = level <= top
+    if grids is not None:
+        g = np.asarray(grids, np.int64)
+        lvl = np.minimum(level, g.shape[1] - 1)
+        ok &= (x < g[vt, lvl, 0]) & (y < g[vt, lvl, 1])
     vt, level, x, y, pixels, top = vt[ok], level[ok], x[ok], y[ok], pixels[ok], top[ok]
     all_keys, all_tiers, all_px = [pack_feedback(vt, level, x, y)], \
         [np.full(vt.size, Tier.VISIBLE, np.int64)], [pixels]

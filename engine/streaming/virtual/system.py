@@ -45,6 +45,7 @@ from .pagetable import TABLE_WIDTH, PageTable
 from .policy import Tier, TilePolicy
 from .requests import TileRequests, expand_requests, reduce_feedback
 from .tiles import (
+    MAX_LEVELS,
     SLOT_TEXELS,
     VirtualLayout,
     Wrap,
@@ -129,6 +130,8 @@ class VirtualTextureSystem:
         self._requests = TileRequests.empty()
         self._ready: dict[int, bytes] = {}  # tiles read, not yet uploaded
         self._asked: set[int] = set()  # reads the I/O was asked for and has not finished
+        self._levels = np.zeros(0, np.int64)  # per texture: levels, and tile grids per level
+        self._grids: np.ndarray | None = None
         #: The newest feedback reduced to (unique keys, pixels) and the frame it showed.
         self.last_feedback: tuple[np.ndarray, np.ndarray] = (np.zeros(0, np.uint32),
                                                              np.zeros(0, np.int64))
@@ -263,8 +266,13 @@ class VirtualTextureSystem:
         image = self.feedback.poll() if feedback is None else feedback
         if image is not None and image.size:
             keys, counts = reduce_feedback(image)
-            levels = np.array([t.layout.levels for t in self.textures], np.int64)
-            self._requests = expand_requests(keys, counts, levels)
+            if self._grids is None or self._grids.shape[0] != len(self.textures):
+                self._levels = np.array([t.layout.levels for t in self.textures], np.int64)
+                self._grids = np.ones((len(self.textures), MAX_LEVELS, 2), np.int64)
+                for i, t in enumerate(self.textures):
+                    for lvl in range(t.layout.levels):
+                        self._grids[i, lvl] = t.layout.grid(lvl)
+            self._requests = expand_requests(keys, counts, self._levels, self._grids)
             self.last_feedback = (keys, counts)
             self.feedback_frame = self.feedback.latest_frame if feedback is None \
                 else self.frame
