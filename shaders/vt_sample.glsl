@@ -5,7 +5,8 @@
 // differently: llvmpipe uses a piecewise-linear log2). The frame binds:
 //   u_vt_table  R32UI page table: row 0 a directory (word vt = base of texture vt), then per
 //               texture a descriptor (width, height, levels, wrap, level offsets[16]) and one
-//               entry per tile: slot (bits 0..23) | level of the tile in that slot (24..31).
+//               entry per tile: slot (bits 0..23) | level of the tile in that slot (24..31);
+//               slot bit 23 set: a packed coarsest tile in a small cell of the first slots.
 //   u_vt_cache  the page cache: slots of VT_SLOT texels (payload VT_TILE + VT_BORDER each side),
 //               sampled with GL_LINEAR at level 0 only; trilinear filtering is done here.
 // vt_sample() takes derivatives: call it in uniform control flow (or use vt_sample_grad).
@@ -14,6 +15,8 @@ uniform sampler2D u_vt_cache;
 uniform sampler2D u_vt_lod_proxy;  // 1x1, mipmapped filter: only asked for its LOD
 uniform int u_vt_slots_x;        // slots per row of the cache
 uniform vec2 u_vt_cache_texels;  // cache size in texels
+uniform int u_vt_tail_texels;    // cell of a packed coarsest tile (block + borders)
+uniform int u_vt_tails_per_row;  // cells per slot row
 
 const int VT_TILE = 128;
 const int VT_BORDER = 4;
@@ -47,7 +50,18 @@ vec4 vt_sample_level(int base, ivec2 size0, bool repeat_, int level, vec2 uv) {
         grid = (ls + (VT_TILE - 1)) / VT_TILE;
         t = min(ivec2(p) / VT_TILE, grid - 1);
     }
-    vec2 origin = vec2(ivec2(slot % u_vt_slots_x, slot / u_vt_slots_x) * VT_SLOT + VT_BORDER);
+    vec2 origin;
+    if ((e & 0x800000u) != 0u) {
+        // A packed coarsest tile: cell `slot & 0x7FFFFF` of the cache's first slots.
+        int cell = slot & 0x7FFFFF;
+        int per_slot = u_vt_tails_per_row * u_vt_tails_per_row;
+        int s = cell / per_slot, c = cell % per_slot;
+        origin = vec2(ivec2(s % u_vt_slots_x, s / u_vt_slots_x) * VT_SLOT
+                      + ivec2(c % u_vt_tails_per_row, c / u_vt_tails_per_row) * u_vt_tail_texels
+                      + VT_BORDER);
+    } else {
+        origin = vec2(ivec2(slot % u_vt_slots_x, slot / u_vt_slots_x) * VT_SLOT + VT_BORDER);
+    }
     return textureLod(u_vt_cache, (origin + p - vec2(t * VT_TILE)) / u_vt_cache_texels, 0.0);
 }
 

@@ -87,7 +87,7 @@ def test_missing_fine_tiles_show_the_coarser_level_exactly(dev, tex512, renderer
         try:
             vt = vts.register(tex512, wrap="repeat")
             assert vts.preload(vts.all_tiles(vt, min_level=k), timeout=20)
-            assert not vts.policy.is_resident(vts.key(vt, k - 1, 0, 0))
+            assert not vts.is_resident(vts.key(vt, k - 1, 0, 0))
             quads = QuadBatch(dev, quad_vertices(CORNERS, vt, 2.0))
             ref = _reference(dev, tex512, vts.textures[vt].layout.levels, "repeat")
             try:
@@ -206,3 +206,32 @@ def test_ledger_sees_the_cache_next_to_whole_level_textures(dev, tex512, tmp_pat
             dev.release(static)
         after = dev.ledger.by_category()
         assert after.get(VT_CATEGORY, 0) == before.get(VT_CATEGORY, 0)
+
+
+def test_non_square_texture_pins_a_whole_slot_and_draws_like_gl(dev, tmp_path, renderer):
+    """512x128: the coarsest virtual level (16x4) is wider than a block, so it is pinned in
+    a whole slot instead of a packed cell; the picture still equals GL trilinear."""
+    from texture_helpers import encode
+
+    from engine.textures.ktx2_write import write_ktx2
+    path = tmp_path / "wide.ktx2"
+    chain = [encode("BC7", max(1, 512 >> i), max(1, 128 >> i), seed=70 + i) for i in range(10)]
+    write_ktx2(path, "BC7", 512, 128, chain)
+    with dev.leak_check():
+        vts = VirtualTextureSystem(dev, 4 << 20)
+        quads = ref = None
+        try:
+            vt = vts.register(path, wrap="repeat")
+            assert not vts.tails and vts.textures[vt].layout.levels == 6
+            assert vts.preload(vts.all_tiles(vt), timeout=20)
+            quads = QuadBatch(dev, quad_vertices(CORNERS, vt, 2.0))
+            ref = _reference(dev, path, 6, "repeat")
+            virtual = renderer.draw_virtual(vts, quads, OBLIQUE)
+            expected = renderer.draw_reference(quads, OBLIQUE, [ref], [vt])
+            result = compare(virtual[..., :3], expected[..., :3])
+            assert result.ok, str(result)
+        finally:
+            if quads is not None:
+                quads.release()
+            dev.release(ref)
+            vts.release()

@@ -12,7 +12,7 @@ from engine.gl.vt import QuadBatch
 from engine.streaming.virtual.pagetable import TABLE_WIDTH
 from engine.streaming.virtual.quads import QuadRenderer, view_projection, wall
 from engine.streaming.virtual.system import VirtualTextureSystem
-from engine.streaming.virtual.tiles import slot_bytes, unpack_entry
+from engine.streaming.virtual.tiles import TAIL_FLAG, slot_bytes, unpack_entry
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +39,11 @@ def check_table(vts: VirtualTextureSystem) -> None:
                 assert int(held[i]) == want
                 k = want - level
                 key = vts.key(vt, want, x >> k, y >> k)
-                assert int(pol.slot_key[int(slots[i])]) == key
+                slot = int(slots[i])
+                if slot & TAIL_FLAG:  # a packed coarsest tile in its cell
+                    assert vts.tails[key] == slot & ~TAIL_FLAG
+                else:
+                    assert int(pol.slot_key[slot - vts.tail_slots]) == key
 
 
 @pytest.mark.parametrize("seed", [1, 2])
@@ -88,7 +92,8 @@ def test_random_budgets_and_cameras(dev, tmp_path_factory, seed):
                     assert sample.peak_bytes - baseline <= max(old, allowance)
                 check_table(vts)
             assert sum(s.tiles_uploaded for s in vts.history) > 0
-            assert vts.resident_tiles() * slot_bytes(vts.fmt) <= vts.allowance
+            assert (vts.resident_tiles() - len(vts.tails)) * slot_bytes(vts.fmt) <= vts.allowance
+            assert len(vts.tails) == len(paths)  # every square texture's coarsest tile packed
         finally:
             if quads is not None:
                 quads.release()

@@ -121,6 +121,31 @@ class PageCache:
             raw.glPixelStorei(K.UNPACK_ALIGNMENT, 4)
             raw.glBindTexture(target, 0)
 
+    def upload_region(self, x: int, y: int, size: int, data: bytes) -> None:
+        """Write a size x size texel square at (x, y) (block-aligned): a tail cell."""
+        f = self.fmt
+        want = (size // f.block_w) * (size // f.block_h) * f.block_bytes
+        if len(data) != want or x % f.block_w or y % f.block_h:
+            raise ValueError(f"region {size}^2 at ({x}, {y}) needs {want} aligned bytes")
+        raw = _raw(self.device)
+        raw.glBindTexture(self.tex.target, self.tex.glo)
+        raw.glPixelStorei(K.UNPACK_ALIGNMENT, 1)
+        try:
+            if f.compressed:
+                raw.glCompressedTexSubImage2D(self.tex.target, 0, x, y, size, size,
+                                              f.gl_internal, want, bytes(data))
+            else:
+                raw.glTexSubImage2D(self.tex.target, 0, x, y, size, size, f.gl_format,
+                                    f.gl_type, bytes(data))
+        finally:
+            raw.glPixelStorei(K.UNPACK_ALIGNMENT, 4)
+            raw.glBindTexture(self.tex.target, 0)
+        self.uploaded_bytes += want
+        self.uploads += 1
+
+    def slot_origin(self, slot: int) -> tuple[int, int]:
+        return (slot % self.slots_x) * self.slot_texels, (slot // self.slots_x) * self.slot_texels
+
     def use(self, unit: int) -> None:
         self.tex.use(unit)
 
@@ -189,8 +214,11 @@ def set_uniform(program: moderngl.Program, name: str, value) -> None:
 
 
 def bind_vt(program: moderngl.Program, cache: PageCache, table: PageTableTexture,
-            proxy: LodProxy, cache_unit: int, table_unit: int, proxy_unit: int) -> None:
+            proxy: LodProxy, cache_unit: int, table_unit: int, proxy_unit: int,
+            tail_texels: int = 12, tails_per_row: int = 11) -> None:
     """Bind the cache, table and LOD proxy to texture units; point the samplers at them."""
+    set_uniform(program, "u_vt_tail_texels", int(tail_texels))
+    set_uniform(program, "u_vt_tails_per_row", int(tails_per_row))
     cache.use(cache_unit)
     table.use(table_unit)
     proxy.use(proxy_unit)

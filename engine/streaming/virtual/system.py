@@ -47,11 +47,16 @@ from .requests import TileRequests, expand_requests, reduce_feedback
 from .tiles import (
     MAX_LEVELS,
     SLOT_TEXELS,
+    TAIL_FLAG,
     VirtualLayout,
     Wrap,
     is_pow2,
     pack_feedback,
     slot_bytes,
+    tail_blocks,
+    tail_texels,
+    tails_per_row,
+    tails_per_slot,
     unpack_feedback,
     virtual_levels,
 )
@@ -132,6 +137,9 @@ class VirtualTextureSystem:
         self._asked: set[int] = set()  # reads the I/O was asked for and has not finished
         self._levels = np.zeros(0, np.int64)  # per texture: levels, and tile grids per level
         self._grids: np.ndarray | None = None
+        self._tails: dict[int, int] = {}  # packed coarsest tile key -> tail cell
+        self._tail_keys = np.zeros(0, np.uint32)
+        self._tail_slots = 0
         #: The newest feedback reduced to (unique keys, pixels) and the frame it showed.
         self.last_feedback: tuple[np.ndarray, np.ndarray] = (np.zeros(0, np.uint32),
                                                              np.zeros(0, np.int64))
@@ -161,11 +169,15 @@ class VirtualTextureSystem:
         top = layout.levels - 1
         key = self.key(vt, top, 0, 0)
         self.pinned_data[key] = source.read_tile(top, 0, 0)
+        if layout.tail_packable:
+            self._tails[key] = len(self._tails)
         if self.cache is not None:
-            if self.table.rows > self.gpu_table.rows:
-                self._rebuild()  # the table grew: resize both within the allowance
+            if self.table.rows > self.gpu_table.rows or \
+                    self._tail_slots_needed() > self._tail_slots:
+                self._rebuild()  # the table or the tail cells grew: resize within allowance
             else:
                 self._pin(key)
+        self._grids = None
         return vt
 
     @staticmethod
@@ -179,26 +191,35 @@ class VirtualTextureSystem:
         fixed = self.table.rows * TABLE_WIDTH * 4 + 1  # the table and the 1-byte LOD proxy
         return (self.allowance - fixed) // slot_bytes(self.fmt)
 
+    def _tail_slots_needed(self) -> int:
+        return -(-len(self._tails) // tails_per_slot(self.fmt)) if self._tails else 0
+
     def _rebuild(self) -> None:
-        """(Re)make cache and table for the current allowance, old ones released first."""
+        """(Re)make cache and table for the current allowance, old ones released first.
+        The cache's first slots hold the packed coarsest tiles (tail cells); the policy
+        manages the rest, its slot i being cache slot i + `_tail_slots`."""
         if self.fmt is None:
             raise BudgetError("no virtual texture registered yet")
         self._release_gpu()
         slots = self._slot_count()
         sx, sy = cache_grid(slots, SLOT_TEXELS, self.device.caps.max_texture_size)
-        if sx * sy < len(self.pinned_data):
+        tail_slots = self._tail_slots_needed()
+        whole = len(self.pinned_data) - len(self._tails)  # coarsest tiles in whole slots
+        if sx * sy - tail_slots < max(1, whole):
             raise BudgetError(f"virtual texture allowance {self.allowance} bytes holds "
                               f"{max(0, sx * sy)} slots; {len(self.pinned_data)} textures "
-                              f"need one pinned slot each")
+                              f"need {tail_slots} slot(s) of packed coarsest tiles and "
+                              f"{whole} whole one(s), and one more to stream")
+        self._tail_slots = tail_slots
         self.gpu_table = PageTableTexture(self.device, TABLE_WIDTH, self.table.rows)
         self.proxy = LodProxy(self.device)
         self.cache = PageCache(self.device, self.fmt, sx, sy, SLOT_TEXELS)
         if self.policy is None:
-            self.policy = TilePolicy(sx * sy, hold_frames=self.hold_frames,
+            self.policy = TilePolicy(sx * sy - tail_slots, hold_frames=self.hold_frames,
                                      grace_frames=self.grace_frames,
                                      max_requests=self.max_requests)
         else:
-            self.policy.resize(sx * sy)
+            self.policy.resize(sx * sy - tail_slots)
         for t in self.textures:
             t.resident.clear()
         for key in self.pinned_data:
@@ -208,9 +229,35 @@ class VirtualTextureSystem:
                  sx, sy, self.fmt.name, self.cache.nbytes, self.gpu_table.rows)
 
     def _pin(self, key: int) -> None:
-        slot = self.policy.pin(key)
-        self.cache.upload_tile(slot, self.pinned_data[key])
-        self._record(key, slot)
+        """Upload a texture's coarsest tile for good: into its tail cell when it is one
+        block, else into a whole slot the policy never evicts."""
+        cell = self._tails.get(key)
+        if cell is None:
+            slot = self.policy.pin(key) + self._tail_slots
+            self.cache.upload_tile(slot, self.pinned_data[key])
+            self._record(key, slot)
+            return
+        per_row, size = tails_per_row(self.fmt), tail_texels(self.fmt)
+        sx, sy = self.cache.slot_origin(cell // tails_per_slot(self.fmt))
+        c = cell % tails_per_slot(self.fmt)
+        self.cache.upload_region(sx + (c % per_row) * size, sy + (c // per_row) * size, size,
+                                 tail_blocks(self.fmt, self.pinned_data[key]))
+        self._record(key, TAIL_FLAG | cell)
+
+    @property
+    def tail_slots(self) -> int:
+        """Cache slots holding packed coarsest tiles (policy slot i = cache slot i + this)."""
+        return self._tail_slots
+
+    @property
+    def tails(self) -> dict[int, int]:
+        """Packed coarsest tiles: key -> tail cell (read-only view for tests and tools)."""
+        return dict(self._tails)
+
+    def is_resident(self, key: int) -> bool:
+        """The tile is in the cache (a packed coarsest tile, or a policy slot)."""
+        return int(key) in self._tails or (self.policy is not None
+                                          and self.policy.is_resident(key))
 
     def _record(self, key: int, slot: int | None) -> None:
         vt, level, x, y = (int(v) for v in unpack_feedback(np.uint32(key)))
@@ -237,7 +284,7 @@ class VirtualTextureSystem:
                    if obj is not None)
 
     def resident_tiles(self) -> int:
-        return self.policy.occupied if self.policy else 0
+        return (self.policy.occupied if self.policy else 0) + len(self._tails)
 
     def visible_tile_count(self) -> int:
         """Tiles the newest feedback made VISIBLE (asked for, or blended with by trilinear):
@@ -250,7 +297,7 @@ class VirtualTextureSystem:
         keys, counts = self.last_feedback
         if keys.size == 0:
             return 1.0
-        held = np.fromiter((self.policy.is_resident(k) for k in keys.tolist()), bool,
+        held = np.fromiter((self.is_resident(k) for k in keys.tolist()), bool,
                            keys.size)
         return float(counts[held].sum() / counts.sum())
 
@@ -268,11 +315,16 @@ class VirtualTextureSystem:
             keys, counts = reduce_feedback(image)
             if self._grids is None or self._grids.shape[0] != len(self.textures):
                 self._levels = np.array([t.layout.levels for t in self.textures], np.int64)
+                self._tail_keys = np.array(sorted(self._tails), np.uint32)
                 self._grids = np.ones((len(self.textures), MAX_LEVELS, 2), np.int64)
                 for i, t in enumerate(self.textures):
                     for lvl in range(t.layout.levels):
                         self._grids[i, lvl] = t.layout.grid(lvl)
-            self._requests = expand_requests(keys, counts, self._levels, self._grids)
+            req = expand_requests(keys, counts, self._levels, self._grids)
+            if self._tails:  # packed coarsest tiles are always resident, never asked for
+                keep = ~np.isin(req.keys, self._tail_keys)
+                req = TileRequests(req.keys[keep], req.tiers[keep], req.pixels[keep])
+            self._requests = req
             self.last_feedback = (keys, counts)
             self.feedback_frame = self.feedback.latest_frame if feedback is None \
                 else self.frame
@@ -318,8 +370,8 @@ class VirtualTextureSystem:
             if adm.evicted:
                 self._record(adm.evicted, None)
                 st.evictions += 1
-            uploads.append((adm.slot, data))
-            self._record(key, adm.slot)
+            uploads.append((adm.slot + self._tail_slots, data))
+            self._record(key, adm.slot + self._tail_slots)
             st.tiles_uploaded += 1
             st.bytes_uploaded += len(data)
         # Tiles in hand nobody wants any more go once there are more than a few frames' worth.
@@ -359,7 +411,7 @@ class VirtualTextureSystem:
         if self.cache is None:
             self._rebuild()
         bind_vt(program, self.cache, self.gpu_table, self.proxy, cache_unit, table_unit,
-                proxy_unit)
+                proxy_unit, tail_texels(self.fmt), tails_per_row(self.fmt))
 
     def all_tiles(self, vt: int, min_level: int = 0) -> np.ndarray:
         """Packed keys of every tile of `vt` from `min_level` to its coarsest level."""
@@ -385,7 +437,7 @@ class VirtualTextureSystem:
             while True:
                 self.begin_frame(self.frame + 1, feedback=np.zeros(0, np.uint32))
                 self.update()
-                if all(self.policy.is_resident(k) for k in keys.tolist()):
+                if all(self.is_resident(k) for k in keys.tolist()):
                     return True
                 if time.perf_counter() > end:
                     return False

@@ -39,6 +39,9 @@ MAX_LEVELS = 16
 DESCRIPTOR_WORDS = 32
 #: Largest tile grid along one axis the feedback key can name (8 bits).
 MAX_TILES_PER_AXIS = 256
+#: Entry slot bit marking a packed coarsest tile ("tail"): the slot field then counts
+#: small cells of the cache's first slots instead of whole slots.
+TAIL_FLAG = 1 << 23
 
 
 class Wrap(IntEnum):
@@ -133,6 +136,11 @@ class VirtualLayout:
         return self._entries
 
     @property
+    def tail_packable(self) -> bool:
+        """The coarsest level is one block: it fits a tail cell (square power-of-two)."""
+        return self.level_size(self.levels - 1) == (self.fmt.block_w, self.fmt.block_h)
+
+    @property
     def table_words(self) -> int:
         return DESCRIPTOR_WORDS + self.entry_count
 
@@ -171,6 +179,28 @@ class VirtualLayout:
         if self.wrap == Wrap.REPEAT:
             return cols % nbx, rows % nby
         return np.clip(cols, 0, nbx - 1), np.clip(rows, 0, nby - 1)
+
+
+def tail_texels(fmt: PixelFormat) -> int:
+    """Texels of one tail cell: a one-block coarsest level and its one-block border."""
+    return fmt.block_w + 2 * BORDER_TEXELS
+
+
+def tails_per_row(fmt: PixelFormat) -> int:
+    return SLOT_TEXELS // tail_texels(fmt)
+
+
+def tails_per_slot(fmt: PixelFormat) -> int:
+    """How many coarsest tiles share one slot: 121 for BCn (11 x 11 cells of 12 texels).
+    Pinning each texture's 4x4-texel coarsest level in a whole 136^2 slot would spend 99%
+    of the slot on nothing; with 64 textures in a 144-slot cache, 44% of the cache."""
+    return tails_per_row(fmt) ** 2
+
+
+def tail_blocks(fmt: PixelFormat, slot_data: bytes) -> bytes:
+    """The cell of a coarsest tile: the top-left (1 + 2 borders) blocks of its slot bytes."""
+    n = tail_texels(fmt) // fmt.block_w
+    return np.frombuffer(slot_data, np.uint8).reshape(slot_shape(fmt))[:n, :n].tobytes()
 
 
 def slot_shape(fmt: PixelFormat) -> tuple[int, int, int]:
