@@ -38,7 +38,6 @@ from .inline_io import InlineLevelIO
 from .io import LevelIO, Reader, ReadResult, RequestKey
 from .policy import (
     MipOp,
-    PolicyConfig,
     StreamerState,
     TextureTable,
     apply_ops,
