@@ -27,6 +27,7 @@ from ..render.feedback import FeedbackPass
 from ..render.renderer import Renderer
 from ..render.scene import Scene
 from ..resolution.policy import Decision, ResolutionController
+from ..streaming.heap import map_large_buffers
 from ..streaming.contract import FeedbackConsumer, PooledProvider, TextureProvider
 from .providers import make_provider
 from .settings import RunSettings
@@ -135,6 +136,7 @@ class FrameLoop:
         # The per-frame records; a bounded window when settings.keep_frames says so.
         self.frames: list[dict[str, Any]] | deque[dict[str, Any]] = (
             deque(maxlen=settings.keep_frames) if settings.keep_frames else [])
+        map_large_buffers()  # level buffers mmapped: the heap must not grow with streaming
         self.provider = make_provider(settings.provider, device, settings, self.clock)
         self.scene: Scene | None = None
         self.renderer: Renderer | None = None
