@@ -11,6 +11,7 @@
 #endif
 #include "objects.glsl"
 #include "mipdebug.glsl"
+#include "vt_sample.glsl"
 #include "brdf.glsl"
 
 in vec3 v_world;
@@ -18,6 +19,8 @@ in vec3 v_normal;
 in vec2 v_uv;
 in vec4 v_tangent;
 flat in uint v_object;
+flat in uvec3 v_vt;        // per slot: virtual-texture id + 1 (0: plain texture)
+flat in vec2 v_vt_size[3]; // per slot: level-0 size (the LOD of a virtual slot)
 
 #ifdef BINDLESS
 #define ALBEDO_TEX sampler2D(textures[o.tex.x].handle.xy)
@@ -60,23 +63,31 @@ vec4 sample_clamped(sampler2D s, vec2 uv, vec2 dx, vec2 dy, float min_lod) {
 #endif
 }
 
-// Where a virtual-texture sampler (vt_sample) would plug in: every material texture read of
-// the batched pass goes through these three.
-vec4 sample_albedo(ObjectData o, vec2 uv, vec2 dx, vec2 dy) {
-    return sample_clamped(ALBEDO_TEX, uv, dx, dy, textures[o.tex.x].lod.x);
+// Every material texture read of the batched pass goes through these three. A slot whose
+// texture is virtual (v_vt: vt id + 1) samples the page cache through vt_sample_at at the
+// LOD main() found in uniform control flow (the driver's own, via the proxy): the same
+// picture as the whole texture once its tiles are resident.
+vec4 sample_albedo(ObjectData o, vec2 uv, vec2 dx, vec2 dy, vec3 vt_lod) {
+    float min_lod = textures[o.tex.x].lod.x;
+    if (v_vt.x != 0u) return vt_sample_at(v_vt.x - 1u, uv, max(vt_lod.x, min_lod));
+    return sample_clamped(ALBEDO_TEX, uv, dx, dy, min_lod);
 }
-vec4 sample_normal(ObjectData o, vec2 uv, vec2 dx, vec2 dy) {
-    return sample_clamped(NORMAL_TEX, uv, dx, dy, textures[o.tex.y].lod.x);
+vec4 sample_normal(ObjectData o, vec2 uv, vec2 dx, vec2 dy, vec3 vt_lod) {
+    float min_lod = textures[o.tex.y].lod.x;
+    if (v_vt.y != 0u) return vt_sample_at(v_vt.y - 1u, uv, max(vt_lod.y, min_lod));
+    return sample_clamped(NORMAL_TEX, uv, dx, dy, min_lod);
 }
-vec4 sample_rm(ObjectData o, vec2 uv, vec2 dx, vec2 dy) {
-    return sample_clamped(RM_TEX, uv, dx, dy, textures[o.tex.z].lod.x);
+vec4 sample_rm(ObjectData o, vec2 uv, vec2 dx, vec2 dy, vec3 vt_lod) {
+    float min_lod = textures[o.tex.z].lod.x;
+    if (v_vt.z != 0u) return vt_sample_at(v_vt.z - 1u, uv, max(vt_lod.z, min_lod));
+    return sample_clamped(RM_TEX, uv, dx, dy, min_lod);
 }
 
 // A slot is sampled when the material has a texture there and (bindless) it has a handle.
 bool has_texture(ObjectData o, uint flags, uint flag, int id) {
     if ((flags & flag) == 0u || id < 0) return false;
 #ifdef BINDLESS
-    return any(notEqual(textures[id].handle.xy, uvec2(0u)));
+    return any(notEqual(textures[id].handle.xy, uvec2(0u))) || textures[id].handle.z != 0u;
 #else
     return true;
 #endif
@@ -86,9 +97,16 @@ void main() {
     ObjectData o = objects[v_object];
     uint flags = floatBitsToUint(o.params.w);
     vec2 dx = dFdx(v_uv), dy = dFdy(v_uv);
+    // Virtual slots' LODs, here in uniform control flow (flat varyings, no storage reads).
+    vec3 vt_lod = vec3(0.0);
+    if (any(notEqual(v_vt, uvec3(0u)))) {
+        vt_lod = vec3(vt_lod_implicit(v_uv, ivec2(v_vt_size[0])),
+                      vt_lod_implicit(v_uv, ivec2(v_vt_size[1])),
+                      vt_lod_implicit(v_uv, ivec2(v_vt_size[2])));
+    }
     vec4 albedo = o.albedo_factor;
     bool has_albedo = has_texture(o, flags, FLAG_ALBEDO, o.tex.x);
-    if (has_albedo) albedo *= sample_albedo(o, v_uv, dx, dy);
+    if (has_albedo) albedo *= sample_albedo(o, v_uv, dx, dy, vt_lod);
     if (u_view_mode == 1) {
         vec4 t = has_albedo ? textures[o.tex.x].lod : vec4(0.0);
         f_color = has_albedo
@@ -99,7 +117,7 @@ void main() {
     float rough = o.params.x;
     float metal = o.params.y;
     if (has_texture(o, flags, FLAG_RM, o.tex.z)) {
-        vec3 rm = sample_rm(o, v_uv, dx, dy).rgb;
+        vec3 rm = sample_rm(o, v_uv, dx, dy, vt_lod).rgb;
         rough *= rm.g;
         metal *= rm.b;
     }
@@ -108,7 +126,7 @@ void main() {
     if (has_texture(o, flags, FLAG_NORMAL, o.tex.y)) {
         vec3 t = normalize(v_tangent.xyz - n * dot(n, v_tangent.xyz));
         vec3 b = cross(n, t) * v_tangent.w;
-        vec3 tn = sample_normal(o, v_uv, dx, dy).xyz * 2.0 - 1.0;
+        vec3 tn = sample_normal(o, v_uv, dx, dy, vt_lod).xyz * 2.0 - 1.0;
         tn.xy *= o.params.z;
         n = normalize(mat3(t, b, n) * tn);
     }

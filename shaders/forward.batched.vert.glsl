@@ -16,6 +16,11 @@ out vec3 v_normal;
 out vec2 v_uv;
 out vec4 v_tangent;
 flat out uint v_object;
+// Per texture slot (albedo, normal, roughness-metal): virtual-texture id + 1 (0: a plain
+// texture) and its level-0 size, as flat varyings: the fragment stage finds the LOD from them
+// before it branches on storage-buffer data (see vt_sample_at in vt_sample.glsl).
+flat out uvec3 v_vt;
+flat out vec2 v_vt_size[3];
 
 void main() {
     uint id = uint(gl_BaseInstanceARB + gl_InstanceID);
@@ -28,5 +33,10 @@ void main() {
     vec3 uv1 = vec3(in_uv, 1.0);
     v_uv = vec2(dot(o.uv_row0.xyz, uv1), dot(o.uv_row1.xyz, uv1));
     v_object = id;
+    for (int k = 0; k < 3; ++k) {
+        int t = o.tex[k];
+        v_vt[k] = t >= 0 ? textures[t].handle.z : 0u;
+        v_vt_size[k] = t >= 0 ? textures[t].lod.zw : vec2(0.0);
+    }
     gl_Position = u_view_proj * world;
 }

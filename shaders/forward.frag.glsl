@@ -2,6 +2,7 @@
 // Forward pass: metal-roughness GGX with normal maps, lit in linear space into an HDR target.
 // Albedo textures are sRGB formats, so sampling returns linear values already.
 #include "mipdebug.glsl"
+#include "vt_sample.glsl"
 #include "brdf.glsl"
 
 in vec3 v_world;
@@ -32,12 +33,22 @@ uniform vec3 u_point_color[4]; // colour x intensity
 uniform int u_view_mode;           // 0 lit, 1 mip debug
 uniform vec2 u_albedo_chain_size;  // level 0 of the albedo chain, in texels
 uniform float u_albedo_resident;   // finest chain level resident (min LOD)
+// Virtual-texture id of each slot (-1: a plain texture on its unit): such a slot samples the
+// page cache through vt_sample (GLSL 3.30: the LOD from the exact footprint formula).
+uniform int u_albedo_vt = -1;
+uniform int u_normal_vt = -1;
+uniform int u_rm_vt = -1;
+
+vec4 sample_slot(sampler2D s, int vt, vec2 uv) {
+    if (vt >= 0) return vt_sample(uint(vt), uv);
+    return texture(s, uv);
+}
 
 out vec4 f_color;
 
 void main() {
     vec4 albedo = u_albedo_factor;
-    if (u_has_albedo) albedo *= texture(u_albedo_tex, v_uv);
+    if (u_has_albedo) albedo *= sample_slot(u_albedo_tex, u_albedo_vt, v_uv);
     if (u_view_mode == 1) {
         f_color = u_has_albedo
             ? vec4(mip_debug_color(wanted_level(v_uv, u_albedo_chain_size), u_albedo_resident,
@@ -48,7 +59,7 @@ void main() {
     float rough = u_roughness;
     float metal = u_metalness;
     if (u_has_rm) {
-        vec3 rm = texture(u_rm_tex, v_uv).rgb;
+        vec3 rm = sample_slot(u_rm_tex, u_rm_vt, v_uv).rgb;
         rough *= rm.g;
         metal *= rm.b;
     }
@@ -57,7 +68,7 @@ void main() {
     if (u_has_normal) {
         vec3 t = normalize(v_tangent.xyz - n * dot(n, v_tangent.xyz));
         vec3 b = cross(n, t) * v_tangent.w;
-        vec3 tn = texture(u_normal_tex, v_uv).xyz * 2.0 - 1.0;
+        vec3 tn = sample_slot(u_normal_tex, u_normal_vt, v_uv).xyz * 2.0 - 1.0;
         tn.xy *= u_normal_scale;
         n = normalize(mat3(t, b, n) * tn);
     }

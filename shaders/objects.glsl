@@ -19,7 +19,7 @@ struct ObjectData {
 struct TextureData {
     vec4 lod;             // x: min LOD clamp in the sampled texture's levels (-1000: none)
                           // y: finest chain level resident; zw: chain size (mip-debug view)
-    uvec4 handle;         // xy: bindless handle (0: none)
+    uvec4 handle;         // xy: bindless handle (0: none); z: virtual-texture id + 1 (0: none)
 };
 
 layout(std430, binding = 0) readonly buffer Objects {

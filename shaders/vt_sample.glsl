@@ -117,18 +117,36 @@ vec4 vt_sample(uint vt, vec2 uv) {
     return vt_sample_min(vt, uv, 0.0);
 }
 
+// Trilinear sample at a level of detail found elsewhere (vt_lod_implicit on the texture's
+// size in uniform control flow): for shaders that branch per object before sampling. On
+// llvmpipe a helper pixel of a quad that straddles a triangle edge reads zeros from storage
+// buffers, so derivatives taken after a branch on storage-buffer data are wrong there.
+vec4 vt_sample_at(uint vt, vec2 uv, float lambda) {
+    int base = int(vt_word(int(vt)));
+    ivec2 size0 = ivec2(int(vt_word(base)), int(vt_word(base + 1)));
+    return vt_sample_lod(base, size0, int(vt_word(base + 2)), vt_word(base + 3) == 1u, uv,
+                         lambda);
+}
+
+// The feedback key at a level of detail found elsewhere (bias included): see vt_sample_at.
+uint vt_feedback_key_at(uint vt, vec2 uv, float lod) {
+    int base = int(vt_word(int(vt)));
+    ivec2 size0 = ivec2(int(vt_word(base)), int(vt_word(base + 1)));
+    int levels = int(vt_word(base + 2));
+    bool repeat_ = vt_word(base + 3) == 1u;
+    float lambda = clamp(lod, 0.0, float(levels - 1));
+    int level = int(floor(lambda));
+    ivec2 ls = max(size0 >> level, ivec2(1));
+    ivec2 grid = (ls + (VT_TILE - 1)) / VT_TILE;
+    ivec2 t = min(ivec2(vt_level_pos(uv, ls, repeat_)) / VT_TILE, grid - 1);
+    return ((vt + 1u) << 20) | (uint(level) << 16) | (uint(t.y) << 8) | uint(t.x);
+}
+
 // What the feedback pass writes for one pixel: the tile the finer level of this lookup
 // reads, packed as engine/streaming/virtual/tiles.py pack_feedback does. `lod_bias` is
 // -log2(downscale) for a pass drawn at 1/downscale of the output resolution.
 uint vt_feedback_key(uint vt, vec2 uv, float lod_bias) {
     int base = int(vt_word(int(vt)));
     ivec2 size0 = ivec2(int(vt_word(base)), int(vt_word(base + 1)));
-    int levels = int(vt_word(base + 2));
-    bool repeat_ = vt_word(base + 3) == 1u;
-    float lambda = clamp(vt_lod_implicit(uv, size0) + lod_bias, 0.0, float(levels - 1));
-    int level = int(floor(lambda));
-    ivec2 ls = max(size0 >> level, ivec2(1));
-    ivec2 grid = (ls + (VT_TILE - 1)) / VT_TILE;
-    ivec2 t = min(ivec2(vt_level_pos(uv, ls, repeat_)) / VT_TILE, grid - 1);
-    return ((vt + 1u) << 20) | (uint(level) << 16) | (uint(t.y) << 8) | uint(t.x);
+    return vt_feedback_key_at(vt, uv, vt_lod_implicit(uv, size0) + lod_bias);
 }

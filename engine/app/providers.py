@@ -12,6 +12,7 @@ from dataclasses import replace
 from ..gl.device import Device
 from ..streaming.contract import TextureProvider
 from ..streaming.inline_io import InlineLevelIO
+from ..streaming.mixed import MixedTextureProvider
 from ..streaming.provider import Clock, TextureStreamer
 from ..streaming.static import StaticTextureProvider
 from .settings import RunSettings
@@ -23,8 +24,13 @@ def _streamer(**overrides) -> ProviderFactory:
     def make(device: Device, settings: RunSettings, clock: Clock) -> TextureProvider:
         cfg = replace(settings.streamer, **overrides)
         if settings.deterministic:
-            return TextureStreamer(device, cfg, clock=clock, io=InlineLevelIO)
-        return TextureStreamer(device, cfg)
+            streamer = TextureStreamer(device, cfg, clock=clock, io=InlineLevelIO)
+        else:
+            streamer = TextureStreamer(device, cfg)
+        if cfg.virtual == "off":
+            return streamer
+        # Per texture at register: whole levels or virtual tiles, behind one provider.
+        return MixedTextureProvider(device, streamer, cfg, deterministic=settings.deterministic)
     return make
 
 

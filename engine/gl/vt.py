@@ -397,3 +397,40 @@ class QuadBatch:
             self.device.release(vao)
         self._vaos.clear()
         self.device.release(self.vbo)
+
+
+class DepthFeedbackTarget(FeedbackTarget):
+    """A FeedbackTarget with a depth buffer: a scene's feedback pass must be depth-tested,
+    or a panel behind a wall asks for tiles and overwrites the key of the one in front
+    (the standalone quads are one flat wall and need none). `begin` leaves depth testing
+    on; the depth buffer is counted with the target (category `target`)."""
+
+    def __init__(self, device: Device, ring: int = 3, label: str = "vt.feedback") -> None:
+        super().__init__(device, ring, label)
+        self._depth = None
+
+    def _ensure(self, size: tuple[int, int]) -> moderngl.Framebuffer:
+        if self._fbo is not None and size == self.size:
+            return self._fbo
+        self._release_target()
+        self._color = self.device.texture(size, 1, dtype="u4", category="target",
+                                          label=self.label)
+        self._depth = self.device.renderbuffer(size, depth=True, category="target",
+                                               label=f"{self.label}.depth")
+        self._fbo = self.device.framebuffer([self._color], self._depth,
+                                            label=f"{self.label}.fbo")
+        self.size = size
+        return self._fbo
+
+    def _release_target(self) -> None:
+        super()._release_target()
+        if getattr(self, "_depth", None) is not None:
+            self.device.release(self._depth)
+            self._depth = None
+
+    def begin(self, size: tuple[int, int]) -> bool:
+        if not super().begin(size):
+            return False
+        self._fbo.clear(0.0, 0.0, 0.0, 0.0, depth=1.0)
+        self.device.set_state(depth_test=True)
+        return True

@@ -39,7 +39,7 @@ from ..gl.indirect import (
     batched_frame_supported,
     bind_storage,
 )
-from ..streaming.contract import TextureTable
+from ..streaming.contract import TextureTable, VirtualTextureHost
 from .mesh import VERTEX_ATTRIBUTES, VERTEX_FORMAT, Mesh
 from .objects import ObjectArrays
 
@@ -120,7 +120,8 @@ def pack_rows(objects: ObjectArrays, visible: np.ndarray) -> np.ndarray:
 def texture_rows(textures: TextureState, handles: np.ndarray | None) -> np.ndarray:
     """(T + 1, 8) float32 rows of struct TextureData, one per texture id plus a spare (GL
     wants a non-empty block): min LOD clamp in sampled levels, resident chain level, chain
-    size, bindless handle (as two uint32)."""
+    size, bindless handle (as two uint32), virtual-texture id + 1 (uint32; 0: not virtual,
+    the shader samples the page cache through vt_sample otherwise)."""
     t = textures.count
     out = np.zeros((t + 1, TEXTURE_FLOATS), np.float32)
     out[:t, 0] = textures.min_lod_storage
@@ -131,6 +132,9 @@ def texture_rows(textures: TextureState, handles: np.ndarray | None) -> np.ndarr
     if handles is not None and len(handles):
         out.view(np.uint32)[:t, 4:6] = np.asarray(handles, np.uint64).view(
             np.uint32).reshape(t, 2)
+    if textures.vt_ids is not None and len(textures.vt_ids):
+        out.view(np.uint32)[:t, 6] = (np.asarray(textures.vt_ids, np.int64) + 1).astype(
+            np.uint32)
     return out
 
 
@@ -176,6 +180,8 @@ class TextureState:
     min_lod_storage: np.ndarray
     chain_width: np.ndarray
     chain_height: np.ndarray
+    #: per id: virtual-texture id, or -1 (None: the provider has no virtual textures)
+    vt_ids: np.ndarray | None = None
 
     @property
     def count(self) -> int:
@@ -211,6 +217,7 @@ class TextureTracker:
         self._chain_w = np.zeros(0, np.float32)
         self._chain_h = np.zeros(0, np.float32)
         self.changed: np.ndarray = np.zeros(0, np.intp)  # ids whose GL texture changed
+        self._vt_sizes: tuple | None = None
 
     def _set_textures(self, textures: list, bases: list | None = None) -> None:
         old = self._textures
@@ -248,7 +255,29 @@ class TextureTracker:
         storage = chain - self._sample
         storage = np.where((storage > 1e-4) & self.shader_clamp, storage,
                            NO_CLAMP).astype(np.float32)
-        return TextureState(self._textures, chain, storage, self._chain_w, self._chain_h)
+        vt = None
+        chain_w, chain_h = self._chain_w, self._chain_h
+        if isinstance(p, VirtualTextureHost):
+            ids = np.asarray(p.virtual_ids(), np.int32)
+            if ids.size and (ids >= 0).any():
+                vt = np.full(len(chain), -1, np.int32)
+                vt[:min(len(ids), len(vt))] = ids[:len(vt)]
+                chain_w, chain_h = self._virtual_sizes(vt)
+        return TextureState(self._textures, chain, storage, chain_w, chain_h, vt)
+
+    def _virtual_sizes(self, vt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Chain sizes with the virtual ids' own (they have no GL texture to read it from;
+        the vertex shader hands it to the fragment stage for the LOD): kept until the ids or
+        the texture list change."""
+        key = (vt.tobytes(), id(self._chain_w))
+        if self._vt_sizes is None or self._vt_sizes[0] != key:
+            w, h = self._chain_w.copy(), self._chain_h.copy()
+            for i in np.flatnonzero(vt >= 0):
+                if i < len(w):
+                    res = self.provider.residency(int(i))
+                    w[i], h[i] = res.chain_width, res.chain_height
+            self._vt_sizes = (key, w, h)
+        return self._vt_sizes[1], self._vt_sizes[2]
 
 
 # ---------------------------------------------------------------------- geometry
@@ -437,13 +466,18 @@ class BatchedPass:
             self._last_order = order.copy()
             self._changed = True
         last = self._last_tex
+        vt = tstate.vt_ids
         if last is None or not (np.array_equal(last[0], tstate.min_lod_storage)
                                 and np.array_equal(last[1], tstate.min_lod_chain)
-                                and (handles is None or np.array_equal(last[2], handles))):
+                                and (handles is None or np.array_equal(last[2], handles))
+                                and ((vt is None and last[3] is None) or (
+                                    vt is not None and last[3] is not None
+                                    and np.array_equal(last[3], vt)))):
             tex = texture_rows(tstate, handles)
             buf[layout.textures:layout.textures + tex.nbytes] = tex.reshape(-1).view(np.uint8)
             self._last_tex = (tstate.min_lod_storage.copy(), tstate.min_lod_chain.copy(),
-                              None if handles is None else handles.copy())
+                              None if handles is None else handles.copy(),
+                              None if vt is None else vt.copy())
             self._changed = True
         return buf, layout
 

@@ -24,11 +24,12 @@ from ..gl.indirect import batched_frame_supported
 from ..gl.timing import GpuTimer
 from ..resolution.targets import RenderTargetSet, ResizeEvent, default_targets_spec
 from ..resolution.targets_spec import TargetSpec, TargetsSpec
-from ..streaming.contract import FrameView, TextureProvider
+from ..streaming.contract import FrameView, TextureProvider, VirtualTextureHost
 from .batch import BatchedPass, TextureMode, batched_source, provider_gives_textures
 from .camera import mat_to_numpy
 from .material import Material
 from .scene import MAX_POINT_LIGHTS, Scene
+from .vt_feedback import VtFeedbackPass
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +57,9 @@ class RendererSettings:
     clamp_ext: bool = True
     cull: bool = True
     gpu_timing: bool = True
+    #: render-size fraction of the virtual-texture feedback pass (scenes with virtual
+    #: textures only; 1/4 .. 1/8: docs/virtual_texturing.md)
+    vt_feedback_scale: float = 0.25
 
 
 def choose_path(settings: RendererSettings, batched_available: bool) -> RenderPath:
@@ -71,6 +75,11 @@ def choose_texture_mode(settings: RendererSettings, bindless_available: bool,
     return "bound"
 _UNITS = {"albedo": 0, "normal": 1, "roughness_metal": 2}
 _HAS_FLAGS = {"albedo": "u_has_albedo", "normal": "u_has_normal", "roughness_metal": "u_has_rm"}
+_VT_FLAGS = {"albedo": "u_albedo_vt", "normal": "u_normal_vt", "roughness_metal": "u_rm_vt"}
+# Units of vt_sample's samplers (engine.streaming.virtual.system PROXY/CACHE/TABLE_UNIT),
+# set even without virtual textures: samplers of different types left on unit 0 beside
+# u_albedo_tex would make every draw an error.
+_VT_UNITS = {"u_vt_lod_proxy": 13, "u_vt_cache": 14, "u_vt_table": 15}
 
 
 _UNSET = object()
@@ -147,6 +156,7 @@ class Renderer:
         self._t_render = 0.0
         self._ldr: tuple[Any, Any] | None = None
         self._upscaler = None
+        self._vt_pass: VtFeedbackPass | None = None
 
     # ------------------------------------------------------------------ construction helpers
     def _keep(self, p: _Program) -> _Program:
@@ -268,13 +278,38 @@ class Renderer:
         fbo.use()
         fbo.clear(*scene.clear_color, 1.0, depth=1.0)
         self.device.set_state(depth_test=True)
+        vts = self._virtual_system()
         if self.path == "batched":
-            self._render_batched(scene)
+            self._render_batched(scene, vts)
         else:
-            self._render_per_object(scene)
+            self._render_per_object(scene, vts)
         if self.targets.msaa > 1:
             self.targets.resolve()
+        if vts is not None:
+            self._vt_feedback(scene, vts)
         self._cpu_ms = (time.perf_counter() - self._t_render) * 1000.0
+
+    # ------------------------------------------------------------------ virtual textures
+    def _virtual_system(self) -> Any | None:
+        """The provider's virtual texture system when some of its ids are virtual."""
+        p = self.provider
+        return p.virtual_system() if isinstance(p, VirtualTextureHost) else None
+
+    def _vt_feedback(self, scene: Scene, vts: Any) -> None:
+        """The tile feedback pass (vt_feedback.py), after the scene pass: its readback is
+        polled by the system's next begin_frame. Without the batched frame there is none
+        (virtual textures then stay at their pinned coarsest tiles: logged once)."""
+        if self._vt_pass is None:
+            try:
+                self._vt_pass = VtFeedbackPass(self.device, self.provider,
+                                               self.settings.vt_feedback_scale)
+            except RuntimeError as exc:
+                log.warning("no virtual-texture feedback: %s", exc)
+                self._vt_pass = False  # type: ignore[assignment]
+        if self._vt_pass:
+            view_proj = self._view_proj(scene)
+            self._vt_pass.render(vts, scene, self.render_size, mat_to_numpy(view_proj),
+                                 view_proj.to_bytes(), self._frame)
 
     def _view_proj(self, scene: Scene) -> glm.mat4:
         w, h = self.render_size
@@ -289,20 +324,29 @@ class Renderer:
         for slot, unit in _UNITS.items():
             p.set({"albedo": "u_albedo_tex", "normal": "u_normal_tex",
                    "roughness_metal": "u_rm_tex"}[slot], unit)
+        for name, unit in _VT_UNITS.items():
+            p.set(name, unit)
 
-    def _render_batched(self, scene: Scene) -> None:
+    def _render_batched(self, scene: Scene, vts: Any | None = None) -> None:
         """Every object in one buffer write and one multi-draw (bindless) or one per texture
-        set (bound): see batch.py."""
+        set (bound): see batch.py. Virtual textures' ids carry their vt id in the texture
+        rows; the page cache, table and LOD proxy are bound once here."""
         assert self._batch is not None and self._batched is not None
         view_proj = self._view_proj(scene)
         self._set_frame_uniforms(self._batched, scene, view_proj)
+        if vts is not None:
+            vts.bind(self._batched.prog)
         self._batch.draw(scene.objects, self._batched.prog, mat_to_numpy(view_proj),
                          cull=self.settings.cull)
 
-    def _render_per_object(self, scene: Scene) -> None:
+    def _render_per_object(self, scene: Scene, vts: Any | None = None) -> None:
         """The old path: uniforms and a draw call per object (the benchmark baseline)."""
         p = self._forward
         self._set_frame_uniforms(p, scene, self._view_proj(scene))
+        self._vt_of = None
+        if vts is not None:
+            vts.bind(p.prog)
+            self._vt_of = self.provider.virtual_ids()
         bound: Material | None = None
         for inst in scene.instances:
             if inst.material is not bound:
@@ -337,10 +381,13 @@ class Renderer:
         p.set("u_uv_row0_delta", (a - 1.0, b, c))
         p.set("u_uv_row1_delta", (d, e - 1.0, f))
         p.set("u_emissive", m.emissive)
+        vt_of = getattr(self, "_vt_of", None)
         for slot, unit in _UNITS.items():
             tid = getattr(m, slot)
             p.set(_HAS_FLAGS[slot], tid >= 0)
-            if tid >= 0:
+            vt = int(vt_of[tid]) if vt_of is not None and 0 <= tid < len(vt_of) else -1
+            p.set(_VT_FLAGS[slot], vt)
+            if tid >= 0 and vt < 0:
                 self.provider.bind(tid, unit)
         if m.albedo >= 0:
             res = self.provider.residency(m.albedo)
@@ -429,6 +476,9 @@ class Renderer:
         if getattr(self, "_batch", None) is not None:
             self._batch.release()
             self._batch = None
+        if getattr(self, "_vt_pass", None):
+            self._vt_pass.release()
+        self._vt_pass = None
         if getattr(self, "_upscaler", None) is not None:
             self._upscaler.release()
             self._upscaler = None

@@ -137,3 +137,16 @@ class TextureTable(Protocol):
     """A provider that can give all its resident textures at once."""
 
     def resident_textures(self) -> ResidentTextures: ...
+
+
+@runtime_checkable
+class VirtualTextureHost(Protocol):
+    """A provider some of whose ids are virtual textures (tiles in a page cache, sampled
+    through vt_sample): the renderer asks which ids, binds the system's units and draws its
+    feedback pass. `virtual_system()` is None while no id is virtual."""
+
+    def virtual_ids(self) -> np.ndarray:
+        """Per provider id: its virtual-texture id (vt_sample's argument), or -1."""
+        ...
+
+    def virtual_system(self) -> Any | None: ...

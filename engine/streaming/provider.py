@@ -119,6 +119,8 @@ class TextureStreamer:
         # streamer still reallocates the textures sparse pages do not suit (small, arrays).
         self.config = cfg.policy
         self._pool = 0  # the governor's streaming allowance, granted each frame
+        #: bytes of the streamed ledger category held by others (set by a composite provider)
+        self.shared_bytes: Callable[[], int] = lambda: 0
         self.max_upload_ms = cfg.max_upload_ms
         self.max_tail_size = cfg.max_tail_size
         self.mip_bias = cfg.mip_bias
@@ -226,11 +228,17 @@ class TextureStreamer:
         want = min(largest, self.max_staging_segment)
         if want <= ring.segment_bytes:
             return
-        room = self._pool - self.device.ledger.category_total(CATEGORY)
+        room = self._pool - self._held()
         if want * (ring.size // ring.segment_bytes) > room // 4:
             return
         ring.release()
         self.uploader.ring = StagingRing(self.device, want, label="streamer-staging")
+
+    def _held(self) -> int:
+        """Bytes of the streamed category that are this streamer's: the ledger's total less
+        what others sharing the category hold (a virtual-texture page cache, whose own share
+        of the pool is taken out of the grant; see engine.streaming.mixed)."""
+        return self.device.ledger.category_total(CATEGORY) - int(self.shared_bytes())
 
     # ------------------------------------------------------------------ per frame
     def grant(self, pool_bytes: int) -> None:
@@ -311,7 +319,7 @@ class TextureStreamer:
                 self._abort_partial(t)
         # The most the streamer may hold at any instant: the granted pool, or, in a frame that
         # began over it (the budget fell), what it held then.
-        ceiling = max(pool, self.device.ledger.category_total(CATEGORY))
+        ceiling = max(pool, self._held())
         done = [*self._advance_partials()]
         t0 = self.clock()
         uploaded = 0
@@ -333,7 +341,7 @@ class TextureStreamer:
             else:
                 data = None
                 op = self._fit_eviction(op, ceiling)
-            streamed = self.device.ledger.category_total(CATEGORY)
+            streamed = self._held()
             transient = op.new_bytes if self._backend_for(item).realloc else max(0, op.delta)
             if streamed + transient > pool and op.is_load:
                 self.budget_violations += 1  # the plan promised otherwise: refuse the op
@@ -448,7 +456,7 @@ class TextureStreamer:
         evict straight to the tail: the smallest new storage there is, the one the plan's tail
         reserve exists to keep room for."""
         tail = int(self._table.tail_base[op.texture])
-        streamed = self.device.ledger.category_total(CATEGORY)
+        streamed = self._held()
         if not op.realloc or op.new_base >= tail or streamed + op.transient_bytes <= ceiling:
             return op
         log.debug("evicting %s to its tail: %d + %d > %d", self.items[op.texture].key,

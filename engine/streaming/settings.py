@@ -30,10 +30,24 @@ class StreamerSettings:
     #: throughput from 67% to 48% of a raw loop without a clear p99 gain, so by default only
     #: levels above 16 MiB (8192^2 BC7 and up) are banded.
     max_band_bytes: int = 16 << 20
+    #: per texture at `register`: "auto" streams large power-of-two 2D textures (either side
+    #: >= `virtual_min_size`, the format of the first such texture) virtually, as tiles in
+    #: one page cache, and the rest by whole levels; "off" streams all by whole levels;
+    #: "always" streams every texture that can be virtual virtually (docs/virtual_texturing.md)
+    virtual: str = "auto"
+    virtual_min_size: int = 1024
+    #: the page cache's share of the pool: at most this many times the output's own need
+    #: (output pixels x bytes per texel of the virtual format); see engine.streaming.mixed
+    virtual_screen_factor: float = 8.0
+    #: tiles uploaded per frame at most (and 4x that many reads asked for)
+    virtual_max_uploads: int = 32
 
     def __post_init__(self) -> None:
         if self.backend not in ("auto", "sparse", "realloc"):
             raise ValueError(f"streamer backend must be auto, sparse or realloc, "
                              f"got {self.backend!r}")
+        if self.virtual not in ("auto", "off", "always"):
+            raise ValueError(f"streamer virtual must be auto, off or always, "
+                             f"got {self.virtual!r}")
         if self.io_workers < 0:
             raise ValueError(f"io_workers must be >= 0, got {self.io_workers}")

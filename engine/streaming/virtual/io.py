@@ -28,6 +28,7 @@ import numpy as np
 from ...errors import TextureFormatError
 from ...textures import TextureFile
 from ..cache import LevelCache, level_key
+from ..inline_io import InlineLevelIO
 from ..io import LevelIO, ReadResult
 from .tiles import (
     VirtualLayout,
@@ -158,7 +159,11 @@ class TileIO:
         self.sources: list[TileSource] = []
         self.use_mmap = use_mmap
         self.level_cache = LevelCache(level_cache_bytes)
-        self._io = LevelIO(self._read, workers=workers, latency_ms=latency_ms)
+        # workers=0: reads done on the render thread when polled, in priority order
+        # (deterministic runs: a frame's tiles then depend on the frame number only)
+        self._io: LevelIO | InlineLevelIO = (
+            InlineLevelIO(self._read) if workers == 0 else
+            LevelIO(self._read, workers=workers, latency_ms=latency_ms))
 
     def add(self, tf: TextureFile, layout: VirtualLayout) -> TileSource:
         src = TileSource(tf, layout, self.level_cache, self.use_mmap)

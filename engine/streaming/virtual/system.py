@@ -33,6 +33,7 @@ from ...errors import BudgetError, TextureFormatError
 from ...formats import PixelFormat
 from ...gl.device import Device
 from ...gl.vt import (
+    DepthFeedbackTarget,
     FeedbackTarget,
     LodProxy,
     PageCache,
@@ -109,7 +110,7 @@ class VirtualTextureSystem:
                  max_uploads: int = 32, hold_frames: int = 8, grace_frames: int = 2,
                  max_requests: int | None = None,
                  latency_ms: tuple[float, float] | None = None,
-                 level_cache_bytes: int = 64 << 20) -> None:
+                 level_cache_bytes: int = 64 << 20, feedback_depth: bool = False) -> None:
         self.device = device
         self.allowance = int(allowance_bytes)
         self.max_uploads = int(max_uploads)
@@ -126,7 +127,9 @@ class VirtualTextureSystem:
         self.policy: TilePolicy | None = None
         self.cache: PageCache | None = None
         self.gpu_table: PageTableTexture | None = None
-        self.feedback = FeedbackTarget(device)
+        # A scene's feedback pass is depth-tested (objects occlude); the standalone quads
+        # are one flat wall and need no depth buffer.
+        self.feedback = DepthFeedbackTarget(device) if feedback_depth else FeedbackTarget(device)
         self.proxy: LodProxy | None = None
         self.frame = 0
         self.stats = VtFrameStats()

@@ -1,0 +1,75 @@
+"""The virtual-texture feedback pass of the scene: which tiles the screen samples.
+
+Why a pass of its own: the whole-level feedback pass (feedback.py) writes one level per
+texture id into an RG32UI target; virtual textures need the packed tile key
+(`vt_feedback_key`: vt, level, tile x, y) the page-cache policy and the tile I/O speak, into
+the R32UI target of the `VirtualTextureSystem` (engine/gl/vt.py `DepthFeedbackTarget`: PBO +
+fence ring, never a wait). It draws the same batched objects as the scene pass (one buffer
+write, one multi-draw: `BatchedPass` in "none" texture mode), depth-tested, at a fraction of
+the render size, with the LOD biased back to the render size. The system polls the newest
+finished readback in its next `begin_frame`.
+"""
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any
+
+import numpy as np
+
+from ..gl import shaders
+from ..gl.device import Device
+from ..gl.indirect import batched_frame_supported
+from .batch import BatchedPass
+from .scene import Scene
+
+log = logging.getLogger(__name__)
+
+
+def vt_feedback_size(render_size: tuple[int, int], scale: float) -> tuple[int, int]:
+    """The pass's size: `scale` of the render size, at least one pixel a side."""
+    return (max(1, round(render_size[0] * scale)), max(1, round(render_size[1] * scale)))
+
+
+class VtFeedbackPass:
+    """Draws a scene's objects with `vt_feedback.batched.frag.glsl` into a virtual texture
+    system's feedback target."""
+
+    def __init__(self, device: Device, provider: Any, scale: float = 0.25) -> None:
+        if not batched_frame_supported(device):
+            raise RuntimeError("the virtual-texture feedback pass needs the batched frame "
+                               "(GL 4.3-class indirect draws)")
+        self.device = device
+        self.scale = float(scale)
+        self.prog = device.program(vertex_shader=shaders.load("vt_feedback.batched.vert.glsl"),
+                                   fragment_shader=shaders.load("vt_feedback.batched.frag.glsl"),
+                                   label="vt.feedback.batched")
+        try:
+            self.batch = BatchedPass(device, provider, mode="none", label="vt.feedback")
+        except BaseException:
+            device.release(self.prog)
+            raise
+        self.passes = 0
+
+    def render(self, vts: Any, scene: Scene, render_size: tuple[int, int],
+               view_proj: np.ndarray, view_proj_bytes: bytes, frame: int) -> bool:
+        """Draw the pass for `frame`; False when every readback is still in flight."""
+        size = vt_feedback_size(render_size, self.scale)
+        if not vts.feedback_begin(size):
+            return False
+        prog = self.prog
+        vts.bind(prog)
+        if "u_view_proj" in prog:
+            prog["u_view_proj"].write(view_proj_bytes)
+        if "u_vt_lod_bias" in prog:
+            prog["u_vt_lod_bias"].value = -math.log2(render_size[0] / size[0])
+        if "u_vt_frame" in prog:
+            prog["u_vt_frame"].value = int(frame)
+        self.batch.draw(scene.objects, prog, view_proj)
+        vts.feedback_end(frame)
+        self.passes += 1
+        return True
+
+    def release(self) -> None:
+        self.batch.release()
+        self.device.release(self.prog)
