@@ -26,9 +26,18 @@ from .scene import Scene
 log = logging.getLogger(__name__)
 
 
+#: The pass is never narrower than this (or the render size, when smaller): at a small
+#: output or a low render scale, 1/4 of it leaves panels between the feedback pixels, and
+#: their tiles would never be asked for.
+MIN_FEEDBACK_WIDTH = 64
+
+
 def vt_feedback_size(render_size: tuple[int, int], scale: float) -> tuple[int, int]:
-    """The pass's size: `scale` of the render size, at least one pixel a side."""
-    return (max(1, round(render_size[0] * scale)), max(1, round(render_size[1] * scale)))
+    """The pass's size: `scale` of the render size, at least MIN_FEEDBACK_WIDTH wide (the
+    height keeps the aspect), never larger than the render size."""
+    w, h = int(render_size[0]), int(render_size[1])
+    k = min(1.0, max(float(scale), MIN_FEEDBACK_WIDTH / max(w, 1)))
+    return (max(1, round(w * k)), max(1, round(h * k)))
 
 
 class VtFeedbackPass:
