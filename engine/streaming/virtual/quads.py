@@ -1,13 +1,14 @@
 """A standalone draw path for virtual textures: textured quads through vt_sample.
 
-Why it exists: the forward renderer is being rewritten for batched draws, so the virtual
-texture work is tested and benchmarked on its own geometry: flat quads in 3D (a wall of
-texture panels, a camera looking at it), drawn three ways with one vertex buffer:
+Why it exists: the virtual texture work is tested and benchmarked on its own geometry, apart
+from the renderer's materials and lighting: flat quads in 3D (a wall of texture panels, a
+camera looking at it), drawn three ways with one vertex buffer:
   - `draw_virtual`: colour through vt_sample (the page cache), with an optional min LOD;
   - `draw_feedback`: the packed tile keys the frame needs, at a fraction of the resolution;
   - `draw_reference`: the same quads sampled from fully resident textures with GL's own
     trilinear filtering: the picture the virtual path must reproduce.
-What the renderer needs to do the same is in docs/virtual_texturing.md ("Renderer hook").
+The renderer samples virtual textures too (engine/streaming/mixed.py, shaders/forward*.glsl,
+engine/render/vt_feedback.py): docs/virtual_texturing.md, "In the renderer".
 """
 from __future__ import annotations
 
