@@ -2,9 +2,9 @@
 
 (a) a scene with both kinds, run deterministic to a settled frame, renders the picture the
     all-resident static provider renders (within the render-diff tolerance);
-(b) under a moving, binding budget (the pressure demo's curve) no frame ends over its
-    budget, nothing leaks, and the page cache is in the ledger's texture.streamed category
-    and in ProviderStats;
+(b) under a moving, binding budget (the pressure demo's curve, and seeded random budget
+    steps with random camera jumps) no frame ends or peaks over its budget, nothing leaks,
+    and the page cache is in the ledger's texture.streamed category and in ProviderStats;
 (c) the per-texture decision and the pool split (pure).
 """
 from __future__ import annotations
@@ -228,6 +228,65 @@ def test_pressure_with_virtual_textures_stays_in_budget(device: Device, assets) 
     # after the rebuilds the screen's tiles are all back
     tiles = [r["tiles"] for r in probe.rows]
     assert tiles[-1] == max(tiles) > 4
+
+
+@pytest.mark.parametrize("seed", [3, 11])
+def test_random_camera_and_budget_steps_with_virtual_textures(device: Device, assets,
+                                                              seed: int) -> None:
+    """Seeded random camera jumps and budget steps (between the least that fits and plenty):
+    every frame ends within its budget and peaks within max(budget, what the frame before
+    held); nothing leaks; held still at the end with room, the picture settles to the static
+    one from the same camera."""
+    rng = np.random.default_rng(seed)
+    frames, settle = 56, 16
+    cams = [(glm.vec3(*rng.uniform((-1.5, -0.8, -1.0), (1.5, 0.8, 0.8))),
+             glm.vec3(*rng.uniform((-1.5, -0.6, -3.0), (1.5, 0.6, -2.4)))) for _ in range(8)]
+    final_cam = cams[-1]
+    limits: dict[str, int] = {}
+    probe = VtProbe()
+
+    def script(ctx: FrameContext) -> None:
+        if ctx.frame == 0:
+            ledger = ctx.device.ledger
+            fixed = ledger.total - ctx.renderer.target_bytes \
+                - ledger.category_total("texture.streamed")
+            targets = ctx.renderer.cost_spec.bytes_at(*ctx.renderer.output_size, 0.625)
+            stats = ctx.provider.stats()
+            limits["low"] = fixed + stats.min_bytes + targets
+            limits["high"] = fixed + 2 * (stats.wanted_bytes + ctx.renderer.target_bytes)
+        if ctx.frame >= frames - settle:
+            ctx.governor.set_budget(256 << 20)  # room for everything: scale back to 1
+            cam = final_cam
+        elif ctx.frame % 4 == 0:
+            ctx.governor.set_budget(int(rng.uniform(limits["low"], limits["high"])))
+            cam = cams[int(rng.integers(len(cams)))]
+        else:
+            return
+        ctx.scene.camera.position, ctx.scene.camera.target = cam
+
+    result = run_scene(mixed_scene(assets), frames=frames, size=(W, H), device=device,
+                       provider="streaming", budget="1GiB", deterministic=True,
+                       streamer=replace(MIXED, virtual_screen_factor=32.0),
+                       on_frame=[script, probe])
+    assert_no_leaks(result)
+    # it was exercised: the budget bound (the pool below what the textures wanted), the
+    # cache was resized, and tiles kept arriving as the camera jumped
+    assert any(f["pool_bytes"] < f["texture_wanted_bytes"] for f in result.frames)
+    assert len({r["allowance"] for r in probe.rows}) > 1
+    assert sum(r["uploads"] for r in probe.rows[8:]) > 0
+    for prev, f in zip(result.frames[1:], result.frames[2:]):
+        assert f["total_bytes"] <= f["budget_bytes"], f"frame {f['frame']} over budget"
+        assert f["peak_bytes"] <= max(f["budget_bytes"], prev["total_bytes"]), f
+
+    def still(device: Device, provider: TextureProvider, options: Mapping[str, Any]) -> Scene:
+        scene = mixed_scene(assets)(device, provider, options)
+        scene.camera.position, scene.camera.target = final_cam
+        return scene
+
+    assert result.frames[-1]["render_scale"] == 1.0  # settled: no upscale in the picture
+    static = run_scene(still, frames=1, size=(W, H), device=device, provider="static",
+                       budget="256MiB")
+    assert compare(result.image, static.image).ok, compare(result.image, static.image)
 
 
 # ---------------------------------------------------------------------- (c) pure policy

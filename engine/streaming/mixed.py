@@ -276,6 +276,7 @@ class MixedTextureProvider:
         return replace(st, resident_bytes=st.resident_bytes + extra_res,
                        wanted_bytes=st.wanted_bytes + extra_want,
                        min_bytes=st.min_bytes + extra_min,
+                       pending_uploads=st.pending_uploads + (vts.stats.in_hand if vts else 0),
                        textures=len(self._entries))
 
     def release(self) -> None:
