@@ -179,6 +179,7 @@ class FrameLoop:
         # last frame (a hook, a key, another thread) is answered by this very frame, targets
         # shrink before the scene is drawn into them, and the streamer plans its evictions and
         # loads against the pool just granted for this budget, not last frame's.
+        self.renderer.reserve(self.scene)  # per-frame buffers sized before the split
         budget = self.governor.budget_bytes
         allocation = decision = None
         if self.reaction is not None:

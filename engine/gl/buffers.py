@@ -134,6 +134,13 @@ class FrameRing:
         self.device.release(self)
         self._allocate(_round_up(new, self.align))
 
+    def reserve(self, nbytes: int) -> None:
+        """Grow now, if a frame of `nbytes` would not fit a slice: the frame loop calls this
+        before the budget is split, so the ring's growth is fixed memory the split sees
+        instead of an allocation in the middle of a frame whose budget is already spent."""
+        if nbytes > self.slice_bytes:
+            self._grow(nbytes)
+
     # ------------------------------------------------------------------ per frame
     def _fence_signalled(self, fence: RingFence, timeout_ns: int) -> bool:
         status = raw_of(self.device).glClientWaitSync(C.c_void_p(fence.sync),

@@ -498,6 +498,10 @@ class BatchedPass:
         self._cull_key, self._cull_result = key, visible
         return visible
 
+    def reserve(self, objects: int, textures: int) -> None:
+        """Size the frame ring for every object visible (the most a frame can write)."""
+        self.ring.reserve(FrameLayout.of(objects, textures, self.ring.align).end)
+
     def draw(self, objects: ObjectArrays, program: Any, view_proj: np.ndarray,
              cull: bool = True) -> BatchStats:
         """Cull, pack, write and draw every object with `program` into the bound

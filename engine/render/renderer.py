@@ -268,6 +268,13 @@ class Renderer:
                          viewport=(w, h), render_scale=self.render_scale, centers=centers,
                          radii=radii, uv_density=density, texture_ids=ids)
 
+    def reserve(self, scene: Scene) -> None:
+        """Make now the per-frame memory the next frames of `scene` can need (the batched
+        path's frame ring at every object visible): called before the governor splits the
+        budget, so it is fixed memory in the split, never a surprise mid-frame."""
+        if self._batch is not None:
+            self._batch.reserve(len(scene.instances), self.provider.stats().textures)
+
     def render(self, scene: Scene) -> None:
         """The scene pass into the HDR targets (GPU time measured from here to the end of
         `present`)."""
