@@ -11,6 +11,13 @@
 #endif
 #include "objects.glsl"
 #include "mipdebug.glsl"
+// VT_SLOTS (defined by the renderer): bit s set when slot s (albedo, normal,
+// roughness-metal) of some object is a virtual texture. Only those slots get vt_sample code:
+// llvmpipe runs both sides of every branch with masks, so a slot's vt_sample would cost
+// every pixel of the scene even where no object has a virtual texture there.
+#ifndef VT_SLOTS
+#define VT_SLOTS 0
+#endif
 #include "vt_sample.glsl"
 #include "brdf.glsl"
 
@@ -69,17 +76,23 @@ vec4 sample_clamped(sampler2D s, vec2 uv, vec2 dx, vec2 dy, float min_lod) {
 // picture as the whole texture once its tiles are resident.
 vec4 sample_albedo(ObjectData o, vec2 uv, vec2 dx, vec2 dy, vec3 vt_lod) {
     float min_lod = textures[o.tex.x].lod.x;
+#if (VT_SLOTS & 1) != 0
     if (v_vt.x != 0u) return vt_sample_at(v_vt.x - 1u, uv, max(vt_lod.x, min_lod));
+#endif
     return sample_clamped(ALBEDO_TEX, uv, dx, dy, min_lod);
 }
 vec4 sample_normal(ObjectData o, vec2 uv, vec2 dx, vec2 dy, vec3 vt_lod) {
     float min_lod = textures[o.tex.y].lod.x;
+#if (VT_SLOTS & 2) != 0
     if (v_vt.y != 0u) return vt_sample_at(v_vt.y - 1u, uv, max(vt_lod.y, min_lod));
+#endif
     return sample_clamped(NORMAL_TEX, uv, dx, dy, min_lod);
 }
 vec4 sample_rm(ObjectData o, vec2 uv, vec2 dx, vec2 dy, vec3 vt_lod) {
     float min_lod = textures[o.tex.z].lod.x;
+#if (VT_SLOTS & 4) != 0
     if (v_vt.z != 0u) return vt_sample_at(v_vt.z - 1u, uv, max(vt_lod.z, min_lod));
+#endif
     return sample_clamped(RM_TEX, uv, dx, dy, min_lod);
 }
 
@@ -99,11 +112,15 @@ void main() {
     vec2 dx = dFdx(v_uv), dy = dFdy(v_uv);
     // Virtual slots' LODs, here in uniform control flow (flat varyings, no storage reads).
     vec3 vt_lod = vec3(0.0);
-    if (any(notEqual(v_vt, uvec3(0u)))) {
-        vt_lod = vec3(vt_lod_implicit(v_uv, ivec2(v_vt_size[0])),
-                      vt_lod_implicit(v_uv, ivec2(v_vt_size[1])),
-                      vt_lod_implicit(v_uv, ivec2(v_vt_size[2])));
-    }
+#if (VT_SLOTS & 1) != 0
+    vt_lod.x = vt_lod_implicit(v_uv, ivec2(v_vt_size[0]));
+#endif
+#if (VT_SLOTS & 2) != 0
+    vt_lod.y = vt_lod_implicit(v_uv, ivec2(v_vt_size[1]));
+#endif
+#if (VT_SLOTS & 4) != 0
+    vt_lod.z = vt_lod_implicit(v_uv, ivec2(v_vt_size[2]));
+#endif
     vec4 albedo = o.albedo_factor;
     bool has_albedo = has_texture(o, flags, FLAG_ALBEDO, o.tex.x);
     if (has_albedo) albedo *= sample_albedo(o, v_uv, dx, dy, vt_lod);

@@ -23,6 +23,7 @@ from engine.app.loop import FrameContext
 from engine.app.run import run_scene
 from engine.formats import get as format_named
 from engine.gl.device import Device
+from engine.render.batch import virtual_slots
 from engine.render.imagecompare import compare
 from engine.render.material import Material
 from engine.render.mesh import Mesh, quad
@@ -362,3 +363,16 @@ def test_settle_allowance_rebuilds_only_when_worth_it() -> None:
 
 def test_min_stream_slots_is_positive() -> None:
     assert MIN_STREAM_SLOTS >= 1
+
+
+def test_virtual_slots_name_only_the_slots_that_are_virtual() -> None:
+    """The forward program gets vt_sample code only for slots some object samples
+    virtually (measured on llvmpipe, gallery of 4 x 1024^2 at 480x270: the scene pass took
+    483 ms with code for all three slots against 171 ms with the albedo's alone, 40-74 ms
+    static; llvmpipe runs both sides of every branch)."""
+    vt = np.array([-1, 0, -1, 1], np.int32)  # provider ids 1 and 3 are virtual
+    ids = np.array([[0, -1, -1], [1, 2, -1], [2, -1, 3]], np.int32)
+    assert virtual_slots(ids, vt) == 0b101
+    assert virtual_slots(ids[:1], vt) == 0
+    assert virtual_slots(ids, None) == 0
+    assert virtual_slots(np.zeros((0, 3), np.int32), vt) == 0

@@ -188,6 +188,18 @@ class TextureState:
         return len(self.min_lod_chain)
 
 
+def virtual_slots(texture_ids: np.ndarray, vt_ids: np.ndarray | None) -> int:
+    """Bit s set when some object's texture in slot s is virtual: the forward program is
+    compiled with only those slots' vt_sample code (llvmpipe runs both sides of every branch
+    with masks, so code for a slot that is never virtual would still cost every pixel)."""
+    if vt_ids is None or not len(texture_ids):
+        return 0
+    ids = np.asarray(texture_ids)
+    lut = np.append(np.asarray(vt_ids), -1)
+    virtual = lut[np.where(ids >= 0, np.minimum(ids, len(lut) - 1), len(lut) - 1)] >= 0
+    return int(sum(1 << s for s in range(ids.shape[1]) if virtual[:, s].any()))
+
+
 def provider_gives_textures(provider: Any) -> bool:
     """Whether the tracker can reach the provider's GL textures (bindless needs them to make
     handles); a provider that only binds gets the bound path."""
@@ -339,12 +351,15 @@ class GeometryArena:
         self.device.release(self.vbo)
 
 
-def batched_source(name: str, bindless: bool, clamp_ext: bool = False) -> str:
-    """A batched shader's source, with BINDLESS (textures from handles) and LOD_CLAMP_EXT
-    (textureClampARB) defined right after #version when asked."""
+def batched_source(name: str, bindless: bool, clamp_ext: bool = False,
+                   vt_slots: int = 0) -> str:
+    """A batched shader's source, with BINDLESS (textures from handles), LOD_CLAMP_EXT
+    (textureClampARB) and VT_SLOTS (bit s: slot s may be a virtual texture, sampled through
+    vt_sample) defined right after #version when asked."""
     src = shaders.load(name)
     defines = ("#define BINDLESS 1\n" if bindless else "") + \
-        ("#define LOD_CLAMP_EXT 1\n" if clamp_ext else "")
+        ("#define LOD_CLAMP_EXT 1\n" if clamp_ext else "") + \
+        (f"#define VT_SLOTS {int(vt_slots)}\n" if vt_slots else "")
     if not defines:
         return src
     first, _, rest = src.partition("\n")
@@ -517,7 +532,13 @@ class BatchedPass:
             groups = [(0, len(order))] if len(order) else []
         else:
             handles = None
-            perm, bounds = texture_set_order(objects.texture_ids[visible], tstate.count)
+            ids = objects.texture_ids[visible]
+            if tstate.vt_ids is not None:
+                # virtual slots bind nothing of their own (the page cache is bound once):
+                # objects differing only in virtual textures share one draw
+                ids = np.where(ids >= 0, np.append(tstate.vt_ids, -1)[ids], -1)
+                ids = np.where(ids >= 0, -1, objects.texture_ids[visible])
+            perm, bounds = texture_set_order(ids, tstate.count)
             order = visible[perm]
             groups = [(int(a), int(b)) for a, b in pairwise(bounds)]
         data, layout = self._frame_data(objects, order, tstate, handles, arena)

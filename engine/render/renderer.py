@@ -25,7 +25,13 @@ from ..gl.timing import GpuTimer
 from ..resolution.targets import RenderTargetSet, ResizeEvent, default_targets_spec
 from ..resolution.targets_spec import TargetSpec, TargetsSpec
 from ..streaming.contract import FrameView, TextureProvider, VirtualTextureHost
-from .batch import BatchedPass, TextureMode, batched_source, provider_gives_textures
+from .batch import (
+    BatchedPass,
+    TextureMode,
+    batched_source,
+    provider_gives_textures,
+    virtual_slots,
+)
 from .camera import mat_to_numpy
 from .material import Material
 from .scene import MAX_POINT_LIGHTS, Scene
@@ -183,16 +189,30 @@ class Renderer:
         use_bindless = self.texture_mode == "bindless"
         clamp_ext = "GL_ARB_sparse_texture_clamp" in self.device.caps.extensions \
             and self.settings.clamp_ext
-        prog = self.device.program(
-            vertex_shader=batched_source("forward.batched.vert.glsl", use_bindless),
-            fragment_shader=batched_source("forward.batched.frag.glsl", use_bindless,
-                                           clamp_ext),
-            label=f"forward.batched.{self.texture_mode}")
-        self._made.append(prog)
-        self._batched = _Program(prog)
+        self._batched_flags = (use_bindless, clamp_ext)
+        self._batched_variants: dict[int, _Program] = {}
+        self._vt_slots_key: tuple | None = None
+        self._vt_slots = 0
+        self._batched = self._batched_program(0)
         self._batch = BatchedPass(self.device, self.provider, mode=self.texture_mode,
                                   shader_clamp=self.settings.shader_lod_clamp)
         log.info("renderer: batched path, %s textures", self.texture_mode)
+
+    def _batched_program(self, vt_slots: int) -> _Program:
+        """The batched forward program for a set of slots that may be virtual (VT_SLOTS),
+        compiled the first time a scene needs it: a scene without virtual textures runs the
+        program it always ran."""
+        prog = self._batched_variants.get(vt_slots)
+        if prog is None:
+            use_bindless, clamp_ext = self._batched_flags
+            raw = self.device.program(
+                vertex_shader=batched_source("forward.batched.vert.glsl", use_bindless),
+                fragment_shader=batched_source("forward.batched.frag.glsl", use_bindless,
+                                               clamp_ext, vt_slots),
+                label=f"forward.batched.{self.texture_mode}.vt{vt_slots}")
+            self._made.append(raw)
+            prog = self._batched_variants[vt_slots] = _Program(raw)
+        return prog
 
     # ------------------------------------------------------------------ properties
     @property
@@ -340,10 +360,20 @@ class Renderer:
         rows; the page cache, table and LOD proxy are bound once here."""
         assert self._batch is not None and self._batched is not None
         view_proj = self._view_proj(scene)
-        self._set_frame_uniforms(self._batched, scene, view_proj)
+        slots = 0
         if vts is not None:
-            vts.bind(self._batched.prog)
-        self._batch.draw(scene.objects, self._batched.prog, mat_to_numpy(view_proj),
+            objects = scene.objects
+            ids = self.provider.virtual_ids()
+            key = (objects.version, ids.tobytes())
+            if key != self._vt_slots_key:
+                self._vt_slots_key = key
+                self._vt_slots = virtual_slots(objects.texture_ids, ids)
+            slots = self._vt_slots
+        prog = self._batched_program(slots)
+        self._set_frame_uniforms(prog, scene, view_proj)
+        if vts is not None:
+            vts.bind(prog.prog)
+        self._batch.draw(scene.objects, prog.prog, mat_to_numpy(view_proj),
                          cull=self.settings.cull)
 
     def _render_per_object(self, scene: Scene, vts: Any | None = None) -> None:
