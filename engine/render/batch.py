@@ -517,30 +517,48 @@ class BatchedPass:
         """Size the frame ring for every object visible (the most a frame can write)."""
         self.ring.reserve(FrameLayout.of(objects, textures, self.ring.align).end)
 
+    def _order(self, objects: ObjectArrays, visible: np.ndarray,
+               tstate: TextureState) -> tuple[np.ndarray, list[tuple[int, int]]]:
+        """Draw order of `visible` and its groups (one draw each): by mesh in one group
+        (bindless, none), or by texture set (bound)."""
+        if self.mode != "bound":
+            order = visible[np.argsort(objects.mesh_index[visible], kind="stable")]
+            return order, [(0, len(order))] if len(order) else []
+        ids = objects.texture_ids[visible]
+        if tstate.vt_ids is not None:
+            # virtual slots bind nothing of their own (the page cache is bound once):
+            # objects differing only in virtual textures share one draw
+            virtual = np.where(ids >= 0, np.append(tstate.vt_ids, -1)[ids], -1) >= 0
+            ids = np.where(virtual, -1, ids)
+        perm, bounds = texture_set_order(ids, tstate.count)
+        return visible[perm], [(int(a), int(b)) for a, b in pairwise(bounds)]
+
     def draw(self, objects: ObjectArrays, program: Any, view_proj: np.ndarray,
-             cull: bool = True) -> BatchStats:
+             cull: bool = True, *, vt_program: Any | None = None,
+             vt_objects: np.ndarray | None = None) -> BatchStats:
         """Cull, pack, write and draw every object with `program` into the bound
-        framebuffer (the caller set the program's per-frame uniforms and the state)."""
+        framebuffer (the caller set the program's per-frame uniforms and the state).
+        With `vt_program` and `vt_objects` (per object: samples a virtual texture), those
+        objects are drawn after the others with `vt_program`: llvmpipe runs both sides of
+        every branch, so the page-cache sampling would otherwise cost every pixel of the
+        scene, not only the virtual textures' own."""
         st = BatchStats(objects=objects.count)
         arena = self._arena_for(objects)
         visible = self._visible(objects, view_proj, cull)
         tstate = self.textures.state()
-        groups: list[tuple[int, int]] = []
-        if self.mode != "bound":
-            handles = self._handle_array(tstate) if self.mode == "bindless" else None
-            order = visible[np.argsort(objects.mesh_index[visible], kind="stable")]
-            groups = [(0, len(order))] if len(order) else []
+        handles = self._handle_array(tstate) if self.mode == "bindless" else None
+        split_vt = vt_program is not None and vt_objects is not None \
+            and bool(np.asarray(vt_objects)[visible].any())
+        if split_vt:
+            virt = np.asarray(vt_objects, bool)[visible]
+            order_a, groups = self._order(objects, visible[~virt], tstate)
+            order_b, groups_b = self._order(objects, visible[virt], tstate)
+            n_plain = len(groups)
+            groups += [(a + len(order_a), b + len(order_a)) for a, b in groups_b]
+            order = np.concatenate([order_a, order_b])
         else:
-            handles = None
-            ids = objects.texture_ids[visible]
-            if tstate.vt_ids is not None:
-                # virtual slots bind nothing of their own (the page cache is bound once):
-                # objects differing only in virtual textures share one draw
-                ids = np.where(ids >= 0, np.append(tstate.vt_ids, -1)[ids], -1)
-                ids = np.where(ids >= 0, -1, objects.texture_ids[visible])
-            perm, bounds = texture_set_order(ids, tstate.count)
-            order = visible[perm]
-            groups = [(int(a), int(b)) for a, b in pairwise(bounds)]
+            order, groups = self._order(objects, visible, tstate)
+            n_plain = len(groups)
         data, layout = self._frame_data(objects, order, tstate, handles, arena)
         st.visible = len(order)
         if not len(order):
@@ -555,7 +573,6 @@ class BatchedPass:
         bind_storage(self.device, 0, self.ring.glo, offset, layout.textures)
         bind_storage(self.device, 1, self.ring.glo, offset + layout.textures,
                      layout.commands - layout.textures)
-        vao = arena.vertex_array(program)
         cmds = data[layout.commands:layout.end].view(DRAW_COMMAND)
         base = offset + layout.commands
         bound = self.mode == "bound"
@@ -564,19 +581,27 @@ class BatchedPass:
         sets = objects.texture_ids[order[starts]].tolist() if bound and starts else []
         singles = cmds[starts].tolist() if self.direct_single and starts else []
         bind = self.provider.bind
-        with DrawSession(self.device, program.glo, vao.glo, self.ring.glo) as session:
-            for g, (a, b) in enumerate(groups):
-                if bound:
-                    for unit, tid in enumerate(sets[g]):
-                        if tid >= 0:
-                            bind(tid, unit)
-                            st.texture_binds += 1
-                # base_instance is the row index, so a group's commands read rows a..b-1
-                if b - a == 1 and self.direct_single:
-                    session.direct_values(*singles[g])
-                else:
-                    session.indirect(base + a * DRAW_COMMAND.itemsize, b - a)
-                st.draw_calls += 1
+        parts = [(program, range(n_plain))]
+        if n_plain < len(groups):
+            parts.append((vt_program, range(n_plain, len(groups))))
+        for prog, group_ids in parts:
+            if not len(group_ids):
+                continue
+            vao = arena.vertex_array(prog)
+            with DrawSession(self.device, prog.glo, vao.glo, self.ring.glo) as session:
+                for g in group_ids:
+                    a, b = groups[g]
+                    if bound:
+                        for unit, tid in enumerate(sets[g]):
+                            if tid >= 0:
+                                bind(tid, unit)
+                                st.texture_binds += 1
+                    # base_instance is the row index, so a group's commands read rows a..b-1
+                    if b - a == 1 and self.direct_single:
+                        session.direct_values(*singles[g])
+                    else:
+                        session.indirect(base + a * DRAW_COMMAND.itemsize, b - a)
+                    st.draw_calls += 1
         self.ring.end_frame()
         st.handles = len(self.bindless) if self.bindless is not None else 0
         self.stats = st

@@ -193,6 +193,7 @@ class Renderer:
         self._batched_variants: dict[int, _Program] = {}
         self._vt_slots_key: tuple | None = None
         self._vt_slots = 0
+        self._vt_objects = np.zeros(0, bool)
         self._batched = self._batched_program(0)
         self._batch = BatchedPass(self.device, self.provider, mode=self.texture_mode,
                                   shader_clamp=self.settings.shader_lod_clamp)
@@ -360,21 +361,29 @@ class Renderer:
         rows; the page cache, table and LOD proxy are bound once here."""
         assert self._batch is not None and self._batched is not None
         view_proj = self._view_proj(scene)
-        slots = 0
+        self._set_frame_uniforms(self._batched, scene, view_proj)
+        vt_prog = vt_objects = None
         if vts is not None:
+            # objects with a virtual texture are drawn with a program that has vt_sample
+            # code for the slots they need; the others with the plain one
             objects = scene.objects
             ids = self.provider.virtual_ids()
             key = (objects.version, ids.tobytes())
             if key != self._vt_slots_key:
                 self._vt_slots_key = key
                 self._vt_slots = virtual_slots(objects.texture_ids, ids)
-            slots = self._vt_slots
-        prog = self._batched_program(slots)
-        self._set_frame_uniforms(prog, scene, view_proj)
-        if vts is not None:
-            vts.bind(prog.prog)
-        self._batch.draw(scene.objects, prog.prog, mat_to_numpy(view_proj),
-                         cull=self.settings.cull)
+                lut = np.append(np.asarray(ids), -1)
+                tex = objects.texture_ids
+                self._vt_objects = (lut[np.where(tex >= 0, tex, -1)] >= 0).any(axis=1) \
+                    if len(tex) else np.zeros(0, bool)
+            if self._vt_slots:
+                vt_prog = self._batched_program(self._vt_slots)
+                self._set_frame_uniforms(vt_prog, scene, view_proj)
+                vts.bind(vt_prog.prog)
+                vt_objects = self._vt_objects
+        self._batch.draw(scene.objects, self._batched.prog, mat_to_numpy(view_proj),
+                         vt_program=vt_prog.prog if vt_prog is not None else None,
+                         vt_objects=vt_objects, cull=self.settings.cull)
 
     def _render_per_object(self, scene: Scene, vts: Any | None = None) -> None:
         """The old path: uniforms and a draw call per object (the benchmark baseline)."""
