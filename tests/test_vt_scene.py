@@ -368,8 +368,9 @@ def test_min_stream_slots_is_positive() -> None:
 def test_virtual_slots_name_only_the_slots_that_are_virtual() -> None:
     """The forward program gets vt_sample code only for slots some object samples
     virtually (measured on llvmpipe, gallery of 4 x 1024^2 at 480x270: the scene pass took
-    483 ms with code for all three slots against 171 ms with the albedo's alone, 40-74 ms
-    static; llvmpipe runs both sides of every branch)."""
+    483 ms with code for all three slots in one program for every object, 171 ms with the
+    albedo's alone, 24 ms with that program for the virtual objects only, 22 ms static;
+    llvmpipe runs both sides of every branch)."""
     vt = np.array([-1, 0, -1, 1], np.int32)  # provider ids 1 and 3 are virtual
     ids = np.array([[0, -1, -1], [1, 2, -1], [2, -1, 3]], np.int32)
     assert virtual_slots(ids, vt) == 0b101
