@@ -137,6 +137,29 @@ def test_mixed_scene_settles_to_the_all_resident_picture(device: Device, assets)
     assert not compare(early.image, static.image).ok
 
 
+def test_whole_level_feedback_pass_with_virtual_textures_in_the_mix(device: Device,
+                                                                    assets) -> None:
+    """The whole-level GPU feedback pass (`feedback=True`) names composite ids; the mixed
+    provider hands the streamer its own ids' share, and the picture still settles."""
+    factory = mixed_scene(assets)
+    seen: list[np.ndarray] = []
+
+    def hook(ctx: FrameContext) -> None:
+        fb = ctx.provider.streamer.feedback_mips
+        if fb is not None:
+            seen.append(fb.copy())
+
+    run = run_scene(factory, frames=8, size=(W, H), device=device, provider="streaming",
+                    budget="256MiB", deterministic=True, streamer=MIXED, feedback=True,
+                    on_frame=[hook])
+    static = run_scene(factory, frames=1, size=(W, H), device=device, provider="static",
+                       budget="256MiB")
+    assert_no_leaks(run)
+    assert seen and all(len(f) == 4 for f in seen)  # the four whole-level textures only
+    assert np.isfinite(seen[-1]).all()  # each of them seen by the feedback pass
+    assert compare(run.image, static.image).ok
+
+
 def test_off_streams_everything_by_whole_levels(device: Device, assets) -> None:
     """virtual="off": the plain streamer, and the same settled picture."""
     factory = mixed_scene(assets)

@@ -120,6 +120,9 @@ class MixedTextureProvider:
         self._output_px = 0
         self._pool = 0
         self.vt_allowance = 0
+        self._table_cache: tuple[tuple[int, int], ResidentTextures] | None = None
+        self._whole_index = np.zeros(0, np.intp)
+        self._whole_sids = np.zeros(0, np.intp)
         streamer.shared_bytes = lambda: self.vts.nbytes if self.vts is not None else 0
 
     # ------------------------------------------------------------------ registration
@@ -208,6 +211,9 @@ class MixedTextureProvider:
         """Per composite id finest level (the whole-level feedback pass): the streamer's
         ids' share of it."""
         lv = np.asarray(levels, np.float64)
+        if self.vts is None:  # the same ids
+            self.streamer.set_feedback(lv)
+            return
         ids = np.asarray(self._whole_ids, np.intp)
         out = np.full(len(ids), np.inf)
         ok = ids < len(lv)
@@ -252,6 +258,15 @@ class MixedTextureProvider:
         """The streamer's table spread over the composite ids; virtual ids hold no GL
         texture of their own (None) and no clamp."""
         table = self.streamer.resident_textures()
+        if self.vts is None:  # every id is the streamer's own, in the same order
+            return table
+        key = (table.version, len(self._entries))
+        if self._table_cache is not None and self._table_cache[0] == key:
+            cached = self._table_cache[1]
+            # the clamps move every frame while levels fade in; the texture list does not
+            min_lod = cached.min_lod.copy()
+            min_lod[self._whole_index] = np.asarray(table.min_lod)[self._whole_sids]
+            return ResidentTextures(table.version, cached.textures, cached.finest, min_lod)
         n = len(self._entries)
         texs: list[Any] = [None] * n
         finest = np.zeros(n, np.float32)
@@ -262,7 +277,12 @@ class MixedTextureProvider:
                 texs[cid] = table.textures[sid]
                 finest[cid] = table.finest[sid]
                 min_lod[cid] = table.min_lod[sid]
-        return ResidentTextures(table.version, texs, finest, min_lod)
+        out = ResidentTextures(table.version, texs, finest, min_lod)
+        self._whole_index = np.asarray(self._whole_ids, np.intp)
+        self._whole_sids = np.asarray([self._entries[c].index for c in self._whole_ids],
+                                      np.intp)
+        self._table_cache = (key, out)
+        return out
 
     def end_frame(self) -> None:
         self.streamer.end_frame()
