@@ -26,6 +26,7 @@ from engine.streaming.policy import (
     plan_fits,
     predict_prefetch,
     resident_bytes,
+    tail_reserve,
     update_state,
     wanted_bytes,
 )
@@ -89,9 +90,10 @@ def test_prefetch_never_pushes_out_a_visible_level() -> None:
     assert (state.resident_base[4:] < table.tail_base[4:]).any()
 
 
-def test_prefetch_outranks_recent_and_is_not_wanted_bytes() -> None:
-    """A recently seen texture's detail gives way to a prefetched one's; the prefetch target
-    never enters what the screen is said to want."""
+def test_prefetch_fills_free_room_only_and_is_not_wanted_bytes() -> None:
+    """A prediction streams into free memory and evicts nothing, not even a recently seen
+    texture's detail (evicting for a guess, then evicting the guess, is churn); with room it
+    reaches its prefetch target. The prefetch target never enters what the screen wants."""
     table = table_of(3)
     config = PolicyConfig(evict_delay_frames=1000, recent_frames=1000)
     state = StreamerState.initial(table)
@@ -102,18 +104,25 @@ def test_prefetch_outranks_recent_and_is_not_wanted_bytes() -> None:
         state = apply_ops(state, plan.ops, frame / 60)
     assert state.resident_base[0] == 0
     # Texture 0 leaves the view (recent); texture 1 is predicted; texture 2 stays unseen.
-    pool = resident_bytes(state, table) + int(table.storage[0, 0])  # little spare room
+    spare = int(table.storage[0, 1])  # room for texture 1's levels 1.., not its level 0
+    pool = resident_bytes(state, table) + spare + tail_reserve(table, config)
     wanted_before = None
     for frame in range(20, 80):
         state, plan = step(state, table, np.full(3, np.inf), np.zeros(3, bool), frame, pool,
                            config, prefetch=np.array([np.inf, 0.0, np.inf]))
         check_hard_budget(plan, pool)
+        assert not plan.evictions  # a prediction pushes nothing out
         wanted_before = wanted_before or wanted_bytes(state, table)
         assert wanted_bytes(state, table) == wanted_before  # target untouched by prefetch
         state = apply_ops(state, plan.ops, frame / 60)
-    assert state.resident_base[1] == 0  # the prediction got its detail...
-    assert state.resident_base[0] > 0  # ...from the recently visible texture
+    assert state.resident_base[0] == 0  # the recent texture kept its detail
+    assert 0 < state.resident_base[1] < table.tail_base[1]  # the prediction got the free room
     assert state.resident_base[2] == table.tail_base[2]
+    for frame in range(80, 100):  # with room, the prediction reaches its target
+        state, plan = step(state, table, np.full(3, np.inf), np.zeros(3, bool), frame,
+                           1 << 30, config, prefetch=np.array([np.inf, 0.0, np.inf]))
+        state = apply_ops(state, plan.ops, frame / 60)
+    assert state.resident_base[1] == 0
 
 
 def test_prefetch_requests_are_bounded() -> None:

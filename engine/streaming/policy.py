@@ -34,7 +34,8 @@ Rules, each one exactly true of every plan (tests/test_streaming_policy.py):
   other back and forth. A visible level moreover yields only to a load that beats it on more
   than size (tier, recency, needed, acceptable): equally needed visible levels are not
   traded for a few bytes.
-- Only VISIBLE and PREFETCH levels are loaded. RECENT textures keep what they hold (turning
+- Only VISIBLE and PREFETCH levels are loaded, and a PREFETCH load only into free room (it
+  evicts nothing, not even RECENT detail). RECENT textures keep what they hold (turning
   back is free) but lost detail is not streamed back until they are seen or predicted again:
   on the wall, reloading recently seen textures into room a visible load had just made, and
   evicting them again for the next one, was most of the re-uploads (measured: 144 of 186 at
@@ -459,13 +460,17 @@ class _Planner:
 
     def try_load(self, t: int) -> bool:
         """Add the load of t's next finer level, evicting strictly less important levels
-        if that is what makes it fit; all or nothing."""
+        if that is what makes it fit; all or nothing. A prefetch load only fills free room:
+        evicting for a guess, then evicting the guess for what is really seen, was churn
+        (re-uploads) under tight budgets."""
         entries = self.entries + [("l", t)]
         if self.fits(entries, self.evict_to):
             self.entries = entries
             self.loaded.add(t)
             return True
         key = self.importance(t, self.res[t] - 1)
+        if key[0] < Tier.VISIBLE:
+            return False
         new: list[tuple[str, int]] = []
         trial_evict = dict(self.evict_to)
         popped = []
