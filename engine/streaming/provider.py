@@ -31,6 +31,7 @@ from ..gl.textures import GpuTexture
 from ..memory.sizes import level_bytes
 from .backends import CATEGORY, ReallocBackend, SparseBackend, Streamed, Uploader
 from .cache import LevelCache
+from .handles import HandleCache, read_level
 from .contract import FrameView, Residency, ResidentTextures
 from .estimator import CameraInput, InstanceArrays, TextureArrays, estimate_mips
 from .feedback import combine
@@ -43,6 +44,7 @@ from .policy import (
     apply_ops,
     fade_min_lod,
     make_plan,
+    predict_prefetch,
     resident_bytes,
     tail_base_level,
     update_state,
@@ -136,6 +138,8 @@ class TextureStreamer:
         self._frame = 0
         self._t0 = clock()
         self.cache = LevelCache(cfg.ram_cache_bytes)
+        self.handles = HandleCache(64)  # open files, least recently used closed first
+        self._prev_camera: CameraInput | None = None
         if io is not None:
             self.io: LevelSource = io(self._read, self.cache)
         elif cfg.io_workers == 0:
@@ -185,8 +189,14 @@ class TextureStreamer:
         return self._ids[key]
 
     def _read(self, tid: int, level: int) -> bytes:
-        """Worker-thread reader: only file I/O and decompression, never GL."""
-        return self.items[tid].tf.read_level_all(level)
+        """Worker-thread reader: only file I/O and decompression, never GL. Plain KTX2 levels
+        are read through the open-file LRU (a bounded number of descriptors, no open/close
+        per read); anything else the usual way."""
+        return read_level(self.items[tid].tf, level, self.handles)
+
+    def resident_levels(self) -> np.ndarray:
+        """Finest resident level per texture: what is in memory (`residency` adds the fade)."""
+        return np.array([it.base for it in self.items], np.int32)
 
     def _rebuild(self) -> None:
         count = len(self.items)
@@ -265,19 +275,35 @@ class TextureStreamer:
         now = self.clock() - self._t0
         self.uploader.begin_frame()
         self._drain_reads()
-        est = self._estimate(view)
+        inst, cam = self._frame_inputs(view)
+        est = estimate_mips(inst, self._tex_arrays, cam, self.mip_bias)
         mip, visible = est.mip, est.visible
         if self.feedback_mips is not None:
             mip, visible = combine(mip, visible, self.feedback_mips, self.mip_bias)
-        state = update_state(self._state, self._table, mip, visible, view.frame, self.config)
+        # Prefetch (policy tiers): the camera a moment ahead and the view's neighbours; the
+        # baselines have no such notion, so they run without it.
+        prefetch = None
+        if self.config.prefetch and self.config.policy == "tiered":
+            prefetch = predict_prefetch(inst, self._tex_arrays, cam, self._prev_camera,
+                                        global_bias=self.mip_bias)
+        self._prev_camera = cam
+        state = update_state(self._state, self._table, mip, visible, view.frame, self.config,
+                             prefetch)
         failed = self._failed
         state.target[failed] = np.maximum(state.target[failed], state.resident_base[failed])
+        if state.prefetch_target is not None:
+            state.prefetch_target[failed] = np.maximum(state.prefetch_target[failed],
+                                                       state.resident_base[failed])
         self._state = state
         self._execute(now)
         self._fade(now)
         self.stats_.frame_ms = (self.clock() - t_begin) * 1000.0
 
     def _estimate(self, view: FrameView):
+        inst, cam = self._frame_inputs(view)
+        return estimate_mips(inst, self._tex_arrays, cam, self.mip_bias)
+
+    def _frame_inputs(self, view: FrameView) -> tuple[InstanceArrays, CameraInput]:
         ids = view.texture_ids
         rows, cols = np.nonzero(ids >= 0)
         inst = InstanceArrays(centers=view.centers[rows], radii=view.radii[rows],
@@ -286,7 +312,7 @@ class TextureStreamer:
         cam = CameraInput(position=view.camera_pos, view_proj=vp, fovy=view.fovy,
                           viewport_height=max(1, round(view.viewport[1] / view.render_scale)),
                           render_scale=view.render_scale)
-        return estimate_mips(inst, self._tex_arrays, cam, self.mip_bias)
+        return inst, cam
 
     def _mark_failed(self, t: int) -> None:
         self.items[t].failed = True
@@ -543,6 +569,7 @@ class TextureStreamer:
 
     def release(self) -> None:
         self.io.close()
+        self.handles.close()
         for t in list(self._partials):
             self._abort_partial(t)
         for item in self.items:
