@@ -621,8 +621,8 @@ class WallProbe:
         row.update(cov.as_record())
         arrived = cov
         if isinstance(ctx.provider, TextureStreamer):
-            base = np.array([it.base for it in ctx.provider.items], np.float64)
-            arrived, _ = measure_view(view, ctx.provider, count, resident=base)
+            arrived, _ = measure_view(view, ctx.provider, count,
+                                      resident=ctx.provider.resident_levels())
         row["resident_at_wanted_fraction"] = arrived.at_wanted
         stats = ctx.provider.stats()
         row["resident_bytes"] = int(stats.resident_bytes)
@@ -634,7 +634,7 @@ class WallProbe:
             row["over_budget"] = bool(streamed > pool or stats.peak_bytes > pool
                                       or stats.budget_violations)
             row["evictions"] = int(stats.evictions)
-            base = np.array([it.base for it in ctx.provider.items])
+            base = ctx.provider.resident_levels()
             if self.finest is None:
                 self.finest, self.last_base = base.copy(), base.copy()
             # A load of a level that was resident before (at or coarser than the finest
