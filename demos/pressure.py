@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from engine.app.loop import FrameContext, FrameHook
+
 STREAMED = "texture.streamed"  # the streamer's ledger category
 
 LOW = 0.4

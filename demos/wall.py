@@ -29,11 +29,11 @@ from typing import Any
 import numpy as np
 from pyglm import glm
 
+from engine.app.loop import FrameContext, FrameHook
 from engine.gl.device import Device
 from engine.render.camera import Camera
 from engine.render.material import Material
 from engine.render.mesh import Mesh, quad
-from engine.app.loop import FrameContext, FrameHook
 from engine.render.scene import Scene
 from engine.streaming.contract import TextureProvider
 from engine.streaming.metrics import CutTracker, measure_view
@@ -117,8 +117,8 @@ class WallScript:
     def __init__(self, grid: Grid, texture_size: int, viewport_height: int, *, cuts: int = 1,
                  seed: int = 11, aspect: float = ASPECT, duration: float | None = None,
                  pan_images: int = 6) -> None:
-        self._args = dict(texture_size=texture_size, cuts=cuts, seed=seed, aspect=aspect,
-                          duration=duration, pan_images=pan_images)
+        self._args = {"texture_size": texture_size, "cuts": cuts, "seed": seed,
+                      "aspect": aspect, "duration": duration, "pan_images": pan_images}
         self.viewport_height = viewport_height
         self.grid = grid
         far = overview_distance(grid, aspect)

@@ -35,7 +35,6 @@ from pathlib import Path
 import numpy as np
 
 from engine import assets
-
 from engine.formats import get as get_format
 from engine.textures.cachedir import cache_root
 from engine.textures.encode import encode_image

@@ -10,7 +10,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyglm import glm
 
-from engine.streaming.estimator import CameraInput, InstanceArrays, TextureArrays, estimate_mips
+from engine.streaming.estimator import (
+    CameraInput,
+    InstanceArrays,
+    TextureArrays,
+    estimate_mips,
+)
 from engine.streaming.policy import (
     PolicyConfig,
     PrefetchConfig,

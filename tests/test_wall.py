@@ -2,15 +2,12 @@
 from __future__ import annotations
 
 import math
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
 import pytest
 from pyglm import glm
-
-import engine.textures as textures
-from engine.streaming.estimator import CameraInput, InstanceArrays, TextureArrays, estimate_mips
-from engine.textures.decode import decode_rgba
 
 from demos.wall import (
     CELL,
@@ -22,6 +19,14 @@ from demos.wall import (
     full_size_distance,
 )
 from demos.wall_assets import WallLayout, assignment, wall_textures
+from engine import textures
+from engine.streaming.estimator import (
+    CameraInput,
+    InstanceArrays,
+    TextureArrays,
+    estimate_mips,
+)
+from engine.textures.decode import decode_rgba
 
 
 def cam_input(x: float, y: float, d: float, h: int, aspect: float = 16 / 9) -> CameraInput:
@@ -120,7 +125,7 @@ def test_assignment_is_a_permutation_independent_of_count() -> None:
     assert len(set(picks)) == 900  # every window once before any repeats
     assert assignment(5, 36, layout) == picks[5]
     # neighbours come from different canvases (photos, crops, colours)
-    assert sum(a[0] == b[0] for a, b in zip(picks, picks[1:])) < 900 // 10
+    assert sum(a[0] == b[0] for a, b in pairwise(picks)) < 900 // 10
 
 
 def test_generated_textures_are_distinct_photographs(tmp_path: Path) -> None:
@@ -136,7 +141,7 @@ def test_generated_textures_are_distinct_photographs(tmp_path: Path) -> None:
         tf = textures.open(p)
         assert tf.format == "BC7_SRGB" and len(tf.levels) == 7 and tf.width == 64
         images.append(decode_rgba(tf, 0)[..., :3].astype(np.float64))
-    for a, b in zip(images, images[1:]):
+    for a, b in pairwise(images):
         assert np.abs(a - b).mean() > 10  # neighbours are different pictures
     tf = textures.open(assets.paths[0])
     lvl0 = images[0]

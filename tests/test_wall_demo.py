@@ -32,7 +32,7 @@ def test_wall_under_a_binding_budget(device: Device, wall_cache: Path) -> None:
     probe = wall_flight(device, PROFILE, use_wall_streamer("tiered", pool), pace=True,
                         cache_dir=wall_cache)
     rows = probe.rows
-    assert getattr(probe, "leaked") == 0
+    assert probe.leaked == 0
     assert not any(r["over_budget"] for r in rows)
     assert max(r["resident_bytes"] for r in rows) <= pool
     # The budget binds: detail was evicted and some frames had less than the screen wanted.
@@ -80,7 +80,7 @@ def test_demo_wall_headless_reports_its_metrics(demo_env: dict[str, str], tmp_pa
     data = json.loads(report.read_text())
     assert data["summary"]["leaked_objects"] == 0
     frames = data["frames"]
-    assert [f["wall_segment"] for f in frames][0] == "overview"
+    assert frames[0]["wall_segment"] == "overview"
     assert frames[-1]["wall_segment"] == "overview-end"  # the script fits the frame count
     assert sum(f["wall_cut"] for f in frames) == 1
     for f in frames:

@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import engine.textures as textures
+from engine import textures
 from engine.errors import TextureFormatError
-from engine.memory.sizes import level_bytes
 from engine.formats import get as get_format
+from engine.memory.sizes import level_bytes
 from engine.streaming.handles import HandleCache, HeaderTable, read_level
 from engine.textures.ktx2_write import write_ktx2
 

@@ -42,13 +42,13 @@ import numpy as np
 from pyglm import glm
 
 from .. import textures
+from ..app.providers import register_provider
+from ..app.run import FrameContext, SceneFactory, run_scene
+from ..demos.gallery_assets import gallery_textures
 from ..gl.device import Device
 from ..memory.sizes import format_bytes, texture_bytes
 from ..render.camera import mat_to_numpy
 from ..streaming.contract import TEXTURE_SLOTS, FrameView
-from ..demos.gallery_assets import gallery_textures
-from ..app.run import FrameContext, SceneFactory, run_scene
-from ..app.providers import register_provider
 from ..streaming.provider import TextureStreamer
 from ..textures.quality import psnr
 from .common import SuiteResult
@@ -763,9 +763,9 @@ def _wall_rows(device: Device, profile: WallProfile) -> tuple[list[dict], list[s
 
     assets = wall_textures(profile.count, profile.texture_size)
     rows: list[dict] = []
-    notes: list[str] = [f"wall profile '{profile.name}': {profile.count} x "
-                        f"{profile.texture_size}^2 BC7, {profile.size[0]}x{profile.size[1]}, "
-                        f"{profile.frames} frames, {profile.cuts} cut(s): {profile.why}"]
+    notes: list[str] = [(f"wall profile '{profile.name}': {profile.count} x "
+                         f"{profile.texture_size}^2 BC7, {profile.size[0]}x{profile.size[1]}, "
+                         f"{profile.frames} frames, {profile.cuts} cut(s): {profile.why}")]
     reference = wall_flight(device, profile, "static", keep_images=True, pace=False)
     ref_images = reference.images
     notes.append("policy, budget and prefetch flights are deterministic (frame clock, inline "
@@ -888,10 +888,10 @@ def _wall_scale_rows(device: Device, profile: WallProfile) -> tuple[list[dict], 
              "streamer_rss_bytes_per_texture": (row["rss_mib"] or 0) * (1 << 20) / len(table),
              "streamer_frame_ms_p50": row["begin_frame_ms"],
              "streamer_frame_ms_p95": row["begin_frame_p95_ms"]}]
-    notes = ["scale: headers_s = bulk header registration (streaming.handles.HeaderTable, "
+    notes = [("scale: headers_s = bulk header registration (streaming.handles.HeaderTable, "
              "numpy columns) of every file, reader_s = engine.textures.open per file; "
              "streamer_register_s = TextureStreamer.register (header + GL tail) per file; "
-             "streamer frame = begin_frame on the scaling bench's grid camera"]
+             "streamer frame = begin_frame on the scaling bench's grid camera")]
     return rows, notes
 
 

@@ -104,7 +104,7 @@ def coverage(weights: np.ndarray, deficit: np.ndarray) -> Coverage:
     total = float(weights.sum())
     if total <= 0:
         return Coverage(0.0, 1.0, 0.0, 0.0)
-    frac = lambda mask: float(weights[mask].sum() / total)  # noqa: E731
+    frac = lambda mask: float(weights[mask].sum() / total)
     return Coverage(total, frac(deficit <= 0), frac(deficit == 1), frac(deficit >= 2))
 
 

@@ -54,7 +54,6 @@ hard-budget rules: whole textures with LRU eviction (Panda3D), and one global mi
 from __future__ import annotations
 
 import heapq
-import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from enum import IntEnum
@@ -527,7 +526,7 @@ def make_plan(state: StreamerState, table: TextureTable, frame: int, pool_bytes:
     if over:
         planner.recover()
     else:
-        res, tgt = state.resident_base, state.target
+        res = state.resident_base
         desired = state.desired(table)
         want = np.flatnonzero(res > desired)
         keys = [planner.importance(int(t), int(res[t]) - 1) for t in want]
