@@ -515,7 +515,12 @@ def test_palette_samples_on_gpu(device, sampler_pass, tmp_path: Path, kind: str)
 def test_swizzle_set_and_read_back(device) -> None:
     from engine.gl.swizzle import apply_swizzle, read_swizzle, swizzle_enums
     tex = device.storage_texture("L8A8", 4, 4, label="swizzle")
+    plain = device.storage_texture("RG8", 4, 4, label="plain")
     try:
+        # the device's factory sets the format's swizzle itself; plain formats keep identity
+        assert read_swizzle(device, tex.glo) == "RRRG"
+        assert read_swizzle(device, plain.glo) == "RGBA"
+        apply_swizzle(device, tex.glo, "RGBA")
         assert read_swizzle(device, tex.glo) == "RGBA"
         apply_swizzle(device, tex.glo, "RRRG")
         assert read_swizzle(device, tex.glo) == "RRRG"
@@ -523,6 +528,7 @@ def test_swizzle_set_and_read_back(device) -> None:
         assert read_swizzle(device, tex.glo) == "000R"
     finally:
         device.release(tex)
+        device.release(plain)
     for bad in ("RGB", "RGBX", "rgba"):
         with pytest.raises(ValueError):
             swizzle_enums(bad)

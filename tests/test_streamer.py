@@ -179,3 +179,17 @@ def test_big_levels_go_up_in_bands_within_budget(device, gov, tmp_path):
         assert device.ledger.total <= gov.budget_bytes
     finally:
         s.release()
+
+
+def test_preload_makes_every_texture_resident(device, files):
+    """Without any frame drawn, preload streams every chain in (the tiered policy must treat
+    the preloaded textures as visible, not as merely recent)."""
+    s = TextureStreamer(device, backend="realloc")
+    try:
+        for i, p in enumerate(files[:6]):
+            s.register(f"p{i}", p)
+        s.grant(64 << 20)
+        assert s.preload(level=0, timeout=30.0)
+        assert all(item.base == 0 for item in s.items)
+    finally:
+        s.release()

@@ -540,9 +540,13 @@ class TextureStreamer:
             todo = [t for t in ids if st.resident_base[t] > level and not self.items[t].failed]
             if not todo:
                 return True
+            # wanted now: visible in the frame the plan is made for, so the tiered policy
+            # loads them (a texture not seen this frame is only "recent": nothing streams in)
+            self._frame += 1
             st.target[todo] = level
             st.last_visible[todo] = self._frame
-            self._frame += 1
+            if st.visible is not None:
+                st.visible[todo] = True
             self.uploader.begin_frame()
             self._drain_reads()
             self._execute(self.clock() - self._t0)
