@@ -823,9 +823,15 @@ def _wall_rows(device: Device, profile: WallProfile) -> tuple[list[dict], list[s
     for label, segs in (("pan", ("pan",)), ("zoom", ("dive", "zoom-out"))):
         on = 1 - (_segment_means(main[mid].rows, "at_wanted_fraction", segs) or 1)
         off = 1 - (_segment_means(nopf.rows, "at_wanted_fraction", segs) or 1)
+        # The same on what is resident: the sampled figure includes the 0.3 s/level fade-in,
+        # which starts when a level arrives, prefetched or not.
+        on_r = 1 - (_segment_means(main[mid].rows, "resident_at_wanted_fraction", segs) or 1)
+        off_r = 1 - (_segment_means(nopf.rows, "resident_at_wanted_fraction", segs) or 1)
         rows.append({"part": "prefetch", "segment": label, "budget_pct": round(mid * 100),
                      "coarser_with": on, "coarser_without": off,
-                     "ratio": (on / off) if off else None})
+                     "ratio": (on / off) if off else None,
+                     "not_resident_with": on_r, "not_resident_without": off_r,
+                     "resident_ratio": (on_r / off_r) if off_r else None})
     other = [r["psnr"] for r in main[mid].rows
              if r["segment"] not in ("pan", "dive", "zoom-out") and "psnr" in r]
     other_off = [r["psnr"] for r in nopf.rows
