@@ -217,10 +217,10 @@ class WallNavigator:
     drag motion (pixels) and the camera follows. Zoom keeps the world point under the cursor
     fixed on screen, as map viewers do.
 
-    Hook the window needs (engine/render/window.py belongs to another module owner): glfw's
-    scroll callback -> `zoom(steps, cursor_ndc)`, cursor motion with the left button held ->
-    `drag(dx, dy)`, and `apply(camera)` each frame instead of the scripted camera once the
-    user has touched the mouse."""
+    The window (engine/app/window.py) drives it as the scene's `navigator`: glfw's scroll
+    callback -> `zoom(steps, cursor_ndc)`, cursor motion with the left button held ->
+    `drag(dx, dy)`, `follow(camera)` when the user first touches the mouse, then
+    `apply(camera)` each frame instead of the scripted camera."""
 
     x: float
     y: float
@@ -252,6 +252,10 @@ class WallNavigator:
         s = self.world_per_pixel()
         self.x -= dx_px * s
         self.y += dy_px * s
+
+    def follow(self, camera: Camera) -> None:
+        self.x, self.y = float(camera.position.x), float(camera.position.y)
+        self.distance = min(self.far, max(self.near, float(camera.position.z)))
 
     def apply(self, camera: Camera) -> None:
         camera.position = glm.vec3(self.x, self.y, self.distance)
@@ -289,6 +293,7 @@ def build(device: Device, provider: TextureProvider, options: Mapping[str, Any])
         scene.camera = Camera(fovy_deg=FOVY_DEG, near=0.01, far=10.0 * script.far)
         scene.on_update.append(lambda sc, t: script.apply(sc.camera, t))
         scene.wall_script = script  # type: ignore[attr-defined]  # hooks and the bench read it
+        scene.navigator = WallNavigator(0.0, 0.0, script.far, int(opts["viewport_height"]))
     except BaseException:
         scene.release()
         raise

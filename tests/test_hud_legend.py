@@ -86,3 +86,19 @@ def test_layout_shows_the_nvml_note_within_the_panel(device):
         assert noted.quads[0][3] > plain.quads[0][3]  # the panel grew by the line
     finally:
         hud.release()
+
+
+def test_layout_shows_the_detail_fractions_and_the_cut_time(device):
+    """The wall's per-frame metrics (screen-weighted detail at / below wanted, the time since
+    the last cut) get a HUD line when the record carries them."""
+    hud = Hud(device)
+    try:
+        still = {k: v for k, v in STATS.items() if k != "ms"}
+        plain = hud.layout((640, 360), still)
+        metrics = {"at_wanted_fraction": 0.9, "coarser_1_fraction": 0.08,
+                   "coarser_2plus_fraction": 0.02, "since_cut_s": 0.12}
+        shown = hud.layout((640, 360), {**still, **metrics})
+        expected = _glyphs("detail 90%  -1: 8%  -2+: 2%   cut +0.12 s")
+        assert len(shown.quads) - len(plain.quads) == expected
+    finally:
+        hud.release()

@@ -1,6 +1,8 @@
 """The window host: the same frame loop in a glfw window, with a fly camera and live controls.
 
 Keys: WASD/QE fly (mouse-look while the left button is held), C back to the scripted camera,
+a scene with a navigator (the wall) zooms at the cursor with the wheel and drags with the left
+button instead,
 +/- raise/lower the budget by 25% (through the governor, which owns it), H toggle the HUD,
 M toggle the mip-debug view, Esc quit. The window shows the renderer's output image (blitted),
 so what you see is exactly what the headless run would read back.
@@ -33,6 +35,7 @@ class WindowHost:
         self.frames = frames
         self.loop: FrameLoop | None = None
         self.fly: FlyCamera | None = None
+        self.navigating = False  # the user took the scene's navigator over the script
         self.hud_on = True
         self._mouse: tuple[float, float] | None = None
 
@@ -43,6 +46,7 @@ class WindowHost:
     def attach(self, loop: FrameLoop) -> None:
         self.loop = loop
         glfw.set_key_callback(self.window, self._on_key)
+        glfw.set_scroll_callback(self.window, self._on_scroll)
 
     def running(self, frame: int) -> bool:
         return not glfw.window_should_close(self.window) and (self.frames <= 0
@@ -83,9 +87,23 @@ class WindowHost:
             r.view_mode = "lit" if r.view_mode == "mip" else "mip"
         elif key == glfw.KEY_C:
             self.fly = None
+            self.navigating = False
+
+    def _on_scroll(self, window, xoffset: float, yoffset: float) -> None:
+        scene = self.loop.scene if self.loop is not None else None
+        if scene is None or scene.navigator is None or not yoffset:
+            return
+        x, y = glfw.get_cursor_pos(window)
+        w, h = glfw.get_window_size(window)
+        ndc = (2.0 * x / max(1, w) - 1.0, 1.0 - 2.0 * y / max(1, h))
+        self._take_over(scene)
+        scene.navigator.zoom(float(yoffset), ndc)
 
     def camera(self, scene: Scene) -> None:
         """Per frame: take over from the scripted path once the user moves."""
+        if scene.navigator is not None:
+            self._navigate(scene)
+            return
         move = [0.0, 0.0, 0.0]
         for key, axes in _MOVE_KEYS.items():
             if glfw.get_key(self.window, key) == glfw.PRESS:
@@ -102,3 +120,20 @@ class WindowHost:
         assert self.loop is not None
         self.fly.move(self.loop.dt, *move)
         self.fly.apply(scene.camera)
+
+    def _navigate(self, scene: Scene) -> None:
+        """A scene with a navigator: left-drag moves it, the wheel zooms (_on_scroll); once
+        touched, the navigator poses the camera instead of the scripted path."""
+        x, y = glfw.get_cursor_pos(self.window)
+        dragging = glfw.get_mouse_button(self.window, glfw.MOUSE_BUTTON_LEFT) == glfw.PRESS
+        if dragging and self._mouse is not None and (x, y) != self._mouse:
+            self._take_over(scene)
+            scene.navigator.drag(x - self._mouse[0], y - self._mouse[1])
+        self._mouse = (x, y)
+        if self.navigating:
+            scene.navigator.apply(scene.camera)
+
+    def _take_over(self, scene: Scene) -> None:
+        if not self.navigating:
+            scene.navigator.follow(scene.camera)  # from where the scripted camera is now
+            self.navigating = True

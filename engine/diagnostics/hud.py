@@ -214,6 +214,16 @@ class Hud:
         b.text(x0, y, f"scale {scale:.2f}   uploads {int(stats.get('pending_uploads', 0))}"
                       f"   frame {int(stats.get('frame', 0))}", _WHITE)
         y += lh + 2
+        if "at_wanted_fraction" in stats:  # screen-weighted detail (the wall's metrics)
+            line = (f"detail {100 * float(stats['at_wanted_fraction']):.0f}%  "
+                    f"-1: {100 * float(stats.get('coarser_1_fraction', 0)):.0f}%  "
+                    f"-2+: {100 * float(stats.get('coarser_2plus_fraction', 0)):.0f}%")
+            if stats.get("since_cut_s") is not None:
+                line += f"   cut +{float(stats['since_cut_s']):.2f} s"
+            elif stats.get("cut_to_95_s") is not None:
+                line += f"   cut->95% {float(stats['cut_to_95_s']):.2f} s"
+            b.text(x0, y, line, _WHITE)
+            y += lh + 2
         note = str(stats.get("vram_note") or "")
         if note:  # NVML's view: the GPU's free memory and the other processes holding it
             while note and b.text_width(note) > inner - b.text_width("M"):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 from pyglm import glm
@@ -73,6 +74,23 @@ class PointLight:
     range: float = 10.0
 
 
+@runtime_checkable
+class Navigator(Protocol):
+    """Camera control by mouse, as plain state a window drives: scroll steps zoom at the
+    cursor (normalised device coordinates), drags move by screen pixels, `apply` poses the
+    camera each frame once the user has taken over."""
+
+    def zoom(self, steps: float, cursor_ndc: tuple[float, float] = (0.0, 0.0)) -> None: ...
+
+    def drag(self, dx_px: float, dy_px: float) -> None: ...
+
+    def apply(self, camera: Camera) -> None: ...
+
+    def follow(self, camera: Camera) -> None:
+        """Take the camera's current pose (when the user takes over mid-flight)."""
+        ...
+
+
 @dataclass
 class Scene:
     """Everything drawn. The scene owns its meshes (it releases them); textures belong to
@@ -89,6 +107,9 @@ class Scene:
     camera_path: CameraPath | None = None
     clear_color: tuple[float, float, float] = (0.02, 0.02, 0.03)
     on_update: list[Callable[[Scene, float], None]] = field(default_factory=list)
+    #: Mouse navigation a window may offer instead of its fly camera (the wall: zoom at the
+    #: cursor, drag); None: the fly camera.
+    navigator: Navigator | None = None
 
     def add_mesh(self, mesh: Mesh) -> Mesh:
         self.meshes.append(mesh)
