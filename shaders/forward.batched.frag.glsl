@@ -20,6 +20,7 @@
 #endif
 #include "vt_sample.glsl"
 #include "brdf.glsl"
+#include "lighting.glsl"
 
 in vec3 v_world;
 in vec3 v_normal;
@@ -42,13 +43,6 @@ uniform sampler2D u_rm_tex;
 #define RM_TEX u_rm_tex
 #endif
 
-uniform vec3 u_camera_pos;
-uniform vec3 u_sun_dir;      // direction the light travels
-uniform vec3 u_sun_color;    // colour x intensity
-uniform vec3 u_ambient;
-uniform int u_point_count;
-uniform vec4 u_point_pos[4];   // xyz, range
-uniform vec3 u_point_color[4]; // colour x intensity
 uniform int u_view_mode;       // 0 lit, 1 mip debug
 
 out vec4 f_color;
@@ -147,16 +141,6 @@ void main() {
         tn.xy *= o.params.z;
         n = normalize(mat3(t, b, n) * tn);
     }
-    vec3 v = normalize(u_camera_pos - v_world);
-    vec3 color = u_ambient * albedo.rgb * (1.0 - 0.5 * metal) + o.emissive.xyz;
-    color += brdf(n, v, normalize(-u_sun_dir), albedo.rgb, rough, metal) * u_sun_color;
-    for (int i = 0; i < u_point_count; ++i) {
-        vec3 d = u_point_pos[i].xyz - v_world;
-        float dist = length(d);
-        float fall = clamp(1.0 - pow(dist / u_point_pos[i].w, 4.0), 0.0, 1.0);
-        float atten = fall * fall / (dist * dist + 1.0);
-        color += brdf(n, v, d / max(dist, 1e-4), albedo.rgb, rough, metal)
-                 * u_point_color[i] * atten;
-    }
+    vec3 color = shade(n, v_world, albedo.rgb, rough, metal, o.emissive.xyz);
     f_color = vec4(color, albedo.a);
 }

@@ -6,6 +6,7 @@
 #include "vt_sample.glsl"
 #endif
 #include "brdf.glsl"
+#include "lighting.glsl"
 
 in vec3 v_world;
 in vec3 v_normal;
@@ -24,13 +25,6 @@ uniform float u_metalness;
 uniform float u_normal_scale;
 uniform vec3 u_emissive;
 
-uniform vec3 u_camera_pos;
-uniform vec3 u_sun_dir;      // direction the light travels
-uniform vec3 u_sun_color;    // colour x intensity
-uniform vec3 u_ambient;
-uniform int u_point_count;
-uniform vec4 u_point_pos[4];   // xyz, range
-uniform vec3 u_point_color[4]; // colour x intensity
 
 uniform int u_view_mode;           // 0 lit, 1 mip debug
 uniform vec2 u_albedo_chain_size;  // level 0 of the albedo chain, in texels
@@ -78,16 +72,6 @@ void main() {
         tn.xy *= u_normal_scale;
         n = normalize(mat3(t, b, n) * tn);
     }
-    vec3 v = normalize(u_camera_pos - v_world);
-    vec3 color = u_ambient * albedo.rgb * (1.0 - 0.5 * metal) + u_emissive;
-    color += brdf(n, v, normalize(-u_sun_dir), albedo.rgb, rough, metal) * u_sun_color;
-    for (int i = 0; i < u_point_count; ++i) {
-        vec3 d = u_point_pos[i].xyz - v_world;
-        float dist = length(d);
-        float fall = clamp(1.0 - pow(dist / u_point_pos[i].w, 4.0), 0.0, 1.0);
-        float atten = fall * fall / (dist * dist + 1.0);
-        color += brdf(n, v, d / max(dist, 1e-4), albedo.rgb, rough, metal)
-                 * u_point_color[i] * atten;
-    }
+    vec3 color = shade(n, v_world, albedo.rgb, rough, metal, u_emissive);
     f_color = vec4(color, albedo.a);
 }
