@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import ctypes as C
 import logging
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from . import constants as K
+from .commands import Fence
 from .extensions import (
     SHADER_STORAGE_BUFFER,
     SHADER_STORAGE_BUFFER_OFFSET_ALIGNMENT,
@@ -39,14 +39,6 @@ log = logging.getLogger(__name__)
 #: How long a write waits for a slice the GPU still reads before giving up (ns). With three
 #: slices it never waits in practice; `waits` counts the times it had to.
 _WAIT_NS = 1_000_000_000
-
-
-@dataclass(eq=False)
-class RingFence:
-    """A GL sync object closing one slice (tracked like every other GL object)."""
-
-    sync: int
-    label: str
 
 
 def _round_up(n: int, a: int) -> int:
@@ -72,7 +64,7 @@ class FrameRing:
         self.writes = 0
         self.glo = 0
         self._ptr = 0
-        self._fences: list[RingFence | None] = []
+        self._fences: list[Fence | None] = []
         self._current = -1
         self._allocate(_round_up(max(slice_bytes, 256), self.align))
 
@@ -142,7 +134,7 @@ class FrameRing:
             self._grow(nbytes)
 
     # ------------------------------------------------------------------ per frame
-    def _fence_signalled(self, fence: RingFence, timeout_ns: int) -> bool:
+    def _fence_signalled(self, fence: Fence, timeout_ns: int) -> bool:
         status = raw_of(self.device).glClientWaitSync(C.c_void_p(fence.sync),
                                                        K.SYNC_FLUSH_COMMANDS_BIT if timeout_ns
                                                        else 0, timeout_ns)
@@ -192,16 +184,8 @@ class FrameRing:
         if old is not None:
             self.device.release(old)
             self._fences[self._current] = None
-        raw = raw_of(self.device)
-
-        def make() -> RingFence:
-            sync = raw.glFenceSync(K.SYNC_GPU_COMMANDS_COMPLETE, 0)
-            return RingFence(int(sync or 0), f"{self.label}.slice{self._current}")
-
-        fence = guarded(self.device, "frame ring fence", 0, make,
-                        lambda f: raw.glDeleteSync(C.c_void_p(f.sync)))
-        register(self.device, fence, "fence", "other", fence.label, 0, 0,
-                 lambda: raw.glDeleteSync(C.c_void_p(fence.sync)))
+        # made, tracked and released through the device like every fence
+        fence = self.device.fence(f"{self.label}.slice{self._current}")
         self._fences[self._current] = fence
 
     def release(self) -> None:

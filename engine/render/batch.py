@@ -615,3 +615,16 @@ class BatchedPass:
             self.bindless.release()
             self.bindless = None
         self.ring.release()
+
+
+def feedback_pass(device: Any, provider: Any, shader: str, label: str) -> tuple[Any, BatchedPass]:
+    """A program of `shader`.batched.{vert,frag}.glsl and a textureless BatchedPass to draw
+    it with (the feedback passes); nothing stays made if either fails."""
+    prog = device.program(vertex_shader=shaders.load(f"{shader}.batched.vert.glsl"),
+                          fragment_shader=shaders.load(f"{shader}.batched.frag.glsl"),
+                          label=f"{label}.batched")
+    try:
+        return prog, BatchedPass(device, provider, mode="none", label=label)
+    except BaseException:
+        device.release(prog)
+        raise

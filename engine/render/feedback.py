@@ -36,7 +36,7 @@ from ..gl.types import Buffer, Framebuffer, Renderbuffer, Texture, VertexArray
 from ..memory.ledger import Category
 from ..streaming.contract import TextureProvider
 from ..streaming.feedback import PIXEL_BYTES, feedback_size, reduce_feedback
-from .batch import BatchedPass
+from .batch import BatchedPass, feedback_pass
 from .camera import mat_to_numpy
 from .material import Material
 from .mesh import VERTEX_ATTRIBUTES, VERTEX_FORMAT, Mesh
@@ -142,15 +142,8 @@ class FeedbackPass:
         self._batch: BatchedPass | None = None
         self._batch_prog = None
         if batched and batched_frame_supported(device):
-            self._batch_prog = device.program(
-                vertex_shader=shaders.load("feedback.batched.vert.glsl"),
-                fragment_shader=shaders.load("feedback.batched.frag.glsl"),
-                label="feedback.batched")
-            try:
-                self._batch = BatchedPass(device, provider, mode="none", label="feedback")
-            except BaseException:
-                device.release(self._batch_prog)
-                raise
+            self._batch_prog, self._batch = feedback_pass(device, provider, "feedback",
+                                                           "feedback")
         else:
             self._pass = InstancePass(device, "feedback.frag.glsl", "feedback")
         self._slots = [_Readback() for _ in range(ring)]

@@ -17,10 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from ..gl import shaders
 from ..gl.device import Device
 from ..gl.indirect import batched_frame_supported
-from .batch import BatchedPass
+from .batch import feedback_pass
 from .scene import Scene
 
 log = logging.getLogger(__name__)
@@ -50,14 +49,7 @@ class VtFeedbackPass:
                                "(GL 4.3-class indirect draws)")
         self.device = device
         self.scale = float(scale)
-        self.prog = device.program(vertex_shader=shaders.load("vt_feedback.batched.vert.glsl"),
-                                   fragment_shader=shaders.load("vt_feedback.batched.frag.glsl"),
-                                   label="vt.feedback.batched")
-        try:
-            self.batch = BatchedPass(device, provider, mode="none", label="vt.feedback")
-        except BaseException:
-            device.release(self.prog)
-            raise
+        self.prog, self.batch = feedback_pass(device, provider, "vt_feedback", "vt.feedback")
         self.passes = 0
 
     def render(self, vts: Any, scene: Scene, render_size: tuple[int, int],
