@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.bench.streaming import WallProfile, use_wall_streamer, wall_flight
+from engine.bench.wall import WallProfile, use_wall_streamer, wall_flight
 from engine.gl.device import Device
 
 PROFILE = WallProfile("test", 24, 256, (192, 108), 160, 2, 2, 0, "CI wall test")

@@ -13,8 +13,8 @@ from pathlib import Path
 
 log = logging.getLogger(__name__)
 
-SUITES = ("accounting", "streaming", "upload", "startup", "peers", "bake", "resolution", "scaling",
-          "frame", "virtual")
+SUITES = ("accounting", "streaming", "wall", "upload", "startup", "peers", "bake", "resolution",
+          "scaling", "frame", "virtual")
 
 
 def _table(rows: list[dict]) -> str:
