@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes as C
 from dataclasses import dataclass, field
 
+from ..errors import GLError, GLOutOfMemoryError
 from ..formats import PixelFormat
 from ..memory.sizes import level_bytes, mip_dims
 from . import constants as K
@@ -101,11 +102,10 @@ def commit(device, tex: GpuTexture, lay: SparseLayout, level: int, on: bool) -> 
     raw.glBindTexture(K.TEXTURE_2D, tex.glo)
     raw.glTexPageCommitmentARB(K.TEXTURE_2D, level, 0, 0, 0, w, h, 1, 1 if on else 0)
     raw.glBindTexture(K.TEXTURE_2D, 0)
-    codes = device._drain_errors()
+    codes = device._alloc.drain_errors()
     if codes:
         if on:
             commit(device, tex, lay, level, False)
-        from ..errors import GLError, GLOutOfMemoryError
         delta = lay.level_commit_bytes[level] if level < lay.num_sparse_levels else lay.tail_bytes
         if K.OUT_OF_MEMORY in codes:
             raise GLOutOfMemoryError(f"commit of level {level} of '{tex.label}'", delta)
