@@ -33,7 +33,15 @@ from .backends import CATEGORY, ReallocBackend, SparseBackend, Streamed, Uploade
 from .cache import LevelCache
 from .handles import HandleCache, read_level
 from .contract import FrameView, Residency, ResidentTextures
-from .estimator import CameraInput, InstanceArrays, TextureArrays, estimate_mips
+from .estimator import (
+    CameraInput,
+    InstanceArrays,
+    MipEstimate,
+    PreparedInstances,
+    TextureArrays,
+    estimate_prepared,
+    prepare_instances,
+)
 from .feedback import combine
 from .inline_io import InlineLevelIO
 from .io import LevelIO, Reader, ReadResult, RequestKey
@@ -41,10 +49,11 @@ from .policy import (
     MipOp,
     StreamerState,
     TextureTable,
+    PrefetchConfig,
     apply_ops,
+    estimate_with_prefetch,
     fade_min_lod,
     make_plan,
-    predict_prefetch,
     resident_bytes,
     tail_base_level,
     update_state,
@@ -56,6 +65,18 @@ from .stats import IOStats, StreamingStats
 log = logging.getLogger(__name__)
 
 Clock = Callable[[], float]
+
+#: seconds each new level takes to fade in (fade_min_lod's default)
+_FADE_SECONDS = 0.3
+
+
+def _camera_key(cam: CameraInput | None) -> tuple | None:
+    """Everything of a camera the estimator reads, as a comparable value."""
+    if cam is None:
+        return None
+    return (np.asarray(cam.position, np.float64).tobytes(),
+            np.asarray(cam.view_proj, np.float64).tobytes(), float(cam.fovy),
+            cam.viewport_height, cam.near, cam.render_scale)
 
 
 class LevelSource(Protocol):
@@ -135,6 +156,14 @@ class TextureStreamer:
         self._state: StreamerState | None = None
         self._ready: dict[tuple[int, int], bytes] = {}
         self._lods = np.zeros(0, np.float32)
+        # per texture, when its last load completed (-inf: never): only those loaded within
+        # one fade chain can be fading, so _fade looks at those rows alone
+        self._load_time = np.zeros(0, np.float64)
+        # Per-frame work skipped while its inputs stay the same (_prepared, _estimate_frame):
+        # (texture arrays, copies of the view's instance arrays, prepared instances) and
+        # (key of everything the estimate reads, estimate, prediction).
+        self._prep_cache: tuple[Any, tuple[np.ndarray, ...], PreparedInstances] | None = None
+        self._est_cache: tuple[tuple, MipEstimate, np.ndarray | None] | None = None
         self._frame = 0
         self._t0 = clock()
         self.cache = LevelCache(cfg.ram_cache_bytes)
@@ -218,6 +247,9 @@ class TextureStreamer:
             new.level_times[:n, :m] = old.level_times[:, :m]
         self._state = new
         self._lods = np.resize(self._lods, count)
+        load_time = np.full(count, -np.inf)
+        load_time[:min(count, len(self._load_time))] = self._load_time[:count]
+        self._load_time = load_time
         self._failed = np.array([it.failed for it in self.items], bool)
         self._size_ring()
         self._tex_arrays = TextureArrays(
@@ -275,17 +307,11 @@ class TextureStreamer:
         now = self.clock() - self._t0
         self.uploader.begin_frame()
         self._drain_reads()
-        inst, cam = self._frame_inputs(view)
-        est = estimate_mips(inst, self._tex_arrays, cam, self.mip_bias)
+        cam = self._camera(view)
+        est, prefetch = self._estimate_frame(self._prepared(view), cam)
         mip, visible = est.mip, est.visible
         if self.feedback_mips is not None:
             mip, visible = combine(mip, visible, self.feedback_mips, self.mip_bias)
-        # Prefetch (policy tiers): the camera a moment ahead and the view's neighbours; the
-        # baselines have no such notion, so they run without it.
-        prefetch = None
-        if self.config.prefetch and self.config.policy == "tiered":
-            prefetch = predict_prefetch(inst, self._tex_arrays, cam, self._prev_camera,
-                                        global_bias=self.mip_bias)
         self._prev_camera = cam
         state = update_state(self._state, self._table, mip, visible, view.frame, self.config,
                              prefetch)
@@ -299,20 +325,56 @@ class TextureStreamer:
         self._fade(now)
         self.stats_.frame_ms = (self.clock() - t_begin) * 1000.0
 
-    def _estimate(self, view: FrameView):
-        inst, cam = self._frame_inputs(view)
-        return estimate_mips(inst, self._tex_arrays, cam, self.mip_bias)
+    def _estimate(self, view: FrameView) -> MipEstimate:
+        return estimate_prepared(self._prepared(view), self._camera(view), self.mip_bias)
 
     def _frame_inputs(self, view: FrameView) -> tuple[InstanceArrays, CameraInput]:
+        return self._instances(view), self._camera(view)
+
+    @staticmethod
+    def _instances(view: FrameView) -> InstanceArrays:
+        """One row per (instance, texture slot in use)."""
         ids = view.texture_ids
         rows, cols = np.nonzero(ids >= 0)
-        inst = InstanceArrays(centers=view.centers[rows], radii=view.radii[rows],
+        return InstanceArrays(centers=view.centers[rows], radii=view.radii[rows],
                               uv_density=view.uv_density[rows], texture=ids[rows, cols])
+
+    @staticmethod
+    def _camera(view: FrameView) -> CameraInput:
         vp = np.asarray(view.proj, np.float64) @ np.asarray(view.view, np.float64)
-        cam = CameraInput(position=view.camera_pos, view_proj=vp, fovy=view.fovy,
-                          viewport_height=max(1, round(view.viewport[1] / view.render_scale)),
-                          render_scale=view.render_scale)
-        return inst, cam
+        return CameraInput(position=view.camera_pos, view_proj=vp, fovy=view.fovy,
+                           viewport_height=max(1, round(view.viewport[1] / view.render_scale)),
+                           render_scale=view.render_scale)
+
+    def _prepared(self, view: FrameView) -> PreparedInstances:
+        """The camera-independent estimator terms, rebuilt only when the view's instance
+        arrays (compared by value: a scene updates its arrays in place) or the textures
+        changed: a still scene under a moving camera pays only for the camera's part."""
+        arrays = (view.texture_ids, view.centers, view.radii, view.uv_density)
+        cached = self._prep_cache
+        if cached is not None and cached[0] is self._tex_arrays and all(
+                a.shape == b.shape and np.array_equal(a, b) for a, b in zip(arrays, cached[1])):
+            return cached[2]
+        prep = prepare_instances(self._instances(view), self._tex_arrays)
+        self._prep_cache = (self._tex_arrays, tuple(np.array(a) for a in arrays), prep)
+        return prep
+
+    def _estimate_frame(self, prep: PreparedInstances, cam: CameraInput
+                        ) -> tuple[MipEstimate, np.ndarray | None]:
+        """This frame's estimate and prefetch prediction (policy tiers: the camera a moment
+        ahead and the view's neighbours; the baselines have no such notion, so they run
+        without it). The same inputs (instances, this and the last camera, bias) give the
+        same numbers, so a still view reuses the last frame's."""
+        prefetch = self.config.prefetch and self.config.policy == "tiered"
+        prev = self._prev_camera if prefetch else None
+        key = (_camera_key(cam), _camera_key(prev), prefetch, float(self.mip_bias))
+        cached = self._est_cache
+        if cached is not None and cached[0][0] is prep and cached[0][1:] == key:
+            return cached[1], cached[2]
+        est, mips = estimate_with_prefetch(prep, cam, prev, PrefetchConfig() if prefetch
+                                           else None, self.mip_bias)
+        self._est_cache = ((prep, *key), est, mips)
+        return est, mips
 
     def _mark_failed(self, t: int) -> None:
         self.items[t].failed = True
@@ -388,6 +450,9 @@ class TextureStreamer:
             done.append(op)
         self.uploader.end_frame()
         self._state = apply_ops(st, done, now)
+        for op in done:
+            if op.is_load:
+                self._load_time[op.texture] = now
         self.residency_changes += len(done)
         # a reallocated texture is a new GL object at the default MIN_LOD: _fade sets it
         self._touched = [op.texture for op in done]
@@ -490,7 +555,10 @@ class TextureStreamer:
         return replace(op, new_base=tail, new_bytes=int(self._table.storage[op.texture, tail]))
 
     def _fade(self, now: float) -> None:
-        lods = fade_min_lod(self._state, now)
+        # fading rows: loaded within one chain of fades (fade_min_lod's own window)
+        window = self._state.level_times.shape[1] * _FADE_SECONDS
+        lods = fade_min_lod(self._state, now, _FADE_SECONDS,
+                            rows=np.flatnonzero(self._load_time > now - window))
         changed = np.flatnonzero(np.abs(lods - self._lods) > 1e-3)
         if self._touched:  # new storage this frame: its clamp must be set even if unchanged
             changed = np.union1d(changed, self._touched)
