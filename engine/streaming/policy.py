@@ -238,7 +238,8 @@ def update_state(state: StreamerState, table: TextureTable, mip: np.ndarray,
     floor(mip) + `prefetch_offset`, clamped to the tail; it never touches the target itself,
     so what the screen wants (and `wanted_bytes`) stays what it sees."""
     # Every step is a whole-column numpy pass (np.clip spelled as maximum + minimum: the
-    # same numbers at a fraction of its call overhead); level_times is shared, not copied.
+    # same numbers at a fraction of its call overhead, and steps that cannot change a
+    # number left out); level_times is shared, not copied.
     visible = np.asarray(visible, dtype=bool)
     last_visible = np.where(visible, frame, state.last_visible)
     tail = table.tail_base
@@ -248,27 +249,31 @@ def update_state(state: StreamerState, table: TextureTable, mip: np.ndarray,
         pm = np.asarray(prefetch_mip, dtype=np.float64)
         finite = np.isfinite(pm)
         with np.errstate(invalid="ignore"):
-            lvl = np.floor(np.where(finite, np.maximum(pm, 0.0), 0.0))
-        lvl = np.minimum(np.maximum(lvl + config.prefetch_offset, 0), tail).astype(np.int32)
-        prefetch_target = np.where(finite, lvl, tail).astype(np.int32)
-    new = StreamerState(resident_base=state.resident_base.copy(), target=state.target,
-                        last_visible=last_visible, unwanted_since=state.unwanted_since,
-                        level_times=state.level_times, prefetch_target=prefetch_target,
-                        visible=visible.copy(), global_bias=state.global_bias)
+            lvl = np.floor(np.where(finite, np.maximum(pm, 0.0), 0.0))  # >= 0 everywhere
+        if config.prefetch_offset:
+            lvl += config.prefetch_offset
+            if config.prefetch_offset < 0:
+                lvl = np.maximum(lvl, 0)
+        lvl = np.minimum(lvl, tail).astype(np.int32)
+        prefetch_target = np.where(finite, lvl, tail).astype(np.int32, copy=False)
     m = np.asarray(mip, dtype=np.float64)
     with np.errstate(invalid="ignore"):
         raw = np.minimum(np.maximum(np.floor(np.where(visible, m, 0.0)), 0), tail
                          ).astype(np.int32)
     h = config.hysteresis
-    finer = visible & (m < state.target - h)
-    coarser = visible & (m >= state.target + 1 + h)
-    new.target = np.where(finer | coarser, raw, state.target).astype(np.int32)
-    stale = ~visible & (frame - new.last_visible > config.recent_frames)
-    new.target[stale] = tail[stale]
-    unwanted = new.resident_base < new.desired(table)
-    new.unwanted_since = np.where(
-        unwanted, np.where(state.unwanted_since < 0, frame, state.unwanted_since), -1)
-    return new
+    old = state.target
+    moved = visible & ((m < old - h) | (m >= old + 1 + h))
+    # stale: unseen for longer than recent_frames (never visible, so never `moved` too)
+    stale = (frame - last_visible > config.recent_frames) & ~visible
+    target = np.where(stale, tail, np.where(moved, raw, old)).astype(np.int32, copy=False)
+    desired = np.minimum(target, prefetch_target)
+    unwanted_since = np.where(state.resident_base < desired,
+                              np.where(state.unwanted_since < 0, frame, state.unwanted_since),
+                              -1)
+    return StreamerState(resident_base=state.resident_base.copy(), target=target,
+                         last_visible=last_visible, unwanted_since=unwanted_since,
+                         level_times=state.level_times, prefetch_target=prefetch_target,
+                         visible=visible.copy(), global_bias=state.global_bias)
 
 
 @dataclass(frozen=True)
