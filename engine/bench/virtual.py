@@ -18,7 +18,10 @@ Measured in one run, side by side:
     whole-level floor on the same views (per visible texture every level from the finest one
     the feedback asked for: what whole-level streaming must hold at least);
   - cost: CPU ms per frame of feedback readback + reduction + planning + page-table update,
-    tiles uploaded per frame and tile upload throughput against a synchronous upload loop.
+    GPU ms of the feedback pass (GL timer queries around its clear, draw and PBO copy,
+    collected frames late: p50/p95), tiles uploaded per frame and tile upload throughput
+    against a synchronous upload loop. `python -m engine.bench.vt_cpu` replays the same
+    flight's feedback through the CPU path before and after its rewrite, side by side.
 
 `--quick`: 16 textures of 1024^2 through 1 MiB at 320x180 (a smoke run). Default: 64 of
 4096^2 through 3 MiB at 480x270 (llvmpipe). The full size for a GPU is set with
@@ -44,6 +47,7 @@ import numpy as np
 from .. import textures
 from ..formats import PixelFormat
 from ..gl.device import Device
+from ..gl.timing import GpuTimer
 from ..gl.upload import upload_texture_file
 from ..gl.vt import VT_CATEGORY, QuadBatch, set_wrap
 from ..memory.sizes import format_bytes, level_bytes, mip_dims, parse_bytes
@@ -164,6 +168,27 @@ def _raw_upload_ceiling(device: Device, vts: VirtualTextureSystem, fmt: PixelFor
     return rate
 
 
+def stop_views(rng: np.random.Generator, half_w: float, half_h: float, hold: int,
+               aspect: float) -> list:
+    """One stop of the flight: a random target on the wall and `hold` view-projections.
+    The camera dollies 10% closer over the first half of the stop, then holds still, so
+    the stop's last frame is a settled view. Shared with the CPU replay (vt_cpu.py), so
+    both see the same frames for a seed."""
+    tx, ty = rng.uniform(-half_w, half_w), rng.uniform(-half_h, half_h)
+    dist = rng.uniform(0.35, 2.5)
+    side = rng.uniform(-0.8, 0.8) * dist
+    eye0 = np.array([tx + side, ty + rng.uniform(-0.3, 0.3) * dist, dist])
+    target = np.array((tx, ty, 0.0))
+    return [view_projection(tuple(target + (eye0 - target) * (
+        1 - 0.2 * min(h, hold // 2) / hold)), tuple(target), aspect) for h in range(hold)]
+
+
+def wall_extent(count: int) -> tuple[int, int]:
+    """Columns and rows of the bench's wall of `count` panels (about 16:9)."""
+    columns = max(1, round(math.sqrt(count * 16 / 9)))
+    return columns, -(-count // columns)
+
+
 def _pct(values: list[float], q: float) -> float:
     if not values:
         return float("nan")
@@ -184,12 +209,14 @@ def run_profile(device: Device, prof: VirtualProfile) -> SuiteResult:
     renderer = QuadRenderer(device, prof.output, feedback_scale=prof.feedback_scale)
     quads = None
     refs: OrderedDict[int, object] = OrderedDict()
+    fb_timer = GpuTimer(device, label="bench.vt.feedback")
+    fb_gpu: list[tuple[int, float]] = []
+    fb_skipped: set[int] = set()
     try:
         t0 = time.perf_counter()
         ids = [vts.register(p) for p in paths]
         register_s = time.perf_counter() - t0
-        columns = max(1, round(math.sqrt(len(ids) * 16 / 9)))
-        rows = -(-len(ids) // columns)
+        columns, rows = wall_extent(len(ids))
         verts = wall(columns, rows, ids, size=1.0, gap=0.1)
         quads = QuadBatch(device, verts, label="bench.vt.wall")
         vts.update()
@@ -204,18 +231,9 @@ def run_profile(device: Device, prof: VirtualProfile) -> SuiteResult:
             fmt.block_w * fmt.block_h)
         upload_bytes, upload_s = 0, 0.0
         for stop in range(prof.stops):
-            tx, ty = rng.uniform(-half_w, half_w), rng.uniform(-half_h, half_h)
-            dist = rng.uniform(0.35, 2.5)
-            side = rng.uniform(-0.8, 0.8) * dist
-            eye0 = np.array([tx + side, ty + rng.uniform(-0.3, 0.3) * dist, dist])
-            target = (tx, ty, 0.0)
+            views = stop_views(rng, half_w, half_h, prof.hold, aspect)
             cut_frame, t_cut, reached, reached_frames = frame, time.perf_counter(), None, None
-            for h in range(prof.hold):
-                # Dolly towards the target over the first half of the stop (10% closer),
-                # then hold still: the stop's last frame is a settled view.
-                eye = np.array(target) + (eye0 - np.array(target)) * (
-                    1 - 0.2 * min(h, prof.hold // 2) / prof.hold)
-                vp = view_projection(tuple(eye), target, aspect)
+            for h, vp in enumerate(views):
                 tf0 = time.perf_counter()
                 # Wait for the previous frame's passes first: a software rasterizer would
                 # otherwise charge that wait to the first upload into the busy cache.
@@ -223,7 +241,13 @@ def run_profile(device: Device, prof: VirtualProfile) -> SuiteResult:
                 vts.begin_frame(frame)
                 st = vts.update()
                 image = renderer.draw_virtual(vts, quads, vp, read=h == prof.hold - 1)
-                renderer.draw_feedback(vts, quads, vp, frame)
+                # The feedback pass (clear, draw, start of the PBO copy) between timer
+                # queries; results are collected frames later, never waited for.
+                fb_gpu.extend(fb_timer.poll())  # before begin(), which would poll them away
+                fb_timer.begin(frame)
+                if not renderer.draw_feedback(vts, quads, vp, frame):
+                    fb_skipped.add(frame)
+                fb_timer.end()
                 frame_ms.append((time.perf_counter() - tf0) * 1e3)
                 cpu_ms.append(st.feedback_ms + st.table_ms)
                 tiles.append(st.tiles_uploaded)
@@ -272,6 +296,9 @@ def run_profile(device: Device, prof: VirtualProfile) -> SuiteResult:
             visible_tiles = vts.visible_tile_count()
             eff_rows.append({"visible_tiles_bytes": visible_tiles * slot_bytes(fmt),
                              "whole_level_floor": _whole_level_floor(vts, files)})
+        device.finish()
+        fb_gpu.extend(fb_timer.poll())
+        fb_ms = [ms for f, ms in fb_gpu if f not in fb_skipped]
         raw_rate = _raw_upload_ceiling(device, vts, fmt)
         vis_b = [r["visible_tiles_bytes"] for r in eff_rows]
         whole_b = [r["whole_level_floor"] for r in eff_rows]
@@ -295,6 +322,10 @@ def run_profile(device: Device, prof: VirtualProfile) -> SuiteResult:
                                                                / screen_need, 2),
             "cpu_feedback_table_ms_p50": round(_pct(cpu_ms, 50), 3),
             "cpu_feedback_table_ms_p95": round(_pct(cpu_ms, 95), 3),
+            "feedback_gpu_ms_p50": round(_pct(fb_ms, 50), 3),
+            "feedback_gpu_ms_p95": round(_pct(fb_ms, 95), 3),
+            "feedback_gpu_samples": len(fb_ms),
+            "feedback_size": "x".join(map(str, renderer.feedback_size)),
             "frame_ms_p50": round(_pct(frame_ms, 50), 1),
             "tiles_per_frame_p50": _pct(tiles, 50), "tiles_per_frame_max": max(tiles),
             "tile_upload_MBps": round(stream_rate / 1e6, 1),
@@ -323,6 +354,7 @@ def run_profile(device: Device, prof: VirtualProfile) -> SuiteResult:
                          f"{fmt.name}); whole-level floor = every level from the finest one "
                          f"the feedback asked for, per visible texture")
     finally:
+        fb_timer.release()
         for tex in refs.values():
             device.release(tex)
         if quads is not None:

@@ -31,6 +31,25 @@ from ...errors import BudgetError
 from .tiles import unpack_feedback
 
 
+def _badness(keys: np.ndarray | int) -> np.ndarray:
+    """A fixed order among tiles visible now, worse = larger: finer level first, then a
+    larger key. A full cache keeps the best of the visible tiles in this order, so a view
+    that wants more than the cache holds converges to the same tiles whatever came first:
+    every texture's coarser fallback before any texture's finer detail (the wall's overview
+    kept level 4 of some images and showed the 4-texel tail of others), and the same picture
+    after a soak as after a fresh start. (< 2**36: below every rank > 0 eviction score.)"""
+    k = np.asarray(keys, np.int64)
+    return ((15 - (k >> 16 & 0xF)) << 32) | k
+
+
+def _may_evict(rank: int, score: int, tier: int, key: int) -> bool:
+    """A newcomer of `tier` may take a slot of eviction `rank` (and score): one strictly
+    worse in rank, or, for a visible newcomer, a visible tile worse in `_badness`."""
+    if rank > 2 * int(tier):
+        return True
+    return rank == 0 and int(tier) == 0 and score > int(_badness(key))
+
+
 class Tier(IntEnum):
     VISIBLE = 0
     PREFETCH = 1
@@ -70,7 +89,11 @@ class TilePolicy:
         self.grace_frames = min(int(grace_frames), self.hold_frames)
         self.max_requests = int(max_requests)
         self._reset(int(slots))
-        self._want: dict[int, Tier] = {}
+        # The newest plan's wanted tiles: sorted keys and their tiers as arrays; the dict
+        # behind `tier_of` is built only when a frame asks (tiles arrived), not every plan.
+        self._want_keys = np.zeros(0, np.uint32)
+        self._want_tiers = np.zeros(0, np.int64)
+        self._want_map: dict[int, int] | None = {}
         self.frame = 0
         self.missing = 0
 
@@ -135,45 +158,90 @@ class TilePolicy:
         """Take a frame's wanted tiles (unique packed keys, their tiers, optionally the
         feedback pixels behind each) and return the missing ones to read, most urgent first
         (at most `max_requests`), with a priority each (higher first). Resident wanted tiles
-        have their recency refreshed."""
+        have their recency refreshed.
+
+        Per-frame cost matters (it runs every frame on every wanted tile): one binary search
+        of every slot's key in the sorted wanted keys answers both "which slots are wanted"
+        and "which wanted keys are resident" (two `np.isin` did it before), the slot ranks
+        are computed once, and the key -> tier dict is left to the frames that need it."""
         self.frame = int(frame)
         keys = np.asarray(keys, np.uint32)
         tiers = np.asarray(tiers, np.int64)
         pixels = np.zeros(keys.size, np.int64) if pixels is None else np.asarray(pixels,
                                                                                   np.int64)
-        self._want = dict(zip(keys.tolist(), tiers.tolist(), strict=True))
-        self.current[:] = False
-        if self.occupied:
-            held = np.isin(self.slot_key, keys) & (self.slot_key != 0)
+        if keys.size > 1 and not (keys[1:] > keys[:-1]).all():
+            # The system hands in sorted unique keys (expand_requests); others sort here.
+            order = np.argsort(keys, kind="stable")
+            keys, tiers, pixels = keys[order], tiers[order], pixels[order]
+        self._want_keys, self._want_tiers, self._want_map = keys, tiers, None
+        resident = np.zeros(keys.size, bool)
+        if self.occupied and keys.size:
+            pos = np.searchsorted(keys, self.slot_key)
+            np.minimum(pos, keys.size - 1, out=pos)
+            held = (keys[pos] == self.slot_key) & (self.slot_key != 0)
             self.current[:] = held
-            if held.any():
-                slots = np.flatnonzero(held)
-                order = np.argsort(keys)
-                pos = order[np.searchsorted(keys, self.slot_key[slots], sorter=order)]
+            slots = np.flatnonzero(held)
+            if slots.size:
+                at = pos[slots]
+                resident[at] = True
                 self.last_wanted[slots] = frame
-                vis = tiers[pos] == Tier.VISIBLE
-                self.last_visible[slots[vis]] = frame
-            resident = np.isin(keys, self.slot_key[self.slot_key != 0])
+                self.last_visible[slots[tiers[at] == Tier.VISIBLE]] = frame
         else:
-            resident = np.zeros(keys.size, bool)
+            self.current[:] = False
         miss = np.flatnonzero(~resident)
         self.missing = int(miss.size)
         if miss.size == 0:
             return np.zeros(0, np.uint32), np.zeros(0, np.float64)
-        _, level, _, _ = unpack_feedback(keys[miss])
+        miss_keys, miss_tiers = keys[miss], tiers[miss]
+        level = (miss_keys >> 16 & 0xF).astype(np.int64)
         # Visible before prefetch; coarser before finer (the fallback improves everywhere
         # first); then where more pixels asked.
-        priority = (2 - tiers[miss]) * 1e6 + level * 1e4 + np.minimum(pixels[miss], 9999)
+        priority = (2 - miss_tiers) * 1e6 + level * 1e4 + np.minimum(pixels[miss], 9999)
         order = np.argsort(-priority, kind="stable")
         # As many of each tier as there are slots it could take: more would be read only
         # to be dropped on arrival.
-        is_visible = tiers[miss][order] == Tier.VISIBLE
-        room_visible, room_prefetch = self.admissible(Tier.VISIBLE), \
-            self.admissible(Tier.PREFETCH)
+        is_visible = miss_tiers[order] == Tier.VISIBLE
+        room_visible, room_prefetch = self._room(self._ranks())
         keep = np.where(is_visible, np.cumsum(is_visible) <= room_visible,
                         np.cumsum(~is_visible) <= room_prefetch)
+        if is_visible.sum() > room_visible:
+            # Beyond the free and worse slots: those that displace a finer visible tile.
+            rest = np.flatnonzero(is_visible & ~keep)
+            keep[rest[self._displacing(miss_keys[order][rest])]] = True
         order = order[keep][:self.max_requests]
-        return keys[miss][order], priority[order]
+        return miss_keys[order], priority[order]
+
+    def _displacing(self, newcomers: np.ndarray) -> np.ndarray:
+        """Which of these visible newcomers would get a slot by displacing a visible tile
+        worse in the fixed order (`_badness`), pairing the best newcomers with the worst
+        residents as `admit_many` does."""
+        out = np.zeros(newcomers.size, bool)
+        held = (self._ranks() == 0) & ~self.pinned & (self.slot_key != 0)
+        if not held.any() or newcomers.size == 0:
+            return out
+        victims = np.sort(_badness(self.slot_key[held]))[::-1]  # worst first
+        bad = _badness(newcomers)
+        best = np.argsort(bad, kind="stable")  # best first
+        m = min(victims.size, best.size)
+        ok = victims[:m] > bad[best[:m]]
+        count = m if ok.all() else int(np.argmin(ok))
+        out[best[:count]] = True
+        return out
+
+    def _room(self, rank: np.ndarray) -> tuple[int, int]:
+        """Slots a VISIBLE and a PREFETCH newcomer could take, from one rank array."""
+        open_ = (self.slot_key == 0)
+        movable = ~self.pinned
+        return (int((open_ | (movable & (rank > 2 * int(Tier.VISIBLE)))).sum()),
+                int((open_ | (movable & (rank > 2 * int(Tier.PREFETCH)))).sum()))
+
+    @property
+    def _want(self) -> dict[int, int]:
+        """The newest plan's key -> tier, built on first use after each plan."""
+        if self._want_map is None:
+            self._want_map = dict(zip(self._want_keys.tolist(), self._want_tiers.tolist(),
+                                      strict=True))
+        return self._want_map
 
     def admissible(self, tier: Tier = Tier.VISIBLE) -> int:
         """Slots a newcomer of `tier` could take now: free ones and those holding tiles of a
@@ -208,10 +276,10 @@ class TilePolicy:
             return Admission(slot)
         # Worst rank first, then oldest; pinned slots never.
         rank = self._ranks()
-        age = self.frame - self.last_wanted
-        score = np.where(self.pinned, -1, rank * (1 << 42) + np.minimum(age, 1 << 41))
+        score = self._victim_scores(rank)
         victim = int(np.argmax(score))
-        if score[victim] < 0 or rank[victim] <= 2 * int(tier):
+        if score[victim] < 0 or not _may_evict(int(rank[victim]), int(score[victim]), tier,
+                                               key):
             return None
         evicted = int(self.slot_key[victim])
         self._free_slot(victim)
@@ -226,9 +294,7 @@ class TilePolicy:
         out: list[Admission | None] = []
         free = np.flatnonzero(self.slot_key == 0).tolist()[::-1]  # pop() takes the lowest
         rank = self._ranks()
-        age = self.frame - self.last_wanted
-        score = np.where(self.pinned | (self.slot_key == 0), -1,
-                         rank * (1 << 42) + np.minimum(age, 1 << 41))
+        score = self._victim_scores(rank)
         victims = np.argsort(-score, kind="stable").tolist()
         at = 0
         for key in keys:
@@ -244,7 +310,7 @@ class TilePolicy:
             tier = self.tier_of(key)
             if at < len(victims):
                 v = victims[at]
-                if score[v] >= 0 and rank[v] > 2 * int(tier):
+                if score[v] >= 0 and _may_evict(int(rank[v]), int(score[v]), tier, key):
                     at += 1
                     evicted = int(self.slot_key[v])
                     self._free_slot(v)
@@ -253,6 +319,15 @@ class TilePolicy:
                     continue
             out.append(None)
         return out
+
+    def _victim_scores(self, rank: np.ndarray) -> np.ndarray:
+        """Eviction order, highest first: worst rank, then least recently wanted; tiles
+        visible now (rank 0) last, finest level first, then highest key (`_badness`);
+        pinned and free slots never (-1)."""
+        age = self.frame - self.last_wanted
+        score = np.where(rank > 0, rank * (1 << 42) + np.minimum(age, 1 << 41),
+                         _badness(self.slot_key))
+        return np.where(self.pinned | (self.slot_key == 0), -1, score)
 
     def evict(self, key: int) -> int | None:
         """Drop a resident, unpinned tile; its freed slot (None if not resident/pinned)."""
