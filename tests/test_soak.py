@@ -56,6 +56,35 @@ def test_soak_short_run_passes_every_check(tmp_path):
     assert len(files) == 8 and all(p.is_file() and p.stat().st_size > 0 for p in files)
 
 
+def test_wall_soak_with_tile_faults_recovers_the_clean_picture(tmp_path):
+    """The wall's 1024^2 textures stream virtually: tile reads meet vanished, truncated and
+    unreadable files; each broken texture is reported once and counted; after settling at
+    the final budget and view the picture is a fresh engine's (issue 15). The textures come
+    from the user's cache (made once, about a minute, shared with the wall demo)."""
+    out = tmp_path / "wall.json"
+    env = {k: v for k, v in _env(tmp_path).items() if k != "ENGINE_CACHE"}
+    if "ENGINE_CACHE" in os.environ:
+        env["ENGINE_CACHE"] = os.environ["ENGINE_CACHE"]
+    proc = subprocess.run([sys.executable, "-m", "engine", "soak", "--scene", "wall",
+                           "--texture-size", "1024", "--count", "8", "--frames", "400",
+                           "--size", "200x112", "--io-fault-every", "30", "--json", str(out)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, check=False,
+                          timeout=400)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr and "soak PASSED" in proc.stdout
+    data = json.loads(out.read_text())
+    assert data["passed"] and data["over_budget_frames"] == 0 and data["leaked_objects"] == 0
+    kinds = {f["kind"] for f in data["tile_faults"]}
+    assert kinds == {"vanish", "truncate", "unreadable"}  # every kind injected...
+    assert data["tile_faults_met"] >= 2  # ...and met by tile reads,
+    assert all(v == 1 for v in data["tile_reported"].values())  # each reported once,
+    assert data["tile_errors_counted"] == len(data["tile_reported"]) >= 2  # and counted
+    assert data["failed_textures"] >= len(data["tile_reported"])
+    assert data["settled"] and data["last_rule"] == "diff"
+    assert data["last_off_fraction"] <= 0.001 and data["last_black_pixels"] == 0
+    assert data["last_max_diff"] <= 5  # the soaked engine shows what a fresh one shows
+
+
 def test_soak_settings_and_phases():
     s = SoakSettings(frames=10_000)
     assert (s.warmup, s.quiet) == (1000, 300)

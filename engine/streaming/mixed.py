@@ -82,10 +82,16 @@ def split_pool(pool: int, whole_min: int, vt_min: int, screen_bytes: int,
     return min(cap, room)
 
 
-def settle_allowance(current: int, target: int, room: int) -> int:
+def settle_allowance(current: int, target: int, room: int, full: int | None = None) -> int:
     """The allowance to hand the cache: `target` when the current one no longer fits the
-    room, or the target moved far enough to be worth a rebuild; else the current one."""
+    room, or the target moved far enough to be worth a rebuild, or the room again allows the
+    `full` size the cache aims at (`split_pool`'s cap) and the cache is smaller; else the
+    current one. Without the last rule a cache shrunk under pressure stayed up to a quarter
+    below its full size for good once the pressure passed (the wall soak: 20 slots instead
+    of 24, a different picture from a fresh start at the same budget)."""
     if current <= 0 or current > room:
+        return target
+    if full is not None and current < target and target >= full:
         return target
     if target > current * GROW_FACTOR or target < current * SHRINK_FACTOR:
         return target
@@ -194,7 +200,8 @@ class MixedTextureProvider:
         target = split_pool(self._pool, whole_min, vt_min, self._screen_bytes(),
                             self.settings.virtual_screen_factor)
         room = max(vt_min, self._pool - whole_min)
-        allowance = settle_allowance(self.vt_allowance, target, room)
+        cap = max(vt_min, int(self.settings.virtual_screen_factor * self._screen_bytes()))
+        allowance = settle_allowance(self.vt_allowance, target, room, full=cap)
         if allowance != self.vt_allowance:
             log.debug("page cache allowance %d -> %d (pool %d)", self.vt_allowance,
                       allowance, self._pool)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import mmap
 import os
+import stat
 import threading
 from pathlib import Path
 
@@ -56,6 +57,8 @@ class TileSource:
         self._lock = threading.Lock()
         self.use_mmap = use_mmap
         self.reads = 0  # pread calls (row path) or gathers (mapped path)
+        self._inflight = 0  # reads using the handle now (a reopen waits for them)
+        self._stale = False  # reopen() asked: drop the handle once no read uses it
 
     @property
     def path(self) -> Path:
@@ -65,30 +68,58 @@ class TileSource:
         with self._lock:
             if self._fd is None:
                 try:
-                    self._fd = os.open(self.tf.path, os.O_RDONLY)
+                    fd = os.open(self.tf.path, os.O_RDONLY)
                 except OSError as exc:
                     raise TextureFormatError(self.tf.path, f"cannot open: {exc}") from exc
+                if not stat.S_ISREG(os.fstat(fd).st_mode):  # a folder opens, then fails
+                    os.close(fd)  # in mmap or pread with untyped errors
+                    raise TextureFormatError(self.tf.path, "not a regular file")
+                self._fd = fd
             return self._fd
+
+    def reopen(self) -> None:
+        """Open the file again for the next read: the handle (and mapping) are dropped as
+        soon as no read is using them. Why: an open handle keeps reading the file it opened
+        even after its path was removed or replaced; a reopen makes the reads see what is at
+        the path now (the soak's injected faults, or a file replaced on purpose)."""
+        with self._lock:
+            self._stale = True
+            if self._inflight == 0:
+                self._drop_locked()
+
+    def _drop_locked(self) -> None:
+        self._stale = False
+        if self._map is not None:
+            try:
+                self._map.close()
+            except BufferError:  # a view is still alive somewhere: let GC unmap it
+                log.debug("%s: mapping still referenced at close", self.tf.path)
+            self._map = None
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
     def close(self) -> None:
         with self._lock:
-            if self._map is not None:
-                try:
-                    self._map.close()
-                except BufferError:  # a view is still alive somewhere: let GC unmap it
-                    log.debug("%s: mapping still referenced at close", self.tf.path)
-                self._map = None
-            if self._fd is not None:
-                os.close(self._fd)
-                self._fd = None
+            self._drop_locked()
 
     def read_tile(self, level: int, x: int, y: int) -> bytes:
         """Slot bytes of tile (level, x, y): payload and border (see tiles.cut_tile)."""
         if not self.strided:
             return cut_tile(self.layout, level, x, y, self._whole_level(level))
-        if self.use_mmap:
-            return self._gather_mapped(level, x, y)
-        return self._read_rows(level, x, y)
+        with self._lock:
+            if self._stale and self._inflight == 0:
+                self._drop_locked()
+            self._inflight += 1
+        try:
+            if self.use_mmap:
+                return self._gather_mapped(level, x, y)
+            return self._read_rows(level, x, y)
+        finally:
+            with self._lock:
+                self._inflight -= 1
+                if self._stale and self._inflight == 0:
+                    self._drop_locked()
 
     def _read_rows(self, level: int, x: int, y: int) -> bytes:
         """One pread per block row of the tile (two or three where a border wraps)."""
@@ -136,7 +167,10 @@ class TileSource:
         fd = self._file()
         with self._lock:
             if self._map is None:
-                self._map = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+                try:
+                    self._map = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+                except (OSError, ValueError) as exc:  # an empty or unmappable file
+                    raise TextureFormatError(self.tf.path, f"cannot map: {exc}") from exc
             return self._map
 
     def _whole_level(self, level: int) -> bytes:

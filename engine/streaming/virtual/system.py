@@ -147,6 +147,12 @@ class VirtualTextureSystem:
         self.last_feedback: tuple[np.ndarray, np.ndarray] = (np.zeros(0, np.uint32),
                                                              np.zeros(0, np.int64))
         self.feedback_frame = -1
+        #: Textures whose tile reads failed (vt id -> the error): reported once, asked for no
+        #: more tiles; they keep the tiles they hold and fall back to coarser ones (their
+        #: pinned coarsest tile at least, held in RAM) where those go.
+        self.failed: dict[int, str] = {}
+        self.io_errors = 0  # textures whose tile reads failed (each counted once)
+        self._failed_ids = np.zeros(0, np.int64)
         self._closed = False
 
     # ------------------------------------------------------------------ registration
@@ -334,6 +340,12 @@ class VirtualTextureSystem:
             self.stats.feedback_frame = self.feedback_frame
         req = self._requests
         self._drain()  # reads finished since the last update are in hand, not re-asked
+        if self._failed_ids.size and req.keys.size:
+            # A broken file is not read again: its missing tiles are not asked for (they
+            # would take the room of others' in the plan), its resident ones stay wanted.
+            keep = ~np.isin((req.keys.astype(np.int64) >> 20) - 1, self._failed_ids) | \
+                np.isin(req.keys, self.policy.slot_key)
+            req = TileRequests(req.keys[keep], req.tiers[keep], req.pixels[keep])
         missing, priority = self.policy.plan(self.frame, req.keys, req.tiers, req.pixels)
         # Ask the I/O only for what is new since the last frame (each request takes the
         # workers' lock; re-asking a pending read every frame was most of this method's
@@ -407,6 +419,26 @@ class VirtualTextureSystem:
             self._asked.discard(key)  # finished either way; a failed read is asked again
             if res.ok and not self.policy.is_resident(key):
                 self._ready[key] = res.data
+            elif not res.ok:
+                self._read_failed(key, res.error)
+
+    def _read_failed(self, key: int, error: Exception | None) -> None:
+        """A tile read failed (the file vanished, shrank or cannot be read): the texture is
+        reported once (a warning naming the file, counted in `io_errors`) and asked for no
+        more tiles, so the fault costs one read, not one per frame."""
+        vt = (int(key) >> 20) - 1
+        if vt in self.failed or not 0 <= vt < len(self.textures):
+            return
+        self.mark_failed(vt, str(error))
+        self.io_errors += 1
+        log.warning("virtual texture %s stays at its resident tiles: %s",
+                    self.textures[vt].path, error)
+
+    def mark_failed(self, vt: int, reason: str) -> None:
+        """Read no more tiles of texture `vt` (what a failed read does; also for a reference
+        run that must see the same broken files as the run it is compared with)."""
+        self.failed[int(vt)] = reason
+        self._failed_ids = np.array(sorted(self.failed), np.int64)
 
     def bind(self, program, cache_unit: int = CACHE_UNIT, table_unit: int = TABLE_UNIT,
              proxy_unit: int = PROXY_UNIT) -> None:
