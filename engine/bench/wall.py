@@ -27,7 +27,7 @@ import dataclasses
 import logging
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -65,6 +65,7 @@ class WallProfile:
     why: str
     fractions: tuple[float, ...] = (1.0, 0.5, 0.25, 0.1)  # budgets, of the peak wanted
     cut_sources: tuple[str, ...] = ("ram", "disk")
+    prefetch_flight: bool = True  # the prefetch-off flight and its rows
 
     def options(self, cuts: int | None = None) -> dict:
         return {"count": self.count, "texture_size": self.texture_size,
@@ -218,6 +219,7 @@ def wall_flight(device: Device, profile: WallProfile, provider: str, *,
     if cache_dir is not None:
         options["cache_dir"] = cache_dir
     probe = WallProbe(reference=reference, keep_images=keep_images)
+    start = time.perf_counter()
     hooks = [*demo.hooks(options), probe]
     if pace:
         hooks.append(WallClockPacer())
@@ -229,6 +231,8 @@ def wall_flight(device: Device, profile: WallProfile, provider: str, *,
     if res.summary["leaked_objects"]:
         log.error("wall flight %s leaked %d GL objects", provider, res.summary["leaked_objects"])
     probe.leaked = res.summary["leaked_objects"]  # type: ignore[attr-defined]
+    log.info("wall flight %s: %d frames in %.1f s", provider, profile.frames,
+             time.perf_counter() - start)
     return probe
 
 
@@ -309,7 +313,11 @@ def _warm_read_seconds(paths: Sequence[Path]) -> float:
     return time.perf_counter() - start
 
 
-def _wall_rows(device: Device, profile: WallProfile) -> tuple[list[dict], list[str]]:
+def _wall_rows(device: Device, profile: WallProfile,
+               checkpoint: Callable[[list[dict], list[str]], None] = lambda rows, notes: None
+               ) -> tuple[list[dict], list[str]]:
+    """`checkpoint(rows, notes)` runs after every flight, so that a run cut short (a device
+    call's time limit) keeps every figure it measured."""
     from ..demos.wall_assets import wall_textures
 
     assets = wall_textures(profile.count, profile.texture_size)
@@ -330,6 +338,7 @@ def _wall_rows(device: Device, profile: WallProfile) -> tuple[list[dict], list[s
     peak = max(r["wanted_bytes"] for r in free.rows)
     tails = max(r["min_bytes"] for r in free.rows)
     rows.append({**_flight_row(free, "tiered", None, None), "budget_pct": "unlimited"})
+    checkpoint(rows, notes)
     notes.append(f"peak wanted {format_bytes(peak)} of which {format_bytes(tails)} are the "
                  f"always-resident tails; a budget of f% is a pool of tails + f% of the "
                  f"{format_bytes(peak - tails)} above them (the tails alone cannot be cut)")
@@ -343,6 +352,7 @@ def _wall_rows(device: Device, profile: WallProfile) -> tuple[list[dict], list[s
             row = _flight_row(probe, policy, fraction, pool)
             results[(policy, fraction)] = row
             rows.append(row)
+            checkpoint(rows, notes)
             if policy == "tiered":
                 main[fraction] = probe
     # Goals: PSNR margin over both baselines at 25% and 10%, worst frame no worse.
@@ -367,29 +377,31 @@ def _wall_rows(device: Device, profile: WallProfile) -> tuple[list[dict], list[s
     notes.append("efficiency = resident texture bytes / (output pixels x 1 byte per BC7 "
                  "texel); 'above tails' leaves out the always-resident tails of every texture")
     # Prefetch off, same budget: pan and zoom segments.
-    pool = tails + int(mid * (peak - tails))
-    nopf = wall_flight(device, profile, use_wall_streamer("tiered", pool, prefetch=False),
-                       reference=ref_images, **DETERMINISTIC)
-    rows.append(_flight_row(nopf, "tiered", mid, pool, prefetch=False))
-    for label, segs in (("pan", ("pan",)), ("zoom", ("dive", "zoom-out"))):
-        on = 1 - (_segment_means(main[mid].rows, "at_wanted_fraction", segs) or 1)
-        off = 1 - (_segment_means(nopf.rows, "at_wanted_fraction", segs) or 1)
-        # The same on what is resident: the sampled figure includes the 0.3 s/level fade-in,
-        # which starts when a level arrives, prefetched or not.
-        on_r = 1 - (_segment_means(main[mid].rows, "resident_at_wanted_fraction", segs) or 1)
-        off_r = 1 - (_segment_means(nopf.rows, "resident_at_wanted_fraction", segs) or 1)
-        rows.append({"part": "prefetch", "segment": label, "budget_pct": round(mid * 100),
-                     "coarser_with": on, "coarser_without": off,
-                     "ratio": (on / off) if off else None,
-                     "not_resident_with": on_r, "not_resident_without": off_r,
-                     "resident_ratio": (on_r / off_r) if off_r else None})
-    other = [r["psnr"] for r in main[mid].rows
-             if r["segment"] not in ("pan", "dive", "zoom-out") and "psnr" in r]
-    other_off = [r["psnr"] for r in nopf.rows
+    if profile.prefetch_flight:
+        pool = tails + int(mid * (peak - tails))
+        nopf = wall_flight(device, profile, use_wall_streamer("tiered", pool, prefetch=False),
+                           reference=ref_images, **DETERMINISTIC)
+        rows.append(_flight_row(nopf, "tiered", mid, pool, prefetch=False))
+        for label, segs in (("pan", ("pan",)), ("zoom", ("dive", "zoom-out"))):
+            on = 1 - (_segment_means(main[mid].rows, "at_wanted_fraction", segs) or 1)
+            off = 1 - (_segment_means(nopf.rows, "at_wanted_fraction", segs) or 1)
+            # The same on what is resident: the sampled figure includes the 0.3 s/level fade-in,
+            # which starts when a level arrives, prefetched or not.
+            on_r = 1 - (_segment_means(main[mid].rows, "resident_at_wanted_fraction", segs) or 1)
+            off_r = 1 - (_segment_means(nopf.rows, "resident_at_wanted_fraction", segs) or 1)
+            rows.append({"part": "prefetch", "segment": label, "budget_pct": round(mid * 100),
+                         "coarser_with": on, "coarser_without": off,
+                         "ratio": (on / off) if off else None,
+                         "not_resident_with": on_r, "not_resident_without": off_r,
+                         "resident_ratio": (on_r / off_r) if off_r else None})
+        other = [r["psnr"] for r in main[mid].rows
                  if r["segment"] not in ("pan", "dive", "zoom-out") and "psnr" in r]
-    if other and other_off:
-        notes.append(f"prefetch elsewhere: median PSNR {statistics.median(other):.1f} dB with, "
-                     f"{statistics.median(other_off):.1f} dB without")
+        other_off = [r["psnr"] for r in nopf.rows
+                     if r["segment"] not in ("pan", "dive", "zoom-out") and "psnr" in r]
+        if other and other_off:
+            notes.append(f"prefetch elsewhere: median PSNR {statistics.median(other):.1f} dB "
+                         f"with, {statistics.median(other_off):.1f} dB without")
+        checkpoint(rows, notes)
     # Cuts: many of them, from the page cache (RAM) and from disk (dropped first).
     pool = peak + (peak >> 2)
     warm = _warm_read_seconds(assets.paths)
@@ -410,6 +422,7 @@ def _wall_rows(device: Device, profile: WallProfile) -> tuple[list[dict], list[s
         rows.append({"part": "cut", "source": source, "cuts": len(probe.tracker.times),
                      "reached_95": len(times), "p50_ms": (_pct(times, 50) or 0) * 1e3,
                      "p95_ms": (_pct(times, 95) or 0) * 1e3, "pool_mib": mib(pool)})
+        checkpoint(rows, notes)
     notes.append("cut: wall-clock time from the frame a cut lands on until 95% of the visible "
                  "screen weight has its wanted level resident (metrics.level_deficit on the "
                  "resident level; the 0.3 s-per-level fade-in comes on top), pool 125% of "
@@ -460,3 +473,53 @@ def run(device: Device, quick: bool = False) -> SuiteResult:
         result.rows += rows
         result.notes += notes
     return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m engine.bench.wall`: the suite with a chosen subset of its flights, the JSON
+    rewritten after every flight (the full GPU suite takes longer than one device call)."""
+    import argparse
+    import json
+
+    ap = argparse.ArgumentParser(prog="python -m engine.bench.wall")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--fractions", help="comma-separated budgets, of the peak wanted (0.25,0.1)")
+    ap.add_argument("--cut-sources", help="comma-separated: ram, disk")
+    ap.add_argument("--no-prefetch-flight", action="store_true")
+    ap.add_argument("--no-scale", action="store_true")
+    ap.add_argument("--json")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    device = Device.headless()
+    profile = wall_profile(device, args.quick)
+    if args.fractions:
+        profile = dataclasses.replace(
+            profile, fractions=tuple(float(f) for f in args.fractions.split(",")))
+    if args.cut_sources is not None:
+        profile = dataclasses.replace(
+            profile, cut_sources=tuple(c for c in args.cut_sources.split(",") if c))
+    if args.no_prefetch_flight:
+        profile = dataclasses.replace(profile, prefetch_flight=False)
+    out = {"machine": {"renderer": device.caps.renderer, "gl_version": device.caps.gl_version},
+           "profile": dataclasses.asdict(profile), "rows": [], "notes": []}
+
+    def save(rows: list[dict], notes: list[str]) -> None:
+        out["rows"], out["notes"] = list(rows), list(notes)
+        if args.json:
+            Path(args.json).write_text(json.dumps(out, indent=2))
+    try:
+        rows, notes = _wall_rows(device, profile, save)
+        save(rows, notes)
+        if not args.no_scale:
+            more, more_notes = _wall_scale_rows(device, profile)
+            save(rows + more, notes + more_notes)
+    finally:
+        device.shutdown()
+    for note in out["notes"]:
+        print("note:", note)
+    print(json.dumps(out["rows"], indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
