@@ -51,31 +51,24 @@ QUERY_RESULT_AVAILABLE = 0x8867
 
 
 def raw_of(device: Any) -> Any:
-    """The device's RawGL (named `_raw` after the device refactor, `raw` before)."""
-    return getattr(device, "_raw", None) or device.raw
+    """The device's RawGL (engine/gl only)."""
+    return device._raw
 
 
 def ctx_of(device: Any) -> Any:
     """The device's moderngl context (engine/gl only)."""
-    return getattr(device, "_ctx", None) or device.ctx
+    return device._ctx
 
 
 def guarded(device: Any, what: str, nbytes: int, make, destroy) -> Any:
     """Run an allocation under the device's GL-error guard (typed error, nothing left)."""
-    alloc = getattr(device, "_alloc", None)
-    if alloc is not None:
-        return alloc.guarded(what, nbytes, make, destroy)
-    return device._guarded(what, nbytes, make, destroy)
+    return device._alloc.guarded(what, nbytes, make, destroy)
 
 
 def register(device: Any, obj: Any, kind: str, category: str, label: str, nbytes: int,
              glo: int, destroy, alive=None) -> Any:
-    """Record a complete object in the ledger and the leak tracker (the allocator after the
-    device refactor, the device's own registration before it)."""
-    alloc = getattr(device, "_alloc", None)
-    if alloc is not None:
-        return alloc.register(obj, kind, category, label, nbytes, glo, destroy, alive)
-    return device._register(obj, kind, category, label, nbytes, glo, destroy, alive)
+    """Record a complete object in the ledger and the leak tracker."""
+    return device._alloc.register(obj, kind, category, label, nbytes, glo, destroy, alive)
 
 
 class Extensions:

@@ -12,7 +12,6 @@ from typing import Any
 
 from ..formats import PixelFormat
 from ..memory.sizes import mip_dims
-from . import constants as K
 
 
 @dataclass(eq=False)
@@ -58,11 +57,6 @@ class GpuTexture:
         raw = self.device._raw
         raw.glActiveTexture(0x84C0 + unit)
         raw.glBindTexture(self.target, self.glo)
-
-    def set_min_lod(self, lod: float) -> None:
-        """Clamp sampling to levels >= lod (storage levels). The streamer fades new levels
-        in by lowering this over time instead of letting them pop."""
-        self.device.tex_parameter_f(self, K.TEXTURE_MIN_LOD, float(lod))
 
     def release(self) -> None:
         self.device.release(self)

@@ -39,8 +39,8 @@ __all__ = ["ColorTarget", "FeedbackTarget", "LodProxy", "PageCache", "PageTableT
 
 
 def _raw(device: Device):
-    """The device's raw entry points (private to engine/gl; the name moved in a refactor)."""
-    return getattr(device, "_raw", None) or device.raw
+    """The device's raw entry points (private to engine/gl)."""
+    return device._raw
 
 
 def cache_grid(slots: int, slot_texels: int, max_texture_size: int) -> tuple[int, int]:

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The H200 runs behind the README's GPU figures, one stage per device call (each call is limited
+# to 10 minutes, so the stages are sized to fit). Run on the device machine from the checkout's
+# copy, with `.gl`, `.whl` (../shared/tools/device-prep.sh tqdm nvidia-ml-py) and `.devsrc.tar`
+# (`git archive -o .devsrc.tar HEAD`: the committed tree, not a working tree other people are
+# editing) carried:  bash benchmarks/device_round.sh STAGE
+# Outputs go to $OUT. The asset cache lives in /tmp/engine-cache, which survives between calls
+# only while the machine stays warm.
+set -uo pipefail
+stage=${1:?stage}
+for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
+python3 -m pip install -q --upgrade --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
+rm -rf /tmp/src && mkdir -p /tmp/src && tar -xf .devsrc.tar -C /tmp/src && cd /tmp/src || exit 1
+# Under PYTHONPATH the wheel's package_dir mapping is not applied: link what it would install.
+ln -sfn ../shaders engine/shaders; ln -sfn ../demos engine/demos; ln -sfn ../assets engine/assets
+export PYTHONPATH=/tmp/src:/tmp/site ENGINE_CACHE=/tmp/engine-cache PYTHONUNBUFFERED=1
+: "${OUT:=/tmp/out}"; mkdir -p "$OUT"
+t0=$(date +%s)
+left() { echo $(( $1 - ($(date +%s) - t0) )); }
+nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total --format=csv > "$OUT/gpu_$stage.csv" 2>&1
+
+case "$stage" in
+one)  # info (NVX next to NVML), the wall's assets in the background, the 100,000-frame soak
+  python3 -m engine info --headless --json > "$OUT/info_h200.json" 2> "$OUT/info_h200.err"
+  python3 -m engine info --headless > "$OUT/info_h200.txt" 2>&1
+  (nice -n 10 python3 -c "
+import logging, time; logging.basicConfig(level=logging.INFO)
+from engine.demos.wall_assets import wall_textures
+from engine.bench.scaling import scaling_textures
+a = wall_textures(10_000, 1024, progress=False); t = time.perf_counter(); scaling_textures(10_000)
+print('wall assets', a.generated, 'made in', round(a.seconds, 1), 's; scaling', round(time.perf_counter() - t, 1), 's')
+" > "$OUT/assets.log" 2>&1; echo "assets rc $? at $(( $(date +%s) - t0 )) s" >> "$OUT/assets.log") &
+  gen=$!
+  /usr/bin/time -v python3 -m engine soak --frames 1000 --json "$OUT/soak_h200_1k.json" > "$OUT/soak_h200_1k.txt" 2>&1
+  echo "1k soak done at $(( $(date +%s) - t0 )) s"
+  timeout $(left 560) /usr/bin/time -v python3 -m engine soak --frames 100000 --json "$OUT/soak_h200.json" > "$OUT/soak_h200.txt" 2>&1
+  echo "100k soak rc $? at $(( $(date +%s) - t0 )) s"
+  timeout $(left 585) bash -c "while kill -0 $gen 2>/dev/null; do sleep 2; done"
+  cat "$OUT/assets.log"; du -sh /tmp/engine-cache/* ;;
+wall)  # the 10,000-image wall (assets made by stage one while the machine stayed warm)
+  python3 -c "from engine.demos.wall_assets import wall_textures; from engine.bench.scaling import scaling_textures; print('made', wall_textures(10_000, 1024, progress=False).generated); scaling_textures(10_000)"
+  timeout $(left 585) python3 -m engine bench wall --json "$OUT/bench_wall_h200.json" > "$OUT/bench_wall_h200.txt" 2>&1
+  echo "wall rc $? at $(( $(date +%s) - t0 )) s" ;;
+*) echo "unknown stage $stage"; exit 2 ;;
+esac
+tail -c 3000 "$OUT"/*.txt
