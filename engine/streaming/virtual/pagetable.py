@@ -111,42 +111,45 @@ class PageTable:
         self._applied[vt] = dict(slots)
         return changed
 
-    def _level(self, lay: VirtualLayout, level: int) -> tuple[int, np.ndarray]:
-        """A level's entries as a (rows, columns) view of the words, and its first index."""
-        gx, gy = lay.grid(level)
-        off = lay.level_offsets()[level]
-        return off, self.words[off:off + gx * gy].reshape(gy, gx)
-
-    def _subtree(self, lay: VirtualLayout, level: int, x: int, y: int):
-        """Per level from `level` down to 0: (first index, footprint view, its origin) of
-        tile (x, y)'s footprint."""
-        for lvl in range(level, -1, -1):
-            d = level - lvl
-            off, grid = self._level(lay, lvl)
-            y0, x0 = y << d, x << d
-            yield off, grid[y0:(y + 1) << d, x0:(x + 1) << d], x0, y0, grid.shape[1]
-
-    def _write(self, off: int, view: np.ndarray, x0: int, y0: int, gx: int,
-               where: np.ndarray, value: int) -> int:
-        n = int(np.count_nonzero(where))
-        if n:
-            view[where] = value
-            h, w = view.shape
-            self._mark(off + y0 * gx + x0, off + (y0 + h - 1) * gx + x0 + w)
-        return n
-
     def _evict(self, lay: VirtualLayout, level: int, x: int, y: int, entry: int) -> int:
         """Tile (level, x, y) left: entries naming it take its parent's entry."""
-        off, parent = self._level(lay, level + 1)
-        fallback = int(parent[y >> 1, x >> 1])
-        return sum(self._write(o, v, x0, y0, gx, v == entry, fallback)
-                   for o, v, x0, y0, gx in self._subtree(lay, level, x, y))
+        gx, _ = lay.grid(level + 1)
+        fallback = int(self.words[lay.level_offsets()[level + 1] + (y >> 1) * gx + (x >> 1)])
+        return self._subtree_write(lay, level, x, y, entry, fallback, evict=True)
 
     def _admit(self, lay: VirtualLayout, level: int, x: int, y: int, entry: int) -> int:
         """Tile (level, x, y) arrived: entries of its footprint naming a coarser tile now
         name it."""
-        return sum(self._write(o, v, x0, y0, gx, (v >> 24) > level, entry)
-                   for o, v, x0, y0, gx in self._subtree(lay, level, x, y))
+        return self._subtree_write(lay, level, x, y, entry, entry, evict=False)
+
+    def _subtree_write(self, lay: VirtualLayout, level: int, x: int, y: int, entry: int,
+                       value: int, evict: bool) -> int:
+        """Write `value` into the footprint of tile (level, x, y) at its level and every
+        finer one, where an entry names the tile (`evict`) or a coarser tile (else). The
+        tile's own entry is one word: a scalar step, no views (most arrivals are fine)."""
+        words, offsets = self.words, lay.level_offsets()
+        gx, _ = lay.grid(level)
+        i = offsets[level] + y * gx + x
+        cur = int(words[i])
+        if not (cur == entry if evict else (cur >> 24) > level):
+            return 0  # the tile's own entry decides for its whole footprint
+        words[i] = value
+        self._mark(i, i + 1)
+        n = 1
+        for lvl in range(level - 1, -1, -1):
+            d = level - lvl
+            gx, gy = lay.grid(lvl)
+            off = offsets[lvl]
+            y0, x0 = y << d, x << d
+            view = words[off:off + gx * gy].reshape(gy, gx)[y0:(y + 1) << d, x0:(x + 1) << d]
+            hit = view == entry if evict else (view >> 24) > level
+            k = int(np.count_nonzero(hit))
+            if k:
+                view[hit] = value
+                h, w = view.shape
+                self._mark(off + y0 * gx + x0, off + (y0 + h - 1) * gx + x0 + w)
+                n += k
+        return n
 
     def _recompute(self, vt: int, slots: dict[tuple[int, int, int], int]) -> int:
         """Rewrite texture `vt`'s entries from scratch, one vectorised fill per level."""

@@ -169,15 +169,17 @@ class TilePolicy:
         tiers = np.asarray(tiers, np.int64)
         pixels = np.zeros(keys.size, np.int64) if pixels is None else np.asarray(pixels,
                                                                                   np.int64)
-        if keys.size > 1 and not (keys[1:] > keys[:-1]).all():
-            # The system hands in sorted unique keys (expand_requests); others sort here.
-            order = np.argsort(keys, kind="stable")
-            keys, tiers, pixels = keys[order], tiers[order], pixels[order]
+        # The system hands in sorted unique keys (expand_requests); other callers' keys are
+        # searched through a sorter, so their order (ties in priority) is kept.
+        sorter = None if keys.size < 2 or (keys[1:] > keys[:-1]).all() else \
+            np.argsort(keys, kind="stable")
         self._want_keys, self._want_tiers, self._want_map = keys, tiers, None
         resident = np.zeros(keys.size, bool)
         if self.occupied and keys.size:
-            pos = np.searchsorted(keys, self.slot_key)
+            pos = np.searchsorted(keys, self.slot_key, sorter=sorter)
             np.minimum(pos, keys.size - 1, out=pos)
+            if sorter is not None:
+                pos = sorter[pos]
             held = (keys[pos] == self.slot_key) & (self.slot_key != 0)
             self.current[:] = held
             slots = np.flatnonzero(held)
