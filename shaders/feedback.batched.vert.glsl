@@ -2,7 +2,7 @@
 #extension GL_ARB_shader_draw_parameters : require
 // Batched instance pass of the GPU feedback shader: every object in one multi-draw, its
 // transform and UV transform from the object rows (objects.glsl), found by base instance.
-#include "objects.glsl"
+#include "batched_vertex.glsl"
 
 in vec3 in_position;
 in vec2 in_uv;
@@ -13,10 +13,9 @@ out vec2 v_uv;
 flat out uint v_object;
 
 void main() {
-    uint id = uint(gl_BaseInstanceARB + gl_InstanceID);
+    uint id = object_id();
     ObjectData o = objects[id];
-    vec3 uv1 = vec3(in_uv, 1.0);
-    v_uv = vec2(dot(o.uv_row0.xyz, uv1), dot(o.uv_row1.xyz, uv1));
+    v_uv = object_uv(o, in_uv);
     v_object = id;
     gl_Position = u_view_proj * o.model * vec4(in_position, 1.0);
 }

@@ -2,7 +2,7 @@
 #extension GL_ARB_shader_draw_parameters : require
 // Batched forward pass, vertex stage: the object's row comes from the storage buffer, found
 // through the draw's base instance (no per-object uniforms).
-#include "objects.glsl"
+#include "batched_vertex.glsl"
 
 in vec3 in_position;
 in vec3 in_normal;
@@ -16,27 +16,19 @@ out vec3 v_normal;
 out vec2 v_uv;
 out vec4 v_tangent;
 flat out uint v_object;
-// Per texture slot (albedo, normal, roughness-metal): virtual-texture id + 1 (0: a plain
-// texture) and its level-0 size, as flat varyings: the fragment stage finds the LOD from them
-// before it branches on storage-buffer data (see vt_sample_at in vt_sample.glsl).
 flat out uvec3 v_vt;
 flat out vec2 v_vt_size[3];
 
 void main() {
-    uint id = uint(gl_BaseInstanceARB + gl_InstanceID);
+    uint id = object_id();
     ObjectData o = objects[id];
     vec4 world = o.model * vec4(in_position, 1.0);
     mat3 nm = mat3(o.normal_col[0].xyz, o.normal_col[1].xyz, o.normal_col[2].xyz);
     v_world = world.xyz;
     v_normal = normalize(nm * in_normal);
     v_tangent = vec4(normalize(mat3(o.model) * in_tangent.xyz), in_tangent.w);
-    vec3 uv1 = vec3(in_uv, 1.0);
-    v_uv = vec2(dot(o.uv_row0.xyz, uv1), dot(o.uv_row1.xyz, uv1));
+    v_uv = object_uv(o, in_uv);
     v_object = id;
-    for (int k = 0; k < 3; ++k) {
-        int t = o.tex[k];
-        v_vt[k] = t >= 0 ? textures[t].handle.z : 0u;
-        v_vt_size[k] = t >= 0 ? textures[t].lod.zw : vec2(0.0);
-    }
+    object_vt(o, false, v_vt, v_vt_size);
     gl_Position = u_view_proj * world;
 }
