@@ -211,30 +211,43 @@ def _close(a: np.ndarray, b: np.ndarray, frac: float = 0.001) -> float:
 
 @pytest.mark.parametrize("view", ["lit", "mip"])
 def test_batched_picture_equals_per_object(dev, texture_files, view) -> None:
+    """Every way to draw gives one picture: the per-object path, the batched path with bound
+    textures (forced where the driver has bindless) and, where the driver has it, bindless."""
+    from engine.gl.bindless import bindless_supported
     from engine.render.renderer import Renderer
     from engine.streaming.static import StaticTextureProvider
 
+    ways = {"per_object": RendererSettings(path="per_object"),
+            "bound": RendererSettings(path="batched", force_bound=True)}
+    if bindless_supported(dev):
+        ways["bindless"] = RendererSettings(path="batched")
     with dev.leak_check():
         provider = StaticTextureProvider(dev)
         scene = _scene(dev, provider, texture_files)
         images, stats = {}, {}
-        for path in ("per_object", "batched"):
-            r = Renderer(dev, provider, (W, H),
-                         settings=RendererSettings(path=path, force_bound=True))
+        for name, settings in ways.items():
+            r = Renderer(dev, provider, (W, H), settings=settings)
             r.view_mode = view
-            images[path] = _draw(dev, r, scene)
-            stats[path] = r.frame_stats()
+            images[name] = _draw(dev, r, scene)
+            stats[name] = r.frame_stats()
             r.release()
         scene.release()
         provider.release()
-    assert images["batched"].std() > 5  # a real picture, not a clear colour
-    assert _close(images["per_object"], images["batched"]) <= 0.001
-    st = stats["batched"]
+    for name in ways:
+        assert images[name].std() > 5  # a real picture, not a clear colour
+        assert _close(images["per_object"], images[name]) <= 0.001, name
+    st = stats["bound"]
     assert st["render_path"] == "batched" and st["texture_mode"] == "bound"
     assert st["visible_objects"] == 12  # the off-screen panel was culled
     # bound fallback: one multi-draw per texture set, never one per object
     sets = {(i % 6, (i + 1) % 6 if i % 3 == 0 else -1) for i in range(12)}
     assert st["draw_calls"] == len(sets) < 12
+    if "bindless" in stats:
+        st = stats["bindless"]
+        assert st["texture_mode"] == "bindless"
+        assert st["draw_calls"] == 1  # the whole scene in one multi-draw
+        assert st["texture_binds"] == 0
+        assert st["texture_handles"] == 6
 
 
 def test_forced_fallback_by_capability_injection(dev, texture_files, monkeypatch) -> None:

@@ -39,40 +39,6 @@ def _files(d: Path, n: int, size: int) -> list[Path]:
     return paths
 
 
-@pytest.fixture(scope="module")
-def texture_files(tmp_path_factory) -> list[Path]:
-    return _files(tmp_path_factory.mktemp("bindless-textures"), 6, 64)
-
-
-@pytest.mark.parametrize("view", ["lit", "mip"])
-def test_bindless_bound_and_per_object_give_one_picture(dev, texture_files, view) -> None:
-    """The three ways to draw (and the forced fallback on a driver that has bindless)."""
-    from engine.streaming.static import StaticTextureProvider
-
-    with dev.leak_check():
-        provider = StaticTextureProvider(dev)
-        scene = _scene(dev, provider, texture_files)
-        images, stats = {}, {}
-        for name, settings in (("per_object", RendererSettings(path="per_object")),
-                               ("bindless", RendererSettings()),
-                               ("forced_bound", RendererSettings(force_bound=True))):
-            r = Renderer(dev, provider, (W, H), settings=settings)
-            r.view_mode = view
-            images[name] = _draw(dev, r, scene)
-            stats[name] = r.frame_stats()
-            r.release()
-        scene.release()
-        provider.release()
-    assert stats["bindless"]["texture_mode"] == "bindless"
-    assert stats["bindless"]["draw_calls"] == 1  # the whole scene in one multi-draw
-    assert stats["bindless"]["texture_binds"] == 0
-    assert stats["bindless"]["texture_handles"] == 6
-    assert stats["forced_bound"]["texture_mode"] == "bound"
-    assert images["bindless"].std() > 5
-    assert _close(images["per_object"], images["bindless"]) <= 0.001
-    assert _close(images["per_object"], images["forced_bound"]) <= 0.001
-
-
 @pytest.mark.parametrize("backend", ["realloc", "sparse"])
 def test_streamed_bindless_fade_in_matches_per_object(dev, tmp_path, backend) -> None:
     """The shader's fade clamp against the sampler's, frame by frame (frames in which a
