@@ -5,7 +5,6 @@ Each case runs the CLI in a subprocess and sends it the signal; child processes 
 through /proc (psutil is not a dependency)."""
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -15,16 +14,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from process_helpers import headless_env
+
 from engine.cli import child_pids
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _env(tmp_path: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
-    env["ENGINE_CACHE"] = str(tmp_path / "cache")
-    env["PYTHONPATH"] = str(ROOT)
-    return env
 
 
 def _alive(pid: int) -> bool:
@@ -74,13 +68,23 @@ def _images(folder: Path, count: int, edge: int) -> list[Path]:
     return paths
 
 
+def _stopped_cleanly(proc: subprocess.Popen, status: int, err: str, took: float,
+                     said: str) -> None:
+    """The signal's exit status, one line that says `said`, no traceback, within a second."""
+    assert proc.returncode == status, err
+    lines = _said(err)
+    assert len(lines) == 1 and said in lines[0] and "Traceback" not in err, err
+    print(f"stopped {took:.3f} s after the signal")
+    assert took < 1.0, f"took {took:.2f} s to stop"
+
+
 @pytest.mark.parametrize("sig,status", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_signal_stops_a_bake_and_its_workers(tmp_path, sig, status):
     images = _images(tmp_path / "in", 6, 1024)
     out = tmp_path / "out"
     proc = subprocess.Popen([sys.executable, "-m", "engine", "bake", *map(str, images), "-o",
                              str(out), "--jobs", "2", "--no-progress"], cwd=ROOT,
-                            env=_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            env=headless_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         workers = _wait_for(lambda: [p for p in child_pids(proc.pid) if _alive(p)], 60,
                             "the bake's worker processes")
@@ -89,12 +93,7 @@ def test_signal_stops_a_bake_and_its_workers(tmp_path, sig, status):
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == status, err
-    lines = _said(err)
-    assert len(lines) == 1 and signal.Signals(sig).name in lines[0], err
-    assert "Traceback" not in err
-    print(f"stopped {took:.3f} s after the signal")
-    assert took < 1.0, f"took {took:.2f} s to stop"
+    _stopped_cleanly(proc, status, err, took, signal.Signals(sig).name)
     # Every worker is gone (an orphan would be reparented and keep running).
     _wait_for(lambda: not any(_alive(p) for p in workers), 2.0, "the workers to end")
     # No half-written texture: only whole outputs, no temporaries.
@@ -113,7 +112,7 @@ def test_signal_stops_a_demo_run_without_partial_outputs(tmp_path, sig, status):
     proc = subprocess.Popen([sys.executable, "-m", "engine", "demo", "gallery", "--frames",
                              "100000", "--count", "2", "--texture-size", "32", "--size",
                              "64x48", "--report", str(report), "--screenshot", str(shot)],
-                            cwd=ROOT, env=_env(tmp_path), stdout=subprocess.PIPE,
+                            cwd=ROOT, env=headless_env(tmp_path), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
     try:
         line = _wait_for(lambda: proc.stderr.readline(), 60, "the first progress line")
@@ -125,10 +124,6 @@ def test_signal_stops_a_demo_run_without_partial_outputs(tmp_path, sig, status):
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == status, err
-    lines = _said(err)
-    assert len(lines) == 1 and "interrupted" in lines[0] and "Traceback" not in err, err
-    print(f"stopped {took:.3f} s after the signal")
-    assert took < 1.0, f"took {took:.2f} s to stop"
+    _stopped_cleanly(proc, status, err, took, "interrupted")
     assert not report.exists() and not shot.exists()
     assert not (tmp_path / "o").exists() or list((tmp_path / "o").iterdir()) == []
