@@ -22,6 +22,7 @@ from engine.streaming.estimator import (
     spheres_visible,
 )
 from engine.streaming.policy import (
+    Plan,
     PolicyConfig,
     PrefetchConfig,
     StreamerState,
@@ -39,7 +40,6 @@ from engine.streaming.policy import (
     step_peaks,
     update_state,
 )
-from engine.streaming.policy import Plan
 
 
 # ---------------------------------------------------------------------------- oracles
@@ -72,8 +72,9 @@ def reference_estimate(instances: InstanceArrays, textures: TextureArrays, camer
 _SEE_ALL = np.array([[0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 1]], np.float64)
 
 
-def reference_prefetch(instances, textures, now, prev=None, config=PrefetchConfig(),
+def reference_prefetch(instances, textures, now, prev=None, config=None,
                        global_bias=0.0) -> np.ndarray:
+    config = config or PrefetchConfig()
     out = np.full(len(textures.levels), np.inf)
     if len(instances.radii) == 0:
         return out
@@ -298,3 +299,44 @@ def test_fade_on_candidate_rows_equals_the_full_scan(seed: int) -> None:
         window = state.level_times.shape[1] * 0.3
         rows = np.flatnonzero(loaded > now - window)
         assert same(fade_min_lod(state, now, 0.3, rows=rows), fade_min_lod(state, now, 0.3))
+
+
+# ---------------------------------------------------------------------------- the streamer
+def test_streamer_reuses_estimates_only_while_their_inputs_repeat(device, tmp_path) -> None:
+    """Still frames reuse the last estimate; a moved camera, or instance arrays changed in
+    place (as a scene updates them), recompute it. Every frame's estimate and prediction
+    equal a fresh computation from that frame's view."""
+    from streaming_helpers import make_textures, row_view
+
+    from engine.streaming.provider import TextureStreamer
+
+    s = TextureStreamer(device, backend="realloc", io_workers=0)
+    try:
+        for i, p in enumerate(make_textures(tmp_path, 6, 64)):
+            s.register(f"t{i}", p)
+        eyes = [(0.0, 0.0, 2.0)] * 3 + [(0.5, 0.0, 2.0), (1.0, 0.0, 1.5)] + [(1.0, 0.0, 1.5)] * 2
+        views = [row_view(f, eye, 6) for f, eye in enumerate(eyes)]
+        # the next frame's view shares the last one's arrays, one instance moved in place
+        # (what a scene's incrementally updated arrays do)
+        views.append(replace(views[-1], frame=len(views)))
+        prev, computed = None, []
+        for view in views:
+            if view is views[-1]:
+                view.centers[2] += (0.0, 0.0, 1.0)
+            s.grant(1 << 30)
+            before = s._est_cache
+            s.begin_frame(view)
+            s.end_frame()
+            computed.append(s._est_cache is not before)
+            cam = s._camera(view)
+            est, mips = s._est_cache[1], s._est_cache[2]
+            want_est, want_mips = estimate_with_prefetch(
+                prepare_instances(s._instances(view), s._tex_arrays), cam, prev)
+            assert same(est.mip, want_est.mip) and same(mips, want_mips)
+            prev = cam
+        # frame 0 computes; frame 1 has a new previous camera (prefetch reads it); frame 2
+        # repeats everything; 3 and 4 move; 5 has a new previous camera again, 6 repeats;
+        # 7 is 6's arrays with an instance moved in place
+        assert computed == [True, True, False, True, True, True, False, True]
+    finally:
+        s.release()

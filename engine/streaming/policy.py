@@ -56,8 +56,8 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from functools import cached_property
 from enum import IntEnum
+from functools import cached_property
 
 import numpy as np
 

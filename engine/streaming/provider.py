@@ -19,8 +19,8 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
 from pathlib import Path
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -31,7 +31,6 @@ from ..gl.textures import GpuTexture
 from ..memory.sizes import level_bytes
 from .backends import CATEGORY, ReallocBackend, SparseBackend, Streamed, Uploader
 from .cache import LevelCache
-from .handles import HandleCache, read_level
 from .contract import FrameView, Residency, ResidentTextures
 from .estimator import (
     CameraInput,
@@ -43,13 +42,14 @@ from .estimator import (
     prepare_instances,
 )
 from .feedback import combine
+from .handles import HandleCache, read_level
 from .inline_io import InlineLevelIO
 from .io import LevelIO, Reader, ReadResult, RequestKey
 from .policy import (
     MipOp,
+    PrefetchConfig,
     StreamerState,
     TextureTable,
-    PrefetchConfig,
     apply_ops,
     estimate_with_prefetch,
     fade_min_lod,
@@ -653,4 +653,5 @@ class TextureStreamer:
         self._ids.clear()
         self._table = None
         self._state = None
+        self._prep_cache = self._est_cache = None
 
