@@ -486,7 +486,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fractions", help="comma-separated budgets, of the peak wanted (0.25,0.1)")
     ap.add_argument("--cut-sources", help="comma-separated: ram, disk")
     ap.add_argument("--no-prefetch-flight", action="store_true")
-    ap.add_argument("--no-scale", action="store_true")
+    ap.add_argument("--parts", default="flights,scale",
+                    help="which parts, in this order: flights, scale (default both)")
     ap.add_argument("--json")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
@@ -507,12 +508,19 @@ def main(argv: list[str] | None = None) -> int:
         out["rows"], out["notes"] = list(rows), list(notes)
         if args.json:
             Path(args.json).write_text(json.dumps(out, indent=2))
+    rows: list[dict] = []
+    notes: list[str] = []
     try:
-        rows, notes = _wall_rows(device, profile, save)
-        save(rows, notes)
-        if not args.no_scale:
-            more, more_notes = _wall_scale_rows(device, profile)
-            save(rows + more, notes + more_notes)
+        for part in args.parts.split(","):
+            if part == "flights":
+                more, more_notes = _wall_rows(
+                    device, profile, lambda r, n: save(rows + r, notes + n))
+            elif part == "scale":
+                more, more_notes = _wall_scale_rows(device, profile)
+            else:
+                ap.error(f"unknown part {part!r}")
+            rows, notes = rows + more, notes + more_notes
+            save(rows, notes)
     finally:
         device.shutdown()
     for note in out["notes"]:
