@@ -22,6 +22,7 @@ from engine.streaming.estimator import (
     spheres_visible,
 )
 from engine.streaming.policy import (
+    MipOp,
     Plan,
     PolicyConfig,
     PrefetchConfig,
@@ -143,6 +144,36 @@ def reference_plan(state: StreamerState, table: TextureTable, frame: int, pool: 
     return Plan(ops=ops, requests=tuple(requests), start_bytes=start, pool_bytes=pool,
                 peak_bytes=max([start, *peaks]), end_bytes=start + sum(o.delta for o in ops),
                 over_budget=False, deferred_loads=deferred, reserve_bytes=planner.reserve)
+
+
+def reference_update_state(state, table, mip, visible, frame, config, prefetch_mip=None):
+    """update_state as it was: a deep copy of the state (level times too), then in place."""
+    new = state.copy()
+    visible = np.asarray(visible, dtype=bool)
+    new.last_visible[visible] = frame
+    new.visible = visible.copy()
+    tail = table.tail_base
+    if prefetch_mip is None:
+        new.prefetch_target = tail.astype(np.int32).copy()
+    else:
+        pm = np.asarray(prefetch_mip, dtype=np.float64)
+        with np.errstate(invalid="ignore"):
+            lvl = np.floor(np.where(np.isfinite(pm), np.maximum(pm, 0.0), 0.0))
+        lvl = np.clip(lvl + config.prefetch_offset, 0, tail).astype(np.int32)
+        new.prefetch_target = np.where(np.isfinite(pm), lvl, tail).astype(np.int32)
+    m = np.asarray(mip, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        raw = np.clip(np.floor(np.where(visible, m, 0.0)), 0, tail).astype(np.int32)
+    h = config.hysteresis
+    finer = visible & (m < state.target - h)
+    coarser = visible & (m >= state.target + 1 + h)
+    new.target = np.where(finer | coarser, raw, state.target).astype(np.int32)
+    stale = ~visible & (frame - new.last_visible > config.recent_frames)
+    new.target[stale] = tail[stale]
+    unwanted = new.resident_base < new.desired(table)
+    new.unwanted_since = np.where(
+        unwanted, np.where(state.unwanted_since < 0, frame, state.unwanted_since), -1)
+    return new
 
 
 # ---------------------------------------------------------------------------- scenes
@@ -275,7 +306,6 @@ def test_update_state_leaves_its_input_alone_and_shares_only_the_level_times() -
         assert not np.shares_memory(getattr(new, name), getattr(state, name)), name
     # an op copies before writing: the earlier state's times stay what they were
     op_t = int(np.flatnonzero(new.resident_base > 0)[0])
-    from engine.streaming.policy import MipOp
     lvl = int(new.resident_base[op_t])
     after = apply_ops(new, [MipOp(op_t, lvl, lvl - 1, 0, 0)], 5.0)
     assert after.level_times[op_t, lvl - 1] == 5.0
@@ -287,7 +317,6 @@ def test_fade_on_candidate_rows_equals_the_full_scan(seed: int) -> None:
     rng = np.random.default_rng(50 + seed)
     table = random_table(rng, 300)
     state = StreamerState.initial(table)
-    from engine.streaming.policy import MipOp
     loaded = np.full(300, -np.inf)
     for now in np.sort(rng.uniform(0, 10, 200)):
         t = int(rng.integers(0, 300))
@@ -340,3 +369,31 @@ def test_streamer_reuses_estimates_only_while_their_inputs_repeat(device, tmp_pa
         assert computed == [True, True, False, True, True, True, False, True]
     finally:
         s.release()
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_update_state_matches_the_copying_version(seed: int) -> None:
+    """Random mips (inf, negative, huge), visibility, prefetch (with offsets of either sign
+    or none), hysteresis and recency, over a few frames: the same state field by field."""
+    rng = np.random.default_rng(200 + seed)
+    count = int(rng.integers(1, 300))
+    table = random_table(rng, count)
+    config = PolicyConfig(prefetch_offset=int(rng.choice([0, 0, 1, 2, -1])),
+                          hysteresis=float(rng.choice([0.0, 0.25, 0.6])),
+                          recent_frames=int(rng.choice([0, 3, 120])))
+    state = want = StreamerState.initial(table)
+    for frame in range(6):
+        mip = np.where(rng.random(count) < 0.2, rng.choice([np.inf, -3.0, 40.0, 0.0], count),
+                       rng.uniform(-1, 12, count))
+        visible = rng.random(count) < 0.6
+        pm = None if rng.random() < 0.3 else np.where(rng.random(count) < 0.5, np.inf,
+                                                       rng.uniform(-2, 12, count))
+        state = update_state(state, table, mip, visible, frame, config, pm)
+        want = reference_update_state(want, table, mip, visible, frame, config, pm)
+        for name in ("resident_base", "target", "last_visible", "unwanted_since",
+                     "level_times", "prefetch_target", "visible"):
+            assert same(getattr(state, name), getattr(want, name)), (frame, name)
+        # residency moves as the executor would move it, so unwanted detail appears
+        ops = [MipOp(int(t), int(state.resident_base[t]), int(state.resident_base[t]) - 1, 0, 0)
+               for t in np.flatnonzero(state.resident_base > 0)[:5]]
+        state, want = apply_ops(state, ops, frame), apply_ops(want, ops, frame)
