@@ -354,6 +354,8 @@ class _Faults:
         self.io: list[dict[str, Any]] = []
         self.met: set[str] = set()  # keys whose read failed after their fault
         self.tile_io: list[dict[str, Any]] = []
+        self.handles: Any = None  # the streamer's open-file cache (its reads go through it)
+        self._paths: dict[str, str] = {}  # damaged path -> texture key
         self.tile_met: set[str] = set()  # virtual textures (paths) whose tile read failed
         self.items: dict[str, Any] = {}  # key -> the streamer's item
         self.spared_evictions = 0
@@ -436,7 +438,25 @@ class _Faults:
             path.unlink()
             path.mkdir()
         self.watch(item)
+        self._paths[os.fspath(path)] = item.key
+        if self.handles is not None:  # its open descriptor would still read the old file
+            self.handles.drop(path)
         self.io.append({"frame": frame, "kind": kind, "key": item.key, "path": str(path)})
+
+    def watch_handles(self, handles: Any) -> None:
+        """See whether a level read through the streamer's open-file cache met a fault."""
+        self.handles = handles
+        original = handles.pread
+
+        def pread(path: Any, offset: int, length: int) -> bytes:
+            try:
+                return original(path, offset, length)
+            except Exception:
+                key = self._paths.get(os.fspath(path))
+                if key is not None:
+                    self.met.add(key)
+                raise
+        handles.pread = pread  # read_level looks the method up per read
 
 
     def inject_tile_io(self, frame: int, vts: Any) -> None:
@@ -564,6 +584,9 @@ def run_soak(device: Device, scene_factory: SceneFactory, options: Mapping[str, 
         if items:
             state["largest"] = max(sum(lv.nbytes for lv in it.tf.levels) for it in items)
         faults.items = {it.key: it for it in items}
+        handles = getattr(loop.provider, "handles", None)
+        if items and handles is not None and hasattr(handles, "drop"):
+            faults.watch_handles(handles)
 
         def floors() -> dict[str, int]:
             out = loop.renderer.output_size
@@ -718,29 +741,34 @@ class Settled:
 
 
 def provider_idle(provider: Any) -> bool:
-    """Nothing left to do at this view and budget: no level read or upload pending, no fade
+    """Nothing in flight at this view and budget: no level read queued or running, no fade
     under way (every clamp at its finest resident level), and the virtual texture system
-    asked for no tile this frame (it asks for every wanted tile it has room for)."""
-    st = provider.stats()
-    if int(getattr(st, "pending_count", 0)) or int(st.pending_uploads):
-        return False
+    asked for no tile this frame (it asks for every wanted tile it has room for) and holds
+    none waiting for a slot. (Not `pending_count`: the streamer keeps a texture's next finer
+    level in hand while the plan does not want it, and counts it there for good.)"""
+    io = getattr(provider, "io", None)
+    if io is not None and hasattr(io, "stats"):
+        ios = io.stats()
+        if int(getattr(ios, "pending", 0)) or int(getattr(ios, "in_progress", 0)):
+            return False
     table = provider.resident_textures()
     if len(table.min_lod) and not np.allclose(np.asarray(table.min_lod, np.float64),
                                               np.asarray(table.finest, np.float64)):
         return False
     vts = _virtual_system(provider)
-    return vts is None or vts.stats.requests == 0
+    return vts is None or (vts.stats.requests == 0 and vts.stats.in_hand == 0)
 
 
 def settle(loop: FrameLoop, budget: int, hold_t: float, first_frame: int, max_frames: int,
            calm_frames: int) -> Settled:
     """Hold the budget at `budget` and the camera at time `hold_t`, and step until the
-    provider is idle (`provider_idle`) and the render scale unchanged for `calm_frames`
-    frames in a row (or `max_frames` passed). Frame numbers go on from `first_frame`, so the
-    streamers' hysteresis and the feedback readbacks see time pass; only the view stands."""
+    provider is idle (`provider_idle`) and the render scale and the provider's resident
+    bytes unchanged for `calm_frames` frames in a row (or `max_frames` passed). Frame
+    numbers go on from `first_frame`, so the streamers' hysteresis and the feedback
+    readbacks see time pass; only the view stands."""
     loop.governor.set_budget(int(budget))
     calm = over = 0
-    scale = None
+    state = None
     frames = 0
 
     def hold(scene: Any) -> None:
@@ -750,13 +778,14 @@ def settle(loop: FrameLoop, budget: int, hold_t: float, first_frame: int, max_fr
         record = loop.step(first_frame + frames - 1, camera_override=hold)
         if record["total_bytes"] > record["budget_bytes"]:
             over += 1
-        now = float(record["render_scale"])
-        calm = calm + 1 if provider_idle(loop.provider) and now == scale else 0
-        scale = now
+        now = (float(record["render_scale"]), int(loop.provider.stats().resident_bytes))
+        calm = calm + 1 if provider_idle(loop.provider) and now == state else 0
+        state = now
         if calm >= calm_frames:
             break
     st = loop.provider.stats()
-    return Settled(loop.renderer.read_output(), frames, calm >= calm_frames, float(scale or 1.0),
+    scale = state[0] if state is not None else 1.0
+    return Settled(loop.renderer.read_output(), frames, calm >= calm_frames, scale,
                    over, int(getattr(st, "pending_count", 0)), int(st.resident_bytes),
                    int(st.wanted_bytes))
 
