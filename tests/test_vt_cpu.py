@@ -99,7 +99,7 @@ def test_expand_requests_adds_every_ancestor_with_tier_and_pixels():
     bad = np.array([int(pack_feedback(7, 0, 0, 0)), int(pack_feedback(1, lay.levels, 0, 0)),
                     int(pack_feedback(1, 0, 0, lay.grid(0)[1])), int(keys[0])], np.uint32)
     got = expand_requests(bad, np.ones(4, np.int64), levels, grids)
-    vt0, lvl0, x0, y0 = (int(v) for v in unpack_feedback(keys[0]))
+    vt0, lvl0, _, _ = (int(v) for v in unpack_feedback(keys[0]))
     assert len(got) == levels[vt0] - lvl0 and int(keys[0]) in got.keys.tolist()
 
 

@@ -44,7 +44,12 @@ from ..streaming.virtual.policy import TilePolicy
 from ..streaming.virtual.quads import QuadRenderer, wall
 from ..streaming.virtual.requests import TileRequests, expand_requests, reduce_feedback
 from ..streaming.virtual.system import VirtualTextureSystem
-from ..streaming.virtual.tiles import MAX_LEVELS, TAIL_FLAG, VirtualLayout, pack_feedback
+from ..streaming.virtual.tiles import (
+    MAX_LEVELS,
+    TAIL_FLAG,
+    VirtualLayout,
+    pack_feedback,
+)
 from .common import SuiteResult
 from .virtual import _gallery, _pct, stop_views, wall_extent
 from .vt_cpu_baseline import (

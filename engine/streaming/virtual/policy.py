@@ -28,7 +28,6 @@ from enum import IntEnum
 import numpy as np
 
 from ...errors import BudgetError
-from .tiles import unpack_feedback
 
 
 def _badness(keys: np.ndarray | int) -> np.ndarray:
