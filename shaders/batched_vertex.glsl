@@ -14,15 +14,19 @@ vec2 object_uv(ObjectData o, vec2 uv) {
     return vec2(dot(o.uv_row0.xyz, uv1), dot(o.uv_row1.xyz, uv1));
 }
 
-// `by_flags`: leave out slots the object's flags switch off (the feedback pass only asks for
-// tiles that the forward pass will sample).
-void object_vt(ObjectData o, bool by_flags, out uvec3 vt, out vec2 size[3]) {
-    uint flags = floatBitsToUint(o.params.w);
+// Slot k's virtual-texture id + 1 and level-0 size; `by_flags`: leave out slots the object's
+// flags switch off (the feedback pass only asks for tiles the forward pass will sample).
+// Per slot, not through an `out` array parameter: NVIDIA's compiler refuses an output
+// varying array as an out argument ("lvalue in assignment too complex").
+bool slot_on(ObjectData o, int k, bool by_flags) {
     uint slot_flags[3] = uint[3](FLAG_ALBEDO, FLAG_NORMAL, FLAG_RM);
-    for (int k = 0; k < 3; ++k) {
-        int t = o.tex[k];
-        bool on = t >= 0 && (!by_flags || (flags & slot_flags[k]) != 0u);
-        vt[k] = on ? textures[t].handle.z : 0u;
-        size[k] = on ? textures[t].lod.zw : vec2(0.0);
-    }
+    return o.tex[k] >= 0 && (!by_flags || (floatBitsToUint(o.params.w) & slot_flags[k]) != 0u);
+}
+
+uint slot_vt(ObjectData o, int k, bool by_flags) {
+    return slot_on(o, k, by_flags) ? textures[o.tex[k]].handle.z : 0u;
+}
+
+vec2 slot_vt_size(ObjectData o, int k, bool by_flags) {
+    return slot_on(o, k, by_flags) ? textures[o.tex[k]].lod.zw : vec2(0.0);
 }

@@ -29,6 +29,9 @@ void main() {
     v_tangent = vec4(normalize(mat3(o.model) * in_tangent.xyz), in_tangent.w);
     v_uv = object_uv(o, in_uv);
     v_object = id;
-    object_vt(o, false, v_vt, v_vt_size);
+    for (int k = 0; k < 3; ++k) {
+        v_vt[k] = slot_vt(o, k, false);
+        v_vt_size[k] = slot_vt_size(o, k, false);
+    }
     gl_Position = u_view_proj * world;
 }

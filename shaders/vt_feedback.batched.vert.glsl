@@ -17,6 +17,9 @@ flat out vec2 v_vt_size[3];
 void main() {
     ObjectData o = objects[object_id()];
     v_uv = object_uv(o, in_uv);
-    object_vt(o, true, v_vt, v_vt_size);
+    for (int k = 0; k < 3; ++k) {
+        v_vt[k] = slot_vt(o, k, true);
+        v_vt_size[k] = slot_vt_size(o, k, true);
+    }
     gl_Position = u_view_proj * o.model * vec4(in_position, 1.0);
 }
