@@ -48,6 +48,11 @@ def test_soak_short_run_passes_every_check(tmp_path):
     assert sorted(data["io_reported"]) == sorted(set(data["io_reported"]))
     assert all(v == 1 for v in data["io_reported"].values())
     assert data["io_errors_counted"] == len(data["io_reported"])
+    # the damage was met by reads (the streamer's open descriptors are dropped), not only
+    # injected
+    assert data["io_faults_met"] >= 1
+    assert data["io_faults_met"] == len(data["io_reported"])
+    assert data["settled"]  # the recovery check ran on a settled engine
     assert data["rss_growth"] < 0.05 and data["last_black_pixels"] == 0
     assert data["resizes"] >= 4  # the output was resized as a window's would be
     # The cache the textures came from is untouched: every file still there, none a folder.
