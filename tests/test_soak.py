@@ -14,18 +14,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from engine.demos.cli import x_display_missing
+from process_helpers import headless_env
 
 from engine.app.soak import SoakReport, SoakSettings, rss_bytes
+from engine.demos.cli import x_display_missing
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _env(tmp_path: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
-    env["ENGINE_CACHE"] = str(tmp_path / "cache")
-    env["PYTHONPATH"] = str(ROOT)
-    return env
 
 
 def test_soak_short_run_passes_every_check(tmp_path):
@@ -33,7 +27,7 @@ def test_soak_short_run_passes_every_check(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "engine", "soak", "--frames", "300", "--size",
                            "160x90", "--count", "8", "--texture-size", "128", "--oom", "0.3",
                            "--io-fault-every", "40", "--resize-every", "45", "--json", str(out)], cwd=ROOT,
-                          env=_env(tmp_path), capture_output=True, text=True, check=False, timeout=180)
+                          env=headless_env(tmp_path), capture_output=True, text=True, check=False, timeout=180)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr
     assert "soak PASSED" in proc.stdout
@@ -67,7 +61,7 @@ def test_wall_soak_with_tile_faults_recovers_the_clean_picture(tmp_path):
     the final budget and view the picture is a fresh engine's (issue 15). The textures come
     from the user's cache (made once, about a minute, shared with the wall demo)."""
     out = tmp_path / "wall.json"
-    env = {k: v for k, v in _env(tmp_path).items() if k != "ENGINE_CACHE"}
+    env = {k: v for k, v in headless_env(tmp_path).items() if k != "ENGINE_CACHE"}
     if "ENGINE_CACHE" in os.environ:
         env["ENGINE_CACHE"] = os.environ["ENGINE_CACHE"]
     proc = subprocess.run([sys.executable, "-m", "engine", "soak", "--scene", "wall",
