@@ -178,3 +178,23 @@ def test_bad_level_and_layer_arguments(tmp_path: Path) -> None:
     for args in ((2,), (0, 1), (0, 0, 1), (-1,)):
         with pytest.raises(ValueError):
             tex.read_level(*args)
+
+
+def test_read_levels_all_reads_a_plain_tail_in_one_span(tmp_path, monkeypatch):
+    """A streamer registers a texture by its tail: the adjacent plain levels come from one
+    read, byte for byte what reading each level gives; zstd levels are read one by one."""
+    from engine.textures.container import TextureFile
+
+    for scheme in (0, 2):  # none, zstd
+        data, _ = ktx2_for("BC7", 64, 64, levels=7, scheme=scheme)
+        path = tmp_path / f"t-{scheme}.ktx2"
+        path.write_bytes(data)
+        tf = textures.open(path)
+        one_by_one = {i: tf.read_level_all(i) for i in range(3, 7)}
+        spans: list[tuple[int, int]] = []
+        real = TextureFile._read_span
+        monkeypatch.setattr(TextureFile, "_read_span",
+                            lambda self, o, n, what: spans.append((o, n)) or real(self, o, n, what))
+        assert tf.read_levels_all(range(3, 7)) == one_by_one
+        monkeypatch.undo()
+        assert len(spans) == (1 if scheme == 0 else 4)

@@ -211,7 +211,8 @@ class TextureStreamer:
         tf = textures.open(path)
         item = Streamed(key, tf)
         tail = self._tail(item)
-        self._backend_for(item).create(item, tail, tf.read_level_all, self.uploader)
+        tail_bytes = tf.read_levels_all(range(tail, len(tf.levels)))
+        self._backend_for(item).create(item, tail, tail_bytes.__getitem__, self.uploader)
         self.items.append(item)
         self._ids[key] = len(self.items) - 1
         self._table = None  # rebuilt (and the state extended) at the next frame

@@ -196,6 +196,9 @@ class BasisKtx2File(Ktx2File):
     def _read_image(self, lv: Level, layer: int, face: int) -> bytes:
         return self._transcode(lv, layer, face)
 
+    def _plain_levels(self) -> bool:
+        return False  # every level is transcoded
+
     # -- internals -----------------------------------------------------------------------
     def _sgd(self) -> bytes:
         if not self._sgd_cache:  # a race reads it twice, harmlessly: bytes are immutable

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import os
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -97,6 +98,11 @@ class TextureFile(ABC):
     def read_level_all(self, level: int) -> bytes:
         """The whole level, every layer and face, in KTX2/GL order (layer-major, then face)."""
         return self._read_all(self.level(level))
+
+    def read_levels_all(self, levels: Sequence[int]) -> dict[int, bytes]:
+        """Several whole levels by index (a streamer's resident tail at registration).
+        Formats whose levels are plain spans of the file read neighbours in one go."""
+        return {i: self.read_level_all(i) for i in levels}
 
     @abstractmethod
     def _read_image(self, lv: Level, layer: int, face: int) -> bytes: ...
