@@ -293,8 +293,10 @@ def test_streamed_fade_in_same_picture_on_both_paths(dev, texture_files) -> None
     from engine.render.renderer import Renderer
     from engine.streaming.provider import TextureStreamer
 
+    now = [0.0]  # a frame clock and inline reads: the fades depend on the frame number only
     with dev.leak_check():
-        provider = TextureStreamer(dev, backend="realloc", max_tail_size=8)
+        provider = TextureStreamer(dev, backend="realloc", max_tail_size=8, io_workers=0,
+                                   clock=lambda: now[0])
         scene = _scene(dev, provider, texture_files)
         settings = [RendererSettings(path="per_object"), RendererSettings(force_bound=True),
                     RendererSettings(force_bound=True, shader_lod_clamp=True)]
@@ -302,6 +304,7 @@ def test_streamed_fade_in_same_picture_on_both_paths(dev, texture_files) -> None
         worst = [0.0, 0.0, 0.0]
         fading = 0
         for f in range(30):
+            now[0] = f / 60
             provider.grant(64 << 20)
             before = provider.residency_changes
             provider.begin_frame(rs[0].frame_view(scene, f, f / 60))
