@@ -1,7 +1,10 @@
 #version 450 core
 #extension GL_ARB_shader_draw_parameters : require
-// Batched instance pass of the GPU feedback shader: every object in one multi-draw, its
-// transform and UV transform from the object rows (objects.glsl), found by base instance.
+// Vertex stage of both batched feedback passes (the GPU feedback shader and the virtual-texture
+// feedback shader): every object in one multi-draw, its transform and UV transform from the
+// object rows, found by base instance; each fragment stage reads the varyings it needs (the
+// object for the mip feedback, each slot's virtual-texture id + 1 and level-0 size, for the
+// slots the object's flags switch on, for the tile feedback).
 #include "batched_vertex.glsl"
 
 in vec3 in_position;
@@ -11,11 +14,17 @@ uniform mat4 u_view_proj;
 
 out vec2 v_uv;
 flat out uint v_object;
+flat out uvec3 v_vt;
+flat out vec2 v_vt_size[3];
 
 void main() {
     uint id = object_id();
     ObjectData o = objects[id];
     v_uv = object_uv(o, in_uv);
     v_object = id;
+    for (int k = 0; k < 3; ++k) {
+        v_vt[k] = slot_vt(o, k, true);
+        v_vt_size[k] = slot_vt_size(o, k, true);
+    }
     gl_Position = u_view_proj * o.model * vec4(in_position, 1.0);
 }

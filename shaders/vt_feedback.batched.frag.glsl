@@ -1,5 +1,5 @@
 #version 450 core
-// Virtual-texture feedback of the batched scene pass (vertex stage vt_feedback.batched.vert):
+// Virtual-texture feedback of the batched scene pass (vertex stage feedback.batched.vert, shared with the mip feedback):
 // per pixel the packed key of the tile the object's virtual texture needs
 // (vt_feedback_key_at), 0 where the object has none. An object with several virtual slots
 // (albedo, normal, roughness-metal) writes them in turn, one per 2x2 pixel quad of a pattern

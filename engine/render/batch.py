@@ -618,9 +618,10 @@ class BatchedPass:
 
 
 def feedback_pass(device: Any, provider: Any, shader: str, label: str) -> tuple[Any, BatchedPass]:
-    """A program of `shader`.batched.{vert,frag}.glsl and a textureless BatchedPass to draw
-    it with (the feedback passes); nothing stays made if either fails."""
-    prog = device.program(vertex_shader=shaders.load(f"{shader}.batched.vert.glsl"),
+    """A program of `shader`.batched.frag.glsl behind the feedback passes' shared vertex
+    stage, and a textureless BatchedPass to draw it with; nothing stays made if either
+    fails."""
+    prog = device.program(vertex_shader=shaders.load("feedback.batched.vert.glsl"),
                           fragment_shader=shaders.load(f"{shader}.batched.frag.glsl"),
                           label=f"{label}.batched")
     try:
