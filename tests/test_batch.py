@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from pyglm import glm
 from texture_helpers import ktx2_for
+from vt_helpers import headless_device
 
 from engine.render.batch import (
     NO_CLAMP,
@@ -154,12 +155,7 @@ W, H = 160, 120
 
 @pytest.fixture(scope="module")
 def dev():
-    from engine.gl.device import Device
-
-    try:
-        d = Device.headless()
-    except Exception as exc:  # noqa: BLE001 - no EGL at all: skip, whatever the cause
-        pytest.skip(f"no headless GL: {exc}")
+    d = headless_device()
     yield d
     d.shutdown()
 

@@ -8,6 +8,7 @@ import pytest
 from pyglm import glm
 from test_batch import H, W, _close, _draw, _scene
 from texture_helpers import ktx2_for
+from vt_helpers import headless_device
 
 from engine.render.renderer import Renderer, RendererSettings
 
@@ -15,12 +16,8 @@ from engine.render.renderer import Renderer, RendererSettings
 @pytest.fixture(scope="module")
 def dev():
     from engine.gl.bindless import bindless_supported
-    from engine.gl.device import Device
 
-    try:
-        d = Device.headless()
-    except Exception as exc:  # noqa: BLE001 - no EGL at all: skip, whatever the cause
-        pytest.skip(f"no headless GL: {exc}")
+    d = headless_device()
     if not bindless_supported(d):
         d.shutdown()
         pytest.skip("driver has no ARB_bindless_texture")
