@@ -26,6 +26,14 @@ def device(engine_device):
         yield engine_device
 
 
+@pytest.fixture
+def isolated_cache(tmp_path, monkeypatch) -> Path:
+    """A texture cache of the test's own (bakes and generated assets land there)."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("ENGINE_CACHE", str(cache))
+    return cache
+
+
 @pytest.fixture(scope="session")
 def testdata() -> Path:
     if not TESTDATA.is_dir():

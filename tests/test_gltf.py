@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from texture_helpers import BOX_MODEL
 
 from engine.render.gltf import (
     GltfError,
@@ -19,12 +20,8 @@ from engine.render.gltf import (
     load_gltf,
 )
 
-MODEL = Path(__file__).resolve().parents[1] / "assets" / "models" / "BoxTextured"
-
-
-@pytest.fixture(autouse=True)
-def _cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("ENGINE_CACHE", str(tmp_path / "cache"))
+MODEL = BOX_MODEL
+pytestmark = pytest.mark.usefixtures("isolated_cache")
 
 
 def _doc(**over) -> dict:

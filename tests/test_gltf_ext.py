@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pygltflib
 import pytest
-from texture_helpers import texconv_dds
+from texture_helpers import BOX_MODEL, texconv_dds
 
 from engine import textures
 from engine.render.gltf import (
@@ -23,12 +23,8 @@ from engine.render.gltf import (
 from engine.render.gltf_bake import bake_gltf
 from engine.textures import basis
 
-MODEL = Path(__file__).resolve().parents[1] / "assets" / "models" / "BoxTextured"
-
-
-@pytest.fixture(autouse=True)
-def _cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("ENGINE_CACHE", str(tmp_path / "cache"))
+MODEL = BOX_MODEL
+pytestmark = pytest.mark.usefixtures("isolated_cache")
 
 
 def _box_copy(tmp_path: Path) -> tuple[Path, dict]:

@@ -20,6 +20,9 @@ from engine.memory.sizes import level_bytes
 TESTDATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "testdata"
 KTX2_ID = b"\xabKTX 20\xbb\r\n\x1a\n"
 
+# The sample glTF model the glTF tests load, bake and draw.
+BOX_MODEL = Path(__file__).resolve().parents[1] / "assets" / "models" / "BoxTextured"
+
 
 def rgba_image(w: int, h: int, seed: int = 0) -> np.ndarray:
     """Smooth gradients plus noise: exercises every block mode an encoder picks."""
