@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from engine.formats import get as get_format
-from engine.textures.cachedir import cache_root
+from engine.textures.cachedir import cache_root, numbered_files
 from engine.textures.encode import encode_image
 from engine.textures.ktx2_write import write_ktx2
 from engine.textures.mipgen import generate_mips
@@ -266,9 +266,7 @@ def gallery_textures(count: int, size: int = 4096, fmt: str = "bc7", *,
     if fmt not in FORMATS:
         raise ValueError(f"gallery format must be one of {sorted(FORMATS)}, got {fmt!r}")
     directory = (cache_dir or cache_root() / "gallery") / f"{size}-{fmt}-v{VERSION}"
-    directory.mkdir(parents=True, exist_ok=True)
-    paths = [directory / f"gallery_{i:04d}.ktx2" for i in range(count)]
-    missing = [i for i, p in enumerate(paths) if not p.is_file()]
+    paths, missing = numbered_files(directory, "gallery_{:04d}.ktx2", count)
     if not missing:
         return GalleryAssets(paths, directory, 0, 0.0)
     start = time.perf_counter()

@@ -36,7 +36,7 @@ import numpy as np
 
 from engine import assets
 from engine.formats import get as get_format
-from engine.textures.cachedir import cache_root
+from engine.textures.cachedir import cache_root, numbered_files
 from engine.textures.encode import encode_image
 from engine.textures.ktx2_write import write_ktx2
 from engine.textures.mipgen import generate_mips
@@ -207,9 +207,7 @@ def wall_textures(count: int, size: int = 1024, *, cache_dir: Path | None = None
     """Paths of `count` wall textures of `size`^2 BC7, generating the missing ones."""
     layout = WallLayout.for_size(size)
     directory = wall_directory(size, cache_dir)
-    directory.mkdir(parents=True, exist_ok=True)
-    paths = [directory / f"wall_{i:05d}.ktx2" for i in range(count)]
-    missing = [i for i, p in enumerate(paths) if not p.is_file()]
+    paths, missing = numbered_files(directory, "wall_{:05d}.ktx2", count)
     if not missing:
         return WallAssets(paths, directory, 0, 0.0)
     start = time.perf_counter()

@@ -53,6 +53,13 @@ def _texture_file(directory: Path, size: int = 256) -> Path:
     return path
 
 
+def _release(*objects) -> None:
+    """Release what a measurement made, in order, skipping what it never got to make."""
+    for obj in objects:
+        if obj is not None:
+            obj.release()
+
+
 def _scene(device: Device, provider, n: int, path: Path):
     from ..render.camera import Camera
     from ..render.material import Material
@@ -130,11 +137,7 @@ def measure(device: Device, n: int, path: str, frames: int, size: tuple[int, int
                 "draw_calls": st.get("draw_calls", n), "visible": st.get("visible_objects", n),
                 "residency_changes": provider.residency_changes}
     finally:
-        if renderer is not None:
-            renderer.release()
-        if scene is not None:
-            scene.release()
-        provider.release()
+        _release(renderer, scene, provider)
 
 
 def run(device: Device, quick: bool = False, counts: tuple[int, ...] | None = None,
@@ -228,11 +231,7 @@ def profile_streamer(device: Device, n: int = 10000, frames: int = 200,
                      "residency_changes": provider.residency_changes}
             return stats, out.getvalue()
         finally:
-            if renderer is not None:
-                renderer.release()
-            if scene is not None:
-                scene.release()
-            provider.release()
+            _release(renderer, scene, provider)
 
 
 def main(argv: list[str] | None = None) -> int:
