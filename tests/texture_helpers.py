@@ -6,14 +6,19 @@ because those fields (pitch, flags, FourCC vs DX10) are where readers break in p
 from __future__ import annotations
 
 import struct
+import tempfile
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import etcpak
 import numpy as np
+import pytest
 import zstandard
 
+from engine import textures
+from engine.errors import TextureFormatError
 from engine.formats import get
 from engine.memory.sizes import level_bytes
 
@@ -22,6 +27,34 @@ KTX2_ID = b"\xabKTX 20\xbb\r\n\x1a\n"
 
 # The sample glTF model the glTF tests load, bake and draw.
 BOX_MODEL = Path(__file__).resolve().parents[1] / "assets" / "models" / "BoxTextured"
+
+
+def assert_open_refuses(path: Path, exc: type[Exception]) -> None:
+    """`textures.open` refuses the file with `exc`, in a message that names the file."""
+    with pytest.raises(exc) as info:
+        textures.open(path)
+    assert str(path) in str(info.value)
+
+
+def assert_opens_whole_or_refuses(data: bytes, name: str,
+                                  more: Callable[[object], None] | None = None) -> None:
+    """The fuzzing oracle: a file opens with level sizes the format formula gives and every
+    level readable in full (plus the checks `more` makes on the opened texture), or raises
+    TextureFormatError (UnsupportedFormatError included) naming the file; nothing else."""
+    with tempfile.TemporaryDirectory() as d:
+        p = Path(d) / name
+        p.write_bytes(data)
+        try:
+            tex = textures.open(p)
+            for lv in tex.levels:
+                assert lv.image_nbytes == level_bytes(tex.pixel_format, lv.width, lv.height,
+                                                      lv.depth)
+                assert lv.nbytes == lv.image_nbytes * tex.layers * tex.faces
+                assert len(tex.read_level_all(lv.index)) == lv.nbytes
+            if more is not None:
+                more(tex)
+        except TextureFormatError as exc:
+            assert str(p) in str(exc)
 
 
 def rgba_image(w: int, h: int, seed: int = 0) -> np.ndarray:
