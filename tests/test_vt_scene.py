@@ -82,6 +82,19 @@ def mixed_scene(assets: dict[str, list[Path]]):
     return build
 
 
+def _fixed_bytes(ctx: FrameContext) -> int:
+    """What neither the streamer nor the render scale can give back."""
+    ledger = ctx.device.ledger
+    return ledger.total - ctx.renderer.target_bytes - ledger.category_total("texture.streamed")
+
+
+def _floor_bytes(ctx: FrameContext) -> int:
+    """The least a frame can hold: fixed bytes, every streaming floor (the whole levels'
+    tails, the page cache's minimum) and the targets at 5/8 scale."""
+    targets = ctx.renderer.cost_spec.bytes_at(*ctx.renderer.output_size, 0.625)
+    return _fixed_bytes(ctx) + ctx.provider.stats().min_bytes + targets
+
+
 class VtProbe:
     """Per frame: the page cache's bytes and tiles, and the provider's stats."""
 
@@ -247,14 +260,8 @@ def test_pressure_with_virtual_textures_stays_in_budget(device: Device, assets) 
 
     def script(ctx: FrameContext) -> None:
         if ctx.frame == 0:
-            # the low of the curve leaves room for the fixed bytes, every floor (the whole
-            # levels' tails and the page cache's minimum) and the targets at 5/8 scale
-            ledger = ctx.device.ledger
-            fixed = ledger.total - ctx.renderer.target_bytes \
-                - ledger.category_total("texture.streamed")
-            floor = ctx.provider.stats().min_bytes
-            targets = ctx.renderer.cost_spec.bytes_at(*ctx.renderer.output_size, 0.625)
-            ctx.governor.set_budget(int((fixed + floor + targets) / LOW))
+            # the low of the curve leaves room for every floor
+            ctx.governor.set_budget(int(_floor_bytes(ctx) / LOW))
         pressure(ctx)
 
     # a page cache allowed 32x the screen's need, so at full budget it is more than its
@@ -304,13 +311,10 @@ def test_random_camera_and_budget_steps_with_virtual_textures(device: Device, as
 
     def script(ctx: FrameContext) -> None:
         if ctx.frame == 0:
-            ledger = ctx.device.ledger
-            fixed = ledger.total - ctx.renderer.target_bytes \
-                - ledger.category_total("texture.streamed")
-            targets = ctx.renderer.cost_spec.bytes_at(*ctx.renderer.output_size, 0.625)
             stats = ctx.provider.stats()
-            limits["low"] = fixed + stats.min_bytes + targets
-            limits["high"] = fixed + 2 * (stats.wanted_bytes + ctx.renderer.target_bytes)
+            limits["low"] = _floor_bytes(ctx)
+            limits["high"] = _fixed_bytes(ctx) + 2 * (stats.wanted_bytes
+                                                      + ctx.renderer.target_bytes)
         if ctx.frame >= frames - settle:
             ctx.governor.set_budget(256 << 20)  # room for everything: scale back to 1
             cam = final_cam
