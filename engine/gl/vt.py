@@ -262,9 +262,13 @@ class FeedbackTarget:
         self._release_target()
         self._color = self.device.texture(size, 1, dtype="u4", category="target",
                                           label=self.label)
-        self._fbo = self.device.framebuffer([self._color], label=f"{self.label}.fbo")
+        self._fbo = self.device.framebuffer([self._color], self._make_depth(size),
+                                            label=f"{self.label}.fbo")
         self.size = size
         return self._fbo
+
+    def _make_depth(self, size: tuple[int, int]) -> moderngl.Renderbuffer | None:
+        return None  # the standalone quads need no depth
 
     def _release_target(self) -> None:
         for obj in (self._fbo, self._color):
@@ -409,18 +413,10 @@ class DepthFeedbackTarget(FeedbackTarget):
         super().__init__(device, ring, label)
         self._depth = None
 
-    def _ensure(self, size: tuple[int, int]) -> moderngl.Framebuffer:
-        if self._fbo is not None and size == self.size:
-            return self._fbo
-        self._release_target()
-        self._color = self.device.texture(size, 1, dtype="u4", category="target",
-                                          label=self.label)
+    def _make_depth(self, size: tuple[int, int]) -> moderngl.Renderbuffer:
         self._depth = self.device.renderbuffer(size, depth=True, category="target",
                                                label=f"{self.label}.depth")
-        self._fbo = self.device.framebuffer([self._color], self._depth,
-                                            label=f"{self.label}.fbo")
-        self.size = size
-        return self._fbo
+        return self._depth
 
     def _release_target(self) -> None:
         super()._release_target()
