@@ -41,6 +41,43 @@ wall)  # the 10,000-image wall (assets made by stage one while the machine staye
   python3 -c "from engine.demos.wall_assets import wall_textures; from engine.bench.scaling import scaling_textures; print('made', wall_textures(10_000, 1024, progress=False).generated); scaling_textures(10_000)"
   timeout $(left 585) python3 -m engine bench wall --json "$OUT/bench_wall_h200.json" > "$OUT/bench_wall_h200.txt" 2>&1
   echo "wall rc $? at $(( $(date +%s) - t0 )) s" ;;
+wall10k)  # the wall in one call from a cold machine: assets, scale figures, then the flights
+  # that matter most (25% and 10% budgets, all three policies; cuts from RAM and disk), the
+  # JSON rewritten after each flight
+  python3 -c "from engine.demos.wall_assets import wall_textures; from engine.bench.scaling import scaling_textures; print('made', wall_textures(10_000, 1024, progress=False).generated); scaling_textures(10_000)"
+  echo "assets at $(( $(date +%s) - t0 )) s"
+  timeout $(left ${WALL_LIMIT:-585}) python3 -m engine.bench.wall --parts scale,flights --fractions 0.25,0.1 \
+    --cut-sources ram,disk --no-prefetch-flight --json "$OUT/bench_wall_h200.json" > "$OUT/bench_wall_h200.txt" 2>&1
+  echo "wall rc $? at $(( $(date +%s) - t0 )) s"; grep "wall flight" "$OUT/bench_wall_h200.txt" ;;
+gpu)  # frame, pacing on the batched path, virtual texturing at 4K
+  python3 -c "from engine.demos.gallery_assets import gallery_textures; gallery_textures(200, 4096, 'bc7', progress=False)"
+  echo "gallery at $(( $(date +%s) - t0 )) s"
+  timeout $(left 200) python3 -m engine.bench.frame --json "$OUT/frame_h200.json" > "$OUT/frame_h200.txt" 2>&1
+  echo "frame rc $? at $(( $(date +%s) - t0 )) s"
+  timeout $(left 240) python3 -m engine.bench.frame --profile-streamer 10000 > "$OUT/frame_stream_profile_h200.txt" 2>&1
+  echo "profile rc $? at $(( $(date +%s) - t0 )) s"
+  timeout $(left 360) python3 benchmarks/gpu_pacing.py "$OUT/pacing_h200.json" > "$OUT/pacing_h200.txt" 2>&1
+  echo "pacing rc $? at $(( $(date +%s) - t0 )) s"
+  timeout $(left 585) python3 -m engine.bench.virtual --textures 200 --size 4096 --allowance 40MiB \
+    --output 3840x2160 --stops 12 --hold 40 --max-uploads 256 --io-workers 12 --feedback-scale 0.125 \
+    --json "$OUT/bench_virtual_h200.json" > "$OUT/bench_virtual_h200.txt" 2>&1
+  echo "virtual rc $? at $(( $(date +%s) - t0 )) s" ;;
+final)  # what one last call can hold, each part time-boxed, the most wanted first
+  (python3 -c "from engine.demos.gallery_assets import gallery_textures; gallery_textures(200, 4096, 'bc7', progress=False)" > "$OUT/gallery_assets.log" 2>&1) &
+  g=$!
+  python3 -c "from engine.demos.wall_assets import wall_textures; from engine.bench.scaling import scaling_textures; print('made', wall_textures(10_000, 1024, progress=False).generated); scaling_textures(10_000)"
+  wait $g; echo "assets at $(( $(date +%s) - t0 )) s"
+  timeout $(left ${FRAME_AT:-170}) python3 -m engine.bench.frame --json "$OUT/frame_h200.json" > "$OUT/frame_h200.txt" 2>&1
+  echo "frame rc $? at $(( $(date +%s) - t0 )) s"
+  timeout $(left ${PACING_AT:-270}) python3 benchmarks/gpu_pacing.py "$OUT/pacing_h200.json" > "$OUT/pacing_h200.txt" 2>&1
+  echo "pacing rc $? at $(( $(date +%s) - t0 )) s"
+  timeout $(left ${VIRTUAL_AT:-400}) python3 -m engine.bench.virtual --textures 200 --size 4096 --allowance 40MiB \
+    --output 3840x2160 --stops 12 --hold 40 --max-uploads 256 --io-workers 12 --feedback-scale 0.125 \
+    --json "$OUT/bench_virtual_h200.json" > "$OUT/bench_virtual_h200.txt" 2>&1
+  echo "virtual rc $? at $(( $(date +%s) - t0 )) s"
+  timeout $(left ${WALL_LIMIT:-585}) python3 -m engine.bench.wall --parts scale,flights --fractions 0.25,0.1 \
+    --cut-sources ram,disk --no-prefetch-flight --json "$OUT/bench_wall_h200.json" > "$OUT/bench_wall_h200.txt" 2>&1
+  echo "wall rc $? at $(( $(date +%s) - t0 )) s"; grep "wall flight" "$OUT/bench_wall_h200.txt" ;;
 *) echo "unknown stage $stage"; exit 2 ;;
 esac
 tail -c 3000 "$OUT"/*.txt
