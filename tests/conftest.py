@@ -19,6 +19,17 @@ def pytest_configure(config):
         config.pluginmanager.import_plugin("engine.pytest_plugin")
 
 
+@pytest.fixture(scope="module")
+def dev():
+    """A device of the module's own, for modules that count objects or change GL state
+    apart from the session's device."""
+    from vt_helpers import headless_device
+
+    d = headless_device()
+    yield d
+    d.shutdown()
+
+
 @pytest.fixture
 def device(engine_device):
     """The session's headless device, checked for leaks around each test that uses it."""

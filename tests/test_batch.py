@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 from pyglm import glm
 from texture_helpers import ktx2_for
-from vt_helpers import headless_device
 
 from engine.render.batch import (
     NO_CLAMP,
@@ -151,13 +150,6 @@ def test_path_and_texture_mode_choice() -> None:
 
 # ---------------------------------------------------------------------- GL (llvmpipe)
 W, H = 160, 120
-
-
-@pytest.fixture(scope="module")
-def dev():
-    d = headless_device()
-    yield d
-    d.shutdown()
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from vt_helpers import bc7_file, headless_device
+from vt_helpers import bc7_file
 
 from engine import textures
 from engine.gl.upload import upload_texture_file
@@ -27,13 +27,6 @@ CORNERS = np.array([(-1, -1, 0), (1, -1, 0), (1, 1, 0), (-1, 1, 0)], np.float32)
 OBLIQUE = view_projection((0.6, 0.3, 1.2), (0.0, 0.2, -0.5), SIZE[0] / SIZE[1])
 # Closer: level 0 magnified in front, so a missing level 0 or 1 shows.
 NEAR = view_projection((0.25, 0.1, 0.35), (0.0, 0.0, -0.5), SIZE[0] / SIZE[1])
-
-
-@pytest.fixture(scope="module")
-def dev():
-    d = headless_device()
-    yield d
-    d.shutdown()
 
 
 @pytest.fixture(scope="module")

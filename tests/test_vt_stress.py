@@ -6,20 +6,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from vt_helpers import bc7_file, headless_device
+from vt_helpers import bc7_file
 
 from engine.gl.vt import QuadBatch
 from engine.streaming.virtual.pagetable import TABLE_WIDTH
 from engine.streaming.virtual.quads import QuadRenderer, view_projection, wall
 from engine.streaming.virtual.system import VirtualTextureSystem
 from engine.streaming.virtual.tiles import TAIL_FLAG, slot_bytes, unpack_entry
-
-
-@pytest.fixture(scope="module")
-def dev():
-    d = headless_device()
-    yield d
-    d.shutdown()
 
 
 def check_table(vts: VirtualTextureSystem) -> None:

@@ -51,7 +51,7 @@ from ..streaming.virtual.tiles import (
     pack_feedback,
 )
 from .common import SuiteResult
-from .virtual import _gallery, _pct, stop_views, wall_extent
+from .virtual import VirtualProfile, _gallery, _pct, stop_views, wall_extent
 from .vt_cpu_baseline import (
     PageTableV0,
     TilePolicyV0,
@@ -64,24 +64,11 @@ log = logging.getLogger(__name__)
 CPU_GOAL_MS = 1.0
 
 
-@dataclass(frozen=True)
-class CpuProfile:
-    """Defaults: the H200 profile of the virtual bench (the 4K feedback size)."""
-
-    textures: int = 200
-    size: int = 4096
-    allowance: int = 40 << 20
-    output: tuple[int, int] = (3840, 2160)
-    feedback_scale: float = 0.125
-    stops: int = 12
-    hold: int = 40
-    max_uploads: int = 256
-    seed: int = 13
-
-    @staticmethod
-    def quick() -> CpuProfile:
-        return CpuProfile(textures=16, size=1024, allowance=1 << 20, output=(1280, 720),
-                          stops=3, hold=12, max_uploads=32)
+# The virtual bench's H200 profile (the 4K feedback size); quick: a CI-sized flight.
+H200 = VirtualProfile(textures=200, size=4096, allowance=40 << 20, output=(3840, 2160),
+                      stops=12, hold=40, feedback_scale=0.125, max_uploads=256)
+QUICK = VirtualProfile(textures=16, size=1024, allowance=1 << 20, output=(1280, 720),
+                       stops=3, hold=12, max_uploads=32)
 
 
 @dataclass
@@ -101,7 +88,7 @@ class Recording:
         return (0, 0) if img is None else (int(img.shape[1]), int(img.shape[0]))
 
 
-def record_feedback(device: Device, prof: CpuProfile,
+def record_feedback(device: Device, prof: VirtualProfile,
                     paths: list[Path] | None = None) -> Recording:
     """Fly the virtual bench's flight drawing only the feedback pass; keep each frame's
     newest finished readback."""
@@ -291,7 +278,7 @@ def run_replay(rec: Recording, max_uploads: int) -> SuiteResult:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m engine.bench.vt_cpu")
-    d = CpuProfile()
+    d = H200
     p.add_argument("--quick", action="store_true")
     p.add_argument("--textures", type=int, default=d.textures)
     p.add_argument("--size", type=int, default=d.size)
@@ -305,9 +292,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json")
     a = p.parse_args(argv)
     w, h = (int(v) for v in a.output.lower().split("x"))
-    prof = CpuProfile.quick() if a.quick else CpuProfile(
-        a.textures, a.size, parse_bytes(a.allowance), (w, h), a.feedback_scale, a.stops,
-        a.hold, a.max_uploads, a.seed)
+    prof = QUICK if a.quick else VirtualProfile(
+        textures=a.textures, size=a.size, allowance=parse_bytes(a.allowance), output=(w, h),
+        feedback_scale=a.feedback_scale, stops=a.stops, hold=a.hold,
+        max_uploads=a.max_uploads, seed=a.seed)
     device = Device.headless()
     try:
         t0 = time.perf_counter()
