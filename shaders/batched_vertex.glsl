@@ -30,3 +30,14 @@ uint slot_vt(ObjectData o, int k, bool by_flags) {
 vec2 slot_vt_size(ObjectData o, int k, bool by_flags) {
     return slot_on(o, k, by_flags) ? textures[o.tex[k]].lod.zw : vec2(0.0);
 }
+
+flat out uvec3 v_vt;
+flat out vec2 v_vt_size[3];
+
+// Write every slot's virtual-texture varyings (assigned here, not passed as `out` arguments).
+void write_slot_vts(ObjectData o, bool by_flags) {
+    for (int k = 0; k < 3; ++k) {
+        v_vt[k] = slot_vt(o, k, by_flags);
+        v_vt_size[k] = slot_vt_size(o, k, by_flags);
+    }
+}

@@ -14,17 +14,12 @@ uniform mat4 u_view_proj;
 
 out vec2 v_uv;
 flat out uint v_object;
-flat out uvec3 v_vt;
-flat out vec2 v_vt_size[3];
 
 void main() {
     uint id = object_id();
     ObjectData o = objects[id];
     v_uv = object_uv(o, in_uv);
     v_object = id;
-    for (int k = 0; k < 3; ++k) {
-        v_vt[k] = slot_vt(o, k, true);
-        v_vt_size[k] = slot_vt_size(o, k, true);
-    }
+    write_slot_vts(o, true);
     gl_Position = u_view_proj * o.model * vec4(in_position, 1.0);
 }

@@ -16,8 +16,6 @@ out vec3 v_normal;
 out vec2 v_uv;
 out vec4 v_tangent;
 flat out uint v_object;
-flat out uvec3 v_vt;
-flat out vec2 v_vt_size[3];
 
 void main() {
     uint id = object_id();
@@ -29,9 +27,6 @@ void main() {
     v_tangent = vec4(normalize(mat3(o.model) * in_tangent.xyz), in_tangent.w);
     v_uv = object_uv(o, in_uv);
     v_object = id;
-    for (int k = 0; k < 3; ++k) {
-        v_vt[k] = slot_vt(o, k, false);
-        v_vt_size[k] = slot_vt_size(o, k, false);
-    }
+    write_slot_vts(o, false);
     gl_Position = u_view_proj * world;
 }
