@@ -155,11 +155,18 @@ def test_feedback_reduction_and_ancestors():
                                np.array([4, 4]))) == 0
 
 
-@pytest.mark.parametrize(("supercompression", "use_mmap"), [(None, True), (None, False),
-                                                             ("zstd", True)])
+@pytest.mark.parametrize(("supercompression", "use_mmap", "span"),
+                         [(None, True, 0), (None, False, 0), (None, False, 1 << 19),
+                          ("zstd", True, 0)])
 @pytest.mark.parametrize("wrap", [Wrap.REPEAT, Wrap.CLAMP])
 def test_tile_reads_equal_tiles_cut_from_whole_levels(tmp_path, supercompression, use_mmap,
-                                                      wrap):
+                                                      span, wrap, monkeypatch):
+    """Every read path gives the tile cut from the whole level: the mapped gather, one pread
+    per block row (span 0), and one pread of the rows' whole span where they are
+    consecutive (the default)."""
+    from engine.streaming.virtual import io as vt_io
+
+    monkeypatch.setattr(vt_io, "SPAN_BYTES", span)
     fmt = BC7
     levels = [_numbered_level(fmt, *mip_dims(512, 512, i)) for i in range(10)]
     rng = np.random.default_rng(1)
@@ -177,8 +184,17 @@ def test_tile_reads_equal_tiles_cut_from_whole_levels(tmp_path, supercompression
                 for x in range(gx):
                     whole = cut_tile(lay, lvl, x, y, tf.read_level(lvl))
                     assert src.read_tile(lvl, x, y) == whole
-        if supercompression is None and not use_mmap:
+        tiles = sum(lay.grid(lvl)[0] * lay.grid(lvl)[1] for lvl in range(lay.levels))
+        if supercompression is None and not use_mmap and span == 0:
             assert src.reads >= 34 * 16  # one pread per block row at least
+        elif supercompression is None and not use_mmap:
+            assert src.reads >= tiles
+            inner = TileSource(tf, lay)  # an inner tile's rows are consecutive: one read
+            try:
+                assert inner.read_tile(0, 1, 1) == cut_tile(lay, 0, 1, 1, tf.read_level(0))
+                assert inner.reads == 1
+            finally:
+                inner.close()
     finally:
         src.close()
 
