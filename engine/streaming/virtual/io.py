@@ -3,15 +3,15 @@
 Why strided reads: a tile of a 4096^2 BC7 level is 34 block rows of 34 blocks (18 KiB with
 its border) inside a 16 MiB level; reading the level to cut one tile would read 900x the
 bytes. Without supercompression (KTX2 scheme 0, DDS) a level is stored row of blocks after
-row of blocks, so a tile is read with `os.pread`: the whole span of its 34 block rows in one
-call where they are consecutive and the span is small (levels up to 2048 texels wide in
-BC7), else one call per block row (two or three where a wrapped border jumps to the other
-edge). `use_mmap=True` gathers the same bytes from a read-only mapping instead: about half
-the time per tile when the file is in the OS page cache (50 vs 100 us on the 2-core
-machine), but a gather faults pages in holding the GIL, so a dozen reader threads read a
-cold file one page at a time: in a replay of the H200 virtual bench's flight with the files
-dropped from the page cache, the 83-panel stop still missed 365 and then 328 tiles 5 and 20
-frames after the cut through the mapping, and 1 and 0 through pread. pread is the default.
+row of blocks, so by default a tile is one numpy gather from a read-only mapping of the file
+(no system call per row), or, with `use_mmap=False`, `os.pread`: the whole span of its block
+rows in one call where they are consecutive and the span is small, else one call per row run
+(two or three where a wrapped border jumps). Neither wins everywhere (measured on the 2-core
+machine, docs/virtual_texturing.md): a gather faults its pages in holding the GIL, so a dozen
+reader threads read a cold file one page at a time (a replay of the H200 flight with cold
+files: 365 tiles still missing 5 frames after a cut through the mapping, 1 through pread),
+but pread gets no readahead, and with the default two readers the llvmpipe bench's cold
+flight did worse through it (one stop never reached its detail; half the upload rate).
 
 Supercompressed levels (zstd/zlib) cannot be read in part: the first tile of a level
 inflates the whole level once into a RAM cache (`LevelCache`, LRU under its own byte budget)
@@ -51,7 +51,7 @@ class TileSource:
     """One virtual texture's file and layout; `read_tile` is safe from any thread."""
 
     def __init__(self, tf: TextureFile, layout: VirtualLayout,
-                 level_cache: LevelCache | None = None, use_mmap: bool = False) -> None:
+                 level_cache: LevelCache | None = None, use_mmap: bool = True) -> None:
         if tf.layers != 1 or tf.faces != 1 or tf.depth != 1:
             raise TextureFormatError(tf.path, "virtual textures are 2D (no arrays, cube maps "
                                               "or 3D)")
@@ -211,7 +211,7 @@ class TileIO:
     """The I/O worker pool serving tile requests (keys as in tiles.pack_feedback)."""
 
     def __init__(self, *, workers: int = 2, level_cache_bytes: int = 64 << 20,
-                 latency_ms: tuple[float, float] | None = None, use_mmap: bool = False) -> None:
+                 latency_ms: tuple[float, float] | None = None, use_mmap: bool = True) -> None:
         self.sources: list[TileSource] = []
         self.use_mmap = use_mmap
         self.level_cache = LevelCache(level_cache_bytes)
