@@ -45,6 +45,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import textures
+from ..cli import size_arg
 from ..formats import PixelFormat
 from ..gl.device import Device
 from ..gl.timing import GpuTimer
@@ -383,44 +384,57 @@ def run(device: Device, quick: bool = False) -> SuiteResult:
     return run_profile(device, VirtualProfile.quick() if quick else VirtualProfile())
 
 
+def add_profile_args(p: argparse.ArgumentParser, d: VirtualProfile) -> None:
+    """The flight's options, shared by this bench and the CPU replay (engine.bench.vt_cpu)."""
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--textures", type=int, default=d.textures)
+    p.add_argument("--size", type=int, default=d.size)
+    p.add_argument("--allowance", type=parse_bytes, default=d.allowance)
+    p.add_argument("--output", type=size_arg, default=d.output)
+    p.add_argument("--stops", type=int, default=d.stops)
+    p.add_argument("--hold", type=int, default=d.hold)
+    p.add_argument("--max-uploads", type=int, default=d.max_uploads)
+    p.add_argument("--feedback-scale", type=float, default=d.feedback_scale)
+    p.add_argument("--json")
+
+
+def profile_from_args(a: argparse.Namespace, **extra) -> VirtualProfile:
+    """The profile the shared options (and `extra` fields) describe."""
+    return VirtualProfile(textures=a.textures, size=a.size, allowance=a.allowance,
+                          output=a.output, stops=a.stops, hold=a.hold,
+                          feedback_scale=a.feedback_scale, max_uploads=a.max_uploads, **extra)
+
+
+def write_doc(doc: dict, path: str | None) -> None:
+    """Print a bench's JSON document, and write it to `path` when one was given."""
+    text = json.dumps(doc, indent=2)
+    print(text)
+    if path:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(text)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run with any size: `python -m engine.bench.virtual --textures 200 --size 4096
     --allowance 192MiB --output 3840x2160 --json out.json`."""
     p = argparse.ArgumentParser(prog="python -m engine.bench.virtual")
-    d = VirtualProfile()
-    p.add_argument("--quick", action="store_true")
-    p.add_argument("--textures", type=int, default=d.textures)
-    p.add_argument("--size", type=int, default=d.size)
-    p.add_argument("--allowance", default=str(d.allowance))
-    p.add_argument("--output", default=f"{d.output[0]}x{d.output[1]}")
-    p.add_argument("--stops", type=int, default=d.stops)
-    p.add_argument("--hold", type=int, default=d.hold)
-    p.add_argument("--max-uploads", type=int, default=d.max_uploads)
-    p.add_argument("--io-workers", type=int, default=d.io_workers)
-    p.add_argument("--feedback-scale", type=float, default=d.feedback_scale)
+    add_profile_args(p, VirtualProfile())
+    p.add_argument("--io-workers", type=int, default=VirtualProfile().io_workers)
     p.add_argument("--files", nargs="*", default=(),
                    help="power-of-two BC7 KTX2 files to use instead of the gallery's")
     p.add_argument("--dump", default="", help="folder for per-stop PNGs (virtual, reference)")
-    p.add_argument("--json")
     a = p.parse_args(argv)
-    w, h = (int(v) for v in a.output.lower().split("x"))
-    prof = dataclasses.replace(VirtualProfile.quick(), files=tuple(a.files), dump=a.dump) \
-        if a.quick \
-        else VirtualProfile(
-        a.textures, a.size, parse_bytes(a.allowance), (w, h), a.stops, a.hold,
-        feedback_scale=a.feedback_scale, max_uploads=a.max_uploads, io_workers=a.io_workers, files=tuple(a.files),
-        dump=a.dump)
+    if a.quick:
+        prof = dataclasses.replace(VirtualProfile.quick(), files=tuple(a.files), dump=a.dump)
+    else:
+        prof = profile_from_args(a, io_workers=a.io_workers, files=tuple(a.files), dump=a.dump)
     device = Device.headless()
     try:
         out = run_profile(device, prof)
     finally:
         device.shutdown()
-    doc = {"renderer": device.caps.renderer, "profile": asdict(prof), "rows": out.rows,
-           "notes": out.notes}
-    print(json.dumps(doc, indent=2))
-    if a.json:
-        Path(a.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(a.json).write_text(json.dumps(doc, indent=2))
+    write_doc({"renderer": device.caps.renderer, "profile": asdict(prof), "rows": out.rows,
+               "notes": out.notes}, a.json)
     return 0
 
 

@@ -25,7 +25,6 @@ exactly); and whether the live page table equals a full recompute at the end.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import math
 import statistics
@@ -38,7 +37,6 @@ import numpy as np
 
 from ..gl.device import Device
 from ..gl.vt import QuadBatch
-from ..memory.sizes import parse_bytes
 from ..streaming.virtual.pagetable import PageTable
 from ..streaming.virtual.policy import TilePolicy
 from ..streaming.virtual.quads import QuadRenderer, wall
@@ -51,7 +49,16 @@ from ..streaming.virtual.tiles import (
     pack_feedback,
 )
 from .common import SuiteResult
-from .virtual import VirtualProfile, _gallery, _pct, stop_views, wall_extent
+from .virtual import (
+    VirtualProfile,
+    _gallery,
+    _pct,
+    add_profile_args,
+    profile_from_args,
+    stop_views,
+    wall_extent,
+    write_doc,
+)
 from .vt_cpu_baseline import (
     PageTableV0,
     TilePolicyV0,
@@ -278,24 +285,10 @@ def run_replay(rec: Recording, max_uploads: int) -> SuiteResult:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m engine.bench.vt_cpu")
-    d = H200
-    p.add_argument("--quick", action="store_true")
-    p.add_argument("--textures", type=int, default=d.textures)
-    p.add_argument("--size", type=int, default=d.size)
-    p.add_argument("--allowance", default=str(d.allowance))
-    p.add_argument("--output", default=f"{d.output[0]}x{d.output[1]}")
-    p.add_argument("--feedback-scale", type=float, default=d.feedback_scale)
-    p.add_argument("--stops", type=int, default=d.stops)
-    p.add_argument("--hold", type=int, default=d.hold)
-    p.add_argument("--max-uploads", type=int, default=d.max_uploads)
-    p.add_argument("--seed", type=int, default=d.seed)
-    p.add_argument("--json")
+    add_profile_args(p, H200)
+    p.add_argument("--seed", type=int, default=H200.seed)
     a = p.parse_args(argv)
-    w, h = (int(v) for v in a.output.lower().split("x"))
-    prof = QUICK if a.quick else VirtualProfile(
-        textures=a.textures, size=a.size, allowance=parse_bytes(a.allowance), output=(w, h),
-        feedback_scale=a.feedback_scale, stops=a.stops, hold=a.hold,
-        max_uploads=a.max_uploads, seed=a.seed)
+    prof = QUICK if a.quick else profile_from_args(a, seed=a.seed)
     device = Device.headless()
     try:
         t0 = time.perf_counter()
@@ -305,12 +298,8 @@ def main(argv: list[str] | None = None) -> int:
         device.shutdown()
     out = run_replay(rec, prof.max_uploads)
     out.notes.append(f"recorded {len(rec.images)} frames in {record_s:.1f} s")
-    doc = {"renderer": device.caps.renderer, "profile": asdict(prof), "rows": out.rows,
-           "notes": out.notes}
-    print(json.dumps(doc, indent=2))
-    if a.json:
-        Path(a.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(a.json).write_text(json.dumps(doc, indent=2))
+    write_doc({"renderer": device.caps.renderer, "profile": asdict(prof), "rows": out.rows,
+               "notes": out.notes}, a.json)
     return 0
 
 
