@@ -153,15 +153,23 @@ class SparseBackend:
         self.device = device
         self._layouts: dict[tuple, SparseLayout] = {}
 
-    #: Below this full-chain size a texture streams by reallocation: sparse memory comes in
-    #: 64 KiB pages, so a small texture's tail alone would cost more than all of its levels
-    #: (measured on the H200: 5,000 256^2 BC1 textures held 312 MiB of tails vs 13 MiB).
+    #: Below this full-chain size a texture streams by reallocation without asking the
+    #: driver for its page geometry (the tail-share test below would refuse it anyway).
     MIN_BYTES = 1 << 20
+    #: Sparse memory comes in 64 KiB pages and the driver's mip tail is committed whole, so a
+    #: texture streams sparsely only when that committed tail costs at most this share of its
+    #: full chain; otherwise by reallocation, whose tail is the exact level sizes. Measured on
+    #: the H200: 5,000 256^2 BC1 textures held 312 MiB of tails vs 13 MiB, and the 10,000 x
+    #: 1024^2 BC7 wall held 625 MiB of tails (one page each, 4.7% of a chain) of the 664 MiB
+    #: its flight ever wanted, so no budget could bind on the levels the screen asks for.
+    #: 2048^2 BC7 (1.2%) and larger stay sparse.
+    MAX_TAIL_SHARE = 1 / 32
 
-    @classmethod
-    def supports(cls, tf: TextureFile) -> bool:
-        return (tf.layers == 1 and tf.faces == 1 and tf.depth == 1
-                and sum(lv.nbytes for lv in tf.levels) >= cls.MIN_BYTES)
+    def supports(self, tf: TextureFile) -> bool:
+        full = sum(lv.nbytes for lv in tf.levels)
+        if not (tf.layers == 1 and tf.faces == 1 and tf.depth == 1 and full >= self.MIN_BYTES):
+            return False
+        return self._layout(tf).tail_bytes <= full * self.MAX_TAIL_SHARE
 
     def _layout(self, tf: TextureFile) -> SparseLayout:
         key = (tf.format, tf.width, tf.height, len(tf.levels))

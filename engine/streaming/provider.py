@@ -191,7 +191,7 @@ class TextureStreamer:
 
     # ------------------------------------------------------------------ registration
     def _backend_for(self, item: Streamed):
-        if isinstance(self.backend, SparseBackend) and not SparseBackend.supports(item.tf):
+        if isinstance(self.backend, SparseBackend) and not self.backend.supports(item.tf):
             return self._realloc
         return self.backend
 
