@@ -37,6 +37,16 @@ print('wall assets', a.generated, 'made in', round(a.seconds, 1), 's; scaling', 
   echo "100k soak rc $? at $(( $(date +%s) - t0 )) s"
   timeout $(left 585) bash -c "while kill -0 $gen 2>/dev/null; do sleep 2; done"
   cat "$OUT/assets.log"; du -sh /tmp/engine-cache/* ;;
+earlier)  # the frame bench first (shader edits since the last H200 run compile there), then
+  # the previous round's tables on the current code, one suite per JSON, each time-boxed
+  python3 -c "from engine.demos.gallery_assets import gallery_textures; gallery_textures(200, 4096, 'bc7', progress=False)"
+  echo "gallery at $(( $(date +%s) - t0 )) s"
+  timeout $(left 200) python3 -m engine.bench.frame --json "$OUT/frame_h200.json" > "$OUT/frame_h200.txt" 2>&1
+  echo "frame rc $? at $(( $(date +%s) - t0 )) s"
+  for s in accounting upload resolution startup scaling bake peers; do
+    timeout $(left 590) python3 -m engine bench "$s" --json "$OUT/bench_h200_$s.json" > "$OUT/bench_h200_$s.txt" 2>&1
+    echo "$s rc $? at $(( $(date +%s) - t0 )) s"
+  done ;;
 wall)  # the 10,000-image wall (assets made by stage one while the machine stayed warm)
   python3 -c "from engine.demos.wall_assets import wall_textures; from engine.bench.scaling import scaling_textures; print('made', wall_textures(10_000, 1024, progress=False).generated); scaling_textures(10_000)"
   timeout $(left 585) python3 -m engine bench wall --json "$OUT/bench_wall_h200.json" > "$OUT/bench_wall_h200.txt" 2>&1
