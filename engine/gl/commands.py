@@ -9,6 +9,7 @@ does); fences are made by the device through the allocator and only polled here.
 from __future__ import annotations
 
 import ctypes as C
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -19,6 +20,33 @@ from .allocator import Allocator
 from .context import RenderThread
 from .raw import RawGL
 from .textures import GpuTexture
+
+
+@functools.lru_cache(maxsize=4096)
+def _level_geometry(fmt_name: str, chain_width: int, chain_height: int,
+                    chain_level: int) -> tuple[int, int, int]:
+    """(width, height, bytes of one image) of a chain level: the same few shapes come up
+    thousands of times when a batch of alike textures is registered."""
+    w, h = mip_dims(chain_width, chain_height, chain_level)
+    return w, h, level_bytes(fmt_name, w, h)
+
+
+def _pointer(buf: bytes | memoryview):
+    """A pointer argument to `buf` for a GL call, without copying where possible: bytes
+    pass as they are (ctypes hands GL their buffer), writable memory through from_buffer;
+    only read-only views of something else are copied (as `upload` does)."""
+    if isinstance(buf, bytes):
+        return buf
+    if buf.readonly:
+        return (C.c_ubyte * buf.nbytes).from_buffer_copy(buf)
+    return (C.c_ubyte * buf.nbytes).from_buffer(buf)
+
+
+def _offset(ptr, offset: int) -> C.c_void_p:
+    """`ptr` advanced by `offset` bytes (a cube map level's faces lie one after another)."""
+    base = C.cast(C.c_char_p(ptr), C.c_void_p).value if isinstance(ptr, bytes) \
+        else C.addressof(ptr)
+    return C.c_void_p(base + offset)
 
 
 @dataclass(eq=False)
@@ -100,6 +128,71 @@ class Commands:
         raw.glPixelStorei(K.UNPACK_ALIGNMENT, 4)
         raw.glBindTexture(tex.target, 0)
         self._alloc.check_errors(f"upload of level {chain_level} to '{tex.label}'")
+
+    def upload_levels(self, tex: GpuTexture,
+                      levels: Sequence[tuple[int, bytes | memoryview]]) -> None:
+        """Fill several whole chain levels (every layer and face, KTX2 order: layer-major,
+        then face) in one go: one bind, one pixel-store pair and one error check for the
+        texture instead of one of each per level and image. Registering 10,000 textures
+        spent most of its GL time on that per-level overhead (7 tail levels each). Every
+        level's size is checked, as `upload` checks it, before any byte goes to GL."""
+        self._thread.require("upload")
+        levels = list(levels)
+        f = tex.fmt
+        images = tex.layers * tex.faces
+        work = []
+        first, last = tex.base_level, tex.base_level + tex.levels - 1
+        for chain_level, data in levels:
+            if not first <= chain_level <= last:
+                tex.storage_level(chain_level)  # raises the usual ValueError
+            lvl = chain_level - first
+            w, h, image = _level_geometry(f.name, tex.chain_width, tex.chain_height,
+                                          chain_level)
+            buf = data if isinstance(data, bytes) else memoryview(data).cast("B")
+            n = len(buf)
+            if n != image * images:
+                raise ValueError(f"{tex.label}: level {chain_level} needs {image * images} "
+                                 f"bytes ({images} images of {image}), got {n}")
+            work.append((lvl, w, h, image, _pointer(buf)))
+        if not work:
+            return
+        raw, target = self._raw, tex.target
+        layered = target in (K.TEXTURE_2D_ARRAY, K.TEXTURE_CUBE_MAP_ARRAY)
+        cube = tex.faces == 6 and not layered
+        raw.glBindTexture(target, tex.glo)
+        raw.glPixelStorei(K.UNPACK_ALIGNMENT, 1)
+        try:
+            if layered:  # all layers and faces of a level are one z range: one call
+                sub = raw.glCompressedTexSubImage3D if f.compressed else raw.glTexSubImage3D
+                for lvl, w, h, image, ptr in work:
+                    if f.compressed:
+                        sub(target, lvl, 0, 0, 0, w, h, images, f.gl_internal, image * images,
+                            ptr)
+                    else:
+                        sub(target, lvl, 0, 0, 0, w, h, images, f.gl_format, f.gl_type, ptr)
+            elif f.compressed:
+                sub = raw.glCompressedTexSubImage2D
+                for lvl, w, h, image, ptr in work:
+                    if cube:
+                        for face in range(6):
+                            sub(K.TEXTURE_CUBE_MAP_POSITIVE_X + face, lvl, 0, 0, w, h,
+                                f.gl_internal, image, _offset(ptr, face * image))
+                    else:
+                        sub(target, lvl, 0, 0, w, h, f.gl_internal, image, ptr)
+            else:
+                sub = raw.glTexSubImage2D
+                for lvl, w, h, image, ptr in work:
+                    if cube:
+                        for face in range(6):
+                            sub(K.TEXTURE_CUBE_MAP_POSITIVE_X + face, lvl, 0, 0, w, h,
+                                f.gl_format, f.gl_type, _offset(ptr, face * image))
+                    else:
+                        sub(target, lvl, 0, 0, w, h, f.gl_format, f.gl_type, ptr)
+        finally:
+            raw.glPixelStorei(K.UNPACK_ALIGNMENT, 4)
+            raw.glBindTexture(target, 0)
+        self._alloc.check_errors(
+            f"upload of levels {[c for c, _ in levels]} to '{tex.label}'")
 
     def generate_mipmaps(self, tex: GpuTexture) -> None:
         """Fill every stored level below the first from it with the driver's filter

@@ -68,6 +68,15 @@ def mgl_texel_bytes(components: int, dtype: str) -> int:
     return components * _DTYPE_BYTES.get(dtype, 4)
 
 
+@functools.lru_cache(maxsize=4096)
+def _storage_bytes(fmt_name: str, width: int, height: int, levels: int, base_level: int,
+                   layers: int, faces: int) -> int:
+    """`texture_bytes` of a storage texture, remembered: registering 10,000 alike textures
+    asked it the same question 10,000 times (a fifth of storage_texture's time)."""
+    return texture_bytes(fmt_name, width, height, levels=levels, base_level=base_level,
+                         layers=layers, faces=faces)
+
+
 def _release_at_exit(ref: weakref.ref[Device]) -> None:
     device = ref()
     if device is not None:
@@ -245,8 +254,7 @@ class Device(FaultInjection):
         if cube and width != height:
             raise ValueError(f"cube map '{label}' must be square, got {width}x{height}")
         w, h = mip_dims(width, height, base_level)
-        nbytes = texture_bytes(f, width, height, levels=levels, base_level=base_level,
-                               layers=layers, faces=faces)
+        nbytes = _storage_bytes(f.name, width, height, levels, base_level, layers, faces)
         what = f"{f.name} texture '{label}' {w}x{h}x{levels} levels"
         if levels < 1 or w > self.caps.max_texture_size or h > self.caps.max_texture_size:
             raise GLError(f"{what}: exceeds GL_MAX_TEXTURE_SIZE {self.caps.max_texture_size}"
@@ -301,6 +309,12 @@ class Device(FaultInjection):
     def upload(self, tex: GpuTexture, chain_level: int, data: bytes | memoryview,
                layer: int = 0, face: int = 0, rows: tuple[int, int] | None = None) -> None:
         self._cmds.upload(tex, chain_level, data, layer, face, rows)
+
+    def upload_levels(self, tex: GpuTexture,
+                      levels: Sequence[tuple[int, bytes | memoryview]]) -> None:
+        """Several whole levels (chain_level, bytes of every layer/face) with one bind and
+        one error check: registration's tail uploads."""
+        self._cmds.upload_levels(tex, levels)
 
     def upload_from_buffer(self, tex: GpuTexture, chain_level: int, buffer_glo: int,
                            offset: int, nbytes: int, layer: int = 0, face: int = 0,

@@ -61,6 +61,16 @@ class Uploader:
             layer, face = divmod(i, item.tf.faces)
             self._send(tex, level, chunk, layer, face, None)
 
+    def levels(self, tex: GpuTexture, item: Streamed, levels: list[tuple[int, bytes]]
+               ) -> None:
+        """Upload several whole levels: through the ring level by level while a frame has
+        it, else all from client memory in one batched device call (registration)."""
+        if self.ring_ok:
+            for level, data in levels:
+                self.level(tex, item, level, data)
+        else:
+            self.device.upload_levels(tex, levels)
+
     def rows(self, tex: GpuTexture, level: int, band: memoryview, y0: int, y1: int) -> None:
         """Upload texel rows [y0, y1) of a single-image level (a chunk of a big level)."""
         self._send(tex, level, band, 0, 0, (y0, y1))
@@ -100,8 +110,7 @@ class ReallocBackend:
     def create(self, item: Streamed, base: int, read, up: Uploader) -> None:
         tex = self._allocate(item, base)
         try:
-            for lvl in range(base, len(item.tf.levels)):
-                up.level(tex, item, lvl, read(lvl))
+            up.levels(tex, item, [(lvl, read(lvl)) for lvl in range(base, len(item.tf.levels))])
         except BaseException:
             self.device.release(tex)
             raise

@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import logging
 import os
+import struct
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +34,7 @@ from .. import textures
 from ..errors import TextureFormatError
 from ..formats import BY_VK
 from ..memory.sizes import level_bytes
+from ..textures.ktx2 import MAX_PREFIX, Ktx2File, parse_ktx2
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +43,8 @@ HEADER_BYTES = 80
 LEVEL_ENTRY_BYTES = 24
 MAX_LEVELS = 17
 PREFIX_BYTES = HEADER_BYTES + MAX_LEVELS * LEVEL_ENTRY_BYTES
+#: vkFormat, levelCount and supercompressionScheme of a KTX2 header
+_HEAD_FIELDS = struct.Struct("<12xI24xII")
 
 _HEADER_DTYPE = np.dtype([("ident", "S12"), ("vk", "<u4"), ("type_size", "<u4"),
                           ("width", "<u4"), ("height", "<u4"), ("depth", "<u4"),
@@ -142,6 +146,124 @@ class HandleCache:
                 else:
                     os.close(fd)
             self._open.clear()
+
+
+#: Bytes read from each file's start at registration: the header, the level index and, in
+#: the same read, the small levels KTX2 stores first (a 256^2 BC1 file's tail of levels up to
+#: 64^2 ends near 3 KB, a 1024^2 BC7 file's near 6 KB). A file whose tail ends further in
+#: gets a second read, and the reader reads that much from every later file of the batch.
+READ_AHEAD = 8192
+#: The most a head read grows to (files with big tails take a second read instead).
+MAX_READ_AHEAD = 1 << 20
+
+TailOf = Callable[[textures.TextureFile], int]
+
+
+class HeadReader:
+    """Opens texture files for registration: one open, fstat, read and close per file for
+    the header *and* the always-resident tail levels, instead of `textures.open` (which
+    stats, opens and reads the file for its magic, then again for the header) followed by
+    another open and read for the tail.
+
+    Plain KTX2 files (no supercompression, a vkFormat) are parsed by the KTX2 reader's own
+    `parse_ktx2` from the bytes read, so the checks and the typed errors are the reader's.
+    A file's parse depends only on its header, level index and size, so files alike in
+    those (a batch made by one tool: same format, size and metadata lengths) share one
+    parse: the others get a copy of its `Ktx2File` with their own path. Anything else (DDS,
+    supercompressed, Basis, a file too short for the bytes read) goes through
+    `textures.open` and reads its tail through the file's own `read_levels_all`."""
+
+    def __init__(self, read_ahead: int = READ_AHEAD) -> None:
+        self.read_ahead = max(int(read_ahead), MAX_PREFIX)
+        self._parsed: dict[tuple[bytes, int], Ktx2File] = {}
+        self.parses = 0  # headers parsed (the rest were copies of an identical one)
+        self.extra_reads = 0  # tails that did not lie inside the first read
+
+    def open_tail(self, path: str | Path, tail_of: TailOf
+                  ) -> tuple[textures.TextureFile, dict[int, bytes]]:
+        """(the file's TextureFile, its levels tail_of(tf).. by index). Raises the reader's
+        TextureFormatError, naming the file, for a missing, truncated or bad one."""
+        key = os.fspath(path)
+        try:
+            fd = os.open(key, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        except OSError as exc:
+            raise TextureFormatError(Path(key), f"cannot read file: {exc}") from exc
+        try:
+            try:
+                size = os.fstat(fd).st_size
+                want = min(size, self.read_ahead)
+                head = os.pread(fd, want, 0)
+            except OSError as exc:
+                raise TextureFormatError(Path(key), f"cannot read file: {exc}") from exc
+            # a file that shrank under us takes the reader's own path (and its error)
+            tf = self._parse(path, head, size) if len(head) == want else None
+            if tf is None:
+                tf = textures.open(path)
+                tail = tail_of(tf)
+                return tf, tf.read_levels_all(range(tail, len(tf.levels)))
+            return tf, self._tail(tf, tail_of(tf), fd, head)
+        finally:
+            os.close(fd)
+
+    def _parse(self, path: str | Path, head: bytes, size: int) -> Ktx2File | None:
+        if len(head) < HEADER_BYTES or head[:12] != KTX2_IDENTIFIER:
+            return None
+        vk, count, scheme = _HEAD_FIELDS.unpack_from(head, 0)
+        end = HEADER_BYTES + max(1, count) * LEVEL_ENTRY_BYTES
+        if vk == 0 or scheme != 0 or count > MAX_LEVELS or len(head) < end:
+            return None  # Basis, supercompressed or odd: the reader decides
+        key = (bytes(head[:end]), size)
+        p = path if isinstance(path, Path) else Path(path)
+        model = self._parsed.get(key)
+        if model is None:
+            tf = parse_ktx2(p, head, size)  # raises the reader's error for a bad file
+            self.parses += 1
+            if type(tf) is Ktx2File and tf.supercompression == "none":
+                self._parsed[key] = _copy_ktx2(tf, tf.path)  # callers may change theirs
+            return tf
+        return _copy_ktx2(model, p)
+
+    def _tail(self, tf: Ktx2File, tail: int, fd: int, head: bytes) -> dict[int, bytes]:
+        """Levels tail.. of a plain KTX2 file: slices of the head read when they lie in it
+        (bytes: the upload hands them to GL as they are; copying a few KB costs less than
+        a ctypes view of each),
+        else one more read of their span (or the file's own per-level reads when the levels
+        are not one run, as `Ktx2File.read_levels_all` decides)."""
+        lvs = tf.levels[tail:]
+        if not lvs:
+            return {}
+        start = min(lv.offset for lv in lvs)
+        end = max(lv.offset + lv.nbytes for lv in lvs)
+        if end - start > sum(lv.nbytes for lv in lvs) + 16 * len(lvs):  # not one run
+            return tf.read_levels_all(range(tail, len(tf.levels)))
+        if end <= len(head):
+            span, start_at = head, 0
+        else:
+            self.extra_reads += 1
+            if end <= MAX_READ_AHEAD:
+                self.read_ahead = max(self.read_ahead, end)  # later files: one read
+            try:
+                span = os.pread(fd, end - start, start)
+            except OSError as exc:
+                raise TextureFormatError(tf.path, f"cannot read levels {tail}..: {exc}") \
+                    from exc
+            if len(span) != end - start:
+                raise TextureFormatError(tf.path, f"levels {tail}..{len(tf.levels) - 1}: file "
+                                                  f"truncated (wanted {end - start} bytes at "
+                                                  f"offset {start}, got {len(span)})")
+            start_at = start
+        return {lv.index: span[lv.offset - start_at:lv.offset - start_at + lv.nbytes]
+                for lv in lvs}
+
+
+def _copy_ktx2(model: Ktx2File, path: Path) -> Ktx2File:
+    """The same header under another path (a plain, non-frozen dataclass: copying its
+    fields is what `dataclasses.replace` does, without re-running __init__)."""
+    tf = object.__new__(Ktx2File)
+    tf.__dict__.update(model.__dict__)
+    tf.path = path
+    tf.extra = dict(model.extra)
+    return tf
 
 
 def read_level(tf: textures.TextureFile, level: int, handles: HandleCache) -> bytes:

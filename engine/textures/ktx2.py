@@ -36,6 +36,7 @@ _LEVEL = struct.Struct("<3Q")
 _SCHEMES = {0: "none", 2: "zstd", 3: "zlib"}
 #: Header + index + a level index of the most levels a 65536 texture can have.
 _MAX_PREFIX = _HEADER.size + 17 * _LEVEL.size
+MAX_PREFIX = _MAX_PREFIX
 
 # DFD colour models (Khronos Data Format spec) of payloads that need a transcoder.
 _DF_MODELS = {160: "ETC1", 161: "ETC2", 162: "ASTC", 163: "BasisLZ/ETC1S", 164: "PVRTC",
@@ -212,7 +213,16 @@ def open_ktx2(path: str | Path) -> Ktx2File:
     """Parse a KTX2 file's header, index and level index (no level bytes are read)."""
     path = Path(path)
     size = file_size(path)
-    prefix = read_prefix(path, _MAX_PREFIX)
+    return parse_ktx2(path, read_prefix(path, _MAX_PREFIX), size)
+
+
+def parse_ktx2(path: Path, prefix: bytes | memoryview, size: int) -> Ktx2File:
+    """`open_ktx2` on bytes already read: `prefix` is the file's first bytes (at least
+    `MAX_PREFIX` of them, or the whole file when it is shorter) and `size` its length.
+    Bulk registration reads each file's header together with its small levels in one read
+    and parses it here, through the same checks. Only a Basis payload's DFD is read from
+    the file (vkFormat 0); anything else depends on (prefix, size) alone."""
+    prefix = bytes(prefix[:_MAX_PREFIX])
     h = _parse_header(path, prefix)
     for name, region in (("DFD", h.dfd), ("KVD", h.kvd), ("SGD", h.sgd)):
         _check_region(path, f"index {name}", region, size)
