@@ -37,6 +37,7 @@ from pyglm import glm
 from ..gl.bindless import bindless_supported
 from ..gl.device import Device
 from ..memory.sizes import level_bytes, mip_dims
+from ..streaming.provider import register_all
 from ..textures.ktx2_write import write_ktx2
 from .common import SuiteResult, random_blocks
 
@@ -70,8 +71,8 @@ def _scene(device: Device, provider, n: int, path: Path):
     panel = scene.add_mesh(Mesh(device, quad(0.9, 0.9), label="panel"))
     side = math.ceil(math.sqrt(n * 16 / 9))
     rows = math.ceil(n / side)
-    for i in range(n):
-        tid = provider.register(f"obj{i}", path)
+    ids = register_all(provider, [(f"obj{i}", path) for i in range(n)])
+    for i, tid in enumerate(ids):
         x, y = i % side - (side - 1) / 2, i // side - (rows - 1) / 2
         scene.add(panel, Material(f"m{i}", albedo=tid, roughness=0.6),
                   glm.translate(glm.vec3(x, y, 0.0)))

@@ -100,8 +100,7 @@ def measure(device: Device, count: int, frames: int, warmup: int) -> dict:
     streamer = TextureStreamer(device)
     try:
         start = time.perf_counter()
-        for i, path in enumerate(paths):
-            streamer.register(f"s{i}", path)
+        streamer.register_many([(f"s{i}", path) for i, path in enumerate(paths)])
         device.finish()
         register_s = time.perf_counter() - start
         tails = device.ledger.category_total(CATEGORY)

@@ -191,8 +191,11 @@ class Commands:
         finally:
             raw.glPixelStorei(K.UNPACK_ALIGNMENT, 4)
             raw.glBindTexture(target, 0)
-        self._alloc.check_errors(
-            f"upload of levels {[c for c, _ in levels]} to '{tex.label}'")
+        codes = self._alloc.drain_errors()
+        if codes:  # the message is built only when needed: this runs per registered texture
+            names = ", ".join(K.ERROR_NAMES.get(c, hex(c)) for c in codes)
+            raise GLError(f"upload of levels {[c for c, _ in levels]} to '{tex.label}': "
+                          f"{names}", tuple(codes))
 
     def generate_mipmaps(self, tex: GpuTexture) -> None:
         """Fill every stored level below the first from it with the driver's filter

@@ -150,13 +150,17 @@ class HandleCache:
 
 #: Bytes read from each file's start at registration: the header, the level index and, in
 #: the same read, the small levels KTX2 stores first (a 256^2 BC1 file's tail of levels up to
-#: 64^2 ends near 3 KB, a 1024^2 BC7 file's near 6 KB). A file whose tail ends further in
+#: 64^2 ends near 3 KB). A file whose tail ends further in (a 1024^2 BC7 file's near 6 KB)
 #: gets a second read, and the reader reads that much from every later file of the batch.
-READ_AHEAD = 8192
+READ_AHEAD = 4096
 #: The most a head read grows to (files with big tails take a second read instead).
 MAX_READ_AHEAD = 1 << 20
 
 TailOf = Callable[[textures.TextureFile], int]
+#: What `HeadReader.read_head` read: (file size, first bytes, whether it got all it asked
+#: for), or the OSError that stopped it
+Head = tuple[int, bytes, bool] | OSError
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 
 class HeadReader:
@@ -175,85 +179,131 @@ class HeadReader:
 
     def __init__(self, read_ahead: int = READ_AHEAD) -> None:
         self.read_ahead = max(int(read_ahead), MAX_PREFIX)
-        self._parsed: dict[tuple[bytes, int], Ktx2File] = {}
+        self._models: dict[tuple[bytes, int], _Model] = {}
         self.parses = 0  # headers parsed (the rest were copies of an identical one)
         self.extra_reads = 0  # tails that did not lie inside the first read
 
-    def open_tail(self, path: str | Path, tail_of: TailOf
-                  ) -> tuple[textures.TextureFile, dict[int, bytes]]:
-        """(the file's TextureFile, its levels tail_of(tf).. by index). Raises the reader's
-        TextureFormatError, naming the file, for a missing, truncated or bad one."""
-        key = os.fspath(path)
+    def read_head(self, path: str | Path) -> Head:
+        """The file's first bytes and size: one open, fstat, read and close, no parsing.
+        A failure is returned, not raised (`open_tail` reports it, naming the file)."""
         try:
-            fd = os.open(key, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            fd = os.open(path, os.O_RDONLY | _CLOEXEC)
         except OSError as exc:
-            raise TextureFormatError(Path(key), f"cannot read file: {exc}") from exc
+            return exc
         try:
-            try:
-                size = os.fstat(fd).st_size
-                want = min(size, self.read_ahead)
-                head = os.pread(fd, want, 0)
-            except OSError as exc:
-                raise TextureFormatError(Path(key), f"cannot read file: {exc}") from exc
-            # a file that shrank under us takes the reader's own path (and its error)
-            tf = self._parse(path, head, size) if len(head) == want else None
-            if tf is None:
-                tf = textures.open(path)
-                tail = tail_of(tf)
-                return tf, tf.read_levels_all(range(tail, len(tf.levels)))
-            return tf, self._tail(tf, tail_of(tf), fd, head)
+            size = os.fstat(fd).st_size
+            want = min(size, self.read_ahead)
+            head = os.pread(fd, want, 0)
+        except OSError as exc:
+            return exc
         finally:
             os.close(fd)
+        return size, head, len(head) == want
 
-    def _parse(self, path: str | Path, head: bytes, size: int) -> Ktx2File | None:
+    def open_tail(self, path: str | Path, tail_of: TailOf
+                  ) -> tuple[textures.TextureFile, int, dict[int, bytes]]:
+        """(the file's TextureFile, tail = tail_of(tf), its levels tail.. by index).
+
+        `tail_of` must depend on the header alone (it is asked once per distinct header).
+        Raises the reader's TextureFormatError, naming the file, for a missing, truncated
+        or bad one."""
+        head = self.read_head(path)
+        if isinstance(head, OSError):
+            raise TextureFormatError(Path(path), f"cannot read file: {head}") from head
+        size, data, whole = head
+        # a file that shrank under us takes the reader's own path (and its error)
+        found = self._parse(path, data, size) if whole else None
+        if found is None or found[1] is None:
+            tf = found[0] if found is not None else textures.open(path)
+            tail = tail_of(tf)
+            return tf, tail, tf.read_levels_all(range(tail, len(tf.levels)))
+        tf, model = found
+        plan = model.plan
+        if plan is None:
+            plan = model.plan = _TailPlan.of(tf, tail_of(tf))
+        if plan.slices is None:  # not one run: the file's own per-level reads
+            return tf, plan.tail, tf.read_levels_all(range(plan.tail, len(tf.levels)))
+        if plan.end <= len(data):
+            span, base = data, 0
+        else:
+            span, base = self._read_span(tf, plan), plan.start
+        return tf, plan.tail, {i: span[a - base:b - base] for i, a, b in plan.slices}
+
+    def _parse(self, path: str | Path, head: bytes, size: int
+               ) -> tuple[Ktx2File, _Model | None] | None:
+        """A plain KTX2 file's header (and the shared entry of files with the same one), or
+        None when the reader should open it."""
         if len(head) < HEADER_BYTES or head[:12] != KTX2_IDENTIFIER:
             return None
         vk, count, scheme = _HEAD_FIELDS.unpack_from(head, 0)
         end = HEADER_BYTES + max(1, count) * LEVEL_ENTRY_BYTES
         if vk == 0 or scheme != 0 or count > MAX_LEVELS or len(head) < end:
             return None  # Basis, supercompressed or odd: the reader decides
-        key = (bytes(head[:end]), size)
+        key = (head[:end], size)
         p = path if isinstance(path, Path) else Path(path)
-        model = self._parsed.get(key)
-        if model is None:
-            tf = parse_ktx2(p, head, size)  # raises the reader's error for a bad file
-            self.parses += 1
-            if type(tf) is Ktx2File and tf.supercompression == "none":
-                self._parsed[key] = _copy_ktx2(tf, tf.path)  # callers may change theirs
-            return tf
-        return _copy_ktx2(model, p)
+        model = self._models.get(key)
+        if model is not None:
+            return _copy_ktx2(model.tf, p), model
+        tf = parse_ktx2(p, head, size)  # raises the reader's error for a bad file
+        self.parses += 1
+        if type(tf) is not Ktx2File or tf.supercompression != "none":
+            return tf, None
+        model = self._models[key] = _Model(_copy_ktx2(tf, tf.path))  # callers may change tf
+        return tf, model
 
-    def _tail(self, tf: Ktx2File, tail: int, fd: int, head: bytes) -> dict[int, bytes]:
-        """Levels tail.. of a plain KTX2 file: slices of the head read when they lie in it
-        (bytes: the upload hands them to GL as they are; copying a few KB costs less than
-        a ctypes view of each),
-        else one more read of their span (or the file's own per-level reads when the levels
-        are not one run, as `Ktx2File.read_levels_all` decides)."""
+    def _read_span(self, tf: Ktx2File, plan: _TailPlan) -> bytes:
+        """The tail's span when it lies past the first read; later files are read further."""
+        self.extra_reads += 1
+        if plan.end <= MAX_READ_AHEAD:
+            self.read_ahead = max(self.read_ahead, plan.end)
+        length = plan.end - plan.start
+        try:
+            fd = os.open(tf.path, os.O_RDONLY | _CLOEXEC)
+            try:
+                span = os.pread(fd, length, plan.start)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise TextureFormatError(tf.path, f"cannot read levels {plan.tail}..: {exc}") \
+                from exc
+        if len(span) != length:
+            raise TextureFormatError(tf.path, f"levels {plan.tail}..{len(tf.levels) - 1}: file "
+                                              f"truncated (wanted {length} bytes at offset "
+                                              f"{plan.start}, got {len(span)})")
+        return span
+
+
+@dataclass(frozen=True)
+class _TailPlan:
+    """Where a header's tail levels lie: the span [start, end) and each level's slice of
+    it, or slices None when they are not one run (KTX2 stores the smallest level first, so
+    a tail normally is one)."""
+
+    tail: int
+    start: int
+    end: int
+    slices: tuple[tuple[int, int, int], ...] | None
+
+    @classmethod
+    def of(cls, tf: Ktx2File, tail: int) -> _TailPlan:
         lvs = tf.levels[tail:]
         if not lvs:
-            return {}
+            return cls(tail, 0, 0, ())
         start = min(lv.offset for lv in lvs)
         end = max(lv.offset + lv.nbytes for lv in lvs)
-        if end - start > sum(lv.nbytes for lv in lvs) + 16 * len(lvs):  # not one run
-            return tf.read_levels_all(range(tail, len(tf.levels)))
-        if end <= len(head):
-            span, start_at = head, 0
-        else:
-            self.extra_reads += 1
-            if end <= MAX_READ_AHEAD:
-                self.read_ahead = max(self.read_ahead, end)  # later files: one read
-            try:
-                span = os.pread(fd, end - start, start)
-            except OSError as exc:
-                raise TextureFormatError(tf.path, f"cannot read levels {tail}..: {exc}") \
-                    from exc
-            if len(span) != end - start:
-                raise TextureFormatError(tf.path, f"levels {tail}..{len(tf.levels) - 1}: file "
-                                                  f"truncated (wanted {end - start} bytes at "
-                                                  f"offset {start}, got {len(span)})")
-            start_at = start
-        return {lv.index: span[lv.offset - start_at:lv.offset - start_at + lv.nbytes]
-                for lv in lvs}
+        if end - start > sum(lv.nbytes for lv in lvs) + 16 * len(lvs):  # the reader's test
+            return cls(tail, start, end, None)
+        return cls(tail, start, end,
+                   tuple((lv.index, lv.offset, lv.offset + lv.nbytes) for lv in lvs))
+
+
+@dataclass(eq=False)
+class _Model:
+    """One distinct header of a batch: a private copy of its parse, and its tail plan once
+    the caller's tail_of has been asked."""
+
+    tf: Ktx2File
+    plan: _TailPlan | None = None
 
 
 def _copy_ktx2(model: Ktx2File, path: Path) -> Ktx2File:

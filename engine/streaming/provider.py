@@ -80,6 +80,16 @@ def _camera_key(cam: CameraInput | None) -> tuple | None:
             cam.viewport_height, cam.near, cam.render_scale)
 
 
+def register_all(provider: Any, entries: Sequence[tuple[str, str | Path]]) -> list[int]:
+    """Register (key, path) pairs with any TextureProvider: in one batch where it has
+    `register_many` (the streamer: one read per file, batched uploads, all or nothing),
+    else one `register` at a time. Scene builders call this rather than looping."""
+    many = getattr(provider, "register_many", None)
+    if many is not None:
+        return list(many(entries))
+    return [provider.register(key, path) for key, path in entries]
+
+
 class LevelSource(Protocol):
     """Where level bytes come from: the threaded `LevelIO` or the deterministic
     `InlineLevelIO` (same surface)."""
@@ -255,16 +265,8 @@ class TextureStreamer:
 
     def _make_tail(self, key: str, path: str | Path, reader: HeadReader) -> Streamed:
         """One file's Streamed with its tail texture made and filled (render thread)."""
-        item = Streamed(key, None)  # type: ignore[arg-type]  # tf is set by tail_of
-        tail = -1
-
-        def tail_of(tf: textures.TextureFile) -> int:
-            nonlocal tail
-            item.tf = tf
-            tail = self._tail(item)
-            return tail
-
-        _, tail_bytes = reader.open_tail(path, tail_of)
+        tf, tail, tail_bytes = reader.open_tail(path, self._tail_of)
+        item = Streamed(key, tf)
         try:
             self._backend_for(item).create(item, tail, tail_bytes.__getitem__, self.uploader)
         except GLOutOfMemoryError as exc:
@@ -272,6 +274,9 @@ class TextureStreamer:
         except GLError as exc:
             raise GLError(f"{exc} (registering {path})", exc.codes) from exc
         return item
+
+    def _tail_of(self, tf: textures.TextureFile) -> int:
+        return self._tail(Streamed("", tf))
 
     def _read(self, tid: int, level: int) -> bytes:
         """Worker-thread reader: only file I/O and decompression, never GL. Plain KTX2 levels
