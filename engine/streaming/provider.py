@@ -83,10 +83,13 @@ def _camera_key(cam: CameraInput | None) -> tuple | None:
 def register_all(provider: Any, entries: Sequence[tuple[str, str | Path]]) -> list[int]:
     """Register (key, path) pairs with any TextureProvider: in one batch where it has
     `register_many` (the streamer: one read per file, batched uploads, all or nothing),
-    else one `register` at a time. Scene builders call this rather than looping."""
-    many = getattr(provider, "register_many", None)
-    if many is not None:
-        return list(many(entries))
+    else one `register` at a time. Scene builders call this rather than looping.
+
+    The method must be the provider's own (its class defines it): a wrapper that forwards
+    unknown names to an inner streamer (the mixed provider) would otherwise register into
+    the streamer behind the wrapper's back."""
+    if callable(getattr(type(provider), "register_many", None)):
+        return list(provider.register_many(entries))
     return [provider.register(key, path) for key, path in entries]
 
 
