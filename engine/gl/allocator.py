@@ -115,9 +115,13 @@ class Allocator:
 
     # ------------------------------------------------------------------ errors
     def drain_errors(self) -> list[int]:
-        codes = []
-        for _ in range(64):  # a lost context can return errors forever; don't hang
-            code = self._raw.glGetError()
+        get_error = self._raw.glGetError
+        code = get_error()
+        if code == K.NO_ERROR:  # the usual answer, three times per registered texture
+            return []
+        codes = [code]
+        for _ in range(63):  # a lost context can return errors forever; don't hang
+            code = get_error()
             if code == K.NO_ERROR:
                 break
             codes.append(code)

@@ -22,13 +22,16 @@ from .raw import RawGL
 from .textures import GpuTexture
 
 
-@functools.lru_cache(maxsize=4096)
-def _level_geometry(fmt_name: str, chain_width: int, chain_height: int,
-                    chain_level: int) -> tuple[int, int, int]:
-    """(width, height, bytes of one image) of a chain level: the same few shapes come up
-    thousands of times when a batch of alike textures is registered."""
-    w, h = mip_dims(chain_width, chain_height, chain_level)
-    return w, h, level_bytes(fmt_name, w, h)
+@functools.lru_cache(maxsize=1024)
+def _stored_geometry(fmt_name: str, chain_width: int, chain_height: int, base_level: int,
+                     levels: int) -> tuple[tuple[int, int, int], ...]:
+    """(width, height, bytes of one image) of each stored level of a texture: the same few
+    shapes come up thousands of times when a batch of alike textures is registered."""
+    out = []
+    for chain_level in range(base_level, base_level + levels):
+        w, h = mip_dims(chain_width, chain_height, chain_level)
+        out.append((w, h, level_bytes(fmt_name, w, h)))
+    return tuple(out)
 
 
 def _pointer(buf: bytes | memoryview):
@@ -141,13 +144,14 @@ class Commands:
         f = tex.fmt
         images = tex.layers * tex.faces
         work = []
-        first, last = tex.base_level, tex.base_level + tex.levels - 1
+        first = tex.base_level
+        geometry = _stored_geometry(f.name, tex.chain_width, tex.chain_height, first,
+                                    tex.levels)
         for chain_level, data in levels:
-            if not first <= chain_level <= last:
-                tex.storage_level(chain_level)  # raises the usual ValueError
             lvl = chain_level - first
-            w, h, image = _level_geometry(f.name, tex.chain_width, tex.chain_height,
-                                          chain_level)
+            if not 0 <= lvl < len(geometry):
+                tex.storage_level(chain_level)  # raises the usual ValueError
+            w, h, image = geometry[lvl]
             buf = data if isinstance(data, bytes) else memoryview(data).cast("B")
             n = len(buf)
             if n != image * images:

@@ -191,8 +191,8 @@ class HeadReader:
         except OSError as exc:
             return exc
         try:
-            size = os.fstat(fd).st_size
-            want = min(size, self.read_ahead)
+            size = os.lseek(fd, 0, os.SEEK_END)  # the size without a stat_result (pread
+            want = min(size, self.read_ahead)  # ignores the file position)
             head = os.pread(fd, want, 0)
         except OSError as exc:
             return exc
