@@ -1,6 +1,6 @@
 """Ten thousand textures without ten thousand open files or ten thousand Python objects.
 
-Two parts, both format-light and GL-free:
+Three parts, all format-light and GL-free:
 
 - `HandleCache`: an LRU of open file descriptors, read with `os.pread` (no shared seek
   position, so worker threads share a descriptor safely). Opening a file per level read costs
@@ -16,6 +16,12 @@ Two parts, both format-light and GL-free:
   sizes from the format formula, levels inside the file). Files it does not handle in bulk
   (supercompressed, arrays, cube maps, 3D, DDS, anything odd) go through
   `engine.textures.open`, which raises the usual typed error for bad ones.
+
+- `HeadReader`: registration's reader. One read per file brings the header and the small
+  always-resident levels together (KTX2 stores the smallest level first, right after the
+  header), the header is parsed by the KTX2 reader's own code, and files with the same
+  header share that parse, so the streamer keeps real `TextureFile`s at a fraction of
+  `textures.open`'s cost per file.
 """
 from __future__ import annotations
 
