@@ -404,3 +404,12 @@ def test_virtual_slots_name_only_the_slots_that_are_virtual() -> None:
     assert virtual_slots(ids[:1], vt) == 0
     assert virtual_slots(ids, None) == 0
     assert virtual_slots(np.zeros((0, 3), np.int32), vt) == 0
+
+def test_split_pool_grows_to_a_starved_screens_demand_within_the_room() -> None:
+    vt_min, screen = 1 << 20, 2 << 20
+    # many textures shown at once need more whole tiles than 8x the pixels: the demand wins
+    assert split_pool(512 << 20, 8 << 20, vt_min, screen, 8.0, demand=40 << 20) == 40 << 20
+    # ... but never past the room the whole-level tails leave
+    assert split_pool(30 << 20, 8 << 20, vt_min, screen, 8.0, demand=40 << 20) == 22 << 20
+    # a demand below the screen cap changes nothing
+    assert split_pool(512 << 20, 8 << 20, vt_min, screen, 8.0, demand=4 << 20) == 16 << 20

@@ -59,6 +59,10 @@ class ProviderStats:
     min_bytes: int = 0  # the floor the provider cannot go below (always-resident tails)
     pending_uploads: int = 0  # levels read but not on the GPU yet
     textures: int = 0  # registered textures
+    #: virtual-texture tiles shown now but not resident (0 for whole-level providers; one per
+    #: virtual texture before the first feedback readback): whole textures settle when
+    #: wanted == resident, a page cache when nothing shown is missing
+    missing_tiles: int = 0
 
 
 @dataclass(frozen=True)

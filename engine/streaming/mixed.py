@@ -19,11 +19,15 @@ The pool split (`split_pool`, pure, documented in docs/ARCHITECTURE.md):
     vt_min    = page table + LOD proxy + (packed coarsest-tile slots + whole pinned slots
                 + MIN_STREAM_SLOTS) x slot bytes          (the cache cannot be smaller)
     screen    = output pixels x bytes per texel of the virtual format
-    cap       = max(vt_min, virtual_screen_factor x screen)   (8x by default)
+    demand    = the tiles the newest feedback shows (x 1.25) + pinned + MIN_STREAM_SLOTS
+    cap       = max(vt_min, virtual_screen_factor x screen, demand)   (8x by default)
     room      = max(vt_min, pool - whole-level tails)
     vt_target = min(cap, room)
 
-so the page cache follows the screen, not the content, and never takes the room the
+so the page cache follows the screen, not the content (the demand term covers a screen
+that shows many textures at once: each visible one needs whole tiles, and the H200's
+gallery of 200 x 4096^2 wanted more of them than 8x its pixels held, so it never settled),
+and never takes the room the
 whole-level streamer's always-resident tails need; the streamer is granted the rest
 (`pool - vt allowance`) and counts the cache out of the streamed category's total
 (`TextureStreamer.shared_bytes`). A cache rebuild re-streams every tile, so the allowance
@@ -74,10 +78,15 @@ def decide_virtual(mode: str, width: int, height: int, fmt: PixelFormat, *, is_2
     return choose_virtual(width, height, min_size)
 
 
+#: Headroom over the shown tiles when the feedback sizes the cache (tiles come and go as
+#: the view moves; without it the cache is full the moment it fits).
+DEMAND_HEADROOM = 1.25
+
+
 def split_pool(pool: int, whole_min: int, vt_min: int, screen_bytes: int,
-               factor: float) -> int:
+               factor: float, demand: int = 0) -> int:
     """The page cache's allowance out of the one pool (see the module docstring)."""
-    cap = max(vt_min, int(factor * screen_bytes))
+    cap = max(vt_min, int(factor * screen_bytes), int(demand))
     room = max(vt_min, int(pool) - int(whole_min))
     return min(cap, room)
 
@@ -126,6 +135,7 @@ class MixedTextureProvider:
         self._output_px = 0
         self._pool = 0
         self.vt_allowance = 0
+        self._demand = 0  # the largest starved page-cache demand seen (_demand_bytes)
         self._table_cache: tuple[tuple[int, int], ResidentTextures] | None = None
         self._whole_index = np.zeros(0, np.intp)
         self._whole_sids = np.zeros(0, np.intp)
@@ -183,6 +193,19 @@ class MixedTextureProvider:
         fixed = vts.table.rows * TABLE_WIDTH * 4 + 1
         return fixed + (pinned + MIN_STREAM_SLOTS) * slot_bytes(vts.fmt)
 
+    def _demand_bytes(self) -> int:
+        """The cache that holds every tile the newest feedback shows, with headroom, once
+        the cache starved (full, with shown tiles missing); the largest such demand seen
+        so far, so that the grown cache is not shrunk back into starvation (a resize
+        rebuilds the cache and re-streams every tile: it must not oscillate)."""
+        vts = self.vts
+        policy = vts.policy
+        if policy is not None and vts.feedback_frame >= 0 and policy.occupied >= policy.slots:
+            if policy.stats().visible_missing:
+                shown = int(vts.visible_tile_count() * DEMAND_HEADROOM)
+                self._demand = max(self._demand, self._vt_min() + shown * slot_bytes(vts.fmt))
+        return self._demand
+
     def _screen_bytes(self) -> int:
         fmt = self.vts.fmt
         return int(self._output_px * fmt.block_bytes / (fmt.block_w * fmt.block_h))
@@ -197,10 +220,12 @@ class MixedTextureProvider:
             return
         whole_min = self.streamer.stats().min_bytes
         vt_min = self._vt_min()
+        demand = self._demand_bytes()
         target = split_pool(self._pool, whole_min, vt_min, self._screen_bytes(),
-                            self.settings.virtual_screen_factor)
+                            self.settings.virtual_screen_factor, demand)
         room = max(vt_min, self._pool - whole_min)
-        cap = max(vt_min, int(self.settings.virtual_screen_factor * self._screen_bytes()))
+        cap = max(vt_min, int(self.settings.virtual_screen_factor * self._screen_bytes()),
+                  demand)
         allowance = settle_allowance(self.vt_allowance, target, room, full=cap)
         if allowance != self.vt_allowance:
             log.debug("page cache allowance %d -> %d (pool %d)", self.vt_allowance,
@@ -300,8 +325,13 @@ class MixedTextureProvider:
         run with."""
         st = self.streamer.stats()
         vts = self.virtual_system()
-        extra_res = extra_want = extra_min = 0
+        extra_res = extra_want = extra_min = missing = 0
         if vts is not None:
+            # Before the first feedback readback nothing is known to be shown: count one
+            # tile per virtual texture, so no one takes an empty plan for a settled one.
+            missing = (vts.policy.stats().visible_missing
+                       if vts.policy is not None and vts.feedback_frame >= 0
+                       else len(self.virtual_ids()))
             extra_min = self._vt_min()
             extra_res = vts.nbytes
             extra_want = max(extra_min, int(self.settings.virtual_screen_factor
@@ -310,7 +340,7 @@ class MixedTextureProvider:
                        wanted_bytes=st.wanted_bytes + extra_want,
                        min_bytes=st.min_bytes + extra_min,
                        pending_uploads=st.pending_uploads + (vts.stats.in_hand if vts else 0),
-                       textures=len(self._entries))
+                       textures=len(self._entries), missing_tiles=missing)
 
     def release(self) -> None:
         if self.vts is not None:

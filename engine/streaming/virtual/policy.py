@@ -73,6 +73,8 @@ class PolicyStats:
     pinned: int
     visible: int
     wanted_missing: int
+    #: of those, tiles shown now (the rest are prefetch): 0 when the screen has its detail
+    visible_missing: int = 0
 
 
 class TilePolicy:
@@ -95,6 +97,7 @@ class TilePolicy:
         self._want_map: dict[int, int] | None = {}
         self.frame = 0
         self.missing = 0
+        self.visible_missing = 0
 
     def _reset(self, slots: int) -> None:
         self.slots = slots
@@ -123,7 +126,7 @@ class TilePolicy:
     def stats(self) -> PolicyStats:
         visible = int(((self.tiers() == Tier.VISIBLE) & (self.slot_key != 0)).sum())
         return PolicyStats(self.slots, self.occupied, int(self.pinned.sum()), visible,
-                           self.missing)
+                           self.missing, self.visible_missing)
 
     # ------------------------------------------------------------------ pinning
     def pin(self, key: int) -> int:
@@ -191,6 +194,7 @@ class TilePolicy:
             self.current[:] = False
         miss = np.flatnonzero(~resident)
         self.missing = int(miss.size)
+        self.visible_missing = int(np.count_nonzero(tiers[miss] == Tier.VISIBLE))
         if miss.size == 0:
             return np.zeros(0, np.uint32), np.zeros(0, np.float64)
         miss_keys, miss_tiers = keys[miss], tiers[miss]
