@@ -210,7 +210,7 @@ def test_head_reader_shares_one_parse_and_reads_once(mixed):
 
 
 def test_register_all_falls_back_to_register():
-    """Providers without their own register_many (static, mixed) register one by one."""
+    """Providers without their own register_many (static) register one by one."""
     class OneByOne:
         def __init__(self):
             self.calls = []
@@ -281,3 +281,28 @@ def test_upload_levels_checks_sizes_before_any_upload(device):
         device.check_errors("after")
     finally:
         device.release(tex)
+
+
+def test_mixed_provider_batches_and_refuses_a_bad_file_whole(device, mixed, tmp_path):
+    """The mixed provider opens and sorts every file of a batch before making anything: a
+    bad file raises with nothing of the batch registered; a good batch gives composite ids
+    in order, the big BC7 texture virtual, the rest by whole levels, as one by one."""
+    from engine.streaming.mixed import MixedTextureProvider
+    from engine.streaming.settings import StreamerSettings
+
+    big = tmp_path / "big.ktx2"
+    write_ktx2(big, "BC7", 1024, 1024, _levels("BC7", 1024))
+    bad = tmp_path / "bad.ktx2"
+    _corrupt(bad, "truncated", mixed[0])
+    cfg = StreamerSettings(backend="realloc", io_workers=0)
+    m = MixedTextureProvider(device, TextureStreamer(device, cfg), cfg, deterministic=True)
+    try:
+        batch = [("a", mixed[0]), ("big", big), ("b", mixed[1])]
+        with pytest.raises(TextureFormatError):
+            m.register_many([*batch, ("bad", bad)])
+        assert m.stats().textures == 0 and m.virtual_system() is None
+        assert register_all(m, batch) == [0, 1, 2]
+        assert list(m.virtual_ids()) == [-1, 0, -1]
+        assert m.register("b", mixed[1]) == 2 and m.register("c", mixed[2]) == 3
+    finally:
+        m.release()
