@@ -151,6 +151,7 @@ class WallProbe:
     finest: np.ndarray | None = None
     last_base: np.ndarray | None = None
     reuploads: int = 0
+    geometry: object = None  # the flight's texture sizes, read once (metrics.texture_geometry)
 
     def __post_init__(self) -> None:
         from ..streaming.metrics import CutTracker
@@ -158,7 +159,8 @@ class WallProbe:
         self.frame_tracker = CutTracker()  # frames
 
     def __call__(self, ctx: FrameContext) -> None:
-        from ..streaming.metrics import measure_view
+        from ..streaming.contract import TextureTable
+        from ..streaming.metrics import measure_view, texture_geometry
 
         image = ctx.renderer.read_output()
         row: dict = {"frame": ctx.frame, "segment": ctx.record.get("wall_segment", ""),
@@ -169,11 +171,17 @@ class WallProbe:
             row["psnr"] = min(psnr(image, self.reference[ctx.frame]), IDENTICAL_DB)
         view = ctx.renderer.frame_view(ctx.scene, ctx.frame, ctx.time)
         count = int(view.texture_ids.max(initial=-1)) + 1
-        cov, _ = measure_view(view, ctx.provider, count)
+        if self.geometry is None or self.geometry.levels.size != count:
+            self.geometry = texture_geometry(ctx.provider, count)
+        sampled = None
+        if isinstance(ctx.provider, TextureTable):  # one array read, not 10,000 calls
+            sampled = np.asarray(ctx.provider.resident_textures().min_lod[:count], np.float64)
+        cov, _ = measure_view(view, ctx.provider, count, geometry=self.geometry,
+                              sampled=sampled)
         row.update(cov.as_record())
         arrived = cov
         if isinstance(ctx.provider, TextureStreamer):
-            arrived, _ = measure_view(view, ctx.provider, count,
+            arrived, _ = measure_view(view, ctx.provider, count, geometry=self.geometry,
                                       resident=ctx.provider.resident_levels())
         row["resident_at_wanted_fraction"] = arrived.at_wanted
         stats = ctx.provider.stats()
