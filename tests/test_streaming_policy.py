@@ -315,3 +315,28 @@ def test_random_budget_and_camera_keep_the_invariant(seed, count, realloc, max_o
     for _ in range(40):
         sim.step(mip, visible, pool)
     assert sum(sim.ops_per_frame[quiet:]) == 0
+
+
+def test_a_texture_evicted_for_one_load_is_not_loaded_back_in_the_same_plan():
+    """Tight pools with visible and prefetched textures, the view changing every 5 frames
+    (the H200 wall at 10%: a texture lost a level to a more important load and was then
+    grown from the level it had just lost, which the executor refused frame after frame;
+    this run hit it on its third frame). Every plan: one op per texture, loads from the
+    resident base (check_plan)."""
+    rng = np.random.default_rng(0)
+    n = 60
+    table = table_of([int(s) for s in rng.choice([256, 512, 1024], n)])
+    cfg = PolicyConfig(max_ops=24, max_upload_bytes=1 << 40)
+    sim = Sim(table, cfg)
+    tails = resident_bytes(sim.state, table)
+    for frame in range(300):
+        if frame % 5 == 0:
+            mip = rng.uniform(0, 4, n)
+            visible = rng.random(n) < 0.3
+            prefetch = np.where(rng.random(n) < 0.5, rng.uniform(0, 3, n), np.inf)
+            pool = tails + int(rng.integers(64 * KIB, 4 << 20))
+        sim.state = update_state(sim.state, table, mip, visible, sim.frame, cfg, prefetch)
+        plan = make_plan(sim.state, table, sim.frame, pool, 0, cfg)
+        check_plan(plan, sim.state, table, pool, 0, cfg)
+        sim.state = apply_ops(sim.state, plan.ops, now=sim.frame / 60)
+        sim.frame += 1

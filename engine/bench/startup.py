@@ -207,6 +207,7 @@ def run(device: Device, quick: bool = False) -> SuiteResult:
     if e["full_quality_s"] is None:
         result.notes.append(f"engine did not reach full quality within {timeout:.0f} s")
     result.notes.append("full quality: camera held at the start pose until every visible "
-                        "texture is at its desired level with nothing in flight (streamer "
-                        "stats wanted == resident, no pending); naive is full at frame 0")
+                        "texture is at its desired level with nothing in flight (whole-level "
+                        "textures: wanted == resident; page-cached ones: no shown tile "
+                        "missing; nothing pending); naive is full at frame 0")
     return result

@@ -151,6 +151,7 @@ class WallProbe:
     finest: np.ndarray | None = None
     last_base: np.ndarray | None = None
     reuploads: int = 0
+    refusals: int = 0  # the streamer's cumulative refused loads, at the last frame
     geometry: object = None  # the flight's texture sizes, read once (metrics.texture_geometry)
 
     def __post_init__(self) -> None:
@@ -191,8 +192,12 @@ class WallProbe:
         if isinstance(ctx.provider, TextureStreamer):
             streamed = ctx.device.ledger.category_total("texture.streamed")
             pool = ctx.provider.pool_bytes
-            row["over_budget"] = bool(streamed > pool or stats.peak_bytes > pool
-                                      or stats.budget_violations)
+            # this frame's refusals (the counter is cumulative: read as a total it marked
+            # every frame after one refusal as over budget)
+            refused = int(stats.budget_violations) - self.refusals
+            self.refusals = int(stats.budget_violations)
+            row["refused_loads"] = refused
+            row["over_budget"] = bool(streamed > pool or stats.peak_bytes > pool or refused)
             row["evictions"] = int(stats.evictions)
             base = ctx.provider.resident_levels()
             if self.finest is None:
@@ -272,6 +277,7 @@ def _flight_row(probe: WallProbe, policy: str, fraction: float | None, pool: int
         "coarser_1": float(np.mean([r["coarser_1_fraction"] for r in rows])),
         "coarser_2plus": float(np.mean([r["coarser_2plus_fraction"] for r in rows])),
         "frames_over_budget": sum(bool(r.get("over_budget")) for r in rows),
+        "refused_loads": sum(r.get("refused_loads", 0) for r in rows),
         "evictions": rows[-1].get("evictions"),
         "reuploads": rows[-1].get("reuploads"),
         "leaked": getattr(probe, "leaked", None),

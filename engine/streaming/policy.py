@@ -567,7 +567,11 @@ class _Planner:
         """Add the load of t's next finer level, evicting strictly less important levels
         if that is what makes it fit; all or nothing. A prefetch load only fills free room:
         evicting for a guess, then evicting the guess for what is really seen, was churn
-        (re-uploads) under tight budgets."""
+        (re-uploads) under tight budgets. A texture that lost levels to an earlier load of
+        this plan is not loaded back in it: one plan never both evicts and grows a texture
+        (the executor would grow it from a base it no longer has)."""
+        if t in self.evict_to:
+            return False
         entries = self.entries + [("l", t)]
         if self.fits(entries, self.evict_to):
             self.entries = entries
@@ -677,7 +681,10 @@ def _plan_loads(planner: _Planner, want: np.ndarray,
     t_list, lvl_list, rdy_list = ts.tolist(), lvl[order].tolist(), rdy.tolist()
     requests: list[tuple[int, int]] = []
     prefetch_requests = deferred = uploads = 0
-    evict_to, entries_cap = planner.evict_to, config.max_ops
+    entries_cap = config.max_ops
+    # `planner.evict_to` is read afresh each time: a load that evicts replaces the dict, and
+    # a copy taken here went stale (the H200 wall at 10%: a texture evicted for one load was
+    # then loaded from the level it had just lost; the executor refused it every frame)
 
     def request(i: int) -> None:
         nonlocal prefetch_requests
@@ -700,26 +707,26 @@ def _plan_loads(planner: _Planner, want: np.ndarray,
     n, pos = len(t_list), 0
     while pos < n and len(requests) < config.max_requests \
             and len(planner.entries) < entries_cap:
-        if t_list[pos] not in evict_to:  # else: lost its finest level to a more important load
+        if t_list[pos] not in planner.evict_to:  # else: lost levels to a more important load
             (load if rdy_list[pos] else request)(pos)
         pos += 1
     rest = np.arange(pos, n)
     if len(planner.entries) >= entries_cap:  # no load can happen any more
         left = ts[rest[rdy[pos:]]]
-        deferred += int(left.size - np.isin(left, list(evict_to)).sum())
+        deferred += int(left.size - np.isin(left, list(planner.evict_to)).sum())
         for i in rest[~rdy[pos:]].tolist():
             if len(requests) >= config.max_requests:
                 break
-            if t_list[i] not in evict_to:
+            if t_list[i] not in planner.evict_to:
                 request(i)
     else:  # the requests are full: only loads can still happen
         for i in rest[rdy[pos:]].tolist():
             if len(planner.entries) >= entries_cap:
                 left = ts[rest[rdy[pos:]]]
                 left = left[rest[rdy[pos:]] >= i]
-                deferred += int(left.size - np.isin(left, list(evict_to)).sum())
+                deferred += int(left.size - np.isin(left, list(planner.evict_to)).sum())
                 break
-            if t_list[i] not in evict_to:
+            if t_list[i] not in planner.evict_to:
                 load(i)
     return requests, deferred
 
