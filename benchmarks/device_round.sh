@@ -56,6 +56,12 @@ rest)  # after wall10k on the warm machine: the 100% and 50% flights with prefet
   python3 -c "from engine.demos.gallery_assets import gallery_textures; gallery_textures(200, 4096, 'bc7', progress=False)"
   timeout $(left 590) python3 -m engine bench startup --json "$OUT/bench_h200_startup.json" > "$OUT/bench_h200_startup.txt" 2>&1
   echo "startup rc $? at $(( $(date +%s) - t0 )) s"; grep -v WARNING "$OUT/bench_h200_startup.txt" | tail -12 ;;
+policy)  # the 25% and 10% flights again after the planner fix (all three policies)
+  python3 -c "from engine.demos.wall_assets import wall_textures; print('made', wall_textures(10_000, 1024, progress=False).generated)"
+  echo "assets at $(( $(date +%s) - t0 )) s"
+  timeout $(left 420) python3 -m engine.bench.wall --parts flights --fractions 0.25,0.1 \
+    --cut-sources "" --no-prefetch-flight --json "$OUT/bench_wall_h200_policy.json" > "$OUT/bench_wall_h200_policy.txt" 2>&1
+  echo "wall rc $? at $(( $(date +%s) - t0 )) s"; grep "wall flight" "$OUT/bench_wall_h200_policy.txt" ;;
 wall)  # the 10,000-image wall (assets made by stage one while the machine stayed warm)
   python3 -c "from engine.demos.wall_assets import wall_textures; from engine.bench.scaling import scaling_textures; print('made', wall_textures(10_000, 1024, progress=False).generated); scaling_textures(10_000)"
   timeout $(left 585) python3 -m engine bench wall --json "$OUT/bench_wall_h200.json" > "$OUT/bench_wall_h200.txt" 2>&1
