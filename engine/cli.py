@@ -407,7 +407,7 @@ def _soak_scene(args: argparse.Namespace, into: Path) -> tuple[Any, dict, dict]:
     copy = into / assets.directory.parent.name
     from .app.soak import copy_textures
 
-    copy_textures(assets.directory, copy)
+    copy_textures(assets.paths, copy / assets.directory.name)
     base = {"count": args.count, "texture_size": args.texture_size, "frames": args.frames}
     return factory, {**base, "cache_dir": copy}, {**base, "cache_dir": assets.directory.parent}
 

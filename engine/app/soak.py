@@ -55,7 +55,7 @@ import re
 import shutil
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -315,10 +315,14 @@ class SoakReport:
         ]
 
 
-def copy_textures(source: Path, into: Path) -> Path:
-    """The soak damages texture files: it works on a copy, never on the cache."""
-    dest = Path(into) / Path(source).name
-    shutil.copytree(source, dest, dirs_exist_ok=True)
+def copy_textures(paths: Sequence[Path], dest: Path) -> Path:
+    """The soak damages texture files: it works on a copy of the ones its scene reads, never
+    on the cache (copying the whole cache folder cost 21 s once it held a 10,000-image wall
+    of 1024^2 textures, for a soak of 8 of them)."""
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    for path in paths:
+        shutil.copy2(path, dest / Path(path).name)
     return dest
 
 
