@@ -84,12 +84,16 @@ def decide_virtual(mode: str, width: int, height: int, fmt: PixelFormat, *, is_2
 DEMAND_HEADROOM = 1.25
 
 
+def cache_cap(vt_min: int, screen_bytes: int, factor: float, demand: int = 0) -> int:
+    """The most the page cache aims at, whatever the pool (see the module docstring)."""
+    return max(vt_min, int(factor * screen_bytes), int(demand))
+
+
 def split_pool(pool: int, whole_min: int, vt_min: int, screen_bytes: int,
                factor: float, demand: int = 0) -> int:
     """The page cache's allowance out of the one pool (see the module docstring)."""
-    cap = max(vt_min, int(factor * screen_bytes), int(demand))
     room = max(vt_min, int(pool) - int(whole_min))
-    return min(cap, room)
+    return min(cache_cap(vt_min, screen_bytes, factor, demand), room)
 
 
 def settle_allowance(current: int, target: int, room: int, full: int | None = None) -> int:
@@ -228,7 +232,7 @@ class MixedTextureProvider:
         vts = self.vts
         policy = vts.policy
         if policy is not None and vts.feedback_frame >= 0 and policy.occupied >= policy.slots:
-            if policy.stats().visible_missing:
+            if policy.visible_missing:
                 shown = int(vts.visible_tile_count() * DEMAND_HEADROOM)
                 self._demand = max(self._demand, self._vt_min() + shown * slot_bytes(vts.fmt))
         return self._demand
@@ -251,8 +255,8 @@ class MixedTextureProvider:
         target = split_pool(self._pool, whole_min, vt_min, self._screen_bytes(),
                             self.settings.virtual_screen_factor, demand)
         room = max(vt_min, self._pool - whole_min)
-        cap = max(vt_min, int(self.settings.virtual_screen_factor * self._screen_bytes()),
-                  demand)
+        cap = cache_cap(vt_min, self._screen_bytes(), self.settings.virtual_screen_factor,
+                        demand)
         allowance = settle_allowance(self.vt_allowance, target, room, full=cap)
         if allowance != self.vt_allowance:
             log.debug("page cache allowance %d -> %d (pool %d)", self.vt_allowance,
@@ -357,9 +361,9 @@ class MixedTextureProvider:
         if vts is not None:
             # Before the first feedback readback nothing is known to be shown: count one
             # tile per virtual texture, so no one takes an empty plan for a settled one.
-            missing = (vts.policy.stats().visible_missing
+            missing = (vts.policy.visible_missing
                        if vts.policy is not None and vts.feedback_frame >= 0
-                       else len(self.virtual_ids()))
+                       else len(vts.textures))
             extra_min = self._vt_min()
             extra_res = vts.nbytes
             extra_want = max(extra_min, int(self.settings.virtual_screen_factor
