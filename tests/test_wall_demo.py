@@ -103,3 +103,16 @@ def test_demo_wall_in_a_window(demo_env: dict[str, str], xvfb_display: str,
     image = np.asarray(Image.open(shot))
     assert image.shape[:2] == (64, 96) and image.std() > 5  # photographs, not a clear colour
     assert json.loads(report.read_text())["summary"]["leaked_objects"] == 0
+
+
+def test_wall_bench_refuses_bad_fractions_in_one_line(capsys):
+    """A mistyped budget list is an argparse error (exit 2), not a traceback."""
+    import pytest as _pytest
+
+    from engine.bench.wall import main
+
+    for bad in ("abc", "0,2", "0.25,-1"):
+        with _pytest.raises(SystemExit) as exc:
+            main(["--fractions", bad])
+        assert exc.value.code == 2
+        assert "--fractions" in capsys.readouterr().err

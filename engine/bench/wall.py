@@ -492,6 +492,19 @@ def run(device: Device, quick: bool = False) -> SuiteResult:
     return result
 
 
+def _fractions(text: str) -> tuple[float, ...]:
+    """argparse type: budgets as fractions of the peak wanted, each in (0, 1]."""
+    import argparse
+
+    try:
+        values = tuple(float(f) for f in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not comma-separated numbers: {text!r}") from None
+    if not values or not all(0 < v <= 1 for v in values):
+        raise argparse.ArgumentTypeError(f"fractions must lie in (0, 1], got {text!r}")
+    return values
+
+
 def main(argv: list[str] | None = None) -> int:
     """`python -m engine.bench.wall`: the suite with a chosen subset of its flights, the JSON
     rewritten after every flight (the full GPU suite takes longer than one device call)."""
@@ -500,7 +513,8 @@ def main(argv: list[str] | None = None) -> int:
 
     ap = argparse.ArgumentParser(prog="python -m engine.bench.wall")
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--fractions", help="comma-separated budgets, of the peak wanted (0.25,0.1)")
+    ap.add_argument("--fractions", type=_fractions,
+                    help="comma-separated budgets, of the peak wanted (0.25,0.1)")
     ap.add_argument("--cut-sources", help="comma-separated: ram, disk")
     ap.add_argument("--no-prefetch-flight", action="store_true")
     ap.add_argument("--parts", default="flights,scale",
@@ -511,8 +525,7 @@ def main(argv: list[str] | None = None) -> int:
     device = Device.headless()
     profile = wall_profile(device, args.quick)
     if args.fractions:
-        profile = dataclasses.replace(
-            profile, fractions=tuple(float(f) for f in args.fractions.split(",")))
+        profile = dataclasses.replace(profile, fractions=args.fractions)
     if args.cut_sources is not None:
         profile = dataclasses.replace(
             profile, cut_sources=tuple(c for c in args.cut_sources.split(",") if c))
