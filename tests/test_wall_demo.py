@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from engine.bench.wall import WallProfile, use_wall_streamer, wall_flight
+from engine.bench.wall import main as wall_main
 from engine.gl.device import Device
 
 PROFILE = WallProfile("test", 24, 256, (192, 108), 160, 2, 2, 0, "CI wall test")
@@ -107,12 +108,8 @@ def test_demo_wall_in_a_window(demo_env: dict[str, str], xvfb_display: str,
 
 def test_wall_bench_refuses_bad_fractions_in_one_line(capsys):
     """A mistyped budget list is an argparse error (exit 2), not a traceback."""
-    import pytest as _pytest
-
-    from engine.bench.wall import main
-
     for bad in ("abc", "0,2", "0.25,-1"):
-        with _pytest.raises(SystemExit) as exc:
-            main(["--fractions", bad])
+        with pytest.raises(SystemExit) as exc:
+            wall_main(["--fractions", bad])
         assert exc.value.code == 2
         assert "--fractions" in capsys.readouterr().err
