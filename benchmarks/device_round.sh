@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The H200 runs behind the README's GPU figures, one stage per device call (each call is limited
 # to 10 minutes, so the stages are sized to fit). Run on the device machine from the checkout's
-# copy, with `.gl`, `.whl` (../shared/tools/device-prep.sh tqdm nvidia-ml-py) and `.devsrc.tar`
+# copy, with `.gl`, `.whl` (../shared/tools/device-prep.sh tqdm nvidia-ml-py moderngl-window pyglet) and `.devsrc.tar`
 # (`git archive -o .devsrc.tar HEAD`: the committed tree, not a working tree other people are
 # editing) carried:  bash benchmarks/device_round.sh STAGE
 # Outputs go to $OUT. The asset cache lives in /tmp/engine-cache, which survives between calls
@@ -103,6 +103,12 @@ final)  # what one last call can hold, each part time-boxed, the most wanted fir
   timeout $(left ${WALL_LIMIT:-585}) python3 -m engine.bench.wall --parts scale,flights --fractions 0.25,0.1 \
     --cut-sources ram,disk --no-prefetch-flight --json "$OUT/bench_wall_h200.json" > "$OUT/bench_wall_h200.txt" 2>&1
   echo "wall rc $? at $(( $(date +%s) - t0 )) s"; grep "wall flight" "$OUT/bench_wall_h200.txt" ;;
+peers)  # the previous round's peers table on the current code (moderngl-window and pyglet wheels
+  # carried in .whl; Panda3D's 53 MB wheel does not fit the transfer limit next to the others)
+  python3 -c "from engine.demos.gallery_assets import gallery_textures; gallery_textures(200, 4096, 'bc7', progress=False)"
+  echo "gallery at $(( $(date +%s) - t0 )) s"
+  timeout $(left 590) python3 -m engine bench peers --json "$OUT/bench_h200_peers.json" > "$OUT/bench_h200_peers.txt" 2>&1
+  echo "peers rc $? at $(( $(date +%s) - t0 )) s" ;;
 *) echo "unknown stage $stage"; exit 2 ;;
 esac
 tail -c 3000 "$OUT"/*.txt
