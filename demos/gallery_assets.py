@@ -27,7 +27,7 @@ import colorsys
 import logging
 import os
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -198,24 +198,57 @@ def _layout(rng: np.random.Generator, grid: int, pool: int) -> np.ndarray:
     return subset[pick]
 
 
+@dataclass(frozen=True)
+class TilePool:
+    """The encoded tile pool: `levels[k]` holds every tile's level k as block grids
+    (POOL, b, b, block_bytes), `tail` every tile's RGBA at the last of those levels
+    (POOL, 4, 4, 4), from which the texture's coarsest levels are made."""
+
+    levels: list[np.ndarray]
+    tail: np.ndarray
+
+
+def _tile_levels(size: int) -> int:
+    """Tile mip levels kept as encoded blocks: down to 4x4 texels."""
+    return int(np.log2(tile_size(size))) - 1
+
+
+def _pool_part(size: int, fmt: str, numbers: list[int]) -> tuple[list[np.ndarray], np.ndarray]:
+    """Tiles `numbers` of the pool, encoded: (per level, their block grids stacked), their
+    RGBA tails. A process pool makes the parts of one pool side by side."""
+    tile, levels = tile_size(size), _tile_levels(size)
+    chains, tails = [], []
+    for i in numbers:
+        rgba = make_tile(i, tile)
+        chains.append(_encode_chain(rgba, fmt, levels))
+        tails.append(generate_mips(rgba, colorspace="srgb", max_levels=levels)[-1])
+    return [np.stack([c[k] for c in chains]) for k in range(levels)], np.stack(tails)
+
+
+def make_pool(size: int, fmt: str, executor: Executor | None = None, parts: int = 1) -> TilePool:
+    """The whole tile pool, encoded in `parts` pieces on `executor` (serially without one).
+
+    Why not once per worker: the pool is most of the work of a small gallery (96 tiles of
+    256^2 at 1024^2 and above, ~9 s of BC7 on one core), and every worker building its own
+    copy made adding workers useless for it."""
+    chunks = [list(c) for c in np.array_split(np.arange(POOL), max(1, min(parts, POOL)))]
+    sizes, fmts = [size] * len(chunks), [fmt] * len(chunks)
+    done = list(executor.map(_pool_part, sizes, fmts, chunks) if executor is not None
+                else map(_pool_part, sizes, fmts, chunks))
+    levels = [np.concatenate([d[0][k] for d in done]) for k in range(_tile_levels(size))]
+    return TilePool(levels, np.concatenate([d[1] for d in done]))
+
+
 class _Builder:
     """Holds the encoded tile pool; builds one texture file at a time."""
 
-    def __init__(self, size: int, fmt: str) -> None:
+    def __init__(self, size: int, fmt: str, pool: TilePool | None = None) -> None:
         self.size, self.fmt = size, fmt
         self.tile = tile_size(size)
         self.grid = size // self.tile
-        self.tile_levels = int(np.log2(self.tile)) - 1  # tile levels down to 4x4 texels
-        self.pool = [[] for _ in range(self.tile_levels)]
-        self.pool_rgba_tail: list[np.ndarray] = []
-        for i in range(POOL):
-            rgba = make_tile(i, self.tile)
-            for k, blocks in enumerate(_encode_chain(rgba, fmt, self.tile_levels)):
-                self.pool[k].append(blocks)
-        self.pool = [np.stack(p) for p in self.pool]
-        self.pool_tail = np.stack([generate_mips(make_tile(i, self.tile), colorspace="srgb",
-                                                 max_levels=self.tile_levels)[-1]
-                                   for i in range(POOL)])
+        self.tile_levels = _tile_levels(size)
+        tiles = pool if pool is not None else make_pool(size, fmt)
+        self.pool, self.pool_tail = tiles.levels, tiles.tail
 
     def build(self, number: int, path: Path) -> None:
         rng = np.random.default_rng([SEED, 1_000_003, number])
@@ -247,9 +280,9 @@ class _Builder:
 _WORKER: _Builder | None = None
 
 
-def _worker_init(size: int, fmt: str) -> None:
+def _worker_init(size: int, fmt: str, pool: TilePool) -> None:
     global _WORKER
-    _WORKER = _Builder(size, fmt)
+    _WORKER = _Builder(size, fmt, pool)
 
 
 def _worker_build(number: int, path: str) -> int:
@@ -270,7 +303,8 @@ def gallery_textures(count: int, size: int = 4096, fmt: str = "bc7", *,
     if not missing:
         return GalleryAssets(paths, directory, 0, 0.0)
     start = time.perf_counter()
-    workers = workers or min(len(missing), os.cpu_count() or 1)
+    # The tile pool is shared work: it gets every core even for a few missing textures.
+    workers = workers or os.cpu_count() or 1
     log.info("generating %d gallery textures (%dx%d %s) in %s with %d worker(s)", len(missing),
              size, size, fmt, directory, workers)
     with Progress(len(missing), f"gallery {size}px {fmt}", enabled=progress) as bar:
@@ -280,8 +314,10 @@ def gallery_textures(count: int, size: int = 4096, fmt: str = "bc7", *,
                 builder.build(i, paths[i])
                 bar.advance(1, paths[i].name)
         else:
-            with ProcessPoolExecutor(workers, initializer=_worker_init,
-                                     initargs=(size, FORMATS[fmt])) as pool:
+            with ProcessPoolExecutor(workers) as pool:
+                tiles = make_pool(size, FORMATS[fmt], pool, parts=4 * workers)
+            with ProcessPoolExecutor(min(workers, len(missing)), initializer=_worker_init,
+                                     initargs=(size, FORMATS[fmt], tiles)) as pool:
                 for i in pool.map(_worker_build, missing, [str(paths[i]) for i in missing]):
                     bar.advance(1, paths[i].name)
     seconds = time.perf_counter() - start

@@ -46,6 +46,17 @@ def isolated_cache(tmp_path, monkeypatch) -> Path:
 
 
 @pytest.fixture(scope="session")
+def generated_assets(tmp_path_factory) -> Path:
+    """One cache of generated gallery and wall textures for the tests that only read them.
+
+    The generators are deterministic (a texture number always gives the same bytes) and
+    fill in only what is missing, so tests asking for the same sets share one bake instead
+    of making one each. Tests that damage, replace or count freshly made files use a cache
+    of their own."""
+    return tmp_path_factory.mktemp("generated-assets")
+
+
+@pytest.fixture(scope="session")
 def testdata() -> Path:
     if not TESTDATA.is_dir():
         pytest.skip(f"shared test data not found at {TESTDATA}")

@@ -53,8 +53,8 @@ def test_debug_view_colours_classify():
 
 # ---------------------------------------------------------------------- the gallery
 @pytest.fixture(scope="module")
-def gallery_cache(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("accuracy-gallery")
+def gallery_cache(generated_assets) -> Path:
+    return generated_assets / "gallery"
 
 
 def all_resident_bytes(cache: Path) -> int:

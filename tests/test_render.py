@@ -27,8 +27,8 @@ SUMMARY_KEYS = {"frames", "budget_bytes", "peak_bytes", "peak_by_category", "fra
 
 
 @pytest.fixture(scope="session")
-def gallery_cache(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("gallery-cache")
+def gallery_cache(generated_assets) -> Path:
+    return generated_assets / "gallery"
 
 
 def _gallery():
@@ -121,13 +121,14 @@ def test_static_provider_is_a_texture_provider(device, gallery_cache):
         provider.release()
 
 
-def test_gallery_textures_are_distinct(gallery_cache):
+def test_gallery_textures_are_distinct(tmp_path):
     import engine.textures as T
     from engine.demos.gallery_assets import gallery_textures
-    assets = gallery_textures(4, 256, cache_dir=gallery_cache)
+    assets = gallery_textures(4, 256, cache_dir=tmp_path)
+    assert assets.generated == 4
     level0 = [T.open(p).read_level(0) for p in assets.paths]
     assert len(set(level0)) == 4
-    again = gallery_textures(4, 256, cache_dir=gallery_cache)
+    again = gallery_textures(4, 256, cache_dir=tmp_path)
     assert again.generated == 0
 
 

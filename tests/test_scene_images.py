@@ -25,8 +25,8 @@ W, H = 160, 120
 
 
 @pytest.fixture(scope="module")
-def gallery_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("images-gallery")
+def gallery_cache(generated_assets: Path) -> Path:
+    return generated_assets / "gallery"
 
 
 def _run(device: Device, name: str, frames: int, **kw: Any) -> RunResult:

@@ -221,8 +221,8 @@ def test_gallery_textures_of_1024_go_virtual_under_auto(device: Device,
                                                          tmp_path_factory) -> None:
     """The gallery demo itself with the default settings ("auto"): its 1024^2 textures are
     all virtual, the streamed category holds the page cache alone, and frame 20 of the
-    (slowed) flight is the static picture. Slow: making four 1024^2 BC7 files takes ~20 s on
-    the 2-core machine."""
+    (slowed) flight is the static picture. Slow: making four 1024^2 BC7 files takes ~5 s on
+    the 2-core machine (the 96-tile pool is most of it)."""
     from engine.demos import DEMOS
 
     demo = DEMOS["gallery"]

@@ -18,8 +18,8 @@ CUT_SECONDS = 1.0  # from a cut until 95% of the screen has its wanted level res
 
 
 @pytest.fixture(scope="module")
-def wall_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("wall")
+def wall_cache(generated_assets: Path) -> Path:
+    return generated_assets / "wall"
 
 
 @pytest.mark.slow

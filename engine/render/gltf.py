@@ -36,11 +36,10 @@ import struct
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 import numpy as np
-import pygltflib
 from pyglm import glm
 
 from ..errors import GltfError, UnsupportedGltfError
@@ -48,6 +47,9 @@ from ..streaming.contract import TextureProvider
 from ..textures.dds import MAGIC as DDS_MAGIC
 from ..textures.ktx2 import IDENTIFIER as KTX2_IDENTIFIER
 from .material import Material
+
+if TYPE_CHECKING:
+    import pygltflib
 from .mesh import Mesh, MeshData
 from .scene import Instance, Scene
 
@@ -155,7 +157,12 @@ def read_document(path: Path) -> tuple[pygltflib.GLTF2, bytes | None]:
 
     The GLB framing and the JSON's top-level shape are checked first, because pygltflib
     trusts both (a truncated chunk or `"nodes": "x"` would otherwise escape as a
-    struct.error or AttributeError)."""
+    struct.error or AttributeError).
+
+    pygltflib is imported here, not with the module: it and dataclasses_json/marshmallow
+    cost ~40 ms at every start of the CLI, which imports this module for its demo list."""
+    import pygltflib
+
     try:
         blob = path.read_bytes()
     except OSError as exc:
@@ -505,6 +512,8 @@ def _number(r: _Reader, value: Any, default: float, what: str) -> float:
 
 
 def _materials(r: _Reader) -> list[GltfMaterial]:
+    import pygltflib  # loaded by read_document already (see there)
+
     out = []
     for i, m in enumerate(r.doc.materials or []):
         w = f"materials[{i}]"

@@ -22,6 +22,7 @@ docs/basis.md for why two.
 """
 from __future__ import annotations
 
+import importlib
 import logging
 import struct
 import threading
@@ -41,10 +42,34 @@ from .supercompression import inflate_zlib, inflate_zstd
 
 log = logging.getLogger(__name__)
 
-try:  # the transcoder: optional extra `basis`
-    import opengl_basisu as _ob
-except ImportError:  # pragma: no cover - exercised where the extra is absent
-    _ob = None
+#: The optional extra `basis`'s modules, imported on first use rather than with this module:
+#: every KTX2 open imports this one, and the two cost ~50 ms at each start of a command that
+#: never meets a Basis file. `_UNLOADED` until then, None where the extra is absent (tests
+#: set None to stand for that).
+_UNLOADED: Any = object()
+_ob: Any = _UNLOADED  # opengl_basisu, the transcoder
+_enc: Any = _UNLOADED  # alktx2, the encoder (x86_64 Linux/Windows wheels only)
+
+
+def _optional(name: str) -> Any:
+    try:
+        return importlib.import_module(name)
+    except ImportError:  # pragma: no cover - exercised where the extra is absent
+        return None
+
+
+def _transcoder() -> Any:
+    global _ob
+    if _ob is _UNLOADED:
+        _ob = _optional("opengl_basisu")
+    return _ob
+
+
+def _encoder() -> Any:
+    global _enc
+    if _enc is _UNLOADED:
+        _enc = _optional("alktx2")
+    return _enc
 
 #: DFD colour models of the two Basis codecs (Khronos Data Format 1.3, KHR_DF_MODEL_*).
 MODEL_ETC1S = 163
@@ -74,7 +99,7 @@ _TARGETS = {"BC1": "bc1", "BC3": "bc3", "BC4": "bc4", "BC5": "bc5", "BC7": "bc7"
 
 def available() -> bool:
     """Whether the transcoder (opengl_basisu) is installed."""
-    return _ob is not None
+    return _transcoder() is not None
 
 
 def set_sampled_formats(names: Iterable[str]) -> None:
@@ -229,12 +254,12 @@ class BasisKtx2File(Ktx2File):
                           scheme=1 if self.scheme == 1 else 0)
 
     def _transcode(self, lv: Level, layer: int, face: int) -> bytes:
-        if _ob is None:
+        if _transcoder() is None:
             raise UnsupportedFormatError(self.path, _codec_label(self.codec),
                                          "install the 'basis' extra (opengl_basisu)")
         mini = self.level_ktx2(lv.index)
         try:
-            tex = _ob.open(mini)
+            tex = _transcoder().open(mini)
             image = tex.transcode(self.target, level=0, face=face, layer=layer)
         except (ValueError, IndexError) as exc:  # BasisuError is a ValueError
             raise TextureFormatError(self.path, f"level {lv.index}: {self.codec} transcode to "
@@ -253,11 +278,11 @@ class BasisKtx2File(Ktx2File):
     def transcode_rgba(self, level: int = 0, layer: int = 0, face: int = 0) -> np.ndarray:
         """The library's own RGBA8 transcode of one image: the reference tests hold the
         block-format path to."""
-        if _ob is None:
+        if _transcoder() is None:
             raise UnsupportedFormatError(self.path, _codec_label(self.codec),
                                          "install the 'basis' extra (opengl_basisu)")
         try:
-            image = _ob.open(self.level_ktx2(level)).transcode("rgba8", 0, face, layer)
+            image = _transcoder().open(self.level_ktx2(level)).transcode("rgba8", 0, face, layer)
         except (ValueError, IndexError) as exc:
             raise TextureFormatError(self.path, f"level {level}: RGBA transcode failed "
                                                 f"({exc})") from exc
@@ -327,7 +352,7 @@ def open_basis_ktx2(path: Path, prefix: bytes, fields: tuple[Any, ...], size: in
     """A `BasisKtx2File` from an already parsed KTX2 header (`fields`: the header struct)."""
     (_, vk, type_size, width, height, depth, layers, faces, level_count, scheme,
      dfd_off, dfd_len, _kvd_off, _kvd_len, sgd_off, sgd_len) = fields
-    if _ob is None:
+    if _transcoder() is None:
         raise UnsupportedFormatError(path, _codec_label(codec),
                                      "needs a Basis Universal transcoder: install the 'basis' "
                                      "extra (opengl_basisu)")
@@ -398,11 +423,6 @@ def open_basis_ktx2(path: Path, prefix: bytes, fields: tuple[Any, ...], size: in
 
 
 # ---------------------------------------------------------------------------- encoding
-try:  # the encoder: optional extra `basis` (x86_64 Linux/Windows wheels only)
-    import alktx2 as _enc
-except ImportError:  # pragma: no cover - exercised where the extra is absent
-    _enc = None
-
 BASIS_FORMATS = ("uastc", "etc1s")
 #: UASTC is meant to be stored zstd-supercompressed (KHR_texture_basisu, KTX-Software's
 #: defaults); the level used when the caller names none.
@@ -411,7 +431,7 @@ DEFAULT_UASTC_ZSTD = 6
 
 def encoder_available() -> bool:
     """Whether the encoder (alktx2, basis_universal's encoder) is installed."""
-    return _enc is not None
+    return _encoder() is not None
 
 
 def encode_ktx2(levels: Sequence[np.ndarray], codec: str, *, srgb: bool,
@@ -431,7 +451,7 @@ def encode_ktx2(levels: Sequence[np.ndarray], codec: str, *, srgb: bool,
     codec = codec.lower()
     if codec not in BASIS_FORMATS:
         raise ValueError(f"unknown Basis codec {codec!r}; choose from {', '.join(BASIS_FORMATS)}")
-    if _enc is None:
+    if _encoder() is None:
         raise UnsupportedFormatError("<bake>", codec.upper(), "the Basis encoder alktx2 is not "
                                      "installed (it has wheels for x86_64 Linux and Windows)")
     if quality is None:
@@ -442,7 +462,7 @@ def encode_ktx2(levels: Sequence[np.ndarray], codec: str, *, srgb: bool,
     zstd = (zstd_level if zstd_level is not None else DEFAULT_UASTC_ZSTD) \
         if codec == "uastc" else None
     try:
-        return bytes(_enc.encode_raw_mips_to_ktx2(
+        return bytes(_encoder().encode_raw_mips_to_ktx2(
             chain, has_alpha, codec=codec, quality=quality,
             effort=effort, srgb=srgb, linear=not srgb, threads=threads,
             zstd_supercompression_level=zstd, check_for_alpha=has_alpha,

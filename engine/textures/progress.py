@@ -20,10 +20,10 @@ import logging
 import sys
 import time
 from types import TracebackType
-from typing import Self, TextIO
+from typing import TYPE_CHECKING, Self, TextIO
 
-from tqdm import tqdm
-from tqdm.contrib.logging import logging_redirect_tqdm
+if TYPE_CHECKING:
+    from tqdm import tqdm
 
 log = logging.getLogger("engine.progress")
 
@@ -71,6 +71,10 @@ class Progress:
         self._bar: tqdm | None = None
         self._redirect = None
         if self.enabled:
+            # Imported here: tqdm pulls in asyncio (~15 ms), and most runs draw no bar.
+            from tqdm import tqdm
+            from tqdm.contrib.logging import logging_redirect_tqdm
+
             self._bar = tqdm(total=self.total, desc=label or None, file=self.stream,
                              ncols=width, dynamic_ncols=width is None, mininterval=0.1,
                              leave=True, unit="item")
