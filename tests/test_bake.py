@@ -1,7 +1,7 @@
 """The bake pipeline on real photographs: formats, quality, parallel bakes, errors, CLI."""
 from __future__ import annotations
 
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -214,3 +214,32 @@ def test_progress_bar_draws_only_when_asked() -> None:
         bar.advance(1, "b.ktx2")
     text = loud.getvalue()
     assert "2/2" in text and "b.ktx2" in text and text.endswith("\n")
+
+
+class _FirstFails(Executor):
+    """An executor whose first task fails with `error` and whose others never finish."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.error, self.futures = error, []
+
+    def submit(self, fn, /, *args, **kwargs):
+        fut: Future = Future()
+        if not self.futures:
+            fut.set_exception(self.error)
+        self.futures.append(fut)
+        return fut
+
+
+@pytest.mark.parametrize("error,cancelled", [(ValueError("bad"), True),
+                                             (KeyboardInterrupt(), False)])
+def test_an_interrupt_leaves_pending_work_to_the_pool(tmp_path, error, cancelled):
+    """A failure cancels the queued work; an interrupt must not: its workers are dying, and on
+    CPython 3.11 cancelling while the pool fails the same futures as broken kills the pool's
+    manager thread and hangs the interpreter's exit (a SIGTERM to `bake` under load)."""
+    pool = _FirstFails(error)
+    split = [(f"img{i}.png", np.zeros((8, 8, 4), np.uint8), f"img{i}") for i in range(3)]
+    with bake.Progress(3, enabled=False) as bar, pytest.raises(type(error)):
+        bake._run(pool, split, tmp_path, bake._Options("bc7", True, None, False, None),
+                         2, bar)
+    assert len(pool.futures) == 2  # two prepares in flight, the first failed
+    assert pool.futures[1].cancelled() is cancelled

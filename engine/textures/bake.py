@@ -435,12 +435,16 @@ def bake_many(inputs: Sequence[ImageInput], out_dir: str | os.PathLike[str], fmt
     pool = ProcessPoolExecutor(max_workers=workers) if own else executor
     assert pool is not None
     wall = time.perf_counter()
+    interrupted = False
     try:
         with Progress(len(split), "bake", enabled=None if progress else False) as bar:
             results = _run(pool, split, out, opts, max(2, workers), bar)
+    except BaseException as exc:
+        interrupted = _is_interrupt(exc)
+        raise
     finally:
         if own:
-            pool.shutdown(wait=True, cancel_futures=True)
+            close_pool(pool, interrupted)
     wall = time.perf_counter() - wall
     mpx = sum(r.width * r.height for r in results) / 1e6
     log.info("baked %d file(s), %.1f Mpx in %.2f s wall (%.1f Mpx/s)", len(results), mpx, wall,
@@ -460,6 +464,7 @@ def _bake_basis_many(inputs: Sequence[ImageInput], out: Path, opts: _Options,
     own = executor is None
     pool = ProcessPoolExecutor(max_workers=jobs or os.cpu_count() or 1) if own else executor
     assert pool is not None
+    interrupted = False
     try:
         futures = [pool.submit(_bake_basis_task, source, rgba, out / f"{stem}.ktx2", opts)
                    for source, rgba, stem in split]
@@ -472,9 +477,30 @@ def _bake_basis_many(inputs: Sequence[ImageInput], out: Path, opts: _Options,
                 results.append(got)
                 bar.advance(1, got.output.name)
         return results
+    except BaseException as exc:
+        interrupted = _is_interrupt(exc)
+        raise
     finally:
         if own:
-            pool.shutdown(wait=True, cancel_futures=True)
+            close_pool(pool, interrupted)
+
+
+def _is_interrupt(exc: BaseException) -> bool:
+    """Ctrl-C, SIGTERM (the CLI's Interrupted) and the like: not an Exception."""
+    return not isinstance(exc, Exception)
+
+
+def close_pool(pool: Executor, interrupted: bool) -> None:
+    """Shut a process pool down; pending work is cancelled unless the run was interrupted.
+
+    Why not always cancel: on an interrupt the workers die (the CLI kills them; a terminal's
+    Ctrl-C reaches them too), and CPython 3.11's pool manager thread then fails every pending
+    future as broken while shutdown(cancel_futures=True) cancels the same futures. When the
+    cancel wins, the manager thread dies on InvalidStateError, its task queue's feeder thread
+    stays blocked writing to a pipe no worker reads, and the interpreter never exits
+    (reproduced: a SIGTERM to `bake` on a loaded 2-core machine hung 1 run in 4). Left alone,
+    the manager fails the pending futures itself and everything ends."""
+    pool.shutdown(wait=True, cancel_futures=not interrupted)
 
 
 def _run(pool: Executor, split: list[tuple[str, np.ndarray | None, str]], out: Path, opts: _Options,
@@ -535,9 +561,11 @@ def _run(pool: Executor, split: list[tuple[str, np.ndarray | None, str]], out: P
                     bar.advance(1, Path(st.out_path).name)
                     log.info("baked %s -> %s", prep.source, st.out_path)
             start_more()
-    finally:
-        for fut in futures:
-            fut.cancel()
+    except BaseException as exc:
+        if not _is_interrupt(exc):  # see close_pool: an interrupt leaves them to the pool
+            for fut in futures:
+                fut.cancel()
+        raise
     return [r for r in results if r is not None]
 
 
@@ -683,6 +711,7 @@ def bake_main(argv: Sequence[str] | None = None) -> int:
     wall = time.perf_counter()
     workers = args.jobs or os.cpu_count() or 1
     pool = ProcessPoolExecutor(max_workers=workers)
+    interrupted = False
     try:
         results = bake_many(args.inputs, args.out, args.format, args.srgb, args.zstd,
                             normal_map=args.normal_map, executor=pool, jobs=workers,
@@ -690,12 +719,14 @@ def bake_main(argv: Sequence[str] | None = None) -> int:
     except (TextureFormatError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    except BaseException:
-        pool.shutdown(wait=False, cancel_futures=True)
+    except BaseException as exc:
+        interrupted = _is_interrupt(exc)
+        if not interrupted:
+            pool.shutdown(wait=False, cancel_futures=True)
         _remove_partials(Path(args.out), args.inputs)
         raise
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        close_pool(pool, interrupted)
     wall = time.perf_counter() - wall
     print(_table(results))
     mpx = sum(r.width * r.height for r in results) / 1e6
