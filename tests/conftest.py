@@ -3,6 +3,7 @@ it is registered by the package's entry point, or here when running from a plain
 from __future__ import annotations
 
 import os
+import select
 import subprocess
 import time
 from collections.abc import Iterator
@@ -68,12 +69,23 @@ def testdata() -> Path:
 XVFB = Path("/usr/bin/Xvfb")
 
 
-def _free_display() -> int | None:
-    """A display number with neither a lock file nor a socket (another server's)."""
-    for n in range(90, 200):
-        if not Path(f"/tmp/.X{n}-lock").exists() and not Path(f"/tmp/.X11-unix/X{n}").exists():
-            return n
-    return None
+def _read_display_number(fd: int, proc: subprocess.Popen, timeout: float) -> int | None:
+    """The number Xvfb writes to its -displayfd pipe (a line), or None if it exits first."""
+    got = b""
+    deadline = time.monotonic() + timeout
+    try:
+        while not got.endswith(b"\n") and time.monotonic() < deadline:
+            ready, _, _ = select.select([fd], [], [], 0.1)
+            if ready:
+                chunk = os.read(fd, 16)
+                if not chunk:
+                    break
+                got += chunk
+            elif proc.poll() is not None:
+                break
+    finally:
+        os.close(fd)
+    return int(got) if got.strip().isdigit() else None
 
 
 @pytest.fixture(scope="session")
@@ -84,17 +96,17 @@ def xvfb_display() -> Iterator[str]:
         return
     if not XVFB.exists():
         pytest.skip("no DISPLAY and no Xvfb")
-    n = _free_display()
-    if n is None:
-        pytest.skip("no free X display number")
-    proc = subprocess.Popen([str(XVFB), f":{n}", "-screen", "0", "800x600x24", "-nolisten", "tcp"],
+    # -displayfd: the server picks a free display number itself and writes it to the pipe,
+    # so test processes running side by side (pytest-xdist) never race for one number.
+    read_fd, write_fd = os.pipe()
+    proc = subprocess.Popen([str(XVFB), "-displayfd", str(write_fd), "-screen", "0", "800x600x24",
+                             "-nolisten", "tcp"], pass_fds=(write_fd,),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    os.close(write_fd)
     try:
-        deadline = time.monotonic() + 10
-        while not Path(f"/tmp/.X11-unix/X{n}").exists():
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.skip("Xvfb did not start")
-            time.sleep(0.05)
+        n = _read_display_number(read_fd, proc, timeout=10.0)
+        if n is None:
+            pytest.skip("Xvfb did not start")
         yield f":{n}"
     finally:
         proc.terminate()
