@@ -121,14 +121,13 @@ def test_static_provider_is_a_texture_provider(device, gallery_cache):
         provider.release()
 
 
-def test_gallery_textures_are_distinct(tmp_path):
+def test_gallery_textures_are_distinct(gallery_cache):
     import engine.textures as T
     from engine.demos.gallery_assets import gallery_textures
-    assets = gallery_textures(4, 256, cache_dir=tmp_path)
-    assert assets.generated == 4
+    assets = gallery_textures(4, 256, cache_dir=gallery_cache)
     level0 = [T.open(p).read_level(0) for p in assets.paths]
     assert len(set(level0)) == 4
-    again = gallery_textures(4, 256, cache_dir=tmp_path)
+    again = gallery_textures(4, 256, cache_dir=gallery_cache)
     assert again.generated == 0
 
 
