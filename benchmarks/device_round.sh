@@ -109,6 +109,15 @@ peers)  # the previous round's peers table on the current code (moderngl-window 
   echo "gallery at $(( $(date +%s) - t0 )) s"
   timeout $(left 590) python3 -m engine bench peers --json "$OUT/bench_h200_peers.json" > "$OUT/bench_h200_peers.txt" 2>&1
   echo "peers rc $? at $(( $(date +%s) - t0 )) s" ;;
+pf1|pf2)  # the wall again after prefetch's neighbour ring was narrowed (3 -> 2): pf1 the 50%
+  # and 25% flights with the prefetch on/off flight, pf2 the 100% and 10% flights and the cuts
+  python3 -c "from engine.demos.wall_assets import wall_textures; print('made', wall_textures(10_000, 1024, progress=False).generated)"
+  echo "assets at $(( $(date +%s) - t0 )) s"
+  if [ "$stage" = pf1 ]; then args=(--fractions 0.5,0.25 --cut-sources ""); else
+    args=(--fractions 1.0,0.1 --cut-sources ram,disk --no-prefetch-flight); fi
+  timeout $(left 585) python3 -m engine.bench.wall --parts flights "${args[@]}" \
+    --json "$OUT/bench_wall_h200_$stage.json" > "$OUT/bench_wall_h200_$stage.txt" 2>&1
+  echo "wall rc $? at $(( $(date +%s) - t0 )) s"; grep "wall flight" "$OUT/bench_wall_h200_$stage.txt" ;;
 *) echo "unknown stage $stage"; exit 2 ;;
 esac
 tail -c 3000 "$OUT"/*.txt
