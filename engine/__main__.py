@@ -1,6 +1,4 @@
 """`python -m engine ...`: see engine.cli."""
-import sys
+from .cli import entry_point
 
-from .cli import main
-
-sys.exit(main())
+entry_point()

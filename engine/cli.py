@@ -11,7 +11,9 @@ One rule for every subcommand (tests/test_cli_rule.py walks every option to hold
 - Ctrl-C and SIGTERM stop the run at once: the handler stops this process's worker processes
   (a process pool would otherwise finish its queue, or outlive us), then unwinds the main
   thread so every `finally` releases what it made and outputs written to temporary names are
-  never renamed into place; exit status 130 (SIGINT) or 143 (SIGTERM) with one line.
+  never renamed into place; exit status 130 (SIGINT) or 143 (SIGTERM) with one line, and the
+  process ends there without joining threads a killed pool may have left blocked
+  (`entry_point`).
 - A closed stdout (`inspect f.ktx2 | head -3`) ends the command quietly, status 141 (as a
   C tool killed by SIGPIPE).
 """
@@ -27,7 +29,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from .errors import BudgetError, EngineError, OutputExistsError, UsageError
 from .memory.sizes import format_bytes
@@ -637,5 +639,22 @@ def _is_main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
+def entry_point() -> NoReturn:
+    """`python -m engine`: main(), then the process ends. After SIGINT/SIGTERM it ends at
+    once (os._exit, once the outputs are flushed): every `finally` has already released
+    what it made, and the interpreter's own exit would join threads a killed process pool
+    may have left blocked forever (engine.textures.bake.closing_pool)."""
+    status = main()
+    if _stopping:
+        logging.shutdown()
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(status)
+    sys.exit(status)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry_point()

@@ -27,7 +27,7 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import (
     FIRST_COMPLETED,
     Executor,
@@ -35,6 +35,7 @@ from concurrent.futures import (
     ProcessPoolExecutor,
     wait,
 )
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -435,16 +436,9 @@ def bake_many(inputs: Sequence[ImageInput], out_dir: str | os.PathLike[str], fmt
     pool = ProcessPoolExecutor(max_workers=workers) if own else executor
     assert pool is not None
     wall = time.perf_counter()
-    interrupted = False
-    try:
-        with Progress(len(split), "bake", enabled=None if progress else False) as bar:
-            results = _run(pool, split, out, opts, max(2, workers), bar)
-    except BaseException as exc:
-        interrupted = _is_interrupt(exc)
-        raise
-    finally:
-        if own:
-            close_pool(pool, interrupted)
+    with closing_pool(pool) if own else nullcontext(pool), \
+            Progress(len(split), "bake", enabled=None if progress else False) as bar:
+        results = _run(pool, split, out, opts, max(2, workers), bar)
     wall = time.perf_counter() - wall
     mpx = sum(r.width * r.height for r in results) / 1e6
     log.info("baked %d file(s), %.1f Mpx in %.2f s wall (%.1f Mpx/s)", len(results), mpx, wall,
@@ -464,8 +458,7 @@ def _bake_basis_many(inputs: Sequence[ImageInput], out: Path, opts: _Options,
     own = executor is None
     pool = ProcessPoolExecutor(max_workers=jobs or os.cpu_count() or 1) if own else executor
     assert pool is not None
-    interrupted = False
-    try:
+    with closing_pool(pool) if own else nullcontext(pool):
         futures = [pool.submit(_bake_basis_task, source, rgba, out / f"{stem}.ktx2", opts)
                    for source, rgba, stem in split]
         results: list[BakeResult] = []
@@ -477,12 +470,6 @@ def _bake_basis_many(inputs: Sequence[ImageInput], out: Path, opts: _Options,
                 results.append(got)
                 bar.advance(1, got.output.name)
         return results
-    except BaseException as exc:
-        interrupted = _is_interrupt(exc)
-        raise
-    finally:
-        if own:
-            close_pool(pool, interrupted)
 
 
 def _is_interrupt(exc: BaseException) -> bool:
@@ -490,17 +477,28 @@ def _is_interrupt(exc: BaseException) -> bool:
     return not isinstance(exc, Exception)
 
 
-def close_pool(pool: Executor, interrupted: bool) -> None:
-    """Shut a process pool down; pending work is cancelled unless the run was interrupted.
+@contextmanager
+def closing_pool(pool: Executor) -> Iterator[Executor]:
+    """Shut `pool` down on leaving: waiting for it and cancelling its queue, except after an
+    interrupt, when it is neither waited for nor cancelled.
 
-    Why not always cancel: on an interrupt the workers die (the CLI kills them; a terminal's
-    Ctrl-C reaches them too), and CPython 3.11's pool manager thread then fails every pending
-    future as broken while shutdown(cancel_futures=True) cancels the same futures. When the
-    cancel wins, the manager thread dies on InvalidStateError, its task queue's feeder thread
-    stays blocked writing to a pipe no worker reads, and the interpreter never exits
-    (reproduced: a SIGTERM to `bake` on a loaded 2-core machine hung 1 run in 4). Left alone,
-    the manager fails the pending futures itself and everything ends."""
-    pool.shutdown(wait=True, cancel_futures=not interrupted)
+    Why: on an interrupt the workers die (the CLI kills them; a terminal's Ctrl-C reaches
+    them too), and CPython 3.11's pool can then hang whoever waits for it. Its manager
+    thread fails every pending future as broken while shutdown(cancel_futures=True) cancels
+    the same futures; when the cancel wins, the manager thread dies on InvalidStateError
+    and its queue's feeder thread stays blocked on a pipe no worker reads. And a worker
+    killed while writing its result leaves the manager reading half a message forever.
+    Both were reproduced (SIGTERM to `bake` on a loaded 2-core machine: 1 run in 4, then
+    1 in 10 with the cancel gone), so an interrupted run leaves the pool behind, and the
+    CLI ends its process without joining it (engine.cli.entry_point)."""
+    interrupted = False
+    try:
+        yield pool
+    except BaseException as exc:
+        interrupted = _is_interrupt(exc)
+        raise
+    finally:
+        pool.shutdown(wait=not interrupted, cancel_futures=not interrupted)
 
 
 def _run(pool: Executor, split: list[tuple[str, np.ndarray | None, str]], out: Path, opts: _Options,
@@ -562,7 +560,7 @@ def _run(pool: Executor, split: list[tuple[str, np.ndarray | None, str]], out: P
                     log.info("baked %s -> %s", prep.source, st.out_path)
             start_more()
     except BaseException as exc:
-        if not _is_interrupt(exc):  # see close_pool: an interrupt leaves them to the pool
+        if not _is_interrupt(exc):  # see closing_pool: an interrupt leaves them to the pool
             for fut in futures:
                 fut.cancel()
         raise
@@ -710,23 +708,19 @@ def bake_main(argv: Sequence[str] | None = None) -> int:
 
     wall = time.perf_counter()
     workers = args.jobs or os.cpu_count() or 1
-    pool = ProcessPoolExecutor(max_workers=workers)
-    interrupted = False
-    try:
-        results = bake_many(args.inputs, args.out, args.format, args.srgb, args.zstd,
-                            normal_map=args.normal_map, executor=pool, jobs=workers,
-                            progress=args.progress, tonemap=args.tonemap)
-    except (TextureFormatError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    except BaseException as exc:
-        interrupted = _is_interrupt(exc)
-        if not interrupted:
-            pool.shutdown(wait=False, cancel_futures=True)
-        _remove_partials(Path(args.out), args.inputs)
-        raise
-    finally:
-        close_pool(pool, interrupted)
+    with closing_pool(ProcessPoolExecutor(max_workers=workers)) as pool:
+        try:
+            results = bake_many(args.inputs, args.out, args.format, args.srgb, args.zstd,
+                                normal_map=args.normal_map, executor=pool, jobs=workers,
+                                progress=args.progress, tonemap=args.tonemap)
+        except (TextureFormatError, ValueError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        except BaseException as exc:
+            if not _is_interrupt(exc):  # stop the queue before removing what it wrote
+                pool.shutdown(wait=False, cancel_futures=True)
+            _remove_partials(Path(args.out), args.inputs)
+            raise
     wall = time.perf_counter() - wall
     print(_table(results))
     mpx = sum(r.width * r.height for r in results) / 1e6

@@ -253,13 +253,19 @@ class BasisKtx2File(Ktx2File):
         return build_ktx2(self.header_fields, lv, self.dfd_bytes, sgd, payload,
                           scheme=1 if self.scheme == 1 else 0)
 
-    def _transcode(self, lv: Level, layer: int, face: int) -> bytes:
-        if _transcoder() is None:
+    def _library(self) -> Any:
+        """The transcoder, or the UnsupportedFormatError saying how to install it."""
+        ob = _transcoder()
+        if ob is None:
             raise UnsupportedFormatError(self.path, _codec_label(self.codec),
                                          "install the 'basis' extra (opengl_basisu)")
+        return ob
+
+    def _transcode(self, lv: Level, layer: int, face: int) -> bytes:
+        ob = self._library()
         mini = self.level_ktx2(lv.index)
         try:
-            tex = _transcoder().open(mini)
+            tex = ob.open(mini)
             image = tex.transcode(self.target, level=0, face=face, layer=layer)
         except (ValueError, IndexError) as exc:  # BasisuError is a ValueError
             raise TextureFormatError(self.path, f"level {lv.index}: {self.codec} transcode to "
@@ -278,11 +284,9 @@ class BasisKtx2File(Ktx2File):
     def transcode_rgba(self, level: int = 0, layer: int = 0, face: int = 0) -> np.ndarray:
         """The library's own RGBA8 transcode of one image: the reference tests hold the
         block-format path to."""
-        if _transcoder() is None:
-            raise UnsupportedFormatError(self.path, _codec_label(self.codec),
-                                         "install the 'basis' extra (opengl_basisu)")
+        ob = self._library()
         try:
-            image = _transcoder().open(self.level_ktx2(level)).transcode("rgba8", 0, face, layer)
+            image = ob.open(self.level_ktx2(level)).transcode("rgba8", 0, face, layer)
         except (ValueError, IndexError) as exc:
             raise TextureFormatError(self.path, f"level {level}: RGBA transcode failed "
                                                 f"({exc})") from exc
@@ -451,7 +455,8 @@ def encode_ktx2(levels: Sequence[np.ndarray], codec: str, *, srgb: bool,
     codec = codec.lower()
     if codec not in BASIS_FORMATS:
         raise ValueError(f"unknown Basis codec {codec!r}; choose from {', '.join(BASIS_FORMATS)}")
-    if _encoder() is None:
+    enc = _encoder()
+    if enc is None:
         raise UnsupportedFormatError("<bake>", codec.upper(), "the Basis encoder alktx2 is not "
                                      "installed (it has wheels for x86_64 Linux and Windows)")
     if quality is None:
@@ -462,7 +467,7 @@ def encode_ktx2(levels: Sequence[np.ndarray], codec: str, *, srgb: bool,
     zstd = (zstd_level if zstd_level is not None else DEFAULT_UASTC_ZSTD) \
         if codec == "uastc" else None
     try:
-        return bytes(_encoder().encode_raw_mips_to_ktx2(
+        return bytes(enc.encode_raw_mips_to_ktx2(
             chain, has_alpha, codec=codec, quality=quality,
             effort=effort, srgb=srgb, linear=not srgb, threads=threads,
             zstd_supercompression_level=zstd, check_for_alpha=has_alpha,
