@@ -271,6 +271,7 @@ def test_forced_fallback_by_capability_injection(dev, texture_files, monkeypatch
     assert _close(ref, forced) <= 0.001
 
 
+@pytest.mark.slow
 def test_streamed_fade_in_same_picture_on_both_paths(dev, texture_files) -> None:
     """The streamer fades levels in through the sampler's min LOD; the batched path's shader
     clamp (what bindless needs) must give the same picture. Same frames, same provider state:

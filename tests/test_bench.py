@@ -13,6 +13,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from engine.bench.harness import SUITES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,6 +32,7 @@ GROUPS = (("peers", "resolution", "virtual", "startup", "accounting", "upload"),
           ("wall", "bake", "frame", "scaling", "streaming"))
 
 
+@pytest.mark.slow
 def test_quick_bench_writes_json(tmp_path):
     assert sorted(sum(GROUPS, ())) == sorted(SUITES), "every suite in exactly one group"
     start = time.perf_counter()

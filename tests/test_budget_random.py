@@ -76,6 +76,7 @@ class Schedule:
         ctx.governor.set_budget(int(min(high, max(low, budget))))
 
 
+@pytest.mark.slow
 @given(drawn=steps)
 @settings(max_examples=6, deadline=None, derandomize=True,
           phases=(Phase.explicit, Phase.generate))  # no shrinking: minutes of GL runs

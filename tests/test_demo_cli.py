@@ -32,6 +32,7 @@ def demo_env(tmp_path_factory) -> dict[str, str]:
 SMALL = ["--count", "4", "--texture-size", "64", "--size", "96x64"]
 
 
+@pytest.mark.slow
 def test_demo_gallery_headless_report(demo_env, tmp_path):
     report, shot = tmp_path / "r.json", tmp_path / "s.png"
     proc = _demo(["gallery", "--frames", "4", *SMALL, "--report", str(report),

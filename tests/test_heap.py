@@ -40,6 +40,7 @@ def _rss_after(mode: str) -> int:
 
 @pytest.mark.skipif("libc.so" not in (ctypes.util.find_library("c") or ""),
                     reason="glibc only")
+@pytest.mark.slow
 def test_level_buffers_do_not_stay_in_the_heap():
     floating, fixed = _rss_after("floating"), _rss_after("fixed")
     assert fixed < floating - (8 << 20), (floating >> 20, fixed >> 20)

@@ -114,6 +114,7 @@ def run(device, cache: Path, pool_bytes: int, frames: int, measure_from: int):
     return result, measured, seen
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("share", [0.5, 0.1])
 def test_streaming_gallery_meets_the_accuracy_target(device, gallery_cache, share, tmp_path):
     """0.5: the issue's budget, half the all-resident bytes; at this size the scripted camera

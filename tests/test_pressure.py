@@ -128,6 +128,7 @@ def run_pressure(device: Device, cache: Path, calibration: Calibration,
                      on_frame=hooks, upscale=upscale)
 
 
+@pytest.mark.slow
 def test_pressure_demo_fits_every_frame_and_holds_still(device: Device,
                                                         gallery_cache: Path) -> None:
     """The demo's script lands on the frames it names, every frame keeps the budget
@@ -171,6 +172,7 @@ def test_pressure_demo_fits_every_frame_and_holds_still(device: Device,
     assert set(resizes(frames[PERIOD:])) <= {PERIOD}  # only the answer to the step down
 
 
+@pytest.mark.slow
 def test_pressure_with_the_fsr_upscaler_keeps_every_frame_in_budget(device: Device,
                                                                    gallery_cache: Path) -> None:
     """FSR adds two targets of its own (its tone-mapped input at render size, the EASU

@@ -18,6 +18,8 @@ from process_helpers import headless_env
 
 from engine.cli import child_pids
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

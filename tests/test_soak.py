@@ -22,6 +22,7 @@ from engine.demos.cli import x_display_missing
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow
 def test_soak_short_run_passes_every_check(tmp_path):
     out = tmp_path / "soak.json"
     proc = subprocess.run([sys.executable, "-m", "engine", "soak", "--frames", "300", "--size",
@@ -55,6 +56,7 @@ def test_soak_short_run_passes_every_check(tmp_path):
     assert len(files) == 8 and all(p.is_file() and p.stat().st_size > 0 for p in files)
 
 
+@pytest.mark.slow
 def test_wall_soak_with_tile_faults_recovers_the_clean_picture(tmp_path):
     """The wall's 1024^2 textures stream virtually: tile reads meet vanished, truncated and
     unreadable files; each broken texture is reported once and counted; after settling at

@@ -70,6 +70,7 @@ def test_tile_source_meets_a_damaged_file_after_reopen(tmp_path, kind, use_mmap)
         src.close()
 
 
+@pytest.mark.slow
 def test_broken_file_is_reported_once_and_read_no_more(tmp_path, caplog):
     dev = headless_device()
     try:

@@ -122,6 +122,7 @@ def test_only_the_pinned_tile_still_draws_the_texture(dev, tex512, renderer):
             vts.release()
 
 
+@pytest.mark.slow
 def test_feedback_loop_settles_on_the_full_picture_within_budget(dev, tmp_path_factory,
                                                                 renderer):
     """Four textures on a wall, seen obliquely; only feedback drives residency. Within a few

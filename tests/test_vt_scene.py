@@ -121,6 +121,7 @@ class VtProbe:
 
 
 # ---------------------------------------------------------------------- (a) the picture
+@pytest.mark.slow
 def test_mixed_scene_settles_to_the_all_resident_picture(device: Device, assets) -> None:
     factory = mixed_scene(assets)
     static = run_scene(factory, frames=8, size=(W, H), device=device, provider="static",

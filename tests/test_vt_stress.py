@@ -14,6 +14,8 @@ from engine.streaming.virtual.quads import QuadRenderer, view_projection, wall
 from engine.streaming.virtual.system import VirtualTextureSystem
 from engine.streaming.virtual.tiles import TAIL_FLAG, slot_bytes, unpack_entry
 
+pytestmark = pytest.mark.slow
+
 
 def check_table(vts: VirtualTextureSystem) -> None:
     """Each entry = the finest resident tile among the tile itself and its ancestors."""

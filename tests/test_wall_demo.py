@@ -72,6 +72,7 @@ def _demo(args: list[str], env: dict[str, str], timeout: float = 120):
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
 
 
+@pytest.mark.slow
 def test_demo_wall_headless_reports_its_metrics(demo_env: dict[str, str], tmp_path: Path) -> None:
     import json
 
