@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The H200 runs behind the README's GPU figures, one stage per device call (each call is limited
+# The H200 runs behind docs/benchmarks.md's GPU figures, one stage per device call (each call is limited
 # to 10 minutes, so the stages are sized to fit). Run on the device machine from the checkout's
 # copy, with `.gl`, `.whl` (../shared/tools/device-prep.sh tqdm nvidia-ml-py moderngl-window pyglet) and `.devsrc.tar`
 # (`git archive -o .devsrc.tar HEAD`: the committed tree, not a working tree other people are

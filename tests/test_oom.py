@@ -1,7 +1,7 @@
 """GL_OUT_OF_MEMORY: a clean typed error, nothing ledgered or leaked, the context still draws.
 
 llvmpipe refuses single resources of about 2 GiB or more (measured: 4 GiB of RGBA32F storage
-fails with GL_OUT_OF_MEMORY, see DESIGN.md section 2)."""
+fails with GL_OUT_OF_MEMORY; docs/benchmarks.md, "Driver behaviour")."""
 from __future__ import annotations
 
 import numpy as np

@@ -6,7 +6,7 @@ Two read-backs per level: the compressed blocks (must equal the file's bytes exa
 driver's own decode to RGBA8 (must equal `decode_rgba` exactly: the CPU decode is held to what
 the GPU samples). Against texture2ddecoder the driver agrees exactly for BC7; for BC1-BC5
 texture2ddecoder rounds up to 2 off and gets BC3 colour blocks with color0 <= color1 wrong
-(see README "Facts learned"), which is why the engine decodes those itself.
+(docs/benchmarks.md, "Driver behaviour"), which is why the engine decodes those itself.
 """
 from __future__ import annotations
 

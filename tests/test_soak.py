@@ -3,7 +3,7 @@ faults on a copy of the textures, a high GL out-of-memory rate and output resize
 check passing.
 
 The long runs (10,000 frames on llvmpipe, 100,000 on a GPU) use the same command; their
-figures are in the README."""
+figures are in docs/benchmarks.md."""
 from __future__ import annotations
 
 import json
