@@ -264,17 +264,19 @@ def group_sums(group: Group) -> dict[str, Any]:
         return fs[i]["peak"]
 
     instants = sorted({f[k] for fs in frames.values() for f in fs for k in ("t", "tx")})
-    worst, worst_t, over = 0, None, 0
+    worst, worst_t, over, parts = 0, None, 0, {}
     for t in instants:
-        total = sum(bound(n, t) for n, fs in frames.items()
-                    if fs and spans[n][0] is not None and spans[n][0] <= t <= spans[n][1])
+        now = {n: bound(n, t) for n, fs in frames.items()
+               if fs and spans[n][0] is not None and spans[n][0] <= t <= spans[n][1]}
+        total = sum(now.values())
         if total > worst:
-            worst, worst_t = total, t
+            worst, worst_t, parts = total, t, now
         over += total > group.budget
     member_over = sum(1 for fs in frames.values() for f in fs
                       if f["effective"] is not None and f["total"] > f["effective"])
     return {"instants": len(instants), "group_over_instants": over, "max_sum_bytes": worst,
-            "max_sum_at": worst_t, "member_frames_over_effective": member_over,
+            "max_sum_at": worst_t, "max_sum_parts": parts,
+            "member_frames_over_effective": member_over,
             "frames": {n: len(fs) for n, fs in frames.items()}}
 
 

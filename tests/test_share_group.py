@@ -1,0 +1,88 @@
+"""Shared budgets with GL on llvmpipe: two views of one process, and a group of headless
+processes (engine.bench.share's scenario: three members of weight 1, a fourth of weight 2
+joins and leaves, one is killed with SIGKILL, a member that wants less than its share joins),
+asserted from the members' own per-frame ledger reports."""
+from __future__ import annotations
+
+import pytest
+
+from engine.app.loop import FrameLoop
+from engine.bench import share
+from engine.demos.gallery import build
+from engine.gl.hosts import headless_device, made_current
+from engine.memory.shares import ShareSettings, ViewShares
+from engine.streaming.settings import StreamerSettings
+
+from process_helpers import headless_env
+
+MIB = 1 << 20
+
+
+def test_two_views_share_one_budget_and_hiding_one_frees_it(tmp_path):
+    """Two loops on two contexts of this process, weights 1 and 2, one budget: their summed
+    ledger peaks never exceed it; hiding the second gives its memory to the first within a
+    few frames; showing it again takes it back."""
+    views = ViewShares(4 * MIB)
+    streamer = StreamerSettings(staging_bytes=256 << 10, virtual="off", mip_bias=-6)
+    devices = [headless_device(), headless_device()]
+    loops = []
+    try:
+        for device, weight in zip(devices, (1, 2)):
+            with made_current(device):
+                loops.append(FrameLoop.embedded(
+                    device, build, size=share.SIZE, provider="streaming", streamer=streamer,
+                    share=ShareSettings(views, weight=weight),
+                    options=dict(share.SCENE, cache_dir=tmp_path)))
+        records = []
+        for frame in range(36):
+            loops[1].governor.share.visible = not 12 <= frame < 24
+            row = []
+            for device, loop in zip(devices, loops):
+                with made_current(device):
+                    row.append(loop.step(frame))
+            records.append(row)
+        assert all(a["peak_bytes"] + b["peak_bytes"] <= views.budget for a, b in records)
+        shown, hidden, back = records[11], records[23], records[35]
+        assert shown[1]["grant_bytes"] > shown[0]["grant_bytes"]  # weight 2 gets more
+        floor = loops[1].governor.share.claim.floor
+        # hidden: down to its floor within 3 frames, and the other view's grant took it
+        assert all(r[1]["total_bytes"] <= max(floor, r[1]["grant_bytes"])
+                   for r in records[14:24])
+        assert hidden[1]["grant_bytes"] == floor
+        assert hidden[0]["grant_bytes"] == views.budget - floor
+        assert hidden[0]["total_bytes"] > shown[0]["total_bytes"]
+        assert back[1]["grant_bytes"] == shown[1]["grant_bytes"]
+    finally:
+        for device, loop in zip(devices, loops):
+            with made_current(device):
+                loop.release()
+        for device in devices:
+            with made_current(device):
+                assert device.shutdown() == []
+    assert views.seats() == []
+
+
+@pytest.mark.slow
+def test_group_of_processes_reaches_weighted_shares_and_never_goes_over(
+        tmp_path, monkeypatch):
+    for key, value in headless_env(tmp_path).items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    budget = 8 * MIB
+    result = share.scenario(tmp_path / "out", budget=budget, floor=MIB, hold=1.5)
+    phases = {p["phase"]: p for p in result["phases"]}
+    assert list(phases) == ["three", "d joined", "d left", "c killed", "modest e joined"]
+    for p in result["phases"]:
+        # every member's grant settles within 10% of the arbitration's share, within 1 s
+        assert p["grant_settle_s"] is not None and p["grant_settle_s"] < 1.0, p
+    for name in ("three", "d joined", "d left", "c killed"):
+        p = phases[name]  # greedy members: their shares are the budget by weight
+        for m, grant in p["grant_bytes"].items():
+            assert abs(grant - p["weighted_share_bytes"][m]) <= 0.1 * grant, (name, p)
+    modest = phases["modest e joined"]
+    assert modest["grant_bytes"]["e"] < budget / 3  # wants less than its share...
+    assert min(modest["grant_bytes"]["a"], modest["grant_bytes"]["b"]) > budget / 3  # ...gives
+    sums = result["sums"]
+    assert sums["group_over_instants"] == 0 and sums["max_sum_bytes"] <= budget, sums
+    assert sums["member_frames_over_effective"] == 0
+    assert min(sums["frames"].values()) >= share.WARM_FRAMES
