@@ -1,8 +1,8 @@
 """Two engine views of different scenes in one Qt window, sharing one GPU-memory budget.
 
 Each `EngineWidget` has its own GL context (and so its own engine device and ledger); both
-take a seat on one `ViewShares` (engine.memory.shares), the left with weight 1 (the glTF box),
-the right with weight 2 (the streaming gallery). Their summed memory never exceeds the shared
+take a seat on one `ViewShares` (engine.memory.shares), the left with weight 1 (the streaming
+gallery), the right with weight 2 (the glTF box). Their summed memory never exceeds the shared
 budget; hiding a view (here: the right one, after --frames) drops it to its floor and the
 other view's share grows.
 
@@ -25,13 +25,14 @@ from PySide6.QtWidgets import QApplication, QHBoxLayout, QWidget
 from engine.demos import gallery, gltf_demo
 from engine.hosts.qt import EngineWidget, request_core_profile
 from engine.memory.shares import ShareSettings, ViewShares
+from engine.streaming.settings import StreamerSettings
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--frames", type=int, default=0, help="frames per view (0: until closed)")
     ap.add_argument("--size", type=int, nargs=2, default=(320, 240), help="each view's size")
-    ap.add_argument("--budget", default="24MiB", help="the budget both views share")
+    ap.add_argument("--budget", default="16MiB", help="the budget both views share")
     args, qt_args = ap.parse_known_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
 
@@ -41,11 +42,14 @@ def main(argv: list[str] | None = None) -> int:
     window = QWidget()
     window.setWindowTitle("two engine views, one budget")
     layout = QHBoxLayout(window)
-    left = EngineWidget(gltf_demo.build, max_frames=args.frames,
-                        share=ShareSettings(views, weight=1, name="box"))
-    right = EngineWidget(gallery.build, max_frames=args.frames, provider="streaming",
-                         share=ShareSettings(views, weight=2, name="gallery"),
-                         options={"count": 24, "texture_size": 512})
+    # The gallery wants far more detail than fits (a negative mip bias): it takes what the
+    # box leaves, and more when the box is hidden.
+    left = EngineWidget(gallery.build, max_frames=args.frames, provider="streaming",
+                        streamer=StreamerSettings(virtual="off", mip_bias=-6),
+                        share=ShareSettings(views, weight=1, name="gallery"),
+                        options={"count": 24, "texture_size": 512})
+    right = EngineWidget(gltf_demo.build, max_frames=args.frames,
+                         share=ShareSettings(views, weight=2, name="box"))
     for view in (left, right):
         view.setFixedSize(*args.size)
         layout.addWidget(view)

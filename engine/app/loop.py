@@ -77,7 +77,8 @@ def make_governor(device: Device, settings: RunSettings) -> Governor:
     spec = "80%" if settings.budget is None else settings.budget
     budget = spec if isinstance(spec, Budget) else Budget(spec, vram_total=reading.total_bytes)
     pressure = device.vram if device.probe.source == "NVX" else None
-    share = None if settings.share is None else join_share(settings.share, budget.bytes)
+    share = None if settings.share is None else \
+        join_share(settings.share, budget.bytes, device.ledger)
     return Governor(settings.governor, budget=budget, pressure=pressure, share=share)
 
 

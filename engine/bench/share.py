@@ -12,6 +12,7 @@ the group budget (summed conservatively: each member's frame peak for the frame 
 the instant) and whether any member exceeded its effective budget.
 
     python -m engine.bench.share run --out out/share            # about 20 s on llvmpipe
+    python -m engine.bench.share cost                            # one exchange, microseconds
     python -m engine.bench.share member --group g --log m.jsonl ...   # one member (internal)
 """
 from __future__ import annotations
@@ -61,16 +62,18 @@ def member(args: argparse.Namespace) -> int:
     def emit(**kw: Any) -> None:
         out.write(json.dumps({"t": time.monotonic(), "pid": os.getpid(), **kw}) + "\n")
 
+    size = tuple(args.size)
+    scene = dict(SCENE, count=args.count, texture_size=args.texture_size)
     settings = RunSettings(
-        size=SIZE, provider="streaming", budget=args.budget,
+        size=size, provider="streaming", budget=args.budget,
         streamer=StreamerSettings(staging_bytes=256 << 10, virtual="off", mip_bias=args.bias),
         share=ShareSettings(args.group, weight=args.weight, floor=args.floor),
-        options=dict(SCENE, cache_dir=args.cache) if args.cache else dict(SCENE))
+        options=dict(scene, cache_dir=args.cache) if args.cache else scene)
     device = Device.headless()
     try:
         governor = make_governor(device, settings)
         emit(event="joined", weight=args.weight, grant=governor.share.grant)
-        loop = FrameLoop(device, governor, build, settings, size=SIZE)
+        loop = FrameLoop(device, governor, build, settings, size=size)
         try:
             frame, deadline = 0, time.monotonic() + args.seconds
             while not stop["now"] and time.monotonic() < deadline:
@@ -125,6 +128,8 @@ class Group:
     floor: int
     seconds: float
     cache: Path | None
+    #: the members' output size, texture count and texture edge
+    scene: tuple[tuple[int, int], int, int] = (SIZE, SCENE["count"], SCENE["texture_size"])
     members: dict[str, Member] = field(default_factory=dict)
     events: list[dict[str, Any]] = field(default_factory=list)
 
@@ -134,7 +139,9 @@ class Group:
         cmd = [sys.executable, "-m", "engine.bench.share", "member", "--group", self.name,
                "--budget", str(self.budget), "--weight", str(weight), "--floor",
                str(self.floor), "--bias", str(bias), "--seconds", str(self.seconds),
-               "--log", str(path)] + (["--cache", str(self.cache)] if self.cache else [])
+               "--log", str(path), "--size", *map(str, self.scene[0]),
+               "--count", str(self.scene[1]), "--texture-size", str(self.scene[2])] + \
+            (["--cache", str(self.cache)] if self.cache else [])
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL,
                                 stderr=open(self.out / f"{name}.err", "w"))
         m = Member(name, weight, bias, proc, path, time.monotonic())
@@ -218,7 +225,8 @@ def settle_time(group: Group, names: Sequence[str], since: float,
 
 def window(group: Group, names: Sequence[str], start: float, end: float) -> Group:
     """A view of `group` whose members keep only their frames in [start, end]."""
-    view = Group(group.out, group.name, group.budget, group.floor, group.seconds, group.cache)
+    view = Group(group.out, group.name, group.budget, group.floor, group.seconds, group.cache,
+                 group.scene)
     for n in names:
         m = group.members[n]
         copy = Member(m.name, m.weight, m.bias, m.proc, m.log, m.started, m.killed)
@@ -281,22 +289,25 @@ def group_sums(group: Group) -> dict[str, Any]:
 
 
 def scenario(out: Path, *, budget: int, floor: int, hold: float = 2.5,
-             cache: Path | None = None, outsider: Sequence[str] | None = None
-             ) -> dict[str, Any]:
+             cache: Path | None = None, outsider: Sequence[str] | None = None,
+             size: tuple[int, int] = SIZE, count: int = SCENE["count"],
+             texture_size: int = SCENE["texture_size"]) -> dict[str, Any]:
     """The join / leave / kill / modest-member run described in the module docstring."""
     out.mkdir(parents=True, exist_ok=True)
     from engine.demos.gallery_assets import gallery_textures
     # Made once, before the members start, so none of them bakes.
-    gallery_textures(SCENE["count"], SCENE["texture_size"], "bc7", cache_dir=cache,
-                     progress=False)
+    gallery_textures(count, texture_size, "bc7", cache_dir=cache, progress=False)
     group = Group(out, f"bench-{uuid.uuid4().hex[:12]}", budget, floor,
-                  seconds=hold * 8 + 60, cache=cache)
+                  seconds=hold * 8 + 60, cache=cache, scene=(size, count, texture_size))
+    sampler = NvmlSampler(out / "nvml.jsonl") if outsider else None
     phases: list[dict[str, Any]] = []
     other = None
     try:
         if outsider:
             other = subprocess.Popen(list(outsider), stdout=open(out / "outsider.log", "w"),
                                      stderr=subprocess.STDOUT)
+            assert sampler is not None
+            sampler.start()
         for n in "abc":
             group.spawn(n, 1.0)
         group.wait_frames("abc", WARM_FRAMES)
@@ -332,6 +343,8 @@ def scenario(out: Path, *, budget: int, floor: int, hold: float = 2.5,
         phase("modest e joined", "abe", group.members["e"].frames()[WARM_FRAMES - 1]["t"])
     finally:
         group.close()
+        if sampler is not None:
+            sampler.stop()
         if other is not None:
             try:
                 other.wait(timeout=30)
@@ -341,10 +354,95 @@ def scenario(out: Path, *, budget: int, floor: int, hold: float = 2.5,
     result = {"group": group.name, "budget_bytes": budget, "floor_bytes": floor,
               "hold_s": hold, "phases": phases, "sums": group_sums(group),
               "events": group.events,
+              "nvml": None if sampler is None else sampler.summary(
+                  other.pid if other is not None else None,
+                  {m.proc.pid for m in group.members.values()}),
               "frame_ms_p50": {n: _median([f["ms"] for f in m.frames()])
                                for n, m in group.members.items()}}
     (out / "share.json").write_text(json.dumps(result, indent=1))
     return result
+
+
+class NvmlSampler:
+    """NVML's list of the GPU's processes every `every_s` seconds, on a thread, one JSON line
+    each: who holds what while the group runs beside an outsider."""
+
+    def __init__(self, path: Path, every_s: float = 0.5) -> None:
+        import threading
+
+        self.path, self.every_s = path, every_s
+        self.samples: list[dict[str, Any]] = []
+        self.reason: str | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="nvml-sampler", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        from engine.memory.nvml import NvmlProbe, NvmlReading, NvmlUnavailable
+
+        probe = NvmlProbe.open(0)
+        if isinstance(probe, NvmlUnavailable):
+            self.reason = probe.reason
+            return
+        with probe, open(self.path, "w", encoding="utf-8") as out:
+            while not self._stop.wait(self.every_s):
+                reading = probe.read()
+                if not isinstance(reading, NvmlReading):
+                    continue
+                sample = {"t": time.monotonic(), "free": reading.free_bytes,
+                          "used": reading.used_bytes,
+                          "processes": [{"pid": p.pid, "name": p.name, "bytes": p.used_bytes}
+                                        for p in reading.others]}
+                self.samples.append(sample)
+                out.write(json.dumps(sample) + "\n")
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def summary(self, outsider: int | None, members: set[int]) -> dict[str, Any]:
+        """What NVML said about the outsider (by pid) and about the group's members."""
+        if self.reason is not None:
+            return {"available": False, "reason": self.reason}
+        seen = [p for s in self.samples for p in s["processes"] if p["pid"] == outsider]
+        return {"available": True, "samples": len(self.samples),
+                "outsider_pid": outsider,
+                "outsider_names": sorted({p["name"] for p in seen}),
+                "outsider_max_bytes": max((p["bytes"] or 0 for p in seen), default=None),
+                "members_seen": sorted({p["pid"] for s in self.samples
+                                        for p in s["processes"] if p["pid"] in members}),
+                "min_free_bytes": min((s["free"] for s in self.samples), default=None)}
+
+
+def exchange_cost(members: int = 4, repeats: int = 2000) -> dict[str, Any]:
+    """Microseconds one exchange costs (a frame pays one), medians of `repeats`: a seat on a
+    `ViewShares` and a seat in a group file with `members` members (all in this process: the
+    lock, the read of every row, the liveness check of each and the write are the same)."""
+    from engine.memory.group import join_group
+    from engine.memory.shares import ShareSettings, ViewShares
+
+    def timed(fn: Any) -> float:
+        samples = []
+        for _ in range(repeats):
+            t = time.perf_counter()
+            fn()
+            samples.append(time.perf_counter() - t)
+        return float(_median(samples) or 0.0) * 1e6
+
+    views = ViewShares(1 << 30)
+    seats = [views.join(ShareSettings(views)) for _ in range(members)]
+    view_us = timed(lambda: seats[0].exchange(1 << 20, 1 << 40, 1 << 20))
+    name = f"cost-{uuid.uuid4().hex[:12]}"
+    group = [join_group(ShareSettings(name), 1 << 30) for _ in range(members)]
+    try:
+        group_us = timed(lambda: group[0].exchange(1 << 20, 1 << 40, 1 << 20))
+    finally:
+        for m in group:
+            m.leave()
+    return {"members": members, "repeats": repeats, "view_exchange_us": view_us,
+            "group_exchange_us": group_us}
 
 
 def _median(values: list[float]) -> float | None:
@@ -364,21 +462,33 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("--seconds", type=float, default=30.0)
     m.add_argument("--log", type=Path, required=True)
     m.add_argument("--cache", type=Path)
+    m.add_argument("--size", type=int, nargs=2, default=SIZE)
+    m.add_argument("--count", type=int, default=SCENE["count"])
+    m.add_argument("--texture-size", type=int, default=SCENE["texture_size"])
+    c = sub.add_parser("cost", help="the cost of one exchange (per frame)")
+    c.add_argument("--members", type=int, default=4)
     r = sub.add_parser("run", help="the whole scenario")
     r.add_argument("--out", type=Path, required=True)
     r.add_argument("--budget", default="8MiB", help="the group budget")
-    r.add_argument("--floor", default="1MiB", help="each member's floor")
+    r.add_argument("--floor", default="1.25MiB", help="each member's floor")
     r.add_argument("--hold", type=float, default=2.5, help="seconds per phase")
     r.add_argument("--cache", type=Path, help="texture cache for the members")
+    r.add_argument("--size", type=int, nargs=2, default=SIZE, help="each member's output")
+    r.add_argument("--count", type=int, default=SCENE["count"], help="gallery textures")
+    r.add_argument("--texture-size", type=int, default=SCENE["texture_size"])
     r.add_argument("--outsider", nargs=argparse.REMAINDER,
                    help="a command run beside the group (the GPU memory outsider)")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     if args.mode == "member":
         return member(args)
+    if args.mode == "cost":
+        print(json.dumps(exchange_cost(args.members), indent=1))
+        return 0
     from engine.memory.sizes import parse_bytes
     result = scenario(args.out, budget=parse_bytes(args.budget), floor=parse_bytes(args.floor),
-                      hold=args.hold, cache=args.cache, outsider=args.outsider)
+                      hold=args.hold, cache=args.cache, outsider=args.outsider,
+                      size=tuple(args.size), count=args.count, texture_size=args.texture_size)
     print(json.dumps({"phases": result["phases"], "sums": result["sums"]}, indent=1))
     return 0
 

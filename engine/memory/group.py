@@ -28,6 +28,7 @@ import fcntl
 import logging
 import os
 import re
+import select
 import struct
 import time
 from collections.abc import Iterator
@@ -150,11 +151,67 @@ class GroupFile:
         os.close(self._fd)
 
 
-def live_rows(file: GroupFile, rows: list[Row | None]) -> list[Row | None]:
-    """`rows` with the dead cleared (in the file too); call with the lock held."""
+class Liveness:
+    """Which members' processes are gone, in one `poll` per exchange: a pidfd per process,
+    opened once (after its start time matched the row's, so a reused pid is not taken for the
+    member) and readable from the moment the process exits. Reading ``/proc/PID/stat`` for
+    every member on every frame cost most of an exchange. Without pidfds (Linux < 5.3) each
+    check reads the start time again."""
+
+    def __init__(self) -> None:
+        self._fds: dict[tuple[int, int], int] = {}
+        self._poll = select.poll()
+
+    def _fd(self, pid: int, ticks: int) -> int | None:
+        """The pidfd watching (pid, ticks); None when that process is gone or pidfds are
+        unavailable (then -1 is stored and start times are read)."""
+        key = (pid, ticks)
+        if key not in self._fds:
+            if start_ticks(pid) != ticks:
+                return None
+            try:
+                fd = os.pidfd_open(pid)
+            except (AttributeError, OSError):
+                fd = -1
+            if fd >= 0 and start_ticks(pid) != ticks:  # exited (and reused) in between
+                os.close(fd)
+                return None
+            self._fds[key] = fd
+            if fd >= 0:
+                self._poll.register(fd, select.POLLIN)
+        return self._fds[key]
+
+    def gone(self, rows: list[Row | None], skip: int | None = None) -> set[int]:
+        """Indices of the rows whose process has exited."""
+        watched: dict[int, int] = {}
+        out = set()
+        for i, row in enumerate(rows):
+            if row is None or i == skip:
+                continue
+            fd = self._fd(row.pid, row.ticks)
+            if fd is None or (fd < 0 and start_ticks(row.pid) != row.ticks):
+                out.add(i)
+            elif fd >= 0:
+                watched[fd] = i
+        if watched:
+            out |= {watched[fd] for fd, _ in self._poll.poll(0) if fd in watched}
+        return out
+
+    def close(self) -> None:
+        for fd in self._fds.values():
+            if fd >= 0:
+                os.close(fd)
+        self._fds.clear()
+
+
+def live_rows(file: GroupFile, rows: list[Row | None], liveness: Liveness,
+              skip: int | None = None) -> list[Row | None]:
+    """`rows` with those of exited processes cleared (in the file too); call with the lock
+    held. `skip`: this member's own row."""
+    gone = liveness.gone(rows, skip)
     out: list[Row | None] = []
     for i, row in enumerate(rows):
-        if row is not None and start_ticks(row.pid) != row.ticks:
+        if i in gone and row is not None:
             log.info("share group %s: member pid %d is gone; its %s go back to the group",
                      file.name, row.pid, format_bytes(row.seat.reserved))
             file.write_row(i, None)
@@ -182,12 +239,18 @@ class GroupMember:
         assert ticks is not None
         self._ticks = ticks
         self._file = GroupFile(settings.group)
+        self._liveness = Liveness()
         self._index: int | None = None
         try:
             self._join(budget)
         except BaseException:
             self._file.close()
+            self._liveness.close()
             raise
+
+    @property
+    def left(self) -> bool:
+        return self._index is None
 
     @property
     def group(self) -> str:
@@ -197,7 +260,8 @@ class GroupMember:
         floor = int(self.settings.floor)
         with self._file.locked():
             group_budget, rows = self._file.read()
-            rows = live_rows(self._file, rows) if group_budget is not None else rows
+            if group_budget is not None:
+                rows = live_rows(self._file, rows, self._liveness)
             if group_budget is None or all(r is None for r in rows):
                 self._file.write_header(budget)
                 group_budget, rows = budget, [None] * MAX_MEMBERS
@@ -236,7 +300,7 @@ class GroupMember:
             if group_budget is None:
                 raise BudgetError(f"share group file {self._file.path} was removed or "
                                   f"overwritten while in use")
-            rows = live_rows(self._file, rows)
+            rows = live_rows(self._file, rows, self._liveness, self._index)
             seats, me = [], 0
             for i, row in enumerate(rows):
                 if i == self._index:
@@ -264,6 +328,7 @@ class GroupMember:
             self._file.write_row(self._index, None)
         self._index = None
         self._file.close()
+        self._liveness.close()
 
 
 def join_group(settings: ShareSettings, budget: int) -> GroupMember:
@@ -276,10 +341,12 @@ def members(name: str) -> list[Row]:
     path = group_path(name)
     if not path.exists():
         return []
-    file = GroupFile(name)
+    file, liveness = GroupFile(name), Liveness()
     try:
         with file.locked():
             budget, rows = file.read()
-            return [] if budget is None else [r for r in live_rows(file, rows) if r is not None]
+            return [] if budget is None else \
+                [r for r in live_rows(file, rows, liveness) if r is not None]
     finally:
         file.close()
+        liveness.close()
