@@ -122,11 +122,30 @@ class GroupFile:
 
     @contextmanager
     def locked(self) -> Iterator[GroupFile]:
-        fcntl.flock(self._fd, fcntl.LOCK_EX)
+        """The file, locked. The last member to leave removes it; one that opened it just
+        before finds, once it holds the lock, that its file is no longer the group's, and
+        opens the group's anew (made again if need be)."""
+        while True:
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
+            try:
+                same = os.stat(self.path).st_ino == os.fstat(self._fd).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             yield self
         finally:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    def remove_if_empty(self) -> None:
+        """Remove the file when no live member is left in it; call with the lock held."""
+        budget, rows = self.read()
+        if budget is None or all(r is None for r in rows):
+            self.path.unlink(missing_ok=True)
 
     def read(self) -> tuple[int | None, list[Row | None]]:
         """(group budget or None for a new file, rows; None for a free row)."""
@@ -326,6 +345,8 @@ class GroupMember:
             return
         with self._file.locked():
             self._file.write_row(self._index, None)
+            live_rows(self._file, self._file.read()[1], self._liveness)
+            self._file.remove_if_empty()
         self._index = None
         self._file.close()
         self._liveness.close()
