@@ -374,10 +374,10 @@ class NvmlSampler:
         self.samples: list[dict[str, Any]] = []
         self.reason: str | None = None
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="nvml-sampler", daemon=True)
+        self._worker = threading.Thread(target=self._run, name="nvml-sampler", daemon=True)
 
     def start(self) -> None:
-        self._thread.start()
+        self._worker.start()
 
     def _run(self) -> None:
         from engine.memory.nvml import NvmlProbe, NvmlReading, NvmlUnavailable
@@ -400,7 +400,7 @@ class NvmlSampler:
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=5)
+        self._worker.join(timeout=5)
 
     def summary(self, outsider: int | None, members: set[int]) -> dict[str, Any]:
         """What NVML said about the outsider (by pid) and about the group's members."""
