@@ -46,10 +46,10 @@ def main(argv: list[str] | None = None) -> int:
     # box leaves, and more when the box is hidden.
     left = EngineWidget(gallery.build, max_frames=args.frames, provider="streaming",
                         streamer=StreamerSettings(virtual="off", mip_bias=-6),
-                        share=ShareSettings(views, weight=1, name="gallery"),
+                        share=ShareSettings(views, weight=1),
                         options={"count": 24, "texture_size": 512})
     right = EngineWidget(gltf_demo.build, max_frames=args.frames,
-                         share=ShareSettings(views, weight=2, name="box"))
+                         share=ShareSettings(views, weight=2))
     for view in (left, right):
         view.setFixedSize(*args.size)
         layout.addWidget(view)

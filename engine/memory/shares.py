@@ -183,7 +183,6 @@ class ShareSettings:
     group: str | ViewShares
     weight: float = 1.0
     floor: int | str = 0
-    name: str = ""
 
     def __post_init__(self) -> None:
         check_weight(self.weight)
