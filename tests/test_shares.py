@@ -163,3 +163,27 @@ def test_group_member_killed_gives_its_share_back(tmp_path, monkeypatch):
         if child.poll() is None:
             child.kill()
             child.wait()
+
+
+def test_governor_publishes_floor_and_demand_and_takes_its_grant():
+    """The governor's split exchanges first: floor = fixed + smallest targets + tails, demand
+    = the same at full detail and the highest scale; the grant is the split's budget."""
+    from engine.memory.governor import Governor
+
+    board = ViewShares(100 * MIB)
+    govs = [Governor(budget="1GiB", share=board.join(ShareSettings(board, weight=w)))
+            for w in (1, 3)]
+    usage = {"buffer": 10 * MIB, "texture.streamed": 5 * MIB, "target": 2 * MIB}
+    curve = ((0.5, MIB // 2), (1.0, 2 * MIB))
+    for _ in range(2):
+        splits = [g.split(usage, target_curve=curve, stream_wanted=405 * MIB,
+                          stream_min=5 * MIB, stream_wanted_scale=1.0,
+                          resizable_target_bytes=2 * MIB) for g in govs]
+    seat = govs[0].share
+    assert (seat.claim.floor, seat.claim.demand) == (10 * MIB + MIB // 2 + 5 * MIB,
+                                                     10 * MIB + 2 * MIB + 405 * MIB)
+    assert [s.effective_budget for s in splits] == [25 * MIB, 75 * MIB]
+    assert splits[0].pool_allowance + splits[0].targets_allowance == 25 * MIB - 10 * MIB
+    govs[1].close()
+    assert govs[0].split(usage, target_curve=curve, stream_wanted=405 * MIB,
+                         stream_min=5 * MIB).effective_budget == 100 * MIB
