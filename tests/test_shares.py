@@ -187,3 +187,27 @@ def test_governor_publishes_floor_and_demand_and_takes_its_grant():
     govs[1].close()
     assert govs[0].split(usage, target_curve=curve, stream_wanted=405 * MIB,
                          stream_min=5 * MIB).effective_budget == 100 * MIB
+
+
+def test_group_member_without_heartbeat_counts_at_its_floor(tmp_path, monkeypatch):
+    """A live member that stopped exchanging (stopped, not drawing) keeps its reservation,
+    since it still holds its memory, but its claim counts as hidden: its floor."""
+    import dataclasses
+
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    a = groups.join_group(ShareSettings("beat", floor=MIB), 64 * MIB)
+    b = groups.join_group(ShareSettings("beat"), 64 * MIB)
+    a.exchange(MIB, 1 << 40, 0)
+    b.exchange(0, 1 << 40, 0)
+    assert b.share == 32 * MIB
+    with a._file.locked():
+        rows = a._file.read()[1]
+        row = rows[a._index]
+        a._file.write_row(a._index, dataclasses.replace(
+            row, heartbeat=row.heartbeat - 2 * groups.STALE_S))
+    b.exchange(0, 1 << 40, 0)
+    assert b.share == 63 * MIB and b.grant == 64 * MIB - a.reserved
+    a.exchange(MIB, 1 << 40, 0)  # drawing again: back to its share
+    b.exchange(0, 1 << 40, 0)
+    assert b.share == 32 * MIB
+    a.leave(), b.leave()
