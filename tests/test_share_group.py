@@ -189,3 +189,17 @@ def test_canvas_hosts_share_and_a_hidden_one_gives_back(generated_assets):
         assert hosts[1].frames.loop.governor.share.grant == before[1]
     finally:
         assert [h.close() for h in hosts] == [0, 0]
+
+
+def test_outsider_script_parses_its_steps():
+    """benchmarks/share_outsider.py (the device script's PyTorch process): its sizes; the
+    rest needs torch and a GPU."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "share_outsider.py"
+    spec = importlib.util.spec_from_file_location("share_outsider", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert [module.parse(x) for x in "16GiB,512MiB,32MiB,4096".split(",")] == \
+        [16 << 30, 512 << 20, 32 << 20, 4096]

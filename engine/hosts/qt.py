@@ -115,7 +115,8 @@ class EngineWidget(QOpenGLWidget):
         """Hidden or minimised: on a share board (`share=` a ViewShares or a group) the view
         drops to its floor, drawing unseen frames until it holds no more."""
         super().hideEvent(event)
-        if self.frames is not None and self.error is None and self.left is None:
+        if self.frames is not None and self.frames.loop.governor.share is not None \
+                and self.error is None and self.left is None:
             self.makeCurrent()
             try:
                 self._guarded(lambda: self.frames.set_visible(False))
