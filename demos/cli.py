@@ -87,11 +87,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 @_examples("viewers", "../x", "", "-a", "a" * 65)
 def share_group_arg(text: str) -> str:
-    """A share group name (engine.memory.group.group_path's rule)."""
-    from engine.memory.group import group_path
+    """A share group name (engine.memory.shares.check_group_name's rule)."""
+    from engine.memory.shares import check_group_name
 
     try:
-        group_path(text)
+        check_group_name(text)
     except BudgetError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     return text

@@ -211,3 +211,20 @@ def test_group_member_without_heartbeat_counts_at_its_floor(tmp_path, monkeypatc
     b.exchange(0, 1 << 40, 0)
     assert b.share == 32 * MIB
     a.leave(), b.leave()
+
+
+def test_group_file_removed_by_hand_is_made_again_and_a_full_group_refuses(
+        tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    a = groups.join_group(ShareSettings("hand"), 64 * MIB)
+    a.exchange(0, 1 << 40, 0)
+    groups.group_path("hand").unlink()
+    assert a.exchange(0, 1 << 40, 0) == 64 * MIB  # made again, rejoined
+    assert [r.pid for r in groups.members("hand")] == [os.getpid()]
+    more = [groups.join_group(ShareSettings("hand"), 64 * MIB)
+            for _ in range(groups.MAX_MEMBERS - 1)]
+    with pytest.raises(BudgetError, match="is full"):
+        groups.join_group(ShareSettings("hand"), 64 * MIB)
+    for m in [a, *more]:
+        m.leave()
+    assert not groups.group_path("hand").exists()

@@ -27,7 +27,6 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
-import re
 import select
 import struct
 import time
@@ -37,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import BudgetError
-from .shares import Claim, Seat, ShareSettings, settle
+from .shares import Claim, Seat, ShareSettings, check_group_name, settle
 from .sizes import format_bytes
 
 log = logging.getLogger(__name__)
@@ -55,7 +54,6 @@ _HEADER = struct.Struct("<8sQ")  # magic, group budget
 # weight, floor, demand, visible, reserved, held, share, grant
 _ROW = struct.Struct("<iQddQQ?QQQQ")
 _SIZE = _HEADER.size + MAX_MEMBERS * _ROW.size
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 
 def runtime_dir() -> Path:
@@ -67,10 +65,7 @@ def runtime_dir() -> Path:
 
 
 def group_path(name: str) -> Path:
-    if not isinstance(name, str) or not _NAME.fullmatch(name):
-        raise BudgetError(f"share group name must be 1-64 of A-Z a-z 0-9 . _ - (not starting "
-                          f"with . _ or -), got {name!r}")
-    return runtime_dir() / name
+    return runtime_dir() / check_group_name(name)
 
 
 def start_ticks(pid: int) -> int | None:
@@ -316,9 +311,11 @@ class GroupMember:
                       self.visible)
         with self._file.locked():
             group_budget, rows = self._file.read()
-            if group_budget is None:
-                raise BudgetError(f"share group file {self._file.path} was removed or "
-                                  f"overwritten while in use")
+            if group_budget is None:  # removed or overwritten by hand: made again, rejoined
+                log.warning("share group %s: its file %s was removed or overwritten; made "
+                            "again", self.group, self._file.path)
+                self._file.write_header(self.budget)
+                group_budget, rows = self.budget, [None] * MAX_MEMBERS
             rows = live_rows(self._file, rows, self._liveness, self._index)
             seats, me = [], 0
             for i, row in enumerate(rows):

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 import threading
 import weakref
 from collections.abc import Sequence
@@ -55,6 +56,18 @@ def size_bytes(name: str, value: object) -> int:
         except ValueError as exc:
             raise BudgetError(f"{name}: {exc}") from None
     return _bytes(name, value)
+
+
+_GROUP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+def check_group_name(name: object) -> str:
+    """A group name is also a file name in the runtime folder: 1-64 of A-Z a-z 0-9 . _ -,
+    not starting with . _ or - (no paths, no hidden files)."""
+    if not isinstance(name, str) or not _GROUP_NAME.fullmatch(name):
+        raise BudgetError(f"share group name must be 1-64 of A-Z a-z 0-9 . _ - (not starting "
+                          f"with . _ or -), got {name!r}")
+    return name
 
 
 def check_weight(value: object) -> float:
@@ -187,7 +200,9 @@ class ShareSettings:
     def __post_init__(self) -> None:
         check_weight(self.weight)
         object.__setattr__(self, "floor", size_bytes("share floor", self.floor))
-        if not isinstance(self.group, (str, ViewShares)):
+        if isinstance(self.group, str):
+            check_group_name(self.group)
+        elif not isinstance(self.group, ViewShares):
             raise BudgetError(f"share group must be a group name or a ViewShares, got "
                               f"{self.group!r}")
 
