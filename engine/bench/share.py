@@ -351,7 +351,10 @@ def scenario(out: Path, *, budget: int, floor: int, hold: float = 2.5,
             except subprocess.TimeoutExpired:
                 other.kill()
                 other.wait()
-    result = {"group": group.name, "budget_bytes": budget, "floor_bytes": floor,
+    result = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+              "host": {"cpus": os.cpu_count(), "platform": sys.platform},
+              "scene": {"size": list(size), "count": count, "texture_size": texture_size},
+              "group": group.name, "budget_bytes": budget, "floor_bytes": floor,
               "hold_s": hold, "phases": phases, "sums": group_sums(group),
               "events": group.events,
               "nvml": None if sampler is None else sampler.summary(
