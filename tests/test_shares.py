@@ -228,3 +228,25 @@ def test_group_file_removed_by_hand_is_made_again_and_a_full_group_refuses(
     for m in [a, *more]:
         m.leave()
     assert not groups.group_path("hand").exists()
+
+
+def test_a_member_still_follows_outside_pressure_below_its_grant():
+    """Processes outside the group show only through the driver's free figure (NVX): the
+    effective budget is the lower of the grant and what the driver leaves."""
+    from engine.memory.governor import Governor
+    from engine.memory.probe import VramReading
+
+    board = ViewShares(100 * MIB)
+    free = {"bytes": 10 << 30}
+    gov = Governor(budget="1GiB", share=board.join(ShareSettings(board)),
+                   pressure=lambda: VramReading("NVX", 16 << 30, free["bytes"]))
+    usage = {"buffer": 10 * MIB, "texture.streamed": 20 * MIB}
+
+    def effective() -> int:
+        return gov.split(usage, stream_wanted=500 * MIB, stream_min=MIB).effective_budget
+
+    assert effective() == 100 * MIB  # the grant binds
+    free["bytes"] = 64 * MIB + 40 * MIB  # an outsider took all but 40 MiB above the reserve
+    split = gov.split(usage, stream_wanted=500 * MIB, stream_min=MIB)
+    assert split.effective_budget == 30 * MIB + 40 * MIB
+    assert split.external_pressure_bytes == 100 * MIB - 70 * MIB
