@@ -21,6 +21,7 @@ from process_helpers import headless_env
 MIB = 1 << 20
 
 
+@pytest.mark.slow
 def test_two_views_share_one_budget_and_hiding_one_frees_it(generated_assets):
     """Two loops on two contexts of this process, weights 1 and 2, one budget: their summed
     ledger peaks never exceed it; hiding the second gives its memory to the first within a
@@ -108,8 +109,9 @@ def test_exchange_cost_is_measured(tmp_path, monkeypatch):
     assert list(tmp_path.joinpath("engine-share").iterdir()) == []  # the last one out removed it
 
 
+@pytest.mark.slow
 @pytest.mark.window
-def test_qt_example_two_views_one_budget(xvfb_display, tmp_path):
+def test_qt_example_two_views_one_budget(xvfb_display, generated_assets):
     """examples/embed_qt_views.py: two widgets (two contexts) on one ViewShares; hiding the
     right one gives its memory to the left one; nothing leaks. Skips without Xvfb/PySide6."""
     import importlib.util
@@ -122,7 +124,7 @@ def test_qt_example_two_views_one_budget(xvfb_display, tmp_path):
     if importlib.util.find_spec("PySide6") is None:
         pytest.skip("PySide6 not installed (pip install -e '.[qt]')")
     root = Path(__file__).resolve().parents[1]
-    env = {**os.environ, "DISPLAY": xvfb_display, "ENGINE_CACHE": str(tmp_path / "cache"),
+    env = {**os.environ, "DISPLAY": xvfb_display, "ENGINE_CACHE": str(generated_assets),
            "QT_QPA_PLATFORM": "xcb", "PYTHONPATH": str(root)}
     proc = subprocess.run([sys.executable, "examples/embed_qt_views.py", "--frames", "6",
                            "--size", "160", "120", "--budget", "16MiB"], cwd=root, env=env,
