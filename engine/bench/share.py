@@ -71,6 +71,8 @@ def member(args: argparse.Namespace) -> int:
         options=dict(scene, cache_dir=args.cache) if args.cache else scene)
     device = Device.headless()
     try:
+        while args.go is not None and not args.go.exists() and not stop["now"]:
+            time.sleep(0.01)  # started ahead (imports, context) and told when to join
         governor = make_governor(device, settings)
         emit(event="joined", weight=args.weight, grant=governor.share.grant)
         loop = FrameLoop(device, governor, build, settings, size=size)
@@ -133,21 +135,31 @@ class Group:
     members: dict[str, Member] = field(default_factory=dict)
     events: list[dict[str, Any]] = field(default_factory=list)
 
-    def spawn(self, name: str, weight: float, bias: float = GREEDY_BIAS) -> Member:
+    def spawn(self, name: str, weight: float, bias: float = GREEDY_BIAS,
+              ahead: bool = False) -> Member:
+        """Start member `name`; `ahead`: it starts now but joins only at `go(name)`, so a
+        phase's join is not held up by the process's start."""
         path = self.out / f"{name}.jsonl"
         path.unlink(missing_ok=True)
+        go = self.out / f"{name}.go"
+        go.unlink(missing_ok=True)
         cmd = [sys.executable, "-m", "engine.bench.share", "member", "--group", self.name,
                "--budget", str(self.budget), "--weight", str(weight), "--floor",
                str(self.floor), "--bias", str(bias), "--seconds", str(self.seconds),
                "--log", str(path), "--size", *map(str, self.scene[0]),
                "--count", str(self.scene[1]), "--texture-size", str(self.scene[2])] + \
-            (["--cache", str(self.cache)] if self.cache else [])
+            (["--cache", str(self.cache)] if self.cache else []) + \
+            (["--go", str(go)] if ahead else [])
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL,
                                 stderr=open(self.out / f"{name}.err", "w"))
         m = Member(name, weight, bias, proc, path, time.monotonic())
         self.members[name] = m
         self.event("spawn", name)
         return m
+
+    def go(self, name: str) -> None:
+        (self.out / f"{name}.go").touch()
+        self.event("go", name)
 
     def event(self, what: str, name: str) -> None:
         self.events.append({"t": time.monotonic(), "event": what, "member": name})
@@ -310,6 +322,8 @@ def scenario(out: Path, *, budget: int, floor: int, hold: float = 2.5,
             sampler.start()
         for n in "abc":
             group.spawn(n, 1.0)
+        group.spawn("d", 2.0, ahead=True)
+        group.spawn("e", 1.0, MODEST_BIAS, ahead=True)
         group.wait_frames("abc", WARM_FRAMES)
 
         def phase(name: str, live: str, since: float) -> None:
@@ -331,14 +345,14 @@ def scenario(out: Path, *, budget: int, floor: int, hold: float = 2.5,
             })
 
         phase("three", "abc", time.monotonic())
-        group.spawn("d", 2.0)
+        group.go("d")
         group.wait_frames("d", WARM_FRAMES)
         phase("d joined", "abcd", group.members["d"].frames()[WARM_FRAMES - 1]["t"])
         group.stop("d")
         phase("d left", "abc", group.events[-1]["t"])
         group.kill("c")
         phase("c killed", "ab", group.events[-1]["t"])
-        group.spawn("e", 1.0, MODEST_BIAS)
+        group.go("e")
         group.wait_frames("e", WARM_FRAMES)
         phase("modest e joined", "abe", group.members["e"].frames()[WARM_FRAMES - 1]["t"])
     finally:
@@ -465,6 +479,7 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("--seconds", type=float, default=30.0)
     m.add_argument("--log", type=Path, required=True)
     m.add_argument("--cache", type=Path)
+    m.add_argument("--go", type=Path, help="join only once this file exists")
     m.add_argument("--size", type=int, nargs=2, default=SIZE)
     m.add_argument("--count", type=int, default=SCENE["count"])
     m.add_argument("--texture-size", type=int, default=SCENE["texture_size"])
