@@ -3,9 +3,9 @@
 Why a file and a lock. Processes on one GPU (a notebook user each, a render job each) saw each
 other only as outside pressure through the driver, a frame late, each taking what another had
 just freed. Here they meet in one small file per group in the user's runtime folder
-(``$XDG_RUNTIME_DIR/engine-share/GROUP``, else ``/tmp/engine-share-UID/GROUP``; tmpfs, so it
-is memory, not disk): a header with the group budget and one fixed-size row (a `Seat`) per
-member. A member exchanges once per frame under an exclusive `fcntl.flock` of the file: it
+(``$XDG_RUNTIME_DIR/engine-share/GROUP``, a tmpfs on systemd machines, else
+``/tmp/engine-share-UID/GROUP``): a header with the group budget and one fixed-size row (a
+`Seat`) per member; the last member to leave removes it. A member exchanges once per frame under an exclusive `fcntl.flock` of the file: it
 reads every row, drops the dead, writes its claim, reservation and heartbeat, and computes its
 grant with `engine.memory.shares.settle`, so the reservation rule holds across processes as
 it does between views. The kernel drops a flock when its holder dies, so a `kill -9` cannot
@@ -13,8 +13,9 @@ leave the group locked. No broker: nothing to start, nothing that can die and ta
 with it.
 
 Liveness. A row belongs to a process id and that process's start time (``/proc/PID/stat``, so
-a reused pid is not mistaken for the member). A row whose process is gone (or a zombie) is
-cleared by the next exchange of any member: its reservation, and with it its share, goes back
+a reused pid is not mistaken for the member); each member watches the others through a pidfd
+(`Liveness`). A row whose process is gone (or a zombie) is cleared by the next exchange of
+any member: its reservation, and with it its share, goes back
 to the others within one of their frames. A member whose heartbeat is older than
 `STALE_S` (stopped, or no longer drawing) still holds its memory, so its reservation stays;
 its claim counts as hidden (its floor) until it exchanges again.
