@@ -8,10 +8,11 @@ device script's PyTorch allocator) takes and frees GPU memory meanwhile. Every m
 one JSON line per frame (monotonic time, ledger total and frame peak, share, grant, effective
 budget, claim); the coordinator reads them back and reports, per phase, how long each member
 took to reach its share, and over all frames whether the group's summed memory ever exceeded
-the group budget (summed conservatively: each member's frame peak for the frame that covers
-the instant) and whether any member exceeded its effective budget.
+the group budget (summed conservatively from every member's ledger: `group_sums`) and
+whether any member exceeded its effective budget. The members that join later start with the
+first ones and wait for their turn, so a phase times the join, not a process start.
 
-    python -m engine.bench.share run --out out/share            # about 20 s on llvmpipe
+    python -m engine.bench.share run --out out/share            # 20-40 s on llvmpipe
     python -m engine.bench.share cost                            # one exchange, microseconds
     python -m engine.bench.share member --group g --log m.jsonl ...   # one member (internal)
 """
