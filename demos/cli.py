@@ -21,6 +21,7 @@ from engine.demos import DEMOS
 from engine.app.providers import PROVIDERS
 from engine.app.run import progress_hook, run_scene
 from engine.cli import (
+    _examples,
     budget_arg,
     input_file,
     output_file,
@@ -29,7 +30,7 @@ from engine.cli import (
     size_arg,
     texture_size_arg,
 )
-from engine.errors import ContextError
+from engine.errors import BudgetError, ContextError
 from engine.resolution.upscale import MODES
 
 log = logging.getLogger(__name__)
@@ -74,7 +75,49 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--stress", action="store_true",
                    help="stress mode: 2-40 ms of injected latency on every level read and the "
                         "pressure demo's random budget steps")
+    p.add_argument("--share", metavar="GROUP", type=share_group_arg,
+                   help="share --budget with the other processes of GROUP on this machine "
+                        "(joined or made; the first live member's budget is the group's)")
+    p.add_argument("--share-weight", type=share_weight_arg, default=1.0,
+                   help="this process's weight in the group (default 1)")
+    p.add_argument("--share-floor", type=share_floor_arg, default=0,
+                   help="bytes this process keeps while the floors fit (default 0)")
     p.set_defaults(func=run)
+
+
+@_examples("viewers", "../x", "", "-a", "a" * 65)
+def share_group_arg(text: str) -> str:
+    """A share group name (engine.memory.shares.check_group_name's rule)."""
+    from engine.memory.shares import check_group_name
+
+    try:
+        check_group_name(text)
+    except BudgetError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+@_examples("2", "0", "-1", "nan", "inf", "heavy")
+def share_weight_arg(text: str) -> float:
+    """A weight in a share group: a finite number > 0."""
+    from engine.memory.shares import check_weight
+
+    try:
+        return check_weight(float(text))
+    except (ValueError, BudgetError):
+        raise argparse.ArgumentTypeError(f"share weight must be a finite number > 0, got "
+                                         f"{text!r}") from None
+
+
+@_examples("64MiB", "-5", "lots", "80%")
+def share_floor_arg(text: str) -> int:
+    """A floor: bytes >= 0 ("64MiB")."""
+    from engine.memory.shares import size_bytes
+
+    try:
+        return size_bytes("share floor", text)
+    except BudgetError as exc:
+        raise argparse.ArgumentTypeError(f"{exc}; accepted: a size like 64MiB") from None
 
 
 def x_display_missing(display: str | None) -> bool:
@@ -120,6 +163,10 @@ def run(args: argparse.Namespace) -> int:
               "screenshot": args.screenshot, "report": args.report, "provider": provider,
               "upscale": args.upscale, "view_mode": "mip" if args.mip_debug else "lit",
               "on_frame": hooks, "options": options, "metadata": metadata}
+    if args.share:
+        from engine.memory.shares import ShareSettings
+        kwargs["share"] = ShareSettings(args.share, weight=args.share_weight,
+                                        floor=args.share_floor)
     if not headless:
         try:
             with warnings.catch_warnings():

@@ -23,6 +23,7 @@ from typing import Any
 from ..gl.device import Device
 from ..memory.budget import Budget
 from ..memory.governor import BudgetSplit, Governor
+from ..memory.shares import join_share
 from ..render.feedback import FeedbackPass
 from ..render.renderer import Renderer
 from ..render.scene import Scene
@@ -70,12 +71,15 @@ class FrameClock:
 
 def make_governor(device: Device, settings: RunSettings) -> Governor:
     """The run's one budget owner: a percentage budget is taken of the probed VRAM, and where
-    the driver reports free VRAM (NVX) other programs' use lowers the effective budget."""
+    the driver reports free VRAM (NVX) other programs' use lowers the effective budget; with
+    `settings.share` it takes a seat on that share board (engine.memory.shares)."""
     reading = device.vram()
     spec = "80%" if settings.budget is None else settings.budget
     budget = spec if isinstance(spec, Budget) else Budget(spec, vram_total=reading.total_bytes)
     pressure = device.vram if device.probe.source == "NVX" else None
-    return Governor(settings.governor, budget=budget, pressure=pressure)
+    share = None if settings.share is None else \
+        join_share(settings.share, budget.bytes, device.ledger)
+    return Governor(settings.governor, budget=budget, pressure=pressure, share=share)
 
 
 class MemoryReaction:
@@ -224,6 +228,9 @@ class FrameLoop:
             record["effective_budget_bytes"] = allocation.effective_budget
             record["external_pressure_bytes"] = allocation.external_pressure_bytes
             record["pool_bytes"] = allocation.pool_allowance
+        if self.governor.share is not None:  # this frame's seat on the share board
+            record["share_bytes"] = self.governor.share.share
+            record["grant_bytes"] = self.governor.share.grant
         for hook in self.on_frame:
             hook(ctx)
         sample = self.device.end_frame(frame)
@@ -243,6 +250,7 @@ class FrameLoop:
             self.scene.release()
             self.scene = None
         self.provider.release()
+        self.governor.close()  # its seat on a share board goes back to the others
 
 
 @dataclass

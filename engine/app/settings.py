@@ -13,6 +13,7 @@ from typing import Any
 
 from ..memory.budget import Budget
 from ..memory.governor import GovernorSettings
+from ..memory.shares import ShareSettings, ViewShares
 from ..resolution.policy import ResolutionSettings
 from ..streaming.settings import StreamerSettings
 
@@ -47,6 +48,9 @@ class RunSettings:
     #: per-frame records kept in memory (and in the report): the newest `keep_frames`, or
     #: all when None. A long run (a soak of 100,000 frames) keeps a bounded window.
     keep_frames: int | None = None
+    #: a shared budget: a group name on this machine (processes), a `ViewShares` (the views
+    #: of this process), or a `ShareSettings` with the weight and floor; None: not shared
+    share: str | ShareSettings | ViewShares | None = None
 
     def __post_init__(self) -> None:
         w, h = self.size
@@ -60,3 +64,5 @@ class RunSettings:
             raise ValueError(f"keep_frames must be >= 1 or None, got {self.keep_frames}")
         if not self.dt > 0:
             raise ValueError(f"dt must be positive, got {self.dt}")
+        if self.share is not None:
+            object.__setattr__(self, "share", ShareSettings.of(self.share))

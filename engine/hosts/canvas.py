@@ -87,6 +87,17 @@ class CanvasHost:
         if self.continuous and (self.max_frames <= 0 or self.frame < self.max_frames):
             self.canvas.request_draw()
 
+    def set_visible(self, visible: bool) -> None:
+        """The canvas is shown or hidden (a notebook cell scrolled away, a tab switched):
+        with `share=` (engine.memory.shares) a hidden view drops to its floor; showing it
+        asks for a draw."""
+        if self._closed or self.frames is None:
+            return
+        with made_current(self.device):
+            self.frames.set_visible(visible)
+        if visible:
+            self.canvas.request_draw()
+
     def _on_close(self, event: Any = None) -> None:
         self.close()
 

@@ -54,6 +54,26 @@ class HostFrames:
         self.frame += 1
         return record
 
+    #: Frames a hidden view draws (unshown) to give its memory back: the streamer evicts
+    #: within its per-frame caps, so a large pool may take more than one.
+    TRIM_FRAMES = 8
+
+    def set_visible(self, visible: bool) -> None:
+        """Tell the view's share board whether the host shows it (engine.memory.shares): a
+        hidden view drops to its floor. Its memory goes back only when it draws, so hiding
+        draws up to `TRIM_FRAMES` frames nobody sees, until it holds no more than its grant.
+        The host makes the view's context current first. No board: nothing to do."""
+        share = self.loop.governor.share
+        if share is None or share.visible == visible:
+            return
+        share.visible = visible
+        if visible:
+            return
+        for _ in range(self.TRIM_FRAMES):
+            self.render()
+            if self.device.ledger.total <= share.grant:
+                break
+
     def image(self) -> np.ndarray:
         """The last frame as (H, W, 4) RGBA uint8, top row first, opaque (what a bitmap
         canvas or a notebook shows)."""

@@ -12,6 +12,9 @@ copies the output there. Engine objects are released in the slot of the context'
     app = QApplication([])
     widget = EngineWidget(build_scene, budget="256MiB")
     widget.show(); app.exec()
+
+Several widgets share one budget with `share=ShareSettings(views, weight=...)` (a
+`ViewShares`; examples/embed_qt_views.py): a hidden widget drops to its floor.
 """
 from __future__ import annotations
 
@@ -101,6 +104,24 @@ class EngineWidget(QOpenGLWidget):
             elif wanted:
                 QTimer.singleShot(0, self.framesDone.emit)
         present_to(self.device, self.frames.output_fbo, glo)
+
+    # ------------------------------------------------------------------ visibility
+    def showEvent(self, event: Any) -> None:
+        super().showEvent(event)
+        if self.frames is not None:
+            self.frames.set_visible(True)  # its share comes back at the next frame
+
+    def hideEvent(self, event: Any) -> None:
+        """Hidden or minimised: on a share board (`share=` a ViewShares or a group) the view
+        drops to its floor, drawing unseen frames until it holds no more."""
+        super().hideEvent(event)
+        if self.frames is not None and self.frames.loop.governor.share is not None \
+                and self.error is None and self.left is None:
+            self.makeCurrent()
+            try:
+                self._guarded(lambda: self.frames.set_visible(False))
+            finally:
+                self.doneCurrent()
 
     # ------------------------------------------------------------------ helpers
     def pixel_size(self) -> tuple[int, int]:

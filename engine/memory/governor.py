@@ -55,12 +55,13 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..errors import BudgetError
 from .budget import Budget
 from .ledger import Category
 from .probe import VramReading
+from .shares import ShareMember
 from .sizes import format_bytes
 
 log = logging.getLogger(__name__)
@@ -221,10 +222,14 @@ class Governor:
 
     def __init__(self, settings: GovernorSettings | None = None, *,
                  budget: Budget | str | int | None = None,
-                 pressure: PressureSource | None = None) -> None:
+                 pressure: PressureSource | None = None,
+                 share: ShareMember | None = None) -> None:
         self._budget = budget if isinstance(budget, Budget) or budget is None \
             else Budget(budget)
         self._pressure = pressure
+        #: A seat on a share board (views of a process, or a group of processes): each split
+        #: publishes this governor's floor and demand, and its grant caps the budget.
+        self.share = share
         self.settings = settings or GovernorSettings()
         self._split: tuple[tuple, _Split] | None = None
         self._held_cap: int | None = None
@@ -268,13 +273,34 @@ class Governor:
             fixed += targets - resizable_target_bytes
             targets = resizable_target_bytes
         reading = self._pressure() if self._pressure is not None else None
-        return self.decide(GovernorInputs(
+        inputs = GovernorInputs(
             budget_bytes=self.budget.bytes, fixed_bytes=fixed, target_bytes=targets,
             streamed_bytes=streamed, target_curve=target_curve,
             stream_wanted=stream_wanted if streamed else 0, stream_min=stream_min,
             stream_wanted_scale=stream_wanted_scale, scale_cap=scale_cap,
             vram_available=reading.available_bytes if reading is not None else None,
-            vram_total=reading.total_bytes if reading is not None else None))
+            vram_total=reading.total_bytes if reading is not None else None)
+        if self.share is not None:
+            grant = self.share.exchange(*self.claim(inputs.validated()), inputs.used_bytes)
+            inputs = replace(inputs, budget_bytes=min(inputs.budget_bytes, grant))
+        return self.decide(inputs)
+
+    @staticmethod
+    def claim(x: GovernorInputs) -> tuple[int, int]:
+        """(floor, demand) for a share board: the least this split can draw with (fixed,
+        minimum targets, tails) and what it would use at full detail and the highest scale
+        it may take (the `wanted(s)` coupling of the module docstring)."""
+        curve = x.target_curve
+        min_targets = curve[0][1]
+        scale, top = next((c for c in reversed(curve) if c[0] <= x.scale_cap + 1e-9), curve[0])
+        above_tail = max(0, x.stream_wanted - x.stream_min) / (x.stream_wanted_scale ** 2)
+        floor = x.fixed_bytes + min_targets + x.stream_min
+        return floor, int(x.fixed_bytes + top + x.stream_min + above_tail * scale * scale)
+
+    def close(self) -> None:
+        """Leave the share board, if any (the loop that used this governor is released)."""
+        if self.share is not None:
+            self.share.leave()
 
     # ------------------------------------------------------------------ policy
     def _external_cap(self, raw: int) -> int:

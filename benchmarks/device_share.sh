@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Share groups on the H200 (issue 26), one device call, under 5 minutes: the exchange cost,
+# then engine.bench.share's scenario (members of weights 1, 1, 1, 2 join and leave, one is
+# killed with SIGKILL, a modest member joins) beside a PyTorch outsider that takes and frees
+# most of the free GPU memory in steps (benchmarks/share_outsider.py), NVML sampled meanwhile.
+# Run on the device machine from the checkout's copy, with `.gl`, `.whl` (nvidia-ml-py) and
+# `.devsrc.tar` (`git archive -o .devsrc.tar HEAD`) carried, as benchmarks/device_round.sh:
+#     bash benchmarks/device_share.sh
+# Writes to $OUT: share_cost_h200.json (microseconds per exchange), share_h200/share.json (the
+# phases: shares, grants, settle times; sums: group_over_instants and
+# member_frames_over_effective, both must be 0; nvml: the outsider's pid, name and bytes),
+# share_h200/*.jsonl (every member's frames, nvml.jsonl), share_h200/outsider.log, and
+# share_h200_summary.txt.
+set -uo pipefail
+for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
+python3 -m pip install -q --upgrade --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
+rm -rf /tmp/src && mkdir -p /tmp/src && tar -xf .devsrc.tar -C /tmp/src && cd /tmp/src || exit 1
+ln -sfn ../shaders engine/shaders; ln -sfn ../demos engine/demos; ln -sfn ../assets engine/assets
+export PYTHONPATH=/tmp/src:/tmp/site ENGINE_CACHE=/tmp/engine-cache PYTHONUNBUFFERED=1
+: "${OUT:=/tmp/out}"; mkdir -p "$OUT"
+t0=$(date +%s)
+left() { echo $(( $1 - ($(date +%s) - t0) )); }
+nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total --format=csv > "$OUT/gpu_share.csv" 2>&1
+
+timeout 30 python3 -m engine.bench.share cost > "$OUT/share_cost_h200.json" 2>&1
+echo "cost rc $? at $(( $(date +%s) - t0 )) s"
+# Members: the gallery at 640x360, 48 BC7 textures of 2048^2 (about 270 MiB at full detail)
+# and a -6 mip bias, so each wants more than its share of the 512 MiB group budget; the
+# floor covers what a member allocates before its first frame. The outsider starts taking
+# memory once the first members draw and is done after about 40 s.
+timeout $(left 280) python3 -m engine.bench.share run --out "$OUT/share_h200" \
+  --budget 512MiB --floor 48MiB --hold 5 --size 640 360 --count 48 --texture-size 2048 \
+  --outsider python3 benchmarks/share_outsider.py --wait 12 --hold 4 \
+  --leave 16GiB,2GiB,512MiB,32MiB > "$OUT/share_h200_summary.txt" 2>&1
+echo "share rc $? at $(( $(date +%s) - t0 )) s"
+python3 - "$OUT/share_h200/share.json" <<'PY' >> "$OUT/share_h200_summary.txt" 2>&1
+import json, sys
+r = json.load(open(sys.argv[1]))
+s = r["sums"]
+print("group over-budget instants:", s["group_over_instants"], "max sum", s["max_sum_bytes"],
+      "of", r["budget_bytes"], "; member frames over their effective budget:",
+      s["member_frames_over_effective"])
+for p in r["phases"]:
+    print(p["phase"], "grant settle s", p["grant_settle_s"], "usage reach s", p["usage_reach_s"])
+print("nvml:", json.dumps(r["nvml"]))
+PY
+tail -c 3000 "$OUT/share_h200_summary.txt"

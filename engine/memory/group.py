@@ -1,0 +1,371 @@
+"""A budget shared by the engine processes of one machine: a named group, with no daemon.
+
+Why a file and a lock. Processes on one GPU (a notebook user each, a render job each) saw each
+other only as outside pressure through the driver, a frame late, each taking what another had
+just freed. Here they meet in one small file per group in the user's runtime folder
+(``$XDG_RUNTIME_DIR/engine-share/GROUP``, a tmpfs on systemd machines, else
+``/tmp/engine-share-UID/GROUP``): a header with the group budget and one fixed-size row (a
+`Seat`) per member; the last member to leave removes it. A member exchanges once per frame under an exclusive `fcntl.flock` of the file: it
+reads every row, drops the dead, writes its claim, reservation and heartbeat, and computes its
+grant with `engine.memory.shares.settle`, so the reservation rule holds across processes as
+it does between views. The kernel drops a flock when its holder dies, so a `kill -9` cannot
+leave the group locked. No broker: nothing to start, nothing that can die and take the group
+with it.
+
+Liveness. A row belongs to a process id and that process's start time (``/proc/PID/stat``, so
+a reused pid is not mistaken for the member); each member watches the others through a pidfd
+(`Liveness`). A row whose process is gone (or a zombie) is cleared by the next exchange of
+any member: its reservation, and with it its share, goes back
+to the others within one of their frames. A member whose heartbeat is older than
+`STALE_S` (stopped, or no longer drawing) still holds its memory, so its reservation stays;
+its claim counts as hidden (its floor) until it exchanges again.
+
+The group budget is set by the member that finds no live member in the file; a member joining
+an existing group with another budget follows the group's (and says so in the log).
+"""
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import select
+import struct
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import BudgetError
+from .shares import Claim, Seat, ShareSettings, check_group_name, settle
+from .sizes import format_bytes
+
+log = logging.getLogger(__name__)
+
+#: Seconds without a heartbeat after which a live member's claim counts as hidden.
+STALE_S = 1.0
+#: Rows in a group file: members beyond it are refused with a clear error.
+MAX_MEMBERS = 64
+#: How long a joining member with a floor waits for the others to free that floor.
+JOIN_WAIT_S = 2.0
+
+_MAGIC = b"ENGSHR01"
+_HEADER = struct.Struct("<8sQ")  # magic, group budget
+# pid, start ticks, heartbeat (CLOCK_MONOTONIC, one clock for every process of the machine),
+# weight, floor, demand, visible, reserved, held, share, grant
+_ROW = struct.Struct("<iQddQQ?QQQQ")
+_SIZE = _HEADER.size + MAX_MEMBERS * _ROW.size
+
+
+def runtime_dir() -> Path:
+    """Where group files live: the user's runtime folder (tmpfs, private to the user)."""
+    base = os.environ.get("XDG_RUNTIME_DIR")
+    if base and os.path.isdir(base) and os.access(base, os.W_OK):
+        return Path(base) / "engine-share"
+    return Path(f"/tmp/engine-share-{os.getuid()}")
+
+
+def group_path(name: str) -> Path:
+    return runtime_dir() / check_group_name(name)
+
+
+def start_ticks(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot, or None when it is gone or a
+    zombie (dead, not yet reaped by its parent)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()  # after the command name, which may hold ')'
+    if fields[0] in ("Z", "X"):
+        return None
+    return int(fields[19])
+
+
+@dataclass(frozen=True)
+class Row:
+    """One member as the group file holds it."""
+
+    pid: int
+    ticks: int
+    heartbeat: float
+    seat: Seat
+
+    def pack(self) -> bytes:
+        c, s = self.seat.claim, self.seat
+        return _ROW.pack(self.pid, self.ticks, self.heartbeat, c.weight, c.floor, c.demand,
+                         c.visible, s.reserved, s.held, s.share, s.grant)
+
+    @classmethod
+    def unpack(cls, data: bytes) -> Row:
+        pid, ticks, beat, w, floor, demand, vis, reserved, held, share, grant = \
+            _ROW.unpack(data)
+        return cls(pid, ticks, beat, Seat(Claim(w if w > 0 else 1.0, floor, demand, vis),
+                                          reserved, held, share, grant))
+
+
+_EMPTY = _ROW.pack(0, 0, 0.0, 0.0, 0, 0, False, 0, 0, 0, 0)
+
+
+class GroupFile:
+    """The group's file: locked read-modify-write of its header and rows."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.path = group_path(name)
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+
+    @contextmanager
+    def locked(self) -> Iterator[GroupFile]:
+        """The file, locked. The last member to leave removes it; one that opened it just
+        before finds, once it holds the lock, that its file is no longer the group's, and
+        opens the group's anew (made again if need be)."""
+        while True:
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
+            try:
+                same = os.stat(self.path).st_ino == os.fstat(self._fd).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            yield self
+        finally:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    def remove_if_empty(self) -> None:
+        """Remove the file when no live member is left in it; call with the lock held."""
+        budget, rows = self.read()
+        if budget is None or all(r is None for r in rows):
+            self.path.unlink(missing_ok=True)
+
+    def read(self) -> tuple[int | None, list[Row | None]]:
+        """(group budget or None for a new file, rows; None for a free row)."""
+        data = os.pread(self._fd, _SIZE, 0)
+        if len(data) < _SIZE or data[:8] != _MAGIC:
+            return None, [None] * MAX_MEMBERS
+        budget = _HEADER.unpack_from(data)[1]
+        rows: list[Row | None] = []
+        for i in range(MAX_MEMBERS):
+            raw = data[_HEADER.size + i * _ROW.size:_HEADER.size + (i + 1) * _ROW.size]
+            rows.append(None if raw == _EMPTY else Row.unpack(raw))
+        return budget, rows
+
+    def write_header(self, budget: int) -> None:
+        os.pwrite(self._fd, _HEADER.pack(_MAGIC, budget) + _EMPTY * MAX_MEMBERS, 0)
+
+    def write_row(self, index: int, row: Row | None) -> None:
+        os.pwrite(self._fd, _EMPTY if row is None else row.pack(),
+                  _HEADER.size + index * _ROW.size)
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+
+class Liveness:
+    """Which members' processes are gone, in one `poll` per exchange: a pidfd per process,
+    opened once (after its start time matched the row's, so a reused pid is not taken for the
+    member) and readable from the moment the process exits. Reading ``/proc/PID/stat`` for
+    every member on every frame cost most of an exchange. Without pidfds (Linux < 5.3) each
+    check reads the start time again."""
+
+    def __init__(self) -> None:
+        self._fds: dict[tuple[int, int], int] = {}
+        self._poll = select.poll()
+
+    def _fd(self, pid: int, ticks: int) -> int | None:
+        """The pidfd watching (pid, ticks); None when that process is gone or pidfds are
+        unavailable (then -1 is stored and start times are read)."""
+        key = (pid, ticks)
+        if key not in self._fds:
+            if start_ticks(pid) != ticks:
+                return None
+            try:
+                fd = os.pidfd_open(pid)
+            except (AttributeError, OSError):
+                fd = -1
+            if fd >= 0 and start_ticks(pid) != ticks:  # exited (and reused) in between
+                os.close(fd)
+                return None
+            self._fds[key] = fd
+            if fd >= 0:
+                self._poll.register(fd, select.POLLIN)
+        return self._fds[key]
+
+    def gone(self, rows: list[Row | None], skip: int | None = None) -> set[int]:
+        """Indices of the rows whose process has exited."""
+        watched: dict[int, int] = {}
+        out = set()
+        for i, row in enumerate(rows):
+            if row is None or i == skip:
+                continue
+            fd = self._fd(row.pid, row.ticks)
+            if fd is None or (fd < 0 and start_ticks(row.pid) != row.ticks):
+                out.add(i)
+            elif fd >= 0:
+                watched[fd] = i
+        if watched:
+            out |= {watched[fd] for fd, _ in self._poll.poll(0) if fd in watched}
+        return out
+
+    def close(self) -> None:
+        for fd in self._fds.values():
+            if fd >= 0:
+                os.close(fd)
+        self._fds.clear()
+
+
+def live_rows(file: GroupFile, rows: list[Row | None], liveness: Liveness,
+              skip: int | None = None) -> list[Row | None]:
+    """`rows` with those of exited processes cleared (in the file too); call with the lock
+    held. `skip`: this member's own row."""
+    gone = liveness.gone(rows, skip)
+    out: list[Row | None] = []
+    for i, row in enumerate(rows):
+        if i in gone and row is not None:
+            log.info("share group %s: member pid %d is gone; its %s go back to the group",
+                     file.name, row.pid, format_bytes(row.seat.reserved))
+            file.write_row(i, None)
+            row = None
+        out.append(row)
+    return out
+
+
+class GroupMember:
+    """This process's seat in a group (a `ShareMember`). One per governor; a process may hold
+    several (several views in one group)."""
+
+    def __init__(self, settings: ShareSettings, budget: int) -> None:
+        assert isinstance(settings.group, str)
+        self.settings = settings
+        self.visible = True
+        self.grant = 0
+        self.share = 0
+        self.reserved = 0
+        self.claim = Claim(settings.weight, int(settings.floor), int(settings.floor))
+        self.peers = 1  # live members (this one included) at the last exchange
+        self.exchanged_at = 0.0  # time.monotonic() of the last exchange
+        self.pid = os.getpid()
+        ticks = start_ticks(self.pid)
+        assert ticks is not None
+        self._ticks = ticks
+        self._file = GroupFile(settings.group)
+        self._liveness = Liveness()
+        self._index: int | None = None
+        try:
+            self._join(budget)
+        except BaseException:
+            self._file.close()
+            self._liveness.close()
+            raise
+
+    @property
+    def left(self) -> bool:
+        return self._index is None
+
+    @property
+    def group(self) -> str:
+        return self._file.name
+
+    def _join(self, budget: int) -> None:
+        floor = int(self.settings.floor)
+        with self._file.locked():
+            group_budget, rows = self._file.read()
+            if group_budget is not None:
+                rows = live_rows(self._file, rows, self._liveness)
+            if group_budget is None or all(r is None for r in rows):
+                self._file.write_header(budget)
+                group_budget, rows = budget, [None] * MAX_MEMBERS
+                log.info("share group %s: made with %s", self.group, format_bytes(budget))
+            elif group_budget != budget:
+                log.info("share group %s: following the group's budget %s (asked for %s)",
+                         self.group, format_bytes(group_budget), format_bytes(budget))
+            try:
+                self._index = rows.index(None)
+            except ValueError:
+                raise BudgetError(f"share group {self.group} is full ({MAX_MEMBERS} members)"
+                                  ) from None
+            self.budget = group_budget
+            claim = Claim(self.settings.weight, floor, floor)
+            self._file.write_row(self._index, Row(self.pid, self._ticks, time.monotonic(),
+                                                  Seat(claim)))
+        if floor:
+            # Wait (bounded) until the others have freed the floor: what this process
+            # allocates while it builds its scene then fits beside them.
+            deadline = time.monotonic() + JOIN_WAIT_S
+            while self.exchange(floor, floor, 0) < floor and time.monotonic() < deadline:
+                time.sleep(0.01)
+            if self.grant < floor:
+                log.warning("share group %s: only %s of the floor %s free after %.0f s",
+                            self.group, format_bytes(self.grant), format_bytes(floor),
+                            JOIN_WAIT_S)
+
+    def exchange(self, floor: int, demand: int, held: int) -> int:
+        if self._index is None:
+            raise BudgetError(f"this process left share group {self.group}")
+        now = time.monotonic()
+        claim = Claim(self.settings.weight, max(floor, int(self.settings.floor)), demand,
+                      self.visible)
+        with self._file.locked():
+            group_budget, rows = self._file.read()
+            if group_budget is None:  # removed or overwritten by hand: made again, rejoined
+                log.warning("share group %s: its file %s was removed or overwritten; made "
+                            "again", self.group, self._file.path)
+                self._file.write_header(self.budget)
+                group_budget, rows = self.budget, [None] * MAX_MEMBERS
+            rows = live_rows(self._file, rows, self._liveness, self._index)
+            seats, me = [], 0
+            for i, row in enumerate(rows):
+                if i == self._index:
+                    me = len(seats)
+                    seats.append(Seat(claim))
+                elif row is not None:
+                    seat = row.seat
+                    if now - row.heartbeat > STALE_S:  # alive, not drawing: at its floor
+                        seat = Seat(Claim(seat.claim.weight, seat.claim.floor,
+                                          seat.claim.floor, False), seat.reserved, seat.held)
+                    seats.append(seat)
+            seat = settle(group_budget, seats, me, claim, held)
+            self.peers = len(seats)
+            self._file.write_row(self._index, Row(self.pid, self._ticks, now, seat))
+        self.exchanged_at = now
+        self.budget = group_budget
+        self.grant, self.share, self.reserved, self.claim = \
+            seat.grant, seat.share, seat.reserved, seat.claim
+        return seat.grant
+
+    def leave(self) -> None:
+        if self._index is None:
+            return
+        with self._file.locked():
+            self._file.write_row(self._index, None)
+            live_rows(self._file, self._file.read()[1], self._liveness)
+            self._file.remove_if_empty()
+        self._index = None
+        self._file.close()
+        self._liveness.close()
+
+
+def join_group(settings: ShareSettings, budget: int) -> GroupMember:
+    """Join (or make) the group `settings.group` on this machine."""
+    return GroupMember(settings, budget)
+
+
+def members(name: str) -> list[Row]:
+    """The live members of a group (for reports and `engine` tools); [] for no group."""
+    path = group_path(name)
+    if not path.exists():
+        return []
+    file, liveness = GroupFile(name), Liveness()
+    try:
+        with file.locked():
+            budget, rows = file.read()
+            return [] if budget is None else \
+                [r for r in live_rows(file, rows, liveness) if r is not None]
+    finally:
+        file.close()
+        liveness.close()

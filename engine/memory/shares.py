@@ -1,0 +1,310 @@
+"""Weighted fair shares of one byte budget between several views or processes. Pure policy
+plus the in-process arbiter; the cross-process group is `engine.memory.group`.
+
+Why. Several frame loops on one GPU (the viewports of one window, the widgets of one
+notebook, the engine processes of one server) each had a governor that believed it owned the
+whole budget. A *share board* sits above their governors: every frame each member publishes a
+`Claim` (weight, floor, demand, visibility) and the bytes it holds, and gets back its grant,
+which its governor takes as the budget in force for that frame.
+
+Shares (`fair_shares`): weighted water-filling with floors. Each member gets
+``clamp(weight * level, floor, demand)`` with one common `level` chosen so the shares add up to
+the budget; a member that wants less than its weighted share keeps only its demand and the
+rest flows to the others by weight. A hidden member's demand is its floor (it drops to the
+floor and comes back when shown). When even the floors do not fit, each gets the same fraction
+of its floor. The shares never add up to more than the budget.
+
+Grants (`settle`): a share is what a member *may* hold; a grant is what it may hold *now*.
+Memory another member still holds cannot be handed out before that member gave it back, so
+each member keeps a *reservation*: an upper bound of what it holds until its next exchange.
+A member's grant is ``min(share, budget - the others' reservations)`` and its new reservation
+``max(grant, held)``: a member whose share shrank keeps its reservation until it evicted, a
+member whose share grew takes only what has been freed. The reservations therefore never add
+up to more than the budget, and neither does what the members hold, provided each stays
+within ``max(grant, held at the exchange)`` until its next one: which is what the governor's
+frame order gives (targets shrink and the streamer evicts before anything new is allocated).
+"""
+from __future__ import annotations
+
+import logging
+import math
+import re
+import threading
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from ..errors import BudgetError
+from .sizes import parse_bytes
+
+log = logging.getLogger(__name__)
+
+
+def _bytes(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not math.isfinite(value) or value < 0:
+        raise BudgetError(f"{name} must be a finite number of bytes >= 0, got {value!r}")
+    return int(value)
+
+
+def size_bytes(name: str, value: object) -> int:
+    """A byte count given as a number or as text ("64MiB"); BudgetError otherwise."""
+    if isinstance(value, str):
+        try:
+            return parse_bytes(value)
+        except ValueError as exc:
+            raise BudgetError(f"{name}: {exc}") from None
+    return _bytes(name, value)
+
+
+_GROUP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+def check_group_name(name: object) -> str:
+    """A group name is also a file name in the runtime folder: 1-64 of A-Z a-z 0-9 . _ -,
+    not starting with . _ or - (no paths, no hidden files)."""
+    if not isinstance(name, str) or not _GROUP_NAME.fullmatch(name):
+        raise BudgetError(f"share group name must be 1-64 of A-Z a-z 0-9 . _ - (not starting "
+                          f"with . _ or -), got {name!r}")
+    return name
+
+
+def check_weight(value: object) -> float:
+    """A weight is a finite number > 0: a zero weight would make a member's share undefined
+    (it would get nothing above its floor however much is free)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not math.isfinite(value) or value <= 0:
+        raise BudgetError(f"share weight must be a finite number > 0, got {value!r}")
+    return float(value)
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What one member asks for this frame. `floor`: bytes it needs to draw at all (its
+    fixed memory, smallest targets, mip tails, or the user's floor if higher); `demand`: bytes
+    it would use at full detail; a hidden member is given its floor only."""
+
+    weight: float = 1.0
+    floor: int = 0
+    demand: int = 0
+    visible: bool = True
+
+    def validated(self) -> Claim:
+        return Claim(check_weight(self.weight), _bytes("floor", self.floor),
+                     _bytes("demand", self.demand), bool(self.visible))
+
+    @property
+    def wanted(self) -> int:
+        """The most this member can use: its demand (never below its floor), or its floor
+        alone while hidden."""
+        return self.floor if not self.visible else max(self.floor, self.demand)
+
+
+def fair_shares(budget: int, claims: Sequence[Claim]) -> list[int]:
+    """Each claim's share of `budget` (module docstring); sum <= budget, exact integers."""
+    budget = _bytes("budget", budget)
+    claims = [c.validated() for c in claims]
+    if not claims:
+        return []
+    lows = [c.floor for c in claims]
+    highs = [c.wanted for c in claims]
+    if sum(lows) >= budget:
+        total = sum(lows)
+        # Floors do not fit: the same fraction of each floor (integer division keeps the sum
+        # within the budget).
+        return [f * budget // total if total else 0 for f in lows]
+    if sum(highs) <= budget:
+        return highs
+    weights = [c.weight for c in claims]
+
+    def total(level: float) -> float:
+        return sum(min(h, max(lo, w * level)) for lo, h, w in zip(lows, highs, weights))
+
+    # total(level) is piecewise linear and non-decreasing; find the segment where it crosses
+    # the budget between consecutive breakpoints, then solve the line exactly.
+    points = sorted({lo / w for lo, w in zip(lows, weights)} |
+                    {h / w for h, w in zip(highs, weights)})
+    below = 0.0
+    for point in points:
+        if total(point) >= budget:
+            break
+        below = point
+    else:  # unreachable: sum(highs) > budget means the last breakpoint crosses it
+        point = points[-1]
+    t0, t1 = total(below), total(point)
+    level = point if t1 == t0 else below + (budget - t0) * (point - below) / (t1 - t0)
+    shares = [min(h, max(lo, int(w * level))) for lo, h, w in zip(lows, highs, weights)]
+    over = sum(shares) - budget
+    if over > 0:  # float rounding: take the few bytes back from the largest share above floor
+        i = max(range(len(shares)), key=lambda k: shares[k] - lows[k])
+        shares[i] -= over
+    return shares
+
+
+@dataclass(frozen=True)
+class Seat:
+    """One member's row on a share board: its claim, its reservation and what it held at its
+    last exchange (bytes), and its last share and grant (for reports)."""
+
+    claim: Claim
+    reserved: int = 0
+    held: int = 0
+    share: int = 0
+    grant: int = 0
+
+
+def settle(budget: int, seats: Sequence[Seat], me: int, claim: Claim,
+           held: int) -> Seat:
+    """Member `me`'s new seat after publishing `claim` and holding `held` bytes: its share
+    among every seat's claim (the others' as last published), its grant within what the
+    others' reservations leave, its new reservation (module docstring)."""
+    claim = claim.validated()
+    held = _bytes("held", held)
+    claims = [claim if i == me else s.claim for i, s in enumerate(seats)]
+    share = fair_shares(budget, claims)[me]
+    others = sum(s.reserved for i, s in enumerate(seats) if i != me)
+    grant = max(0, min(share, budget - others))
+    return Seat(claim, reserved=max(grant, held), held=held, share=share, grant=grant)
+
+
+class ShareMember(Protocol):
+    """A governor's seat on a share board: `exchange` once per frame (before the split), the
+    returned grant is the budget in force for that frame; `leave` when the loop is released."""
+
+    visible: bool
+    grant: int
+    share: int
+    reserved: int
+    claim: Claim
+    left: bool
+
+    def exchange(self, floor: int, demand: int, held: int) -> int: ...
+
+    def leave(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class ShareSettings:
+    """How a run takes part in a shared budget.
+
+    `group`: a group name on this machine (processes; `engine.memory.group`) or a `ViewShares`
+    (the views of one process). `weight`: its weight against the others; `floor`: bytes it
+    never drops below while the floors fit ("64MiB" or a number); for a group, a member that
+    joins first waits until that much is free, so its first allocations fit."""
+
+    group: str | ViewShares
+    weight: float = 1.0
+    floor: int | str = 0
+
+    def __post_init__(self) -> None:
+        check_weight(self.weight)
+        object.__setattr__(self, "floor", size_bytes("share floor", self.floor))
+        if isinstance(self.group, str):
+            check_group_name(self.group)
+        elif not isinstance(self.group, ViewShares):
+            raise BudgetError(f"share group must be a group name or a ViewShares, got "
+                              f"{self.group!r}")
+
+    @classmethod
+    def of(cls, spec: str | ViewShares | ShareSettings) -> ShareSettings:
+        return spec if isinstance(spec, ShareSettings) else cls(spec)
+
+
+class ViewShares:
+    """One budget shared by the views (frame loops) of one process: each loop's governor takes
+    a seat (`FrameLoop.embedded(..., share=ShareSettings(views, weight=2))`); thread-safe, so
+    views on different threads or contexts may exchange at any time."""
+
+    def __init__(self, budget: int | str) -> None:
+        self.budget = size_bytes("shared budget", budget)
+        self._lock = threading.Lock()
+        self._seats: dict[int, Seat] = {}
+        self._next = 0
+
+    def join(self, settings: ShareSettings) -> ViewSeat:
+        with self._lock:
+            key = self._next
+            self._next += 1
+            self._seats[key] = Seat(Claim(settings.weight, settings.floor, settings.floor))
+        return ViewSeat(self, key, settings)
+
+    def _exchange(self, key: int, claim: Claim, held: int) -> Seat:
+        with self._lock:
+            keys = list(self._seats)
+            seat = settle(self.budget, [self._seats[k] for k in keys], keys.index(key),
+                          claim, held)
+            self._seats[key] = seat
+            return seat
+
+    def _leave(self, key: int) -> None:
+        with self._lock:
+            self._seats.pop(key, None)
+
+    def seats(self) -> list[Seat]:
+        """The seats now (a copy), for reports and tests."""
+        with self._lock:
+            return list(self._seats.values())
+
+
+class ViewSeat:
+    """A view's seat on a `ViewShares` (a `ShareMember`)."""
+
+    def __init__(self, board: ViewShares, key: int, settings: ShareSettings) -> None:
+        self._board = board
+        self._key = key
+        self.settings = settings
+        self.visible = True
+        self.grant = 0
+        self.share = 0
+        self.reserved = 0
+        self.claim = Claim(settings.weight, int(settings.floor), int(settings.floor))
+        self._left = False
+
+    @property
+    def left(self) -> bool:
+        return self._left
+
+    def exchange(self, floor: int, demand: int, held: int) -> int:
+        if self._left:
+            raise BudgetError("this view left its share board")
+        claim = Claim(self.settings.weight, max(floor, int(self.settings.floor)), demand,
+                      self.visible)
+        seat = self._board._exchange(self._key, claim, held)
+        self.grant, self.share, self.reserved, self.claim = \
+            seat.grant, seat.share, seat.reserved, seat.claim
+        return seat.grant
+
+    def leave(self) -> None:
+        if not self._left:
+            self._left = True
+            self._board._leave(self._key)
+
+
+#: Who holds a seat now, by what tells its governor what it holds (a device's ledger): two
+#: governors counting one ledger would each take the other's memory for their own.
+#: By id, since a ledger is not hashable; the weak reference tells a reused id apart.
+_SEATED: dict[int, tuple[weakref.ref, ShareMember]] = {}
+
+
+def join_share(spec: str | ViewShares | ShareSettings, budget: int,
+               holder: object | None = None) -> ShareMember:
+    """A seat for `spec`: on the in-process board it names, or in the named group on this
+    machine (made with `budget` bytes if no live member has it). `holder`: the ledger the
+    seat's governor reads; one seat per ledger at a time (BudgetError otherwise)."""
+    settings = ShareSettings.of(spec)
+    seated = _SEATED.get(id(holder)) if holder is not None else None
+    if seated is not None and seated[0]() is holder and not seated[1].left:
+        raise BudgetError("this device already has a seat on a share board: views that share "
+                          "a budget need a device (GL context) each, since a device's ledger "
+                          "counts everything drawn with it")
+    if isinstance(settings.group, ViewShares):
+        member: ShareMember = settings.group.join(settings)
+    else:
+        from .group import join_group  # the OS side (files, locks) only when a group is named
+        member = join_group(settings, budget)
+    if holder is not None:
+        for key in [k for k, (ref, m) in _SEATED.items() if ref() is None or m.left]:
+            del _SEATED[key]
+        _SEATED[id(holder)] = (weakref.ref(holder), member)
+    return member
