@@ -12,15 +12,15 @@ import pytest
 from engine.bench.vt_cpu import Recording, run_replay
 from engine.bench.vt_cpu_baseline import PageTableV0, TilePolicyV0
 from engine.formats import get
+from engine.streaming.virtual.keys import MAX_LEVELS
+from engine.streaming.virtual.keys import pack as pack_feedback
+from engine.streaming.virtual.keys import unpack as unpack_feedback
 from engine.streaming.virtual.pagetable import PageTable
 from engine.streaming.virtual.policy import Tier, TilePolicy
 from engine.streaming.virtual.requests import expand_requests, reduce_feedback
 from engine.streaming.virtual.tiles import (
-    MAX_LEVELS,
     VirtualLayout,
     Wrap,
-    pack_feedback,
-    unpack_feedback,
     virtual_levels,
 )
 

@@ -7,6 +7,7 @@ import pytest
 from engine.formats import get
 from engine.memory.sizes import mip_dims
 from engine.streaming.virtual.io import TileSource
+from engine.streaming.virtual.keys import pack as pack_feedback, unpack as unpack_feedback
 from engine.streaming.virtual.pagetable import PageTable
 from engine.streaming.virtual.policy import Tier
 from engine.streaming.virtual.requests import expand_requests, reduce_feedback
@@ -17,10 +18,8 @@ from engine.streaming.virtual.tiles import (
     column_runs,
     cut_tile,
     level_blocks,
-    pack_feedback,
     slot_bytes,
     unpack_entry,
-    unpack_feedback,
     virtual_levels,
 )
 from engine.textures import open as open_texture

@@ -54,7 +54,8 @@ from ..gl.vt import VT_CATEGORY, QuadBatch, set_wrap
 from ..memory.sizes import format_bytes, level_bytes, mip_dims, parse_bytes
 from ..streaming.virtual.quads import QuadRenderer, view_projection, wall
 from ..streaming.virtual.system import VirtualTextureSystem
-from ..streaming.virtual.tiles import SLOT_TEXELS, slot_bytes, unpack_feedback
+from ..streaming.virtual.keys import unpack as unpack_keys
+from ..streaming.virtual.tiles import SLOT_TEXELS, slot_bytes
 from ..textures.quality import psnr
 from .common import SuiteResult
 
@@ -140,7 +141,7 @@ def _whole_level_floor(vts: VirtualTextureSystem, files) -> int:
     keys, _ = vts.last_feedback
     if keys.size == 0:
         return 0
-    vt, level, _, _ = unpack_feedback(keys)
+    vt, level, _, _ = unpack_keys(keys)
     total = 0
     for v in np.unique(vt):
         tf = files[int(v)]

@@ -37,6 +37,7 @@ from ...textures import TextureFile
 from ..cache import LevelCache, level_key
 from ..inline_io import InlineLevelIO
 from ..io import LevelIO, ReadResult
+from . import keys as tile_keys
 from .tiles import (
     VirtualLayout,
     column_runs,
@@ -208,7 +209,7 @@ class TileSource:
 
 
 class TileIO:
-    """The I/O worker pool serving tile requests (keys as in tiles.pack_feedback)."""
+    """The I/O worker pool serving tile requests (keys as in `keys.pack`)."""
 
     def __init__(self, *, workers: int = 2, level_cache_bytes: int = 64 << 20,
                  latency_ms: tuple[float, float] | None = None, use_mmap: bool = True) -> None:
@@ -227,16 +228,16 @@ class TileIO:
         return src
 
     def _read(self, vt: int, key: int) -> bytes:
-        return self.sources[vt].read_tile(key >> 16 & 0xF, key & 0xFF, key >> 8 & 0xFF)
+        _, level, x, y = tile_keys.unpack_one(key)
+        return self.sources[vt].read_tile(level, x, y)
 
     def request(self, key: int, priority: float) -> None:
-        """Ask for a tile by packed key (tiles.pack_feedback; plain int arithmetic here:
-        this runs for every missing tile every frame)."""
+        """Ask for a tile by key (`keys.pack`)."""
         key = int(key)
-        self._io.request((key >> 20) - 1, key, priority)
+        self._io.request(tile_keys.vt_of(key), key, priority)
 
     def retain(self, keys) -> int:
-        return self._io.retain(((int(k) >> 20) - 1, int(k)) for k in keys)
+        return self._io.retain((tile_keys.vt_of(int(k)), int(k)) for k in keys)
 
     def poll(self, max_items: int = 64) -> list[ReadResult]:
         return self._io.poll(max_items)

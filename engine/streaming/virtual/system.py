@@ -41,24 +41,23 @@ from ...gl.vt import (
     bind_vt,
     cache_grid,
 )
+from . import keys as tile_keys
 from .io import TileIO
 from .pagetable import TABLE_WIDTH, PageTable
 from .policy import Tier, TilePolicy
 from .requests import TileRequests, expand_requests, reduce_feedback
+from .keys import MAX_LEVELS
 from .tiles import (
-    MAX_LEVELS,
     SLOT_TEXELS,
     TAIL_FLAG,
     VirtualLayout,
     Wrap,
     is_pow2,
-    pack_feedback,
     slot_bytes,
     tail_blocks,
     tail_texels,
     tails_per_row,
     tails_per_slot,
-    unpack_feedback,
     virtual_levels,
 )
 
@@ -191,8 +190,7 @@ class VirtualTextureSystem:
 
     @staticmethod
     def key(vt: int, level: int, x: int, y: int) -> int:
-        return int(pack_feedback(np.array([vt]), np.array([level]), np.array([x]),
-                                 np.array([y]))[0])
+        return tile_keys.pack_one(vt, level, x, y)
 
     # ------------------------------------------------------------------ memory
     def _slot_count(self) -> int:
@@ -269,7 +267,7 @@ class VirtualTextureSystem:
                                           and self.policy.is_resident(key))
 
     def _record(self, key: int, slot: int | None) -> None:
-        vt, level, x, y = (int(v) for v in unpack_feedback(np.uint32(key)))
+        vt, level, x, y = tile_keys.unpack_one(key)
         res = self.textures[vt].resident
         if slot is None:
             res.pop((level, x, y), None)
@@ -343,7 +341,7 @@ class VirtualTextureSystem:
         if self._failed_ids.size and req.keys.size:
             # A broken file is not read again: its missing tiles are not asked for (they
             # would take the room of others' in the plan), its resident ones stay wanted.
-            keep = ~np.isin((req.keys.astype(np.int64) >> 20) - 1, self._failed_ids) | \
+            keep = ~np.isin(tile_keys.vt_of(req.keys), self._failed_ids) | \
                 np.isin(req.keys, self.policy.slot_key)
             req = TileRequests(req.keys[keep], req.tiers[keep], req.pixels[keep])
         missing, priority = self.policy.plan(self.frame, req.keys, req.tiers, req.pixels)
@@ -371,7 +369,7 @@ class VirtualTextureSystem:
         uploads: list[tuple[int, bytes]] = []
         self._drain()
         pol = self.policy
-        order = sorted(self._ready, key=lambda k: (pol.tier_of(k), -(k >> 16 & 0xF)))
+        order = sorted(self._ready, key=lambda k: (pol.tier_of(k), -tile_keys.level_of(k)))
         arriving = []
         for key in order[:self.max_uploads]:
             data = self._ready.pop(key)
@@ -426,7 +424,7 @@ class VirtualTextureSystem:
         """A tile read failed (the file vanished, shrank or cannot be read): the texture is
         reported once (a warning naming the file, counted in `io_errors`) and asked for no
         more tiles, so the fault costs one read, not one per frame."""
-        vt = (int(key) >> 20) - 1
+        vt = tile_keys.vt_of(int(key))
         if vt in self.failed or not 0 <= vt < len(self.textures):
             return
         self.mark_failed(vt, str(error))
@@ -455,8 +453,8 @@ class VirtualTextureSystem:
         for level in range(min_level, lay.levels):
             gx, gy = lay.grid(level)
             y, x = np.mgrid[0:gy, 0:gx]
-            keys.append(pack_feedback(np.full(x.size, vt), np.full(x.size, level), x.ravel(),
-                                      y.ravel()))
+            keys.append(tile_keys.pack(np.full(x.size, vt), np.full(x.size, level), x.ravel(),
+                                     y.ravel()))
         return np.concatenate(keys)
 
     def preload(self, keys: np.ndarray, timeout: float = 30.0) -> bool:

@@ -26,6 +26,7 @@ import numpy as np
 
 from ...formats import PixelFormat
 from ...memory.sizes import mip_dims
+from .keys import MAX_LEVELS, MAX_TILES_PER_AXIS
 
 #: Payload texels of a tile along each axis (a power of two).
 TILE_TEXELS = 128
@@ -33,12 +34,8 @@ TILE_TEXELS = 128
 BORDER_TEXELS = 4
 #: Texels of one cache slot along each axis.
 SLOT_TEXELS = TILE_TEXELS + 2 * BORDER_TEXELS
-#: Largest level count a page-table descriptor holds (a 32768-texel chain).
-MAX_LEVELS = 16
 #: uint32 words of one texture's descriptor in the shared page table (see `descriptor`).
 DESCRIPTOR_WORDS = 32
-#: Largest tile grid along one axis the feedback key can name (8 bits).
-MAX_TILES_PER_AXIS = 256
 #: Entry slot bit marking a packed coarsest tile ("tail"): the slot field then counts
 #: small cells of the cache's first slots instead of whole slots.
 TAIL_FLAG = 1 << 23
@@ -47,19 +44,6 @@ TAIL_FLAG = 1 << 23
 class Wrap(IntEnum):
     CLAMP = 0
     REPEAT = 1
-
-
-@dataclass(frozen=True, order=True)
-class TileKey:
-    """One tile of one virtual texture: (vt, level, x, y) in that level's tile grid."""
-
-    vt: int
-    level: int
-    x: int
-    y: int
-
-    def parent(self) -> TileKey:
-        return TileKey(self.vt, self.level + 1, self.x >> 1, self.y >> 1)
 
 
 def is_pow2(n: int) -> bool:
@@ -250,17 +234,3 @@ def pack_entry(slot: int, level: int) -> int:
 def unpack_entry(entry: np.ndarray | int) -> tuple[np.ndarray, np.ndarray]:
     e = np.asarray(entry, np.uint32)
     return e & 0xFFFFFF, e >> 24
-
-
-def pack_feedback(vt: np.ndarray, level: np.ndarray, x: np.ndarray,
-                  y: np.ndarray) -> np.ndarray:
-    """What the feedback shader writes per pixel (0 = nothing): vt+1 (12 bits), level (4),
-    tile y (8), tile x (8). Kept here so the pure reduction and its tests share it."""
-    return ((np.asarray(vt, np.uint32) + 1) << 20 | np.asarray(level, np.uint32) << 16
-            | np.asarray(y, np.uint32) << 8 | np.asarray(x, np.uint32)).astype(np.uint32)
-
-
-def unpack_feedback(keys: np.ndarray) -> tuple[np.ndarray, ...]:
-    k = np.asarray(keys, np.uint32)
-    return ((k >> 20).astype(np.int64) - 1, (k >> 16 & 0xF).astype(np.int64),
-            (k & 0xFF).astype(np.int64), (k >> 8 & 0xFF).astype(np.int64))
