@@ -77,6 +77,7 @@ class VirtualProfile:
     hold: int = 30
     feedback_scale: float = 0.25
     max_uploads: int = 32
+    upload_ms: float | None = None  # per-frame upload budget (None: max_uploads tiles)
     io_workers: int = 2
     seed: int = 13
     files: tuple[str, ...] = ()  # KTX2 files to use instead of the gallery's
@@ -207,7 +208,7 @@ def run_profile(device: Device, prof: VirtualProfile) -> SuiteResult:
     dropped = _drop_os_cache(paths)
     rng = np.random.default_rng(prof.seed)
     vts = VirtualTextureSystem(device, prof.allowance, max_uploads=prof.max_uploads,
-                               io_workers=prof.io_workers)
+                               upload_budget_ms=prof.upload_ms, io_workers=prof.io_workers)
     renderer = QuadRenderer(device, prof.output, feedback_scale=prof.feedback_scale)
     quads = None
     refs: OrderedDict[int, object] = OrderedDict()
@@ -346,8 +347,8 @@ def run_profile(device: Device, prof: VirtualProfile) -> SuiteResult:
                          f"{[round(c) if math.isfinite(c) else 'never' for c in cut_ms]}")
         res.notes.extend(stop_notes)
         totals = vts.history
-        res.notes.append(f"tiles uploaded {sum(t.tiles_uploaded for t in totals)}, dropped "
-                         f"{sum(t.dropped for t in totals)}, evicted "
+        res.notes.append(f"tiles uploaded {sum(t.tiles_uploaded for t in totals)}, "
+                         f"deferred (no slot yet) {sum(t.deferred for t in totals)}, evicted "
                          f"{sum(t.evictions for t in totals)}; I/O {vts.io.stats()}")
         res.notes.append("files dropped from the OS page cache before the run: "
                          f"{'yes' if dropped else 'no (no posix_fadvise)'}; the flight moves "
@@ -395,6 +396,9 @@ def add_profile_args(p: argparse.ArgumentParser, d: VirtualProfile) -> None:
     p.add_argument("--stops", type=int, default=d.stops)
     p.add_argument("--hold", type=int, default=d.hold)
     p.add_argument("--max-uploads", type=int, default=d.max_uploads)
+    p.add_argument("--upload-ms", type=float, default=d.upload_ms,
+                   help="tile upload budget per frame in ms (measured cost of recent uploads;"
+                        " at most --max-uploads tiles); default: --max-uploads tiles")
     p.add_argument("--feedback-scale", type=float, default=d.feedback_scale)
     p.add_argument("--json")
 
@@ -403,7 +407,8 @@ def profile_from_args(a: argparse.Namespace, **extra) -> VirtualProfile:
     """The profile the shared options (and `extra` fields) describe."""
     return VirtualProfile(textures=a.textures, size=a.size, allowance=a.allowance,
                           output=a.output, stops=a.stops, hold=a.hold,
-                          feedback_scale=a.feedback_scale, max_uploads=a.max_uploads, **extra)
+                          feedback_scale=a.feedback_scale, max_uploads=a.max_uploads,
+                          upload_ms=a.upload_ms, **extra)
 
 
 def write_doc(doc: dict, path: str | None) -> None:

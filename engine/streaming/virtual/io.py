@@ -237,7 +237,11 @@ class TileIO:
         self._io.request(tile_keys.vt_of(key), key, priority)
 
     def retain(self, keys) -> int:
-        return self._io.retain((tile_keys.vt_of(int(k)), int(k)) for k in keys)
+        """Cancel the queued reads not in `keys`; reads under way finish and are delivered
+        (the system keeps them in hand: dropping paid-for bytes of a tile the next frame may
+        want again cost reads on every camera move)."""
+        return self._io.retain(((tile_keys.vt_of(int(k)), int(k)) for k in keys),
+                               keep_reading=True)
 
     def poll(self, max_items: int = 64) -> list[ReadResult]:
         return self._io.poll(max_items)

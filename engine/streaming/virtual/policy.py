@@ -56,6 +56,10 @@ class Tier(IntEnum):
 
 
 _NEVER = -(1 << 40)
+#: Request priority = tier step + capped screen loss x MAX_LEVELS + level: exact in float64
+#: (below 2**53), each part never reaching into the next.
+_LOSS_CAP = (1 << 40) - 1
+_TIER_STEP = float(1 << 45)
 
 
 @dataclass(frozen=True)
@@ -156,11 +160,17 @@ class TilePolicy:
 
     # ------------------------------------------------------------------ per frame
     def plan(self, frame: int, keys: np.ndarray, tiers: np.ndarray,
-             pixels: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+             pixels: np.ndarray | None = None,
+             deficit: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Take a frame's wanted tiles (unique packed keys, their tiers, optionally the
-        feedback pixels behind each) and return the missing ones to read, most urgent first
-        (at most `max_requests`), with a priority each (higher first). Resident wanted tiles
-        have their recency refreshed.
+        feedback pixels behind each and the levels of detail the screen lacks there: the
+        level the page table shows minus the tile's own) and return the missing ones to
+        read, most urgent first (at most `max_requests`), with a priority each (higher
+        first). Resident wanted tiles have their recency refreshed.
+
+        Urgency is what the screen loses while the tile is missing: visible before
+        prefetch, then pixels x deficit (an ancestor's pixels are all its descendants'),
+        then coarser first; without pixels or deficits, coarser first.
 
         Per-frame cost matters (it runs every frame on every wanted tile): one binary search
         of every slot's key in the sorted wanted keys answers both "which slots are wanted"
@@ -199,9 +209,10 @@ class TilePolicy:
             return np.zeros(0, np.uint32), np.zeros(0, np.float64)
         miss_keys, miss_tiers = keys[miss], tiers[miss]
         level = tile_keys.level_of(miss_keys)
-        # Visible before prefetch; coarser before finer (the fallback improves everywhere
-        # first); then where more pixels asked.
-        priority = (2 - miss_tiers) * 1e6 + level * 1e4 + np.minimum(pixels[miss], 9999)
+        loss = pixels[miss] * (1 if deficit is None else np.maximum(
+            np.asarray(deficit, np.int64)[miss], 1))
+        priority = (2 - miss_tiers) * _TIER_STEP + np.minimum(loss, _LOSS_CAP) * \
+            tile_keys.MAX_LEVELS + level
         order = np.argsort(-priority, kind="stable")
         # As many of each tier as there are slots it could take: more would be read only
         # to be dropped on arrival.

@@ -78,7 +78,7 @@ class VtFrameStats:
     tiles_uploaded: int = 0
     bytes_uploaded: int = 0
     evictions: int = 0
-    dropped: int = 0
+    deferred: int = 0  # tiles in hand that found no slot this frame (kept, not re-read)
     table_words: int = 0
     feedback_ms: float = 0.0  # readback poll + reduce + plan + I/O requests (CPU)
     update_ms: float = 0.0  # admit + upload + page table (CPU)
@@ -106,13 +106,19 @@ class VirtualTextureSystem:
     """Page cache + page table + tile I/O + residency policy for textures of one format."""
 
     def __init__(self, device: Device, allowance_bytes: int, *, io_workers: int = 2,
-                 max_uploads: int = 32, hold_frames: int = 8, grace_frames: int = 2,
+                 max_uploads: int = 32, upload_budget_ms: float | None = None,
+                 hold_frames: int = 8, grace_frames: int = 2,
                  max_requests: int | None = None,
                  latency_ms: tuple[float, float] | None = None,
                  level_cache_bytes: int = 64 << 20, feedback_depth: bool = False) -> None:
         self.device = device
         self.allowance = int(allowance_bytes)
         self.max_uploads = int(max_uploads)
+        #: Milliseconds of tile uploads a frame may spend (None: `max_uploads` tiles, a
+        #: fixed count); the count follows the measured cost of recent uploads, at most
+        #: `max_uploads`, at least one tile.
+        self.upload_budget_ms = upload_budget_ms
+        self._tile_upload_ms: float | None = None  # moving average of one tile's upload
         self.hold_frames = int(hold_frames)
         self.grace_frames = int(grace_frames)
         # Reads asked for per frame: a few frames of uploads ahead, so I/O never idles.
@@ -139,6 +145,7 @@ class VirtualTextureSystem:
         self._asked: set[int] = set()  # reads the I/O was asked for and has not finished
         self._levels = np.zeros(0, np.int64)  # per texture: levels, and tile grids per level
         self._grids: np.ndarray | None = None
+        self._offsets = np.zeros((0, MAX_LEVELS), np.int64)  # table index of each level
         self._tails: dict[int, int] = {}  # packed coarsest tile key -> tail cell
         self._tail_keys = np.zeros(0, np.uint32)
         self._tail_slots = 0
@@ -324,9 +331,11 @@ class VirtualTextureSystem:
                 self._levels = np.array([t.layout.levels for t in self.textures], np.int64)
                 self._tail_keys = np.array(sorted(self._tails), np.uint32)
                 self._grids = np.ones((len(self.textures), MAX_LEVELS, 2), np.int64)
+                self._offsets = np.zeros((len(self.textures), MAX_LEVELS), np.int64)
                 for i, t in enumerate(self.textures):
                     for lvl in range(t.layout.levels):
                         self._grids[i, lvl] = t.layout.grid(lvl)
+                    self._offsets[i, :t.layout.levels] = t.layout.level_offsets()
             req = expand_requests(keys, counts, self._levels, self._grids)
             if self._tails:  # packed coarsest tiles are always resident, never asked for
                 keep = ~np.isin(req.keys, self._tail_keys)
@@ -344,7 +353,8 @@ class VirtualTextureSystem:
             keep = ~np.isin(tile_keys.vt_of(req.keys), self._failed_ids) | \
                 np.isin(req.keys, self.policy.slot_key)
             req = TileRequests(req.keys[keep], req.tiers[keep], req.pixels[keep])
-        missing, priority = self.policy.plan(self.frame, req.keys, req.tiers, req.pixels)
+        missing, priority = self.policy.plan(self.frame, req.keys, req.tiers, req.pixels,
+                                             self._deficit(req.keys))
         # Ask the I/O only for what is new since the last frame (each request takes the
         # workers' lock; re-asking a pending read every frame was most of this method's
         # time at 4K), and cancel only when something dropped out of the wanted set.
@@ -359,9 +369,27 @@ class VirtualTextureSystem:
         self.stats.requests = len(ask)
         self.stats.feedback_ms = (time.perf_counter() - t0) * 1e3
 
+    def _deficit(self, keys: np.ndarray) -> np.ndarray | None:
+        """Levels of detail the screen lacks at each tile now: the level its page-table
+        entry shows (its finest resident ancestor) minus its own (0: resident)."""
+        if keys.size == 0 or self._grids is None:
+            return None
+        vt, level, x, y = tile_keys.unpack(keys)
+        index = self._offsets[vt, level] + y * self._grids[vt, level, 0] + x
+        return (self.table.words[index] >> 24).astype(np.int64) - level
+
+    def _upload_count(self) -> int:
+        """Tiles this frame may upload: the budget over the measured cost of one."""
+        if self.upload_budget_ms is None or not self._tile_upload_ms:
+            return self.max_uploads
+        return max(1, min(self.max_uploads,
+                          int(self.upload_budget_ms / self._tile_upload_ms)))
+
     def update(self) -> VtFrameStats:
         """Admit arrived tiles (evicting worse ones), upload them into their slots and
-        write the page-table rows that changed. At most `max_uploads` tiles a frame."""
+        write the page-table rows that changed. At most `max_uploads` tiles a frame, fewer
+        where `upload_budget_ms` is set and recent uploads cost more. A tile that finds no
+        slot stays in hand (its bytes are paid for) until one frees up or nobody wants it."""
         t0 = time.perf_counter()
         if self.cache is None:
             self._rebuild()
@@ -371,15 +399,16 @@ class VirtualTextureSystem:
         pol = self.policy
         order = sorted(self._ready, key=lambda k: (pol.tier_of(k), -tile_keys.level_of(k)))
         arriving = []
-        for key in order[:self.max_uploads]:
-            data = self._ready.pop(key)
-            if not pol.is_resident(key):
-                arriving.append((key, data))
-        for (key, data), adm in zip(arriving, pol.admit_many([k for k, _ in arriving]),
-                                    strict=True):
+        for key in order[:self._upload_count()]:
+            if pol.is_resident(key):
+                del self._ready[key]
+            else:
+                arriving.append(key)
+        for key, adm in zip(arriving, pol.admit_many(arriving), strict=True):
             if adm is None:
-                st.dropped += 1
+                st.deferred += 1
                 continue
+            data = self._ready.pop(key)
             if adm.evicted:
                 self._record(adm.evicted, None)
                 st.evictions += 1
@@ -396,6 +425,10 @@ class VirtualTextureSystem:
         self.cache.upload_tiles(uploads)
         t_table = time.perf_counter()
         st.upload_ms = (t_table - t_up) * 1e3
+        if uploads:
+            cost = st.upload_ms / len(uploads)
+            self._tile_upload_ms = cost if self._tile_upload_ms is None else \
+                0.8 * self._tile_upload_ms + 0.2 * cost
         for vt in sorted(self._dirty_vts):
             self.table.set_residency(vt, self.textures[vt].resident)
         self._dirty_vts.clear()
