@@ -45,10 +45,15 @@ vec4 vt_sample_level(int base, ivec2 size0, bool repeat_, int level, vec2 uv) {
     int slot = int(e & 0xFFFFFFu);
     int held = int(e >> 24);
     if (held != level) {
+        // The ancestor the entry names: the tile index shifted by the level distance and
+        // clamped to the coarser grid (a non-power-of-two level's last tile may have no
+        // parent of its own), not the tile the UV falls in there: with sizes that do not
+        // halve exactly the two can differ by a texel at a tile edge, which the border
+        // holds.
         ls = max(size0 >> held, ivec2(1));
         p = vt_level_pos(uv, ls, repeat_);
         grid = (ls + (VT_TILE - 1)) / VT_TILE;
-        t = min(ivec2(p) / VT_TILE, grid - 1);
+        t = min(t >> (held - level), grid - 1);
     }
     vec2 origin;
     if ((e & 0x800000u) != 0u) {
@@ -74,7 +79,7 @@ float vt_lod(vec2 dx, vec2 dy, ivec2 size0) {
 }
 
 // The level of detail the driver itself would use for a texture of `size0` texels at `uv`
-// (implicit derivatives: uniform control flow). Scaling the UV by the power-of-two size and
+// (implicit derivatives: uniform control flow). Scaling the UV by the texture's size and
 // asking a 1x1 texture is exact: the LOD is a function of the scaled derivatives only.
 float vt_lod_implicit(vec2 uv, ivec2 size0) {
 #if __VERSION__ >= 400

@@ -358,7 +358,7 @@ def test_decide_virtual_per_texture() -> None:
         "auto", w, h, fmt, is_2d=True, vt_format=vt, **kw)
     assert auto(4096, 4096) and auto(1024, 256) and auto(2048, 1024)
     assert not auto(512, 512) and not auto(256, 256)  # small: whole levels
-    assert not auto(3000, 3000) and not auto(1024, 1000)  # not a power of two
+    assert auto(3000, 3000) and auto(1024, 1000) and auto(12000, 9000)  # any size
     assert auto(512, 512, min_size=512)
     assert not auto(4096, 4096, vt=bc1)  # one page cache, one format
     assert auto(4096, 4096, bc1, vt=bc1)
@@ -366,7 +366,7 @@ def test_decide_virtual_per_texture() -> None:
     assert not decide_virtual("auto", 4096, 4096, bc7, is_2d=False, vt_format=None)
     assert not decide_virtual("off", 4096, 4096, bc7, is_2d=True, vt_format=None)
     assert decide_virtual("always", 64, 64, bc7, is_2d=True, vt_format=None)
-    assert not decide_virtual("always", 96, 64, bc7, is_2d=True, vt_format=None)
+    assert decide_virtual("always", 96, 64, bc7, is_2d=True, vt_format=None)
 
 
 def test_split_pool_follows_the_screen_not_the_pool() -> None:

@@ -53,8 +53,10 @@ def test_geometry_of_a_2048_bc7_texture():
     offs = lay.level_offsets()
     assert offs[0] == 32 and offs[1] == 32 + 256 and offs[-1] == 32 + lay.entry_count - 1
     assert slot_bytes(BC7) == 136 * 136  # one byte per texel
-    with pytest.raises(ValueError):
-        VirtualLayout(BC7, 1000, 1024, 3, Wrap.CLAMP, 0)
+    npot = VirtualLayout(BC7, 1000, 600, 3, Wrap.CLAMP, 0)  # any size: GL's level sizes
+    assert [npot.grid(i) for i in range(3)] == [(8, 5), (4, 3), (2, 2)]
+    with pytest.raises(ValueError):  # more tiles along a side than a key can name
+        VirtualLayout(BC7, 40000, 64, 3, Wrap.CLAMP, 0)
 
 
 @pytest.mark.parametrize("wrap", [Wrap.REPEAT, Wrap.CLAMP])

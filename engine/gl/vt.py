@@ -189,7 +189,7 @@ class PageTableTexture:
 
 class LodProxy:
     """A 1x1 mipmapped texture shaders ask for textureQueryLod only: the driver's own
-    level-of-detail rule for any power-of-two size (see shaders/vt_sample.glsl)."""
+    level-of-detail rule for any texture size (see shaders/vt_sample.glsl)."""
 
     def __init__(self, device: Device, label: str = "vt.lod_proxy") -> None:
         self.device = device

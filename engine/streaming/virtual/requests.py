@@ -90,7 +90,8 @@ def expand_requests(keys: np.ndarray, pixels: np.ndarray, levels_of_vt: np.ndarr
         lvl = np.minimum(level, g.shape[1] - 1)
         ok &= (x < g[vt, lvl, 0]) & (y < g[vt, lvl, 1])
     if not ok.all():
-        keys, pixels, level, top = (a[ok] for a in (keys, pixels, level, top))
+        keys, pixels, vt, level, x, y, top = (a[ok] for a in (keys, pixels, vt, level, x, y,
+                                                               top))
         if keys.size == 0:
             return TileRequests.empty()
     span = int((top - level).max()) + 1
@@ -98,6 +99,20 @@ def expand_requests(keys: np.ndarray, pixels: np.ndarray, levels_of_vt: np.ndarr
     up = level + k.astype(np.int64) <= top  # (span, n): ancestor k of key i exists
     # Masked rows (level + k beyond the chain) are computed but never kept.
     ancestors = tile_keys.ancestors(keys, k)[up]
+    if grids is not None:
+        # Sizes that do not halve exactly: where the shifted index falls off a coarser grid,
+        # the ancestor is the grid's last tile (tiles.ancestor_index).
+        vt_k = np.broadcast_to(vt, up.shape)[up]
+        lvl_k = (level + k.astype(np.int64))[up]
+        k_up = np.broadcast_to(k, up.shape)[up].astype(np.int64)
+        x_k, y_k = np.broadcast_to(x, up.shape)[up] >> k_up, \
+            np.broadcast_to(y, up.shape)[up] >> k_up
+        gx, gy = g[vt_k, lvl_k, 0], g[vt_k, lvl_k, 1]
+        off = (x_k >= gx) | (y_k >= gy)
+        if off.any():
+            ancestors[off] = tile_keys.pack(vt_k[off], lvl_k[off],
+                                            np.minimum(x_k[off], gx[off] - 1),
+                                            np.minimum(y_k[off], gy[off] - 1))
     far = np.broadcast_to(k >= 2, up.shape)[up]  # beyond the parent: PREFETCH
     px = np.broadcast_to(pixels, up.shape)[up]
     # Merge duplicates with one sort and segment reductions (ufunc.at is far slower).

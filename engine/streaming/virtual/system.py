@@ -52,7 +52,6 @@ from .tiles import (
     TAIL_FLAG,
     VirtualLayout,
     Wrap,
-    is_pow2,
     slot_bytes,
     tail_blocks,
     tail_texels,
@@ -97,9 +96,10 @@ class _Texture:
 
 def choose_virtual(width: int, height: int, min_size: int = 1024) -> bool:
     """Whether a texture should stream virtually: large (either side >= `min_size`, where
-    whole levels cost megabytes) and power-of-two sized. The streamer's per-texture
-    decision; small textures and non-power-of-two ones stream by whole levels."""
-    return is_pow2(width) and is_pow2(height) and max(width, height) >= min_size
+    whole levels cost megabytes), whatever its size otherwise (non-power-of-two, larger
+    than the driver's largest texture: the page table addresses it, not a GL texture). The
+    streamer's per-texture decision; small textures stream by whole levels."""
+    return max(width, height) >= min_size
 
 
 class VirtualTextureSystem:

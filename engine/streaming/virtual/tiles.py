@@ -12,8 +12,14 @@ Everything here is pure numpy on block arrays `(block_rows, block_cols, block_by
 I/O workers use it to cut tiles out of whole decompressed levels, the tests hold the strided
 file reads to it, and the page table is laid out from `VirtualLayout`.
 
-Limits (written down because they are choices): power-of-two sizes only (a tile's ancestor
-is then simply (x >> k, y >> k)); the virtual chain stops at the last level that is at least
+Any size: levels are GL's (each side halved and floored), so a non-power-of-two level
+does not halve exactly; a tile's ancestor k levels up is (x >> k, y >> k) clamped to that
+level's grid (`ancestor_index`), which covers the tile's footprint to within a texel: the
+border holds the rest. A repeat-wrapped level whose size is not a whole number of blocks
+has block padding where its wrapped neighbour should be (a border is whole source blocks,
+never re-encoded): filtering across that level's seam blends with the padding over half a
+texel. Limits (written down because they are choices): at most
+`MAX_TILES_PER_AXIS` tiles along a side (keys.py); the virtual chain stops at the last level that is at least
 one block in both directions (4x4 texels for BCn): finer texture-space detail than that is
 all a trilinear lookup needs, except for a texture smaller than 4 pixels on screen.
 """
@@ -46,8 +52,12 @@ class Wrap(IntEnum):
     REPEAT = 1
 
 
-def is_pow2(n: int) -> bool:
-    return n > 0 and n & (n - 1) == 0
+def ancestor_index(i, k, grid_k):
+    """Tile index (x or y, int or array) of the ancestor `k` levels coarser, in a level of
+    `grid_k` tiles along that axis: the shift, clamped (for sizes that do not halve exactly,
+    the last tile of a level may have no parent of its own). Clamping level by level equals
+    clamping once, because each grid is at least half the finer one, rounded up."""
+    return np.minimum(np.asarray(i) >> k, np.asarray(grid_k) - 1)
 
 
 def slot_bytes(fmt: PixelFormat) -> int:
@@ -79,9 +89,8 @@ class VirtualLayout:
     base: int  # index of the descriptor in the shared table; entries follow it
 
     def __post_init__(self) -> None:
-        if not (is_pow2(self.width) and is_pow2(self.height)):
-            raise ValueError(f"virtual textures must be power-of-two sized, got "
-                             f"{self.width}x{self.height}")
+        if self.width < 1 or self.height < 1:
+            raise ValueError(f"virtual texture of {self.width}x{self.height} texels")
         if not 1 <= self.levels <= MAX_LEVELS:
             raise ValueError(f"level count {self.levels} outside 1..{MAX_LEVELS}")
         if SLOT_TEXELS % self.fmt.block_w or BORDER_TEXELS % self.fmt.block_w:
@@ -121,7 +130,7 @@ class VirtualLayout:
 
     @property
     def tail_packable(self) -> bool:
-        """The coarsest level is one block: it fits a tail cell (square power-of-two)."""
+        """The coarsest level is exactly one block: it fits a tail cell."""
         return self.level_size(self.levels - 1) == (self.fmt.block_w, self.fmt.block_h)
 
     @property
