@@ -125,6 +125,12 @@ class TileSource:
         """Whether reads go to the tile-contiguous copy (one pread a tile)."""
         return self._tiled is not None
 
+    @property
+    def tiled_path(self) -> Path | None:
+        """The tile-contiguous copy read from, if any."""
+        tiled = self._tiled
+        return None if tiled is None else tiled.path
+
     def attach_tiled(self, tiled: TiledFile) -> None:
         """Read from now on from `tiled`, a tile-contiguous copy of this file (made by
         `tiled_records`); reads under way on the old path finish there."""
@@ -265,9 +271,9 @@ class TiledCache:
         self.failed = 0
         self._lock = threading.Lock()
         self._queued = 0  # copies asked for and not finished
-        self._thread = threading.Thread(target=self._work, name="engine-vt-tiler",
+        self._worker = threading.Thread(target=self._work, name="engine-vt-tiler",
                                         daemon=True)
-        self._thread.start()
+        self._worker.start()
 
     def path_for(self, src: TileSource) -> Path:
         st = os.stat(src.path)
@@ -335,7 +341,7 @@ class TiledCache:
         """Stop after the tile being cut (a half-written copy is removed) and join."""
         self._stop.set()
         self._jobs.put(None)
-        self._thread.join()
+        self._worker.join()
 
 
 class _Stopped(Exception):

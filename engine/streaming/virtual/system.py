@@ -145,6 +145,7 @@ class VirtualTextureSystem:
         self._dirty_vts: set[int] = set()
         self._requests = TileRequests.empty()
         self._ready: dict[int, bytes] = {}  # tiles read, not yet uploaded
+        self._deferred: set[int] = set()  # of those, the ones that found no slot last frame
         self._asked: set[int] = set()  # reads the I/O was asked for and has not finished
         self._levels = np.zeros(0, np.int64)  # per texture: levels, and tile grids per level
         self._grids: np.ndarray | None = None
@@ -400,7 +401,12 @@ class VirtualTextureSystem:
         uploads: list[tuple[int, bytes]] = []
         self._drain()
         pol = self.policy
-        order = sorted(self._ready, key=lambda k: (pol.tier_of(k), -tile_keys.level_of(k)))
+        # Best tier first; within it, tiles that found no slot last frame after the others
+        # (so they cannot hold the frame's uploads back from tiles that would find one).
+        waited = self._deferred
+        order = sorted(self._ready, key=lambda k: (pol.tier_of(k), k in waited,
+                                                   -tile_keys.level_of(k)))
+        self._deferred = set()
         arriving = []
         for key in order[:self._upload_count()]:
             if pol.is_resident(key):
@@ -410,6 +416,7 @@ class VirtualTextureSystem:
         for key, adm in zip(arriving, pol.admit_many(arriving), strict=True):
             if adm is None:
                 st.deferred += 1
+                self._deferred.add(key)
                 continue
             data = self._ready.pop(key)
             if adm.evicted:
