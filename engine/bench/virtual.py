@@ -84,6 +84,7 @@ class VirtualProfile:
     upload_ms: float | None = None  # per-frame upload budget (None: max_uploads tiles)
     io_workers: int = 2
     tiled: bool = True  # read tile-contiguous copies (made before the flight), not the files
+    max_distance: float = 2.5  # farthest camera stop, in panel widths (farther: more panels)
     seed: int = 13
     files: tuple[str, ...] = ()  # KTX2 files to use instead of the gallery's
     dump: str = ""  # a folder for each stop's settled frame and its reference (PNG)
@@ -177,13 +178,14 @@ def _raw_upload_ceiling(device: Device, vts: VirtualTextureSystem, fmt: PixelFor
 
 
 def stop_views(rng: np.random.Generator, half_w: float, half_h: float, hold: int,
-               aspect: float) -> list:
+               aspect: float, max_distance: float = 2.5) -> list:
     """One stop of the flight: a random target on the wall and `hold` view-projections.
     The camera dollies 10% closer over the first half of the stop, then holds still, so
-    the stop's last frame is a settled view. Shared with the CPU replay (vt_cpu.py), so
-    both see the same frames for a seed."""
+    the stop's last frame is a settled view; the camera stands 0.35 to `max_distance`
+    panel widths from the wall. Shared with the CPU replay (vt_cpu.py), so both see the
+    same frames for a seed."""
     tx, ty = rng.uniform(-half_w, half_w), rng.uniform(-half_h, half_h)
-    dist = rng.uniform(0.35, 2.5)
+    dist = rng.uniform(0.35, max_distance)
     side = rng.uniform(-0.8, 0.8) * dist
     eye0 = np.array([tx + side, ty + rng.uniform(-0.3, 0.3) * dist, dist])
     target = np.array((tx, ty, 0.0))
@@ -241,13 +243,14 @@ def run_profile(device: Device, prof: VirtualProfile) -> SuiteResult:
         half_w, half_h = columns * 1.1 / 2, rows * 1.1 / 2
         frame, over, frame_ms, cpu_ms, tiles, cut_ms, psnrs = 0, 0, [], [], [], [], []
         cut_frames: list[float] = []
+        panels: list[int] = []
         stop_notes: list[str] = []
         eff_rows = []
         screen_need = prof.output[0] * prof.output[1] * fmt.block_bytes / (
             fmt.block_w * fmt.block_h)
         upload_bytes, upload_s = 0, 0.0
         for stop in range(prof.stops):
-            views = stop_views(rng, half_w, half_h, prof.hold, aspect)
+            views = stop_views(rng, half_w, half_h, prof.hold, aspect, prof.max_distance)
             cut_frame, t_cut, reached, reached_frames = frame, time.perf_counter(), None, None
             for h, vp in enumerate(views):
                 tf0 = time.perf_counter()
@@ -282,6 +285,7 @@ def run_profile(device: Device, prof: VirtualProfile) -> SuiteResult:
             cut_frames.append(reached_frames if reached_frames is not None else float("inf"))
             # Settled: score the stop's last frame against fully resident textures.
             visible = _visible_quads(verts, vp)
+            panels.append(len(visible))
             for q in visible:
                 v = ids[q % len(ids)]
                 if v not in refs:
@@ -338,6 +342,12 @@ def run_profile(device: Device, prof: VirtualProfile) -> SuiteResult:
                                                                / screen_need, 2),
             "cpu_feedback_table_ms_p50": round(_pct(cpu_ms, 50), 3),
             "cpu_feedback_table_ms_p95": round(_pct(cpu_ms, 95), 3),
+            "cpu_feedback_table_ms_p99": round(_pct(cpu_ms, 99), 3),
+            "psnr_settled_per_stop_db": [round(p, 1) for p in psnrs],
+            "panels_per_stop": panels,
+            "cut_to_95pct_per_stop_ms": [round(c, 1) if math.isfinite(c) else None
+                                         for c in cut_ms],
+            "visible_tiles_over_screen_need_max": round(max(vis_b) / screen_need, 2),
             "feedback_gpu_ms_p50": round(_pct(fb_ms, 50), 3),
             "feedback_gpu_ms_p95": round(_pct(fb_ms, 95), 3),
             "feedback_gpu_samples": len(fb_ms),
@@ -415,6 +425,9 @@ def add_profile_args(p: argparse.ArgumentParser, d: VirtualProfile) -> None:
                    help="tile upload budget per frame in ms (measured cost of recent uploads;"
                         " at most --max-uploads tiles); default: --max-uploads tiles")
     p.add_argument("--feedback-scale", type=float, default=d.feedback_scale)
+    p.add_argument("--max-distance", type=float, default=d.max_distance,
+                   help="farthest camera stop in panel widths (about 8 shows a 200-panel "
+                        "wall whole)")
     p.add_argument("--json")
 
 
@@ -423,7 +436,7 @@ def profile_from_args(a: argparse.Namespace, **extra) -> VirtualProfile:
     return VirtualProfile(textures=a.textures, size=a.size, allowance=a.allowance,
                           output=a.output, stops=a.stops, hold=a.hold,
                           feedback_scale=a.feedback_scale, max_uploads=a.max_uploads,
-                          upload_ms=a.upload_ms, **extra)
+                          upload_ms=a.upload_ms, max_distance=a.max_distance, **extra)
 
 
 def write_doc(doc: dict, path: str | None) -> None:

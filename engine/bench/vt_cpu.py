@@ -113,7 +113,7 @@ def record_feedback(device: Device, prof: VirtualProfile,
         images: list[np.ndarray | None] = []
         frame = 0
         for _ in range(prof.stops):
-            for vp in stop_views(rng, half_w, half_h, prof.hold, aspect):
+            for vp in stop_views(rng, half_w, half_h, prof.hold, aspect, prof.max_distance):
                 device.finish()
                 img = vts.feedback.poll()
                 images.append(None if img is None else img.copy())
