@@ -15,8 +15,8 @@ uniform sampler2D u_vt_cache;
 uniform sampler2D u_vt_lod_proxy;  // 1x1, mipmapped filter: only asked for its LOD
 uniform int u_vt_slots_x;        // slots per row of the cache
 uniform vec2 u_vt_cache_texels;  // cache size in texels
-uniform int u_vt_tail_texels;    // cell of a packed coarsest tile (block + borders)
-uniform int u_vt_tails_per_row;  // cells per slot row
+uniform ivec4 u_vt_tail_base;    // first slot of each size class of packed small levels
+uniform int u_vt_tail_block;     // block width: a class-k cell holds (block << k) + borders
 
 const int VT_TILE = 128;
 const int VT_BORDER = 4;
@@ -57,13 +57,16 @@ vec4 vt_sample_level(int base, ivec2 size0, bool repeat_, int level, vec2 uv) {
     }
     vec2 origin;
     if ((e & 0x800000u) != 0u) {
-        // A packed coarsest tile: cell `slot & 0x7FFFFF` of the cache's first slots.
-        int cell = slot & 0x7FFFFF;
-        int per_slot = u_vt_tails_per_row * u_vt_tails_per_row;
-        int s = cell / per_slot, c = cell % per_slot;
+        // A packed small level: cell `slot & 0xFFFFF` of size class (slot >> 20) & 3, in
+        // that class's slots at the start of the cache (tiles.py TAIL_CLASS_SHIFT).
+        int k = (slot >> 20) & 3;
+        int cell = slot & 0xFFFFF;
+        int texels = (u_vt_tail_block << k) + 2 * VT_BORDER;
+        int per_row = VT_SLOT / texels;
+        int per_slot = per_row * per_row;
+        int s = u_vt_tail_base[k] + cell / per_slot, c = cell % per_slot;
         origin = vec2(ivec2(s % u_vt_slots_x, s / u_vt_slots_x) * VT_SLOT
-                      + ivec2(c % u_vt_tails_per_row, c / u_vt_tails_per_row) * u_vt_tail_texels
-                      + VT_BORDER);
+                      + ivec2(c % per_row, c / per_row) * texels + VT_BORDER);
     } else {
         origin = vec2(ivec2(slot % u_vt_slots_x, slot / u_vt_slots_x) * VT_SLOT + VT_BORDER);
     }

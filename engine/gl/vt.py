@@ -215,10 +215,12 @@ def set_uniform(program: moderngl.Program, name: str, value) -> None:
 
 def bind_vt(program: moderngl.Program, cache: PageCache, table: PageTableTexture,
             proxy: LodProxy, cache_unit: int, table_unit: int, proxy_unit: int,
-            tail_texels: int = 12, tails_per_row: int = 11) -> None:
-    """Bind the cache, table and LOD proxy to texture units; point the samplers at them."""
-    set_uniform(program, "u_vt_tail_texels", int(tail_texels))
-    set_uniform(program, "u_vt_tails_per_row", int(tails_per_row))
+            tail_bases: tuple[int, int, int, int] = (0, 0, 0, 0), tail_block: int = 4) -> None:
+    """Bind the cache, table and LOD proxy to texture units; point the samplers at them.
+    `tail_bases`: first cache slot of each size class of packed small levels; `tail_block`:
+    the format's block width (a class-k cell holds block << k texels and a border)."""
+    set_uniform(program, "u_vt_tail_base", tuple(int(b) for b in tail_bases))
+    set_uniform(program, "u_vt_tail_block", int(tail_block))
     cache.use(cache_unit)
     table.use(table_unit)
     proxy.use(proxy_unit)

@@ -49,6 +49,8 @@ from .requests import TileRequests, expand_requests, reduce_feedback
 from .keys import MAX_LEVELS
 from .tiles import (
     SLOT_TEXELS,
+    TAIL_CLASS_SHIFT,
+    TAIL_CLASSES,
     TAIL_FLAG,
     VirtualLayout,
     Wrap,
@@ -150,7 +152,9 @@ class VirtualTextureSystem:
         self._levels = np.zeros(0, np.int64)  # per texture: levels, and tile grids per level
         self._grids: np.ndarray | None = None
         self._offsets = np.zeros((0, MAX_LEVELS), np.int64)  # table index of each level
-        self._tails: dict[int, int] = {}  # packed coarsest tile key -> tail cell
+        self._tails: dict[int, int] = {}  # packed small level key -> class << 20 | cell
+        self._tail_count = [0] * TAIL_CLASSES  # cells in use per size class
+        self._tail_bases = [0] * TAIL_CLASSES
         self._tail_keys = np.zeros(0, np.uint32)
         self._tail_slots = 0
         #: The newest feedback reduced to (unique keys, pixels) and the frame it showed.
@@ -186,16 +190,24 @@ class VirtualTextureSystem:
         vt = self.table.add(layout)
         self.textures.append(_Texture(layout, tf.path))
         top = layout.levels - 1
+        pinned = []
+        for level, k in layout.packed_levels():  # small levels share slots, pinned for good
+            key = self.key(vt, level, 0, 0)
+            self.pinned_data[key] = source.read_tile(level, 0, 0)
+            self._tails[key] = (k << TAIL_CLASS_SHIFT) | self._tail_count[k]
+            self._tail_count[k] += 1
+            pinned.append(key)
         key = self.key(vt, top, 0, 0)
-        self.pinned_data[key] = source.read_tile(top, 0, 0)
-        if layout.tail_packable:
-            self._tails[key] = len(self._tails)
+        if key not in self._tails:  # a coarsest level too large for a cell: a whole slot
+            self.pinned_data[key] = source.read_tile(top, 0, 0)
+            pinned.append(key)
         if self.cache is not None:
             if self.table.rows > self.gpu_table.rows or \
                     self._tail_slots_needed() > self._tail_slots:
                 self._rebuild()  # the table or the tail cells grew: resize within allowance
             else:
-                self._pin(key)
+                for key in pinned:
+                    self._pin(key)
         self._grids = None
         return vt
 
@@ -210,7 +222,13 @@ class VirtualTextureSystem:
         return (self.allowance - fixed) // slot_bytes(self.fmt)
 
     def _tail_slots_needed(self) -> int:
-        return -(-len(self._tails) // tails_per_slot(self.fmt)) if self._tails else 0
+        return sum(self._class_slots())
+
+    def _class_slots(self) -> list[int]:
+        """Slots each size class of packed small levels takes."""
+        if self.fmt is None:
+            return [0] * TAIL_CLASSES
+        return [-(-n // tails_per_slot(self.fmt, k)) for k, n in enumerate(self._tail_count)]
 
     def _rebuild(self) -> None:
         """(Re)make cache and table for the current allowance, old ones released first.
@@ -229,6 +247,9 @@ class VirtualTextureSystem:
                               f"need {tail_slots} slot(s) of packed coarsest tiles and "
                               f"{whole} whole one(s), and one more to stream")
         self._tail_slots = tail_slots
+        self._tail_bases = [0] * TAIL_CLASSES  # first slot of each class's cells
+        for k, n in enumerate(self._class_slots()[:-1]):
+            self._tail_bases[k + 1] = self._tail_bases[k] + n
         self.gpu_table = PageTableTexture(self.device, TABLE_WIDTH, self.table.rows)
         self.proxy = LodProxy(self.device)
         self.cache = PageCache(self.device, self.fmt, sx, sy, SLOT_TEXELS)
@@ -247,29 +268,32 @@ class VirtualTextureSystem:
                  sx, sy, self.fmt.name, self.cache.nbytes, self.gpu_table.rows)
 
     def _pin(self, key: int) -> None:
-        """Upload a texture's coarsest tile for good: into its tail cell when it is one
-        block, else into a whole slot the policy never evicts."""
-        cell = self._tails.get(key)
-        if cell is None:
+        """Upload a tile for good: a small level into its cell, a coarsest level too large
+        for one into a whole slot the policy never evicts."""
+        code = self._tails.get(key)
+        if code is None:
             slot = self.policy.pin(key) + self._tail_slots
             self.cache.upload_tile(slot, self.pinned_data[key])
             self._record(key, slot)
             return
-        per_row, size = tails_per_row(self.fmt), tail_texels(self.fmt)
-        sx, sy = self.cache.slot_origin(cell // tails_per_slot(self.fmt))
-        c = cell % tails_per_slot(self.fmt)
+        k, cell = code >> TAIL_CLASS_SHIFT, code & ((1 << TAIL_CLASS_SHIFT) - 1)
+        per_row, size = tails_per_row(self.fmt, k), tail_texels(self.fmt, k)
+        per_slot = tails_per_slot(self.fmt, k)
+        sx, sy = self.cache.slot_origin(self._tail_bases[k] + cell // per_slot)
+        c = cell % per_slot
         self.cache.upload_region(sx + (c % per_row) * size, sy + (c // per_row) * size, size,
-                                 tail_blocks(self.fmt, self.pinned_data[key]))
-        self._record(key, TAIL_FLAG | cell)
+                                 tail_blocks(self.fmt, self.pinned_data[key], k))
+        self._record(key, TAIL_FLAG | code)
 
     @property
     def tail_slots(self) -> int:
-        """Cache slots holding packed coarsest tiles (policy slot i = cache slot i + this)."""
+        """Cache slots holding packed small levels (policy slot i = cache slot i + this)."""
         return self._tail_slots
 
     @property
     def tails(self) -> dict[int, int]:
-        """Packed coarsest tiles: key -> tail cell (read-only view for tests and tools)."""
+        """Packed small levels: key -> class << TAIL_CLASS_SHIFT | cell (a read-only view for
+        tests and tools)."""
         return dict(self._tails)
 
     def is_resident(self, key: int) -> bool:
@@ -487,7 +511,7 @@ class VirtualTextureSystem:
         if self.cache is None:
             self._rebuild()
         bind_vt(program, self.cache, self.gpu_table, self.proxy, cache_unit, table_unit,
-                proxy_unit, tail_texels(self.fmt), tails_per_row(self.fmt))
+                proxy_unit, tuple(self._tail_bases), self.fmt.block_w)
 
     def all_tiles(self, vt: int, min_level: int = 0) -> np.ndarray:
         """Packed keys of every tile of `vt` from `min_level` to its coarsest level."""

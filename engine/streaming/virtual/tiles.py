@@ -42,9 +42,12 @@ BORDER_TEXELS = 4
 SLOT_TEXELS = TILE_TEXELS + 2 * BORDER_TEXELS
 #: uint32 words of one texture's descriptor in the shared page table (see `descriptor`).
 DESCRIPTOR_WORDS = 32
-#: Entry slot bit marking a packed coarsest tile ("tail"): the slot field then counts
-#: small cells of the cache's first slots instead of whole slots.
+#: Entry slot bit marking a packed small level ("tail"): the slot field then names a cell
+#: of the cache's first slots, its size class in bits TAIL_CLASS_SHIFT.. and its index below.
 TAIL_FLAG = 1 << 23
+TAIL_CLASS_SHIFT = 20
+#: Size classes of packed small levels: class k holds levels of at most (block << k) texels.
+TAIL_CLASSES = 4
 
 
 class Wrap(IntEnum):
@@ -128,10 +131,15 @@ class VirtualLayout:
     def entry_count(self) -> int:
         return self._entries
 
-    @property
-    def tail_packable(self) -> bool:
-        """The coarsest level is exactly one block: it fits a tail cell."""
-        return self.level_size(self.levels - 1) == (self.fmt.block_w, self.fmt.block_h)
+    def packed_levels(self) -> list[tuple[int, int]]:
+        """(level, size class) of the levels small enough to share slots (tail_class): a
+        suffix of the chain, coarsest last; each is one tile, pinned in a cell."""
+        out = []
+        for level in range(self.levels):
+            k = tail_class(self.fmt, *self.level_size(level))
+            if k is not None and self.grid(level) == (1, 1):
+                out.append((level, k))
+        return out
 
     @property
     def table_words(self) -> int:
@@ -174,25 +182,36 @@ class VirtualLayout:
         return np.clip(cols, 0, nbx - 1), np.clip(rows, 0, nby - 1)
 
 
-def tail_texels(fmt: PixelFormat) -> int:
-    """Texels of one tail cell: a one-block coarsest level and its one-block border."""
-    return fmt.block_w + 2 * BORDER_TEXELS
+def tail_class(fmt: PixelFormat, width: int, height: int) -> int | None:
+    """Size class k of a level small enough to share a slot (at most `block << k` texels a
+    side, k < TAIL_CLASSES), or None for a level that takes whole slots."""
+    side = max(-(-width // fmt.block_w), -(-height // fmt.block_h))  # in blocks
+    for k in range(TAIL_CLASSES):
+        if side <= 1 << k:
+            return k
+    return None
 
 
-def tails_per_row(fmt: PixelFormat) -> int:
-    return SLOT_TEXELS // tail_texels(fmt)
+def tail_texels(fmt: PixelFormat, k: int = 0) -> int:
+    """Texels of one cell of class k: the level's payload and a one-block border."""
+    return (fmt.block_w << k) + 2 * BORDER_TEXELS
 
 
-def tails_per_slot(fmt: PixelFormat) -> int:
-    """How many coarsest tiles share one slot: 121 for BCn (11 x 11 cells of 12 texels).
-    Pinning each texture's 4x4-texel coarsest level in a whole 136^2 slot would spend 99%
-    of the slot on nothing; with 64 textures in a 144-slot cache, 44% of the cache."""
-    return tails_per_row(fmt) ** 2
+def tails_per_row(fmt: PixelFormat, k: int = 0) -> int:
+    return SLOT_TEXELS // tail_texels(fmt, k)
 
 
-def tail_blocks(fmt: PixelFormat, slot_data: bytes) -> bytes:
-    """The cell of a coarsest tile: the top-left (1 + 2 borders) blocks of its slot bytes."""
-    n = tail_texels(fmt) // fmt.block_w
+def tails_per_slot(fmt: PixelFormat, k: int = 0) -> int:
+    """How many small levels of class k share one slot: for BCn 121 one-block levels (11 x 11
+    cells of 12 texels), 64 of 8 texels, 25 of 16, 9 of 32. Each in a whole 136^2 slot, the
+    small levels of thousands of textures would take most of a cache."""
+    return tails_per_row(fmt, k) ** 2
+
+
+def tail_blocks(fmt: PixelFormat, slot_data: bytes, k: int = 0) -> bytes:
+    """The cell of a small level: the top-left blocks (payload of class k + borders) of its
+    slot bytes."""
+    n = tail_texels(fmt, k) // fmt.block_w
     return np.frombuffer(slot_data, np.uint8).reshape(slot_shape(fmt))[:n, :n].tobytes()
 
 
