@@ -155,7 +155,7 @@ class VirtualTextureSystem:
         self._tails: dict[int, int] = {}  # packed small level key -> class << 20 | cell
         self._tail_count = [0] * TAIL_CLASSES  # cells in use per size class
         self._tail_bases = [0] * TAIL_CLASSES
-        self._tail_keys = np.zeros(0, np.uint32)
+        self._first_packed = np.zeros(0, np.int64)  # per texture: its first packed level
         self._tail_slots = 0
         #: The newest feedback reduced to (unique keys, pixels) and the frame it showed.
         self.last_feedback: tuple[np.ndarray, np.ndarray] = (np.zeros(0, np.uint32),
@@ -339,9 +339,37 @@ class VirtualTextureSystem:
         keys, counts = self.last_feedback
         if keys.size == 0:
             return 1.0
-        held = np.fromiter((self.is_resident(k) for k in keys.tolist()), bool,
-                           keys.size)
+        held = self._packed(keys)
+        if self.policy is not None:
+            held |= np.isin(keys, self.policy.slot_key)
         return float(counts[held].sum() / counts.sum())
+
+    def _tables(self) -> None:
+        """Per-texture arrays the per-frame work indexes (levels, tile grids, table offsets,
+        first packed level), rebuilt when a texture was registered."""
+        if self._grids is not None and self._grids.shape[0] == len(self.textures):
+            return
+        n = len(self.textures)
+        self._levels = np.array([t.layout.levels for t in self.textures], np.int64)
+        self._grids = np.ones((n, MAX_LEVELS, 2), np.int64)
+        self._offsets = np.zeros((n, MAX_LEVELS), np.int64)
+        # Packed levels are a suffix of each chain, so "is packed" is one compare per key
+        # (no search among every texture's packed keys, which grow with the textures).
+        self._first_packed = np.zeros(n, np.int64)
+        for i, t in enumerate(self.textures):
+            lay = t.layout
+            for lvl in range(lay.levels):
+                self._grids[i, lvl] = lay.grid(lvl)
+            self._offsets[i, :lay.levels] = lay.level_offsets()
+            self._first_packed[i] = min((lv for lv, _ in lay.packed_levels()),
+                                        default=lay.levels)
+
+    def _packed(self, keys: np.ndarray) -> np.ndarray:
+        """Which keys name a packed small level (always resident, never asked for)."""
+        self._tables()
+        vt, level, _, _ = tile_keys.unpack(keys)
+        ok = (vt >= 0) & (vt < self._first_packed.size)
+        return ok & (level >= self._first_packed[np.where(ok, vt, 0)])
 
     # ------------------------------------------------------------------ per frame
     def begin_frame(self, frame: int, feedback: np.ndarray | None = None) -> None:
@@ -355,18 +383,10 @@ class VirtualTextureSystem:
         image = self.feedback.poll() if feedback is None else feedback
         if image is not None and image.size:
             keys, counts = reduce_feedback(image)
-            if self._grids is None or self._grids.shape[0] != len(self.textures):
-                self._levels = np.array([t.layout.levels for t in self.textures], np.int64)
-                self._tail_keys = np.array(sorted(self._tails), np.uint32)
-                self._grids = np.ones((len(self.textures), MAX_LEVELS, 2), np.int64)
-                self._offsets = np.zeros((len(self.textures), MAX_LEVELS), np.int64)
-                for i, t in enumerate(self.textures):
-                    for lvl in range(t.layout.levels):
-                        self._grids[i, lvl] = t.layout.grid(lvl)
-                    self._offsets[i, :t.layout.levels] = t.layout.level_offsets()
+            self._tables()
             req = expand_requests(keys, counts, self._levels, self._grids)
-            if self._tails:  # packed coarsest tiles are always resident, never asked for
-                keep = ~np.isin(req.keys, self._tail_keys)
+            if self._tails:  # packed small levels are always resident, never asked for
+                keep = ~self._packed(req.keys)
                 req = TileRequests(req.keys[keep], req.tiers[keep], req.pixels[keep])
             self._requests = req
             self.last_feedback = (keys, counts)
@@ -400,8 +420,9 @@ class VirtualTextureSystem:
     def _deficit(self, keys: np.ndarray) -> np.ndarray | None:
         """Levels of detail the screen lacks at each tile now: the level its page-table
         entry shows (its finest resident ancestor) minus its own (0: resident)."""
-        if keys.size == 0 or self._grids is None:
+        if keys.size == 0:
             return None
+        self._tables()
         vt, level, x, y = tile_keys.unpack(keys)
         index = self._offsets[vt, level] + y * self._grids[vt, level, 0] + x
         return (self.table.words[index] >> 24).astype(np.int64) - level
