@@ -73,6 +73,7 @@ def wall_files(tmp_path_factory):
     return [bc7_file(d, f"f{i}.ktx2", SIZE, seed=70 + i) for i in range(3)]
 
 
+@pytest.mark.slow
 def test_every_stop_converges_and_no_read_is_thrown_away(dev, wall_files):
     with dev.leak_check():
         converged, wasted, _ = fly(dev, wall_files, 4 << 20, concurrency=12, latency=6)
