@@ -9,6 +9,8 @@
 #           frames, 256 uploads, 12 readers, feedback at 1/8) reading tiled copies, then the
 #           same flight reading the files as they are (--no-tiled): the stop-5 comparison
 #   wide    the same with stops up to 8 panel widths away (up to the whole 200-panel wall)
+#   budget  today's profile with the per-frame upload budget in ms (--upload-ms 2, at most
+#           1024 tiles) instead of a fixed 256 tiles
 #   reads   engine.bench.vt_reads: mapped gather vs strided pread vs tiled copy, cold/warm
 # Every file the flight reads is dropped from the OS page cache first with posix_fadvise
 # DONTNEED (per file; /proc/sys/vm/drop_caches is not needed). Each JSON row reports settled
@@ -58,8 +60,13 @@ wide)
   timeout $(left 345) python3 -m engine.bench.virtual $PROFILE --max-distance 8 --json "$OUT/vt_wide_tiled.json" > "$OUT/vt_wide_tiled.txt" 2>&1
   echo "wide rc $? at $(( $(date +%s) - t0 )) s"
   summary "$OUT/vt_wide_tiled.json" ;;
+budget)
+  gallery
+  timeout $(left 345) python3 -m engine.bench.virtual ${PROFILE/--max-uploads 256/--max-uploads 1024} --upload-ms 2 --json "$OUT/vt_budget_tiled.json" > "$OUT/vt_budget_tiled.txt" 2>&1
+  echo "budget rc $? at $(( $(date +%s) - t0 )) s"
+  summary "$OUT/vt_budget_tiled.json" ;;
 reads)
   timeout $(left 300) python3 -m engine.bench.vt_reads --files 48 --size 4096 --tiles 2000 --threads 2 12 --json "$OUT/vt_reads_h200.json" > "$OUT/vt_reads_h200.txt" 2>&1
   echo "reads rc $? at $(( $(date +%s) - t0 )) s"; tail -40 "$OUT/vt_reads_h200.txt" ;;
-*) echo "unknown stage $stage (today, wide, reads)"; exit 2 ;;
+*) echo "unknown stage $stage (today, wide, budget, reads)"; exit 2 ;;
 esac
