@@ -15,8 +15,8 @@ uniform sampler2D u_vt_cache;
 uniform sampler2D u_vt_lod_proxy;  // 1x1, mipmapped filter: only asked for its LOD
 uniform int u_vt_slots_x;        // slots per row of the cache
 uniform vec2 u_vt_cache_texels;  // cache size in texels
-uniform int u_vt_tail_texels;    // cell of a packed coarsest tile (block + borders)
-uniform int u_vt_tails_per_row;  // cells per slot row
+uniform ivec4 u_vt_tail_base;    // first slot of each size class of packed small levels
+uniform int u_vt_tail_block;     // block width: a class-k cell holds (block << k) + borders
 
 const int VT_TILE = 128;
 const int VT_BORDER = 4;
@@ -45,20 +45,28 @@ vec4 vt_sample_level(int base, ivec2 size0, bool repeat_, int level, vec2 uv) {
     int slot = int(e & 0xFFFFFFu);
     int held = int(e >> 24);
     if (held != level) {
+        // The ancestor the entry names: the tile index shifted by the level distance and
+        // clamped to the coarser grid (a non-power-of-two level's last tile may have no
+        // parent of its own), not the tile the UV falls in there: with sizes that do not
+        // halve exactly the two can differ by a texel at a tile edge, which the border
+        // holds.
         ls = max(size0 >> held, ivec2(1));
         p = vt_level_pos(uv, ls, repeat_);
         grid = (ls + (VT_TILE - 1)) / VT_TILE;
-        t = min(ivec2(p) / VT_TILE, grid - 1);
+        t = min(t >> (held - level), grid - 1);
     }
     vec2 origin;
     if ((e & 0x800000u) != 0u) {
-        // A packed coarsest tile: cell `slot & 0x7FFFFF` of the cache's first slots.
-        int cell = slot & 0x7FFFFF;
-        int per_slot = u_vt_tails_per_row * u_vt_tails_per_row;
-        int s = cell / per_slot, c = cell % per_slot;
+        // A packed small level: cell `slot & 0xFFFFF` of size class (slot >> 20) & 3, in
+        // that class's slots at the start of the cache (tiles.py TAIL_CLASS_SHIFT).
+        int k = (slot >> 20) & 3;
+        int cell = slot & 0xFFFFF;
+        int texels = (u_vt_tail_block << k) + 2 * VT_BORDER;
+        int per_row = VT_SLOT / texels;
+        int per_slot = per_row * per_row;
+        int s = u_vt_tail_base[k] + cell / per_slot, c = cell % per_slot;
         origin = vec2(ivec2(s % u_vt_slots_x, s / u_vt_slots_x) * VT_SLOT
-                      + ivec2(c % u_vt_tails_per_row, c / u_vt_tails_per_row) * u_vt_tail_texels
-                      + VT_BORDER);
+                      + ivec2(c % per_row, c / per_row) * texels + VT_BORDER);
     } else {
         origin = vec2(ivec2(slot % u_vt_slots_x, slot / u_vt_slots_x) * VT_SLOT + VT_BORDER);
     }
@@ -74,7 +82,7 @@ float vt_lod(vec2 dx, vec2 dy, ivec2 size0) {
 }
 
 // The level of detail the driver itself would use for a texture of `size0` texels at `uv`
-// (implicit derivatives: uniform control flow). Scaling the UV by the power-of-two size and
+// (implicit derivatives: uniform control flow). Scaling the UV by the texture's size and
 // asking a 1x1 texture is exact: the LOD is a function of the scaled derivatives only.
 float vt_lod_implicit(vec2 uv, ivec2 size0) {
 #if __VERSION__ >= 400

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from engine.errors import BudgetError
+from engine.streaming.virtual.keys import pack as pack_feedback
 from engine.streaming.virtual.policy import Tier, TilePolicy
-from engine.streaming.virtual.tiles import pack_feedback
 
 
 def key(vt, level, x, y):

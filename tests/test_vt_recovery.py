@@ -15,12 +15,12 @@ from engine import textures
 from engine.errors import TextureFormatError
 from engine.streaming.mixed import settle_allowance
 from engine.streaming.virtual.io import TileSource
+from engine.streaming.virtual.keys import level_of, pack as pack_feedback, vt_of
 from engine.streaming.virtual.policy import Tier, TilePolicy
 from engine.streaming.virtual.system import VirtualTextureSystem
 from engine.streaming.virtual.tiles import (
     VirtualLayout,
     Wrap,
-    pack_feedback,
     virtual_levels,
 )
 
@@ -138,8 +138,8 @@ def test_a_full_cache_converges_to_the_same_tiles_whatever_came_first():
         assert missing.size == 0  # settled: nothing left that could take a slot
         ends.append(sorted(p.where))
     assert all(e == ends[0] for e in ends)
-    held = {(k >> 20, k >> 16 & 0xF) for k in ends[0]}
-    assert all((vt + 1, 5) in held for vt in range(16))  # every fallback before any detail
+    held = {(vt_of(k), level_of(k)) for k in ends[0]}
+    assert all((vt, 5) in held for vt in range(16))  # every fallback before any detail
     assert sum(1 for _, lv in held if lv == 4) == 4
 
 

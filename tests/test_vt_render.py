@@ -18,7 +18,7 @@ from engine.streaming.virtual.quads import (
     wall,
 )
 from engine.streaming.virtual.system import VirtualTextureSystem
-from engine.streaming.virtual.tiles import slot_bytes
+from engine.streaming.virtual.tiles import TAIL_CLASS_SHIFT, slot_bytes
 
 SIZE = (320, 240)
 CORNERS = np.array([(-1, -1, 0), (1, -1, 0), (1, 1, 0), (-1, 1, 0)], np.float32)
@@ -100,24 +100,28 @@ def test_missing_fine_tiles_show_the_coarser_level_exactly(dev, tex512, renderer
             vts.release()
 
 
-def test_only_the_pinned_tile_still_draws_the_texture(dev, tex512, renderer):
+def test_only_the_pinned_small_levels_still_draw_the_texture(dev, tex512, renderer):
+    """Nothing streamed: the levels small enough to share slots (32 texels and less, packed
+    in cells and pinned at registration) draw GL's picture at their finest level."""
     with dev.leak_check():
         vts = VirtualTextureSystem(dev, 1 << 20)
         try:
             vt = vts.register(tex512, wrap="repeat")
-            top = vts.textures[vt].layout.levels - 1
+            lay = vts.textures[vt].layout
+            packed = lay.packed_levels()
+            assert [lv for lv, _ in packed] == [4, 5, 6, 7]  # 32, 16, 8 and 4 texels
             vts.update()
             quads = QuadBatch(dev, quad_vertices(CORNERS, vt, 2.0))
-            ref = _reference(dev, tex512, top + 1, "repeat")
+            ref = _reference(dev, tex512, lay.levels, "repeat")
             try:
                 virtual = renderer.draw_virtual(vts, quads, OBLIQUE)
-                dev.set_min_lod(ref, float(top))
+                dev.set_min_lod(ref, float(packed[0][0]))
                 expected = renderer.draw_reference(quads, OBLIQUE, [ref], [vt])
             finally:
                 quads.release()
                 dev.release(ref)
             assert compare(virtual[..., :3], expected[..., :3]).ok
-            assert vts.resident_tiles() == 1
+            assert vts.resident_tiles() == len(packed) and vts.tail_slots == 4  # one a class
         finally:
             vts.release()
 
@@ -171,7 +175,7 @@ def test_cache_size_follows_the_allowance(dev, tex512):
             assert vts.nbytes <= 2 << 20
             vts.set_allowance(6 << 20)
             assert vts.cache.slots > before and vts.nbytes <= 6 << 20
-            assert vts.resident_tiles() == 1  # the pinned tile came back with the new cache
+            assert vts.resident_tiles() == 4  # the pinned small levels came back with it
             vts.set_allowance(1 << 20)
             assert vts.nbytes <= 1 << 20
         finally:
@@ -202,9 +206,10 @@ def test_ledger_sees_the_cache_next_to_whole_level_textures(dev, tex512, tmp_pat
         assert after.get(VT_CATEGORY, 0) == before.get(VT_CATEGORY, 0)
 
 
-def test_non_square_texture_pins_a_whole_slot_and_draws_like_gl(dev, tmp_path, renderer):
-    """512x128: the coarsest virtual level (16x4) is wider than a block, so it is pinned in
-    a whole slot instead of a packed cell; the picture still equals GL trilinear."""
+def test_non_square_small_levels_pack_by_their_longer_side_and_draw_like_gl(dev, tmp_path,
+                                                                          renderer):
+    """512x128: levels 4 (32x8) and 5 (16x4) share slots in cells of the class of their
+    longer side (32 and 16 texels); the picture still equals GL trilinear."""
     from texture_helpers import encode
 
     from engine.textures.ktx2_write import write_ktx2
@@ -216,7 +221,8 @@ def test_non_square_texture_pins_a_whole_slot_and_draws_like_gl(dev, tmp_path, r
         quads = ref = None
         try:
             vt = vts.register(path, wrap="repeat")
-            assert not vts.tails and vts.textures[vt].layout.levels == 6
+            assert vts.textures[vt].layout.levels == 6
+            assert sorted(code >> TAIL_CLASS_SHIFT for code in vts.tails.values()) == [2, 3]
             assert vts.preload(vts.all_tiles(vt), timeout=20)
             quads = QuadBatch(dev, quad_vertices(CORNERS, vt, 2.0))
             ref = _reference(dev, path, 6, "repeat")

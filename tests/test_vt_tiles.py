@@ -7,6 +7,7 @@ import pytest
 from engine.formats import get
 from engine.memory.sizes import mip_dims
 from engine.streaming.virtual.io import TileSource
+from engine.streaming.virtual.keys import pack as pack_feedback, unpack as unpack_feedback
 from engine.streaming.virtual.pagetable import PageTable
 from engine.streaming.virtual.policy import Tier
 from engine.streaming.virtual.requests import expand_requests, reduce_feedback
@@ -17,10 +18,8 @@ from engine.streaming.virtual.tiles import (
     column_runs,
     cut_tile,
     level_blocks,
-    pack_feedback,
     slot_bytes,
     unpack_entry,
-    unpack_feedback,
     virtual_levels,
 )
 from engine.textures import open as open_texture
@@ -54,8 +53,10 @@ def test_geometry_of_a_2048_bc7_texture():
     offs = lay.level_offsets()
     assert offs[0] == 32 and offs[1] == 32 + 256 and offs[-1] == 32 + lay.entry_count - 1
     assert slot_bytes(BC7) == 136 * 136  # one byte per texel
-    with pytest.raises(ValueError):
-        VirtualLayout(BC7, 1000, 1024, 3, Wrap.CLAMP, 0)
+    npot = VirtualLayout(BC7, 1000, 600, 3, Wrap.CLAMP, 0)  # any size: GL's level sizes
+    assert [npot.grid(i) for i in range(3)] == [(8, 5), (4, 3), (2, 2)]
+    with pytest.raises(ValueError):  # more tiles along a side than a key can name
+        VirtualLayout(BC7, 40000, 64, 3, Wrap.CLAMP, 0)
 
 
 @pytest.mark.parametrize("wrap", [Wrap.REPEAT, Wrap.CLAMP])

@@ -30,3 +30,85 @@ def bc7_file(directory: Path, name: str, size: int, seed: int = 0,
                  for lvl in range(levels)]
         write_ktx2(path, "BC7", size, size, chain, supercompression=supercompression)
     return path
+
+
+class PacedReads:
+    """A deterministic stand-in for the tile I/O pool (LevelIO's surface and cancellation
+    rules) at a fixed bandwidth, for flights whose outcome must not depend on thread timing:
+    at most `concurrency` reads are under way, each finishing `latency` polls after it
+    started (the system polls twice a frame), most wanted first. A read cancelled while
+    under way is thrown away when it finishes, as LevelIO does, and counted in `wasted`;
+    `retain(..., keep_reading=True)` leaves reads under way alone."""
+
+    def __init__(self, read, concurrency: int, latency: int) -> None:
+        from engine.streaming.stats import IOStats
+        self._read, self.concurrency, self.latency = read, concurrency, latency
+        self._pending: dict[tuple[int, int], float] = {}
+        self._flight: dict[tuple[int, int], int] = {}  # key -> polls left
+        self._cancelled: set[tuple[int, int]] = set()
+        self._stats = IOStats()
+        self.wasted = 0
+
+    def request(self, texture_id: int, level: int, priority: float = 0.0) -> None:
+        key = (int(texture_id), int(level))
+        if key in self._flight:
+            self._cancelled.discard(key)
+            return
+        if key not in self._pending:
+            self._stats.requested += 1
+        self._pending[key] = float(priority)
+
+    def cancel(self, texture_id: int, level: int) -> bool:
+        key = (int(texture_id), int(level))
+        if self._pending.pop(key, None) is not None:
+            self._stats.cancelled += 1
+            return True
+        if key in self._flight and key not in self._cancelled:
+            self._cancelled.add(key)
+            self._stats.cancelled += 1
+            return True
+        return False
+
+    def retain(self, keys, *, keep_reading: bool = False) -> int:
+        keep = {(int(t), int(lvl)) for t, lvl in keys}
+        live = list(self._pending) if keep_reading else [*self._pending, *self._flight]
+        return sum(self.cancel(*k) for k in live if k not in keep)
+
+    def poll(self, max_items: int = 64):
+        from engine.streaming.io import ReadResult
+        out = []
+        for key in list(self._flight):
+            self._flight[key] -= 1
+            if self._flight[key] > 0:
+                continue
+            del self._flight[key]
+            if key in self._cancelled:
+                self._cancelled.discard(key)
+                self.wasted += 1
+                continue
+            data = bytes(self._read(*key))
+            self._stats.completed += 1
+            self._stats.bytes_read += len(data)
+            out.append(ReadResult(key[0], key[1], data))
+        room = self.concurrency - len(self._flight)
+        for key in sorted(self._pending, key=lambda k: (-self._pending[k], k))[:max(0, room)]:
+            del self._pending[key]
+            self._flight[key] = self.latency
+        return out
+
+    def stats(self):
+        from engine.streaming.stats import IOStats
+        snap = IOStats(**vars(self._stats))
+        snap.pending, snap.in_progress = len(self._pending), len(self._flight)
+        return snap
+
+    def close(self) -> None:
+        self._pending.clear()
+        self._flight.clear()
+
+
+def paced_reads(vts, concurrency: int, latency: int) -> PacedReads:
+    """Swap a system's reader pool (built with io_workers=0) for a PacedReads."""
+    vts.io._io.close()
+    vts.io._io = PacedReads(vts.io._read, concurrency, latency)
+    return vts.io._io

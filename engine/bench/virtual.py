@@ -23,6 +23,9 @@ Measured in one run, side by side:
     against a synchronous upload loop. `python -m engine.bench.vt_cpu` replays the same
     flight's feedback through the CPU path before and after its rewrite, side by side.
 
+Tiles are read from tile-contiguous copies in the cache folder (one positioned read a tile,
+made before the flight on first use and kept; `--no-tiled` reads the files as they are).
+
 `--quick`: 16 textures of 1024^2 through 1 MiB at 320x180 (a smoke run). Default: 64 of
 4096^2 through 3 MiB at 480x270 (llvmpipe). The full size for a GPU is set with
 `python -m engine.bench.virtual --textures 200 --size 4096 --allowance 192MiB
@@ -54,7 +57,9 @@ from ..gl.vt import VT_CATEGORY, QuadBatch, set_wrap
 from ..memory.sizes import format_bytes, level_bytes, mip_dims, parse_bytes
 from ..streaming.virtual.quads import QuadRenderer, view_projection, wall
 from ..streaming.virtual.system import VirtualTextureSystem
-from ..streaming.virtual.tiles import SLOT_TEXELS, slot_bytes, unpack_feedback
+from ..streaming.virtual.keys import unpack as unpack_keys
+from ..streaming.virtual.tiles import SLOT_TEXELS, slot_bytes
+from ..textures.cachedir import cache_root
 from ..textures.quality import psnr
 from .common import SuiteResult
 
@@ -76,7 +81,10 @@ class VirtualProfile:
     hold: int = 30
     feedback_scale: float = 0.25
     max_uploads: int = 32
+    upload_ms: float | None = None  # per-frame upload budget (None: max_uploads tiles)
     io_workers: int = 2
+    tiled: bool = True  # read tile-contiguous copies (made before the flight), not the files
+    max_distance: float = 2.5  # farthest camera stop, in panel widths (farther: more panels)
     seed: int = 13
     files: tuple[str, ...] = ()  # KTX2 files to use instead of the gallery's
     dump: str = ""  # a folder for each stop's settled frame and its reference (PNG)
@@ -140,7 +148,7 @@ def _whole_level_floor(vts: VirtualTextureSystem, files) -> int:
     keys, _ = vts.last_feedback
     if keys.size == 0:
         return 0
-    vt, level, _, _ = unpack_feedback(keys)
+    vt, level, _, _ = unpack_keys(keys)
     total = 0
     for v in np.unique(vt):
         tf = files[int(v)]
@@ -170,13 +178,14 @@ def _raw_upload_ceiling(device: Device, vts: VirtualTextureSystem, fmt: PixelFor
 
 
 def stop_views(rng: np.random.Generator, half_w: float, half_h: float, hold: int,
-               aspect: float) -> list:
+               aspect: float, max_distance: float = 2.5) -> list:
     """One stop of the flight: a random target on the wall and `hold` view-projections.
     The camera dollies 10% closer over the first half of the stop, then holds still, so
-    the stop's last frame is a settled view. Shared with the CPU replay (vt_cpu.py), so
-    both see the same frames for a seed."""
+    the stop's last frame is a settled view; the camera stands 0.35 to `max_distance`
+    panel widths from the wall. Shared with the CPU replay (vt_cpu.py), so both see the
+    same frames for a seed."""
     tx, ty = rng.uniform(-half_w, half_w), rng.uniform(-half_h, half_h)
-    dist = rng.uniform(0.35, 2.5)
+    dist = rng.uniform(0.35, max_distance)
     side = rng.uniform(-0.8, 0.8) * dist
     eye0 = np.array([tx + side, ty + rng.uniform(-0.3, 0.3) * dist, dist])
     target = np.array((tx, ty, 0.0))
@@ -203,10 +212,10 @@ def run_profile(device: Device, prof: VirtualProfile) -> SuiteResult:
         _gallery(prof.textures, prof.size)
     files = [textures.open(p) for p in paths]
     content = sum(sum(lv.nbytes for lv in tf.levels) for tf in files)
-    dropped = _drop_os_cache(paths)
     rng = np.random.default_rng(prof.seed)
     vts = VirtualTextureSystem(device, prof.allowance, max_uploads=prof.max_uploads,
-                               io_workers=prof.io_workers)
+                               upload_budget_ms=prof.upload_ms, io_workers=prof.io_workers,
+                               tiled_dir=cache_root() / "vt_tiles" if prof.tiled else None)
     renderer = QuadRenderer(device, prof.output, feedback_scale=prof.feedback_scale)
     quads = None
     refs: OrderedDict[int, object] = OrderedDict()
@@ -217,6 +226,14 @@ def run_profile(device: Device, prof: VirtualProfile) -> SuiteResult:
         t0 = time.perf_counter()
         ids = [vts.register(p) for p in paths]
         register_s = time.perf_counter() - t0
+        tiling_s = 0.0
+        if vts.io.tiled is not None:  # copies made once (cached); the flight reads them
+            t1 = time.perf_counter()
+            while not vts.io.tiled.idle():
+                time.sleep(0.01)
+            tiling_s = time.perf_counter() - t1
+        dropped = _drop_os_cache(paths + [s.tiled_path for s in vts.io.sources
+                                          if s.tiled_path is not None])
         columns, rows = wall_extent(len(ids))
         verts = wall(columns, rows, ids, size=1.0, gap=0.1)
         quads = QuadBatch(device, verts, label="bench.vt.wall")
@@ -226,13 +243,14 @@ def run_profile(device: Device, prof: VirtualProfile) -> SuiteResult:
         half_w, half_h = columns * 1.1 / 2, rows * 1.1 / 2
         frame, over, frame_ms, cpu_ms, tiles, cut_ms, psnrs = 0, 0, [], [], [], [], []
         cut_frames: list[float] = []
+        panels: list[int] = []
         stop_notes: list[str] = []
         eff_rows = []
         screen_need = prof.output[0] * prof.output[1] * fmt.block_bytes / (
             fmt.block_w * fmt.block_h)
         upload_bytes, upload_s = 0, 0.0
         for stop in range(prof.stops):
-            views = stop_views(rng, half_w, half_h, prof.hold, aspect)
+            views = stop_views(rng, half_w, half_h, prof.hold, aspect, prof.max_distance)
             cut_frame, t_cut, reached, reached_frames = frame, time.perf_counter(), None, None
             for h, vp in enumerate(views):
                 tf0 = time.perf_counter()
@@ -267,6 +285,7 @@ def run_profile(device: Device, prof: VirtualProfile) -> SuiteResult:
             cut_frames.append(reached_frames if reached_frames is not None else float("inf"))
             # Settled: score the stop's last frame against fully resident textures.
             visible = _visible_quads(verts, vp)
+            panels.append(len(visible))
             for q in visible:
                 v = ids[q % len(ids)]
                 if v not in refs:
@@ -323,6 +342,12 @@ def run_profile(device: Device, prof: VirtualProfile) -> SuiteResult:
                                                                / screen_need, 2),
             "cpu_feedback_table_ms_p50": round(_pct(cpu_ms, 50), 3),
             "cpu_feedback_table_ms_p95": round(_pct(cpu_ms, 95), 3),
+            "cpu_feedback_table_ms_p99": round(_pct(cpu_ms, 99), 3),
+            "psnr_settled_per_stop_db": [round(p, 1) for p in psnrs],
+            "panels_per_stop": panels,
+            "cut_to_95pct_per_stop_ms": [round(c, 1) if math.isfinite(c) else None
+                                         for c in cut_ms],
+            "visible_tiles_over_screen_need_max": round(max(vis_b) / screen_need, 2),
             "feedback_gpu_ms_p50": round(_pct(fb_ms, 50), 3),
             "feedback_gpu_ms_p95": round(_pct(fb_ms, 95), 3),
             "feedback_gpu_samples": len(fb_ms),
@@ -333,6 +358,8 @@ def run_profile(device: Device, prof: VirtualProfile) -> SuiteResult:
             "raw_upload_MBps": round(raw_rate / 1e6, 1),
             "upload_over_raw": round(stream_rate / raw_rate, 2),
             "register_ms_per_texture": round(register_s * 1e3 / len(ids), 2),
+            "tiled_reads": vts.io.tiled is not None,
+            "tiled_copies_made_s": round(tiling_s, 2),
         })
         res.notes.append(
             f"goals: frames over budget 0 ({'met' if over == 0 else 'NOT met'}); settled "
@@ -345,8 +372,8 @@ def run_profile(device: Device, prof: VirtualProfile) -> SuiteResult:
                          f"{[round(c) if math.isfinite(c) else 'never' for c in cut_ms]}")
         res.notes.extend(stop_notes)
         totals = vts.history
-        res.notes.append(f"tiles uploaded {sum(t.tiles_uploaded for t in totals)}, dropped "
-                         f"{sum(t.dropped for t in totals)}, evicted "
+        res.notes.append(f"tiles uploaded {sum(t.tiles_uploaded for t in totals)}, "
+                         f"deferred (no slot yet) {sum(t.deferred for t in totals)}, evicted "
                          f"{sum(t.evictions for t in totals)}; I/O {vts.io.stats()}")
         res.notes.append("files dropped from the OS page cache before the run: "
                          f"{'yes' if dropped else 'no (no posix_fadvise)'}; the flight moves "
@@ -394,7 +421,13 @@ def add_profile_args(p: argparse.ArgumentParser, d: VirtualProfile) -> None:
     p.add_argument("--stops", type=int, default=d.stops)
     p.add_argument("--hold", type=int, default=d.hold)
     p.add_argument("--max-uploads", type=int, default=d.max_uploads)
+    p.add_argument("--upload-ms", type=float, default=d.upload_ms,
+                   help="tile upload budget per frame in ms (measured cost of recent uploads;"
+                        " at most --max-uploads tiles); default: --max-uploads tiles")
     p.add_argument("--feedback-scale", type=float, default=d.feedback_scale)
+    p.add_argument("--max-distance", type=float, default=d.max_distance,
+                   help="farthest camera stop in panel widths (about 8 shows a 200-panel "
+                        "wall whole)")
     p.add_argument("--json")
 
 
@@ -402,7 +435,8 @@ def profile_from_args(a: argparse.Namespace, **extra) -> VirtualProfile:
     """The profile the shared options (and `extra` fields) describe."""
     return VirtualProfile(textures=a.textures, size=a.size, allowance=a.allowance,
                           output=a.output, stops=a.stops, hold=a.hold,
-                          feedback_scale=a.feedback_scale, max_uploads=a.max_uploads, **extra)
+                          feedback_scale=a.feedback_scale, max_uploads=a.max_uploads,
+                          upload_ms=a.upload_ms, max_distance=a.max_distance, **extra)
 
 
 def write_doc(doc: dict, path: str | None) -> None:
@@ -420,14 +454,19 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m engine.bench.virtual")
     add_profile_args(p, VirtualProfile())
     p.add_argument("--io-workers", type=int, default=VirtualProfile().io_workers)
+    p.add_argument("--no-tiled", action="store_true",
+                   help="read the files as they are (strided/mapped), not tile-contiguous "
+                        "copies in the cache folder")
     p.add_argument("--files", nargs="*", default=(),
                    help="power-of-two BC7 KTX2 files to use instead of the gallery's")
     p.add_argument("--dump", default="", help="folder for per-stop PNGs (virtual, reference)")
     a = p.parse_args(argv)
     if a.quick:
-        prof = dataclasses.replace(VirtualProfile.quick(), files=tuple(a.files), dump=a.dump)
+        prof = dataclasses.replace(VirtualProfile.quick(), files=tuple(a.files), dump=a.dump,
+                                   tiled=not a.no_tiled)
     else:
-        prof = profile_from_args(a, io_workers=a.io_workers, files=tuple(a.files), dump=a.dump)
+        prof = profile_from_args(a, io_workers=a.io_workers, files=tuple(a.files), dump=a.dump,
+                                 tiled=not a.no_tiled)
     device = Device.headless()
     try:
         out = run_profile(device, prof)

@@ -42,12 +42,9 @@ from ..streaming.virtual.policy import TilePolicy
 from ..streaming.virtual.quads import QuadRenderer, wall
 from ..streaming.virtual.requests import TileRequests, expand_requests, reduce_feedback
 from ..streaming.virtual.system import VirtualTextureSystem
-from ..streaming.virtual.tiles import (
-    MAX_LEVELS,
-    TAIL_FLAG,
-    VirtualLayout,
-    pack_feedback,
-)
+from ..streaming.virtual import keys as tile_keys
+from ..streaming.virtual.keys import MAX_LEVELS
+from ..streaming.virtual.tiles import TAIL_FLAG, VirtualLayout
 from .common import SuiteResult
 from .virtual import (
     VirtualProfile,
@@ -116,7 +113,7 @@ def record_feedback(device: Device, prof: VirtualProfile,
         images: list[np.ndarray | None] = []
         frame = 0
         for _ in range(prof.stops):
-            for vp in stop_views(rng, half_w, half_h, prof.hold, aspect):
+            for vp in stop_views(rng, half_w, half_h, prof.hold, aspect, prof.max_distance):
                 device.finish()
                 img = vts.feedback.poll()
                 images.append(None if img is None else img.copy())
@@ -161,7 +158,7 @@ def _make_pipeline(name: str, rec: Recording, reduce, expand, policy_cls, table_
         base = table.next_base()
         table.add(VirtualLayout(lay.fmt, lay.width, lay.height, lay.levels, lay.wrap, base))
         top = lay.levels - 1
-        key = int(pack_feedback(vt, top, 0, 0))
+        key = tile_keys.pack_one(vt, top, 0, 0)
         cell = rec.tails.get(key)
         resident[vt][(top, 0, 0)] = (TAIL_FLAG | cell) if cell is not None else \
             policy.pin(key) + tail_slots
@@ -195,7 +192,7 @@ def _step(p: _Pipeline, frame: int, image: np.ndarray | None, levels: np.ndarray
         for k, slot in ((adm.evicted, None), (key, adm.slot + tail_slots)):
             if not k:
                 continue
-            vt, level, y, x = (k >> 20) - 1, k >> 16 & 0xF, k >> 8 & 0xFF, k & 0xFF
+            vt, level, x, y = tile_keys.unpack_one(k)
             if slot is None:
                 p.resident[vt].pop((level, x, y), None)
             else:

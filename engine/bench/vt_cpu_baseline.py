@@ -17,7 +17,8 @@ import numpy as np
 from ..streaming.virtual.pagetable import PageTable
 from ..streaming.virtual.policy import Tier, TilePolicy
 from ..streaming.virtual.requests import TileRequests
-from ..streaming.virtual.tiles import pack_feedback, unpack_feedback
+from ..streaming.virtual.keys import pack as pack_feedback
+from ..streaming.virtual.keys import unpack as unpack_feedback
 
 
 def reduce_feedback_v0(image: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -15,25 +15,25 @@ changed are written.
 """
 from __future__ import annotations
 
-import ctypes as C
 import logging
 import math
-from dataclasses import dataclass
 
 import moderngl
 import numpy as np
 
 from ..formats import PixelFormat
+from ..memory.ledger import Category
 from . import constants as K
 from .device import Device
+from .readback import ReadbackRing
 from .shaders import load as load_shader
 from .textures import GpuTexture
 
 log = logging.getLogger(__name__)
 
 #: Ledger category of the page cache and the page table: the streaming pool (the governor's
-#: allowance for streamed texture memory pays for both). The one place this string lives.
-VT_CATEGORY = "texture.streamed"
+#: allowance for streamed texture memory pays for both).
+VT_CATEGORY = Category.STREAMED
 __all__ = ["ColorTarget", "FeedbackTarget", "LodProxy", "PageCache", "PageTableTexture", "QuadBatch",
            "bind_vt", "cache_grid", "load_shader", "set_uniform", "set_wrap"]
 
@@ -189,7 +189,7 @@ class PageTableTexture:
 
 class LodProxy:
     """A 1x1 mipmapped texture shaders ask for textureQueryLod only: the driver's own
-    level-of-detail rule for any power-of-two size (see shaders/vt_sample.glsl)."""
+    level-of-detail rule for any texture size (see shaders/vt_sample.glsl)."""
 
     def __init__(self, device: Device, label: str = "vt.lod_proxy") -> None:
         self.device = device
@@ -215,10 +215,12 @@ def set_uniform(program: moderngl.Program, name: str, value) -> None:
 
 def bind_vt(program: moderngl.Program, cache: PageCache, table: PageTableTexture,
             proxy: LodProxy, cache_unit: int, table_unit: int, proxy_unit: int,
-            tail_texels: int = 12, tails_per_row: int = 11) -> None:
-    """Bind the cache, table and LOD proxy to texture units; point the samplers at them."""
-    set_uniform(program, "u_vt_tail_texels", int(tail_texels))
-    set_uniform(program, "u_vt_tails_per_row", int(tails_per_row))
+            tail_bases: tuple[int, int, int, int] = (0, 0, 0, 0), tail_block: int = 4) -> None:
+    """Bind the cache, table and LOD proxy to texture units; point the samplers at them.
+    `tail_bases`: first cache slot of each size class of packed small levels; `tail_block`:
+    the format's block width (a class-k cell holds block << k texels and a border)."""
+    set_uniform(program, "u_vt_tail_base", tuple(int(b) for b in tail_bases))
+    set_uniform(program, "u_vt_tail_block", int(tail_block))
     cache.use(cache_unit)
     table.use(table_unit)
     proxy.use(proxy_unit)
@@ -231,26 +233,16 @@ def bind_vt(program: moderngl.Program, cache: PageCache, table: PageTableTexture
 
 
 # ---------------------------------------------------------------------------- feedback
-@dataclass(eq=False)
-class _Pbo:
-    buffer: moderngl.Buffer | None = None
-    fence: int | None = None
-    frame: int = -1
-    size: tuple[int, int] = (0, 0)
-
-
 class FeedbackTarget:
-    """An R32UI target the feedback pass draws into, read back through a ring of PBOs with
-    fences: `begin` binds and clears it, the caller draws, `end` starts the copy, and a later
+    """An R32UI target the feedback pass draws into, read back through a `ReadbackRing`:
+    `begin` binds and clears it, the caller draws, `end` starts the copy, and a later
     `poll` returns the newest finished image without ever waiting (None when none is)."""
 
     def __init__(self, device: Device, ring: int = 3, label: str = "vt.feedback") -> None:
-        if ring < 2:
-            raise ValueError("the feedback ring needs at least 2 buffers")
         self.device = device
         self.label = label
         self.size = (0, 0)
-        self._slots = [_Pbo() for _ in range(ring)]
+        self._ring = ReadbackRing(device, ring, label)
         self._color = None
         self._fbo = None
         self.skipped = 0
@@ -260,7 +252,7 @@ class FeedbackTarget:
         if self._fbo is not None and size == self.size:
             return self._fbo
         self._release_target()
-        self._color = self.device.texture(size, 1, dtype="u4", category="target",
+        self._color = self.device.texture(size, 1, dtype="u4", category=Category.TARGET,
                                           label=self.label)
         self._fbo = self.device.framebuffer([self._color], self._make_depth(size),
                                             label=f"{self.label}.fbo")
@@ -276,9 +268,9 @@ class FeedbackTarget:
         self._fbo = self._color = None
 
     def begin(self, size: tuple[int, int]) -> bool:
-        """Bind and clear the target at `size`; False when every PBO is still in flight
-        (skip this frame's pass)."""
-        if not any(s.fence is None for s in self._slots):
+        """Bind and clear the target at `size`; False when every readback is still in
+        flight (skip this frame's pass)."""
+        if not self._ring.has_free():
             self.skipped += 1
             return False
         fbo = self._ensure((int(size[0]), int(size[1])))
@@ -288,45 +280,20 @@ class FeedbackTarget:
         return True
 
     def end(self, frame: int) -> None:
-        slot = next(s for s in self._slots if s.fence is None)
-        w, h = self.size
-        nbytes = w * h * 4
-        if slot.buffer is None or slot.buffer.size < nbytes:
-            old, slot.buffer = slot.buffer, None
-            self.device.release(old)
-            slot.buffer = self.device.buffer(reserve=nbytes, category="staging",
-                                             label=f"{self.label}.pbo")
-        self._fbo.read_into(slot.buffer, components=1, dtype="u4", alignment=1)
-        raw = _raw(self.device)
-        slot.fence = raw.glFenceSync(K.SYNC_GPU_COMMANDS_COMPLETE, 0)
-        raw.glFlush()
-        slot.frame, slot.size = frame, self.size
+        self._ring.start(self._fbo, self.size, 1, frame)
 
     def poll(self) -> np.ndarray | None:
-        raw = _raw(self.device)
-        ready = [s for s in self._slots if s.fence is not None and raw.glClientWaitSync(
-            C.c_void_p(s.fence), 0, 0) in (K.ALREADY_SIGNALED, K.CONDITION_SATISFIED)]
-        if not ready:
+        got = self._ring.poll()
+        if got is None:
             return None
-        newest = max(ready, key=lambda s: s.frame)
-        for s in ready:
-            raw.glDeleteSync(C.c_void_p(s.fence))
-            s.fence = None
-        w, h = newest.size
-        self.latest_frame = newest.frame
-        return np.frombuffer(newest.buffer.read(size=w * h * 4), np.uint32).reshape(h, w)
+        self.latest_frame = got.frame
+        return got.image
 
     def in_flight(self) -> int:
-        return sum(s.fence is not None for s in self._slots)
+        return self._ring.in_flight()
 
     def release(self) -> None:
-        raw = _raw(self.device)
-        for s in self._slots:
-            if s.fence is not None:
-                raw.glDeleteSync(C.c_void_p(s.fence))
-                s.fence = None
-            self.device.release(s.buffer)
-            s.buffer = None
+        self._ring.release()
         self._release_target()
 
 
@@ -351,7 +318,7 @@ class ColorTarget:
     def __init__(self, device: Device, size: tuple[int, int], label: str = "vt.color") -> None:
         self.device = device
         self.size = (int(size[0]), int(size[1]))
-        self.tex = device.texture(self.size, 4, category="target", label=label)
+        self.tex = device.texture(self.size, 4, category=Category.TARGET, label=label)
         self.fbo = device.framebuffer([self.tex], label=f"{label}.fbo")
 
     def begin(self, clear=(0.0, 0.0, 0.0, 1.0)) -> None:
@@ -382,7 +349,7 @@ class QuadBatch:
         if v.ndim != 2 or v.shape[1] != 6 or v.shape[0] % 6:
             raise ValueError("quad vertices are (6 * quads, 6) floats: xyz, uv, vt")
         self.quads = v.shape[0] // 6
-        self.vbo = device.buffer(v.tobytes(), category="buffer", label=label)
+        self.vbo = device.buffer(v.tobytes(), category=Category.BUFFER, label=label)
         self.label = label
         self._vaos: dict[int, moderngl.VertexArray] = {}
 
@@ -414,7 +381,7 @@ class DepthFeedbackTarget(FeedbackTarget):
         self._depth = None
 
     def _make_depth(self, size: tuple[int, int]) -> moderngl.Renderbuffer:
-        self._depth = self.device.renderbuffer(size, depth=True, category="target",
+        self._depth = self.device.renderbuffer(size, depth=True, category=Category.TARGET,
                                                label=f"{self.label}.depth")
         return self._depth
 

@@ -13,7 +13,8 @@ How (Godot 4.8 / sampler-feedback style, portable to GL 3.3 and llvmpipe):
      asynchronously on the GPU; nothing waits.
   3. A later frame asks the fence with a zero timeout. Signalled: read the PBO and reduce with
      numpy to the minimum level per texture. Not signalled: keep using the previous result.
-     A ring of PBOs lets a new pass start while older ones are still in flight.
+     A ring of PBOs lets a new pass start while older ones are still in flight (the ring is
+     engine/gl/readback.py, shared with the virtual-texture feedback target).
 
 The streamer combines feedback with the estimate by taking the finer of the two (`combine`):
 feedback adds demand the bounds miss, but "no feedback pixel" does not remove demand, because
@@ -23,16 +24,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 from pyglm import glm
 
 from ..gl import shaders
-from ..gl.commands import Fence
 from ..gl.device import Device
 from ..gl.indirect import batched_frame_supported
-from ..gl.types import Buffer, Framebuffer, Renderbuffer, Texture, VertexArray
+from ..gl.readback import ReadbackRing
+from ..gl.types import Framebuffer, Renderbuffer, Texture, VertexArray
 from ..memory.ledger import Category
 from ..streaming.contract import TextureProvider
 from ..streaming.feedback import PIXEL_BYTES, feedback_size, reduce_feedback
@@ -105,17 +105,6 @@ class InstancePass:
         self.device.release(self.prog)
 
 
-@dataclass(eq=False)
-class _Readback:
-    """One PBO of the ring and the feedback image it holds (or is receiving)."""
-
-    buffer: Buffer | None = None
-    fence: Fence | None = None  # set while the GPU copy may be in flight
-    frame: int = -1
-    size: tuple[int, int] = (0, 0)
-    texture_count: int = 0
-
-
 class FeedbackPass:
     """The feedback executor: low-resolution pass + PBO ring + fence polling.
 
@@ -146,7 +135,7 @@ class FeedbackPass:
                                                            "feedback")
         else:
             self._pass = InstancePass(device, "feedback.frag.glsl", "feedback")
-        self._slots = [_Readback() for _ in range(ring)]
+        self._ring = ReadbackRing(device, ring, "feedback")
         self._color: Texture | None = None
         self._depth: Renderbuffer | None = None
         self._fbo: Framebuffer | None = None
@@ -168,33 +157,17 @@ class FeedbackPass:
             self.device.release(obj)
         self._fbo = self._depth = self._color = None
 
-    # ------------------------------------------------------------------ fences
-    def _signalled(self, slot: _Readback) -> bool:
-        return self.device.fence_signalled(slot.fence)  # a zero-timeout poll: never waits
-
-    def _retire(self, slot: _Readback) -> None:
-        if slot.fence is not None:
-            self.device.release(slot.fence)
-            slot.fence = None
-
     # ------------------------------------------------------------------ per frame
     def render(self, scene: Scene, render_size: tuple[int, int], frame: int) -> bool:
         """Draw the feedback pass for the frame `scene` shows at `render_size` and start its
         asynchronous readback. False (nothing drawn) when every ring buffer is in flight."""
-        slot = next((s for s in self._slots if s.fence is None), None)
-        if slot is None:
+        if not self._ring.has_free():
             self.skipped += 1
             log.debug("feedback frame %d skipped: all %d readbacks in flight", frame,
-                      len(self._slots))
+                      self._ring.in_flight())
             return False
         size = feedback_size(render_size, self.scale, self.min_size)
         fbo = self._ensure_target(size)
-        nbytes = size[0] * size[1] * PIXEL_BYTES
-        if slot.buffer is None or slot.buffer.size < nbytes:
-            old, slot.buffer = slot.buffer, None
-            self.device.release(old)
-            slot.buffer = self.device.buffer(reserve=nbytes, category=Category.STAGING,
-                                             label="feedback.pbo")
         fbo.use()
         fbo.clear(0, 0, 0, 0, depth=1.0)  # 0 = no texture (see feedback.frag.glsl)
         downscale = (render_size[0] / size[0], render_size[1] / size[1])
@@ -202,9 +175,7 @@ class FeedbackPass:
             count = self._render_batched(scene, render_size, downscale)
         else:
             count = self._render_instances(scene, render_size, downscale)
-        fbo.read_into(slot.buffer, components=2, dtype="u4", alignment=1)
-        slot.fence = self.device.fence("feedback.readback")  # flushed: a poll can see it
-        slot.frame, slot.size, slot.texture_count = frame, size, count
+        self._ring.start(fbo, size, PIXEL_BYTES // 4, frame, tag=count)
         return True
 
     def _render_batched(self, scene: Scene, render_size: tuple[int, int],
@@ -248,16 +219,11 @@ class FeedbackPass:
         """The newest finished feedback, reduced per texture (float levels, +inf for textures
         no pixel showed), or None when no readback has finished since the last poll. Never
         waits. `latest_frame` says which frame the result was rendered in."""
-        ready = [s for s in self._slots if s.fence is not None and self._signalled(s)]
-        if not ready:
+        got = self._ring.poll()
+        if got is None:
             return None
-        newest = max(ready, key=lambda s: s.frame)
-        for slot in ready:  # older finished ones are superseded: free their buffers
-            self._retire(slot)
-        w, h = newest.size
-        image = np.frombuffer(newest.buffer.read(size=w * h * PIXEL_BYTES), np.uint32)
-        self.latest_frame = newest.frame
-        return reduce_feedback(image, newest.texture_count)
+        self.latest_frame = got.frame
+        return reduce_feedback(got.image, got.tag)
 
     def frame_step(self, frame: int, scene: Scene, render_size: tuple[int, int]
                    ) -> np.ndarray | None:
@@ -270,10 +236,7 @@ class FeedbackPass:
         return mips
 
     def release(self) -> None:
-        for slot in self._slots:
-            self._retire(slot)
-            self.device.release(slot.buffer)
-            slot.buffer = None
+        self._ring.release()
         self._release_target()
         if self._pass is not None:
             self._pass.release()

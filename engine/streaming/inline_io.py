@@ -41,7 +41,9 @@ class InlineLevelIO:
         self._stats.cancelled += 1
         return True
 
-    def retain(self, keys: Iterable[RequestKey]) -> int:
+    def retain(self, keys: Iterable[RequestKey], *, keep_reading: bool = False) -> int:
+        """`LevelIO.retain` (no read is ever under way here, so `keep_reading` changes
+        nothing)."""
         keep = set(keys)
         doomed = [k for k in self._pending if k not in keep]
         for key in doomed:

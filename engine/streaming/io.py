@@ -111,12 +111,16 @@ class LevelIO:
         with self._cond:
             return self._cancel_locked((int(texture_id), int(level)))
 
-    def retain(self, keys: Iterable[RequestKey]) -> int:
+    def retain(self, keys: Iterable[RequestKey], *, keep_reading: bool = False) -> int:
         """Cancel every request not in `keys` (the policy's wanted set this frame).
-        Returns how many were cancelled."""
+        Returns how many were cancelled. `keep_reading`: reads already under way finish
+        and are delivered (their bytes are paid for; a caller that keeps them in RAM gets
+        them back for free when the camera returns)."""
         keep = {(int(t), int(lvl)) for t, lvl in keys}
         with self._cond:
-            doomed = [k for k in (*self._pending, *self._in_progress) if k not in keep]
+            live = list(self._pending) if keep_reading else [*self._pending,
+                                                              *self._in_progress]
+            doomed = [k for k in live if k not in keep]
             return sum(self._cancel_locked(k) for k in doomed)
 
     def poll(self, max_items: int = 64) -> list[ReadResult]:

@@ -52,7 +52,7 @@ from .provider import TextureStreamer
 from .settings import StreamerSettings
 from .virtual.pagetable import TABLE_WIDTH
 from .virtual.system import VirtualTextureSystem, choose_virtual
-from .virtual.tiles import is_pow2, slot_bytes
+from .virtual.tiles import slot_bytes
 
 log = logging.getLogger(__name__)
 
@@ -68,14 +68,14 @@ SHRINK_FACTOR = 0.5
 def decide_virtual(mode: str, width: int, height: int, fmt: PixelFormat, *, is_2d: bool,
                    vt_format: PixelFormat | None, min_size: int = 1024) -> bool:
     """Whether a texture streams virtually. Never: mode "off", not 2D, not a 4x4-block
-    compressed format, not power-of-two, or another format than the page cache's (one cache,
+    compressed format, or another format than the page cache's (one cache,
     one format). "always": every other texture; "auto": those `choose_virtual` takes."""
     if mode == "off" or not is_2d or not fmt.compressed or (fmt.block_w, fmt.block_h) != (4, 4):
         return False
     if vt_format is not None and fmt != vt_format:
         return False
     if mode == "always":
-        return is_pow2(width) and is_pow2(height)
+        return True
     return choose_virtual(width, height, min_size)
 
 

@@ -23,9 +23,11 @@ bytes; nothing in LevelIO needed to change.
 """
 from __future__ import annotations
 
+import hashlib
 import logging
 import mmap
 import os
+import queue
 import stat
 import threading
 from pathlib import Path
@@ -34,13 +36,17 @@ import numpy as np
 
 from ...errors import TextureFormatError
 from ...textures import TextureFile
+from ...textures.tiled import TiledFile, TiledHeader, write_tiled
 from ..cache import LevelCache, level_key
 from ..inline_io import InlineLevelIO
 from ..io import LevelIO, ReadResult
+from . import keys as tile_keys
 from .tiles import (
+    DESCRIPTOR_WORDS,
     VirtualLayout,
     column_runs,
     cut_tile,
+    slot_bytes,
     slot_shape,
 )
 
@@ -64,6 +70,7 @@ class TileSource:
         self._lock = threading.Lock()
         self.use_mmap = use_mmap
         self.reads = 0  # pread calls (row path) or gathers (mapped path)
+        self._tiled: TiledFile | None = None  # the tile-contiguous copy, once there is one
         self._inflight = 0  # reads using the handle now (a reopen waits for them)
         self._stale = False  # reopen() asked: drop the handle once no read uses it
 
@@ -109,9 +116,33 @@ class TileSource:
     def close(self) -> None:
         with self._lock:
             self._drop_locked()
+        if self._tiled is not None:
+            self._tiled.close()
+            self._tiled = None
+
+    @property
+    def tiled(self) -> bool:
+        """Whether reads go to the tile-contiguous copy (one pread a tile)."""
+        return self._tiled is not None
+
+    @property
+    def tiled_path(self) -> Path | None:
+        """The tile-contiguous copy read from, if any."""
+        tiled = self._tiled
+        return None if tiled is None else tiled.path
+
+    def attach_tiled(self, tiled: TiledFile) -> None:
+        """Read from now on from `tiled`, a tile-contiguous copy of this file (made by
+        `tiled_records`); reads under way on the old path finish there."""
+        old, self._tiled = self._tiled, tiled
+        if old is not None:
+            old.close()
 
     def read_tile(self, level: int, x: int, y: int) -> bytes:
         """Slot bytes of tile (level, x, y): payload and border (see tiles.cut_tile)."""
+        tiled = self._tiled
+        if tiled is not None:
+            return tiled.read(tile_index(self.layout, level, x, y))
         if not self.strided:
             return cut_tile(self.layout, level, x, y, self._whole_level(level))
         with self._lock:
@@ -207,13 +238,126 @@ class TileSource:
         return data
 
 
+def tile_index(layout: VirtualLayout, level: int, x: int, y: int) -> int:
+    """Record of tile (level, x, y) in a tiled copy: the order of the page table's entries
+    (level by level, row-major)."""
+    gx, _ = layout.grid(level)
+    return layout.level_offsets()[level] - layout.base - DESCRIPTOR_WORDS + y * gx + x
+
+
+def tiled_records(tf: TextureFile, layout: VirtualLayout):
+    """Every tile's slot bytes in `tile_index` order: each level read once (inflated when
+    supercompressed) and cut into its tiles."""
+    for level in range(layout.levels):
+        data = tf.read_level(level)
+        gx, gy = layout.grid(level)
+        for y in range(gy):
+            for x in range(gx):
+                yield cut_tile(layout, level, x, y, data)
+
+
+class TiledCache:
+    """Tile-contiguous copies of virtual textures in a cache folder, made once on first use
+    by one background thread (never on the render thread) and attached to their source when
+    complete; until then the source reads as before. A copy is named by the source's path,
+    size, mtime and wrap (the borders depend on it) and checked against the source when
+    opened, so an edited file is converted again."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = Path(folder)
+        self._jobs: queue.SimpleQueue[TileSource | None] = queue.SimpleQueue()
+        self._stop = threading.Event()
+        self.made = 0  # copies written by this cache
+        self.failed = 0
+        self._lock = threading.Lock()
+        self._queued = 0  # copies asked for and not finished
+        self._worker = threading.Thread(target=self._work, name="engine-vt-tiler",
+                                        daemon=True)
+        self._worker.start()
+
+    def path_for(self, src: TileSource) -> Path:
+        st = os.stat(src.path)
+        ident = f"{Path(src.path).resolve()}|{st.st_size}|{st.st_mtime_ns}|" \
+                f"{int(src.layout.wrap)}|{src.layout.levels}"
+        digest = hashlib.sha1(ident.encode()).hexdigest()[:16]
+        return self.folder / f"{Path(src.path).stem}-{digest}.vttiles"
+
+    def add(self, src: TileSource) -> None:
+        """Attach an existing copy now (opening it reads its header only), else queue one."""
+        try:
+            path = self.path_for(src)
+            if path.exists():
+                tiled = TiledFile(path)
+                if tiled.matches(src.path) and tiled.header.records == \
+                        src.layout.entry_count:
+                    src.attach_tiled(tiled)
+                    return
+                tiled.close()
+        except (OSError, TextureFormatError) as exc:
+            log.debug("%s: no usable tiled copy (%s); making one", src.path, exc)
+        with self._lock:
+            self._queued += 1
+        self._jobs.put(src)
+
+    def _work(self) -> None:
+        while (src := self._jobs.get()) is not None:
+            try:
+                self._make(src)
+            finally:
+                with self._lock:
+                    self._queued -= 1
+
+    def _make(self, src: TileSource) -> None:
+        if self._stop.is_set():
+            return
+        lay = src.layout
+        try:
+            st = os.stat(src.path)
+            header = TiledHeader(slot_bytes(lay.fmt), lay.entry_count, st.st_size,
+                                 st.st_mtime_ns, {"format": lay.fmt.name, "width": lay.width,
+                                                  "height": lay.height, "levels": lay.levels,
+                                                  "wrap": int(lay.wrap)})
+            path = write_tiled(self.path_for(src), header, self._records(src))
+            src.attach_tiled(TiledFile(path))
+            self.made += 1
+        except _Stopped:
+            return
+        except (OSError, ValueError, TextureFormatError) as exc:
+            self.failed += 1
+            log.warning("%s: tiled copy not made, reading it as it is: %s", src.path, exc)
+
+    def _records(self, src: TileSource):
+        for rec in tiled_records(src.tf, src.layout):
+            if self._stop.is_set():
+                raise _Stopped
+            yield rec
+
+    def idle(self) -> bool:
+        """No copy queued or being made (tests and benchmarks wait for this)."""
+        with self._lock:
+            return self._queued == 0
+
+    def close(self) -> None:
+        """Stop after the tile being cut (a half-written copy is removed) and join."""
+        self._stop.set()
+        self._jobs.put(None)
+        self._worker.join()
+
+
+class _Stopped(Exception):
+    """The cache was closed while a copy was being made."""
+
+
 class TileIO:
-    """The I/O worker pool serving tile requests (keys as in tiles.pack_feedback)."""
+    """The I/O worker pool serving tile requests (keys as in `keys.pack`)."""
 
     def __init__(self, *, workers: int = 2, level_cache_bytes: int = 64 << 20,
-                 latency_ms: tuple[float, float] | None = None, use_mmap: bool = True) -> None:
+                 latency_ms: tuple[float, float] | None = None, use_mmap: bool = True,
+                 tiled_dir: Path | None = None) -> None:
         self.sources: list[TileSource] = []
         self.use_mmap = use_mmap
+        #: Tile-contiguous copies (one pread a tile), made in the background into this folder.
+        self.tiled = TiledCache(tiled_dir) if tiled_dir is not None else None
         self.level_cache = LevelCache(level_cache_bytes)
         # workers=0: reads done on the render thread when polled, in priority order
         # (deterministic runs: a frame's tiles then depend on the frame number only)
@@ -224,19 +368,25 @@ class TileIO:
     def add(self, tf: TextureFile, layout: VirtualLayout) -> TileSource:
         src = TileSource(tf, layout, self.level_cache, self.use_mmap)
         self.sources.append(src)
+        if self.tiled is not None:
+            self.tiled.add(src)
         return src
 
     def _read(self, vt: int, key: int) -> bytes:
-        return self.sources[vt].read_tile(key >> 16 & 0xF, key & 0xFF, key >> 8 & 0xFF)
+        _, level, x, y = tile_keys.unpack_one(key)
+        return self.sources[vt].read_tile(level, x, y)
 
     def request(self, key: int, priority: float) -> None:
-        """Ask for a tile by packed key (tiles.pack_feedback; plain int arithmetic here:
-        this runs for every missing tile every frame)."""
+        """Ask for a tile by key (`keys.pack`)."""
         key = int(key)
-        self._io.request((key >> 20) - 1, key, priority)
+        self._io.request(tile_keys.vt_of(key), key, priority)
 
     def retain(self, keys) -> int:
-        return self._io.retain(((int(k) >> 20) - 1, int(k)) for k in keys)
+        """Cancel the queued reads not in `keys`; reads under way finish and are delivered
+        (the system keeps them in hand: dropping paid-for bytes of a tile the next frame may
+        want again cost reads on every camera move)."""
+        return self._io.retain(((tile_keys.vt_of(int(k)), int(k)) for k in keys),
+                               keep_reading=True)
 
     def poll(self, max_items: int = 64) -> list[ReadResult]:
         return self._io.poll(max_items)
@@ -246,5 +396,7 @@ class TileIO:
 
     def close(self) -> None:
         self._io.close()
+        if self.tiled is not None:
+            self.tiled.close()
         for src in self.sources:
             src.close()

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .tiles import VirtualLayout, pack_entry
+from .tiles import VirtualLayout, ancestor_index, pack_entry
 
 #: Width of the page-table texture in entries (rows of this many words).
 TABLE_WIDTH = 1024
@@ -113,8 +113,10 @@ class PageTable:
 
     def _evict(self, lay: VirtualLayout, level: int, x: int, y: int, entry: int) -> int:
         """Tile (level, x, y) left: entries naming it take its parent's entry."""
-        gx, _ = lay.grid(level + 1)
-        fallback = int(self.words[lay.level_offsets()[level + 1] + (y >> 1) * gx + (x >> 1)])
+        gx, gy = lay.grid(level + 1)
+        fallback = int(self.words[lay.level_offsets()[level + 1]
+                                  + int(ancestor_index(y, 1, gy)) * gx
+                                  + int(ancestor_index(x, 1, gx))])
         return self._subtree_write(lay, level, x, y, entry, fallback, evict=True)
 
     def _admit(self, lay: VirtualLayout, level: int, x: int, y: int, entry: int) -> int:
@@ -128,7 +130,8 @@ class PageTable:
         finer one, where an entry names the tile (`evict`) or a coarser tile (else). The
         tile's own entry is one word: a scalar step, no views (most arrivals are fine)."""
         words, offsets = self.words, lay.level_offsets()
-        gx, _ = lay.grid(level)
+        gx, gy = lay.grid(level)
+        last_x, last_y = x == gx - 1, y == gy - 1
         i = offsets[level] + y * gx + x
         cur = int(words[i])
         if not (cur == entry if evict else (cur >> 24) > level):
@@ -140,8 +143,12 @@ class PageTable:
             d = level - lvl
             gx, gy = lay.grid(lvl)
             off = offsets[lvl]
+            # The footprint: the tile's children d levels finer, and where the tile is the
+            # last of its row or column, every finer tile beyond (clamped ancestors).
             y0, x0 = y << d, x << d
-            view = words[off:off + gx * gy].reshape(gy, gx)[y0:(y + 1) << d, x0:(x + 1) << d]
+            y1 = gy if last_y else (y + 1) << d
+            x1 = gx if last_x else (x + 1) << d
+            view = words[off:off + gx * gy].reshape(gy, gx)[y0:y1, x0:x1]
             hit = view == entry if evict else (view >> 24) > level
             k = int(np.count_nonzero(hit))
             if k:

@@ -1,7 +1,7 @@
 """Which tiles to read, which to keep, which to evict: the pure residency policy.
 
 Numbers in, decisions out; no GL, no files (tested without either). Tiles are named by their
-packed uint32 key (`tiles.pack_feedback`: the very value the feedback pass writes), so a
+packed uint32 key (`keys.pack`: the very value the feedback pass writes), so a
 frame's requests stay numpy arrays from the readback to here.
 
 Tiers, as Neuroglancer and the whole-level streamer rank work: VISIBLE (a feedback pixel
@@ -28,17 +28,17 @@ from enum import IntEnum
 import numpy as np
 
 from ...errors import BudgetError
+from . import keys as tile_keys
 
 
 def _badness(keys: np.ndarray | int) -> np.ndarray:
-    """A fixed order among tiles visible now, worse = larger: finer level first, then a
-    larger key. A full cache keeps the best of the visible tiles in this order, so a view
+    """A fixed order among tiles visible now, worse = larger (`keys.fine_first`): finer
+    level first, then a larger key. A full cache keeps the best of the visible tiles in this order, so a view
     that wants more than the cache holds converges to the same tiles whatever came first:
     every texture's coarser fallback before any texture's finer detail (the wall's overview
     kept level 4 of some images and showed the 4-texel tail of others), and the same picture
     after a soak as after a fresh start. (< 2**36: below every rank > 0 eviction score.)"""
-    k = np.asarray(keys, np.int64)
-    return ((15 - (k >> 16 & 0xF)) << 32) | k
+    return tile_keys.fine_first(keys)
 
 
 def _may_evict(rank: int, score: int, tier: int, key: int) -> bool:
@@ -56,6 +56,10 @@ class Tier(IntEnum):
 
 
 _NEVER = -(1 << 40)
+#: Request priority = tier step + capped screen loss x MAX_LEVELS + level: exact in float64
+#: (below 2**53), each part never reaching into the next.
+_LOSS_CAP = (1 << 40) - 1
+_TIER_STEP = float(1 << 45)
 
 
 @dataclass(frozen=True)
@@ -156,11 +160,17 @@ class TilePolicy:
 
     # ------------------------------------------------------------------ per frame
     def plan(self, frame: int, keys: np.ndarray, tiers: np.ndarray,
-             pixels: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+             pixels: np.ndarray | None = None,
+             deficit: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Take a frame's wanted tiles (unique packed keys, their tiers, optionally the
-        feedback pixels behind each) and return the missing ones to read, most urgent first
-        (at most `max_requests`), with a priority each (higher first). Resident wanted tiles
-        have their recency refreshed.
+        feedback pixels behind each and the levels of detail the screen lacks there: the
+        level the page table shows minus the tile's own) and return the missing ones to
+        read, most urgent first (at most `max_requests`), with a priority each (higher
+        first). Resident wanted tiles have their recency refreshed.
+
+        Urgency is what the screen loses while the tile is missing: visible before
+        prefetch, then pixels x deficit (an ancestor's pixels are all its descendants'),
+        then coarser first; without pixels or deficits, coarser first.
 
         Per-frame cost matters (it runs every frame on every wanted tile): one binary search
         of every slot's key in the sorted wanted keys answers both "which slots are wanted"
@@ -198,10 +208,11 @@ class TilePolicy:
         if miss.size == 0:
             return np.zeros(0, np.uint32), np.zeros(0, np.float64)
         miss_keys, miss_tiers = keys[miss], tiers[miss]
-        level = (miss_keys >> 16 & 0xF).astype(np.int64)
-        # Visible before prefetch; coarser before finer (the fallback improves everywhere
-        # first); then where more pixels asked.
-        priority = (2 - miss_tiers) * 1e6 + level * 1e4 + np.minimum(pixels[miss], 9999)
+        level = tile_keys.level_of(miss_keys)
+        loss = pixels[miss] * (1 if deficit is None else np.maximum(
+            np.asarray(deficit, np.int64)[miss], 1))
+        priority = (2 - miss_tiers) * _TIER_STEP + np.minimum(loss, _LOSS_CAP) * \
+            tile_keys.MAX_LEVELS + level
         order = np.argsort(-priority, kind="stable")
         # As many of each tier as there are slots it could take: more would be read only
         # to be dropped on arrival.

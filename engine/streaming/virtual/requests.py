@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import keys as tile_keys
 from .policy import Tier
 
 
@@ -79,9 +80,7 @@ def expand_requests(keys: np.ndarray, pixels: np.ndarray, levels_of_vt: np.ndarr
     levels_of_vt = np.asarray(levels_of_vt, np.int64)
     if keys.size == 0:
         return TileRequests.empty()
-    vt = (keys >> 20).astype(np.int64) - 1
-    level = (keys >> 16 & 0xF).astype(np.int64)
-    x, y = keys & np.uint32(0xFF), keys >> 8 & np.uint32(0xFF)
+    vt, level, x, y = tile_keys.unpack(keys)
     ok = (vt >= 0) & (vt < levels_of_vt.size)
     vt = np.where(ok, vt, 0)
     top = levels_of_vt[vt] - 1
@@ -91,14 +90,29 @@ def expand_requests(keys: np.ndarray, pixels: np.ndarray, levels_of_vt: np.ndarr
         lvl = np.minimum(level, g.shape[1] - 1)
         ok &= (x < g[vt, lvl, 0]) & (y < g[vt, lvl, 1])
     if not ok.all():
-        keys, pixels, level, x, y, top = (a[ok] for a in (keys, pixels, level, x, y, top))
+        keys, pixels, vt, level, x, y, top = (a[ok] for a in (keys, pixels, vt, level, x, y,
+                                                               top))
         if keys.size == 0:
             return TileRequests.empty()
     span = int((top - level).max()) + 1
     k = np.arange(span, dtype=np.uint32)[:, None]
     up = level + k.astype(np.int64) <= top  # (span, n): ancestor k of key i exists
-    # Same vt; level + k (masked rows never overflow into the vt bits we keep); x, y >> k.
-    ancestors = ((keys & np.uint32(0xFFFF0000)) + (k << 16) | (y >> k) << 8 | x >> k)[up]
+    # Masked rows (level + k beyond the chain) are computed but never kept.
+    ancestors = tile_keys.ancestors(keys, k)[up]
+    if grids is not None:
+        # Sizes that do not halve exactly: where the shifted index falls off a coarser grid,
+        # the ancestor is the grid's last tile (tiles.ancestor_index).
+        vt_k = np.broadcast_to(vt, up.shape)[up]
+        lvl_k = (level + k.astype(np.int64))[up]
+        k_up = np.broadcast_to(k, up.shape)[up].astype(np.int64)
+        x_k, y_k = np.broadcast_to(x, up.shape)[up] >> k_up, \
+            np.broadcast_to(y, up.shape)[up] >> k_up
+        gx, gy = g[vt_k, lvl_k, 0], g[vt_k, lvl_k, 1]
+        off = (x_k >= gx) | (y_k >= gy)
+        if off.any():
+            ancestors[off] = tile_keys.pack(vt_k[off], lvl_k[off],
+                                            np.minimum(x_k[off], gx[off] - 1),
+                                            np.minimum(y_k[off], gy[off] - 1))
     far = np.broadcast_to(k >= 2, up.shape)[up]  # beyond the parent: PREFETCH
     px = np.broadcast_to(pixels, up.shape)[up]
     # Merge duplicates with one sort and segment reductions (ufunc.at is far slower).

@@ -41,24 +41,24 @@ from ...gl.vt import (
     bind_vt,
     cache_grid,
 )
+from . import keys as tile_keys
 from .io import TileIO
 from .pagetable import TABLE_WIDTH, PageTable
 from .policy import Tier, TilePolicy
 from .requests import TileRequests, expand_requests, reduce_feedback
+from .keys import MAX_LEVELS
 from .tiles import (
-    MAX_LEVELS,
     SLOT_TEXELS,
+    TAIL_CLASS_SHIFT,
+    TAIL_CLASSES,
     TAIL_FLAG,
     VirtualLayout,
     Wrap,
-    is_pow2,
-    pack_feedback,
     slot_bytes,
     tail_blocks,
     tail_texels,
     tails_per_row,
     tails_per_slot,
-    unpack_feedback,
     virtual_levels,
 )
 
@@ -79,7 +79,7 @@ class VtFrameStats:
     tiles_uploaded: int = 0
     bytes_uploaded: int = 0
     evictions: int = 0
-    dropped: int = 0
+    deferred: int = 0  # tiles in hand that found no slot this frame (kept, not re-read)
     table_words: int = 0
     feedback_ms: float = 0.0  # readback poll + reduce + plan + I/O requests (CPU)
     update_ms: float = 0.0  # admit + upload + page table (CPU)
@@ -98,30 +98,40 @@ class _Texture:
 
 def choose_virtual(width: int, height: int, min_size: int = 1024) -> bool:
     """Whether a texture should stream virtually: large (either side >= `min_size`, where
-    whole levels cost megabytes) and power-of-two sized. The streamer's per-texture
-    decision; small textures and non-power-of-two ones stream by whole levels."""
-    return is_pow2(width) and is_pow2(height) and max(width, height) >= min_size
+    whole levels cost megabytes), whatever its size otherwise (non-power-of-two, larger
+    than the driver's largest texture: the page table addresses it, not a GL texture). The
+    streamer's per-texture decision; small textures stream by whole levels."""
+    return max(width, height) >= min_size
 
 
 class VirtualTextureSystem:
     """Page cache + page table + tile I/O + residency policy for textures of one format."""
 
     def __init__(self, device: Device, allowance_bytes: int, *, io_workers: int = 2,
-                 max_uploads: int = 32, hold_frames: int = 8, grace_frames: int = 2,
+                 max_uploads: int = 32, upload_budget_ms: float | None = None,
+                 hold_frames: int = 8, grace_frames: int = 2,
                  max_requests: int | None = None,
                  latency_ms: tuple[float, float] | None = None,
-                 level_cache_bytes: int = 64 << 20, feedback_depth: bool = False) -> None:
+                 level_cache_bytes: int = 64 << 20, feedback_depth: bool = False,
+                 tiled_dir: Path | None = None) -> None:
         self.device = device
         self.allowance = int(allowance_bytes)
         self.max_uploads = int(max_uploads)
+        #: Milliseconds of tile uploads a frame may spend (None: `max_uploads` tiles, a
+        #: fixed count); the count follows the measured cost of recent uploads, at most
+        #: `max_uploads`, at least one tile.
+        self.upload_budget_ms = upload_budget_ms
+        self._tile_upload_ms: float | None = None  # moving average of one tile's upload
         self.hold_frames = int(hold_frames)
         self.grace_frames = int(grace_frames)
         # Reads asked for per frame: a few frames of uploads ahead, so I/O never idles.
         self.max_requests = int(max_requests) if max_requests else 4 * self.max_uploads
         self.fmt: PixelFormat | None = None
         self.table = PageTable()
+        # tiled_dir: tile-contiguous copies of the files (one pread a tile, made once in
+        # the background; io.TiledCache) live there.
         self.io = TileIO(workers=io_workers, latency_ms=latency_ms,
-                         level_cache_bytes=level_cache_bytes)
+                         level_cache_bytes=level_cache_bytes, tiled_dir=tiled_dir)
         self.textures: list[_Texture] = []
         self.pinned_data: dict[int, bytes] = {}
         self.policy: TilePolicy | None = None
@@ -137,11 +147,15 @@ class VirtualTextureSystem:
         self._dirty_vts: set[int] = set()
         self._requests = TileRequests.empty()
         self._ready: dict[int, bytes] = {}  # tiles read, not yet uploaded
+        self._deferred: set[int] = set()  # of those, the ones that found no slot last frame
         self._asked: set[int] = set()  # reads the I/O was asked for and has not finished
         self._levels = np.zeros(0, np.int64)  # per texture: levels, and tile grids per level
         self._grids: np.ndarray | None = None
-        self._tails: dict[int, int] = {}  # packed coarsest tile key -> tail cell
-        self._tail_keys = np.zeros(0, np.uint32)
+        self._offsets = np.zeros((0, MAX_LEVELS), np.int64)  # table index of each level
+        self._tails: dict[int, int] = {}  # packed small level key -> class << 20 | cell
+        self._tail_count = [0] * TAIL_CLASSES  # cells in use per size class
+        self._tail_bases = [0] * TAIL_CLASSES
+        self._first_packed = np.zeros(0, np.int64)  # per texture: its first packed level
         self._tail_slots = 0
         #: The newest feedback reduced to (unique keys, pixels) and the frame it showed.
         self.last_feedback: tuple[np.ndarray, np.ndarray] = (np.zeros(0, np.uint32),
@@ -176,23 +190,30 @@ class VirtualTextureSystem:
         vt = self.table.add(layout)
         self.textures.append(_Texture(layout, tf.path))
         top = layout.levels - 1
+        pinned = []
+        for level, k in layout.packed_levels():  # small levels share slots, pinned for good
+            key = self.key(vt, level, 0, 0)
+            self.pinned_data[key] = source.read_tile(level, 0, 0)
+            self._tails[key] = (k << TAIL_CLASS_SHIFT) | self._tail_count[k]
+            self._tail_count[k] += 1
+            pinned.append(key)
         key = self.key(vt, top, 0, 0)
-        self.pinned_data[key] = source.read_tile(top, 0, 0)
-        if layout.tail_packable:
-            self._tails[key] = len(self._tails)
+        if key not in self._tails:  # a coarsest level too large for a cell: a whole slot
+            self.pinned_data[key] = source.read_tile(top, 0, 0)
+            pinned.append(key)
         if self.cache is not None:
             if self.table.rows > self.gpu_table.rows or \
                     self._tail_slots_needed() > self._tail_slots:
                 self._rebuild()  # the table or the tail cells grew: resize within allowance
             else:
-                self._pin(key)
+                for key in pinned:
+                    self._pin(key)
         self._grids = None
         return vt
 
     @staticmethod
     def key(vt: int, level: int, x: int, y: int) -> int:
-        return int(pack_feedback(np.array([vt]), np.array([level]), np.array([x]),
-                                 np.array([y]))[0])
+        return tile_keys.pack_one(vt, level, x, y)
 
     # ------------------------------------------------------------------ memory
     def _slot_count(self) -> int:
@@ -201,7 +222,13 @@ class VirtualTextureSystem:
         return (self.allowance - fixed) // slot_bytes(self.fmt)
 
     def _tail_slots_needed(self) -> int:
-        return -(-len(self._tails) // tails_per_slot(self.fmt)) if self._tails else 0
+        return sum(self._class_slots())
+
+    def _class_slots(self) -> list[int]:
+        """Slots each size class of packed small levels takes."""
+        if self.fmt is None:
+            return [0] * TAIL_CLASSES
+        return [-(-n // tails_per_slot(self.fmt, k)) for k, n in enumerate(self._tail_count)]
 
     def _rebuild(self) -> None:
         """(Re)make cache and table for the current allowance, old ones released first.
@@ -220,6 +247,9 @@ class VirtualTextureSystem:
                               f"need {tail_slots} slot(s) of packed coarsest tiles and "
                               f"{whole} whole one(s), and one more to stream")
         self._tail_slots = tail_slots
+        self._tail_bases = [0] * TAIL_CLASSES  # first slot of each class's cells
+        for k, n in enumerate(self._class_slots()[:-1]):
+            self._tail_bases[k + 1] = self._tail_bases[k] + n
         self.gpu_table = PageTableTexture(self.device, TABLE_WIDTH, self.table.rows)
         self.proxy = LodProxy(self.device)
         self.cache = PageCache(self.device, self.fmt, sx, sy, SLOT_TEXELS)
@@ -238,29 +268,32 @@ class VirtualTextureSystem:
                  sx, sy, self.fmt.name, self.cache.nbytes, self.gpu_table.rows)
 
     def _pin(self, key: int) -> None:
-        """Upload a texture's coarsest tile for good: into its tail cell when it is one
-        block, else into a whole slot the policy never evicts."""
-        cell = self._tails.get(key)
-        if cell is None:
+        """Upload a tile for good: a small level into its cell, a coarsest level too large
+        for one into a whole slot the policy never evicts."""
+        code = self._tails.get(key)
+        if code is None:
             slot = self.policy.pin(key) + self._tail_slots
             self.cache.upload_tile(slot, self.pinned_data[key])
             self._record(key, slot)
             return
-        per_row, size = tails_per_row(self.fmt), tail_texels(self.fmt)
-        sx, sy = self.cache.slot_origin(cell // tails_per_slot(self.fmt))
-        c = cell % tails_per_slot(self.fmt)
+        k, cell = code >> TAIL_CLASS_SHIFT, code & ((1 << TAIL_CLASS_SHIFT) - 1)
+        per_row, size = tails_per_row(self.fmt, k), tail_texels(self.fmt, k)
+        per_slot = tails_per_slot(self.fmt, k)
+        sx, sy = self.cache.slot_origin(self._tail_bases[k] + cell // per_slot)
+        c = cell % per_slot
         self.cache.upload_region(sx + (c % per_row) * size, sy + (c // per_row) * size, size,
-                                 tail_blocks(self.fmt, self.pinned_data[key]))
-        self._record(key, TAIL_FLAG | cell)
+                                 tail_blocks(self.fmt, self.pinned_data[key], k))
+        self._record(key, TAIL_FLAG | code)
 
     @property
     def tail_slots(self) -> int:
-        """Cache slots holding packed coarsest tiles (policy slot i = cache slot i + this)."""
+        """Cache slots holding packed small levels (policy slot i = cache slot i + this)."""
         return self._tail_slots
 
     @property
     def tails(self) -> dict[int, int]:
-        """Packed coarsest tiles: key -> tail cell (read-only view for tests and tools)."""
+        """Packed small levels: key -> class << TAIL_CLASS_SHIFT | cell (a read-only view for
+        tests and tools)."""
         return dict(self._tails)
 
     def is_resident(self, key: int) -> bool:
@@ -269,7 +302,7 @@ class VirtualTextureSystem:
                                           and self.policy.is_resident(key))
 
     def _record(self, key: int, slot: int | None) -> None:
-        vt, level, x, y = (int(v) for v in unpack_feedback(np.uint32(key)))
+        vt, level, x, y = tile_keys.unpack_one(key)
         res = self.textures[vt].resident
         if slot is None:
             res.pop((level, x, y), None)
@@ -306,9 +339,37 @@ class VirtualTextureSystem:
         keys, counts = self.last_feedback
         if keys.size == 0:
             return 1.0
-        held = np.fromiter((self.is_resident(k) for k in keys.tolist()), bool,
-                           keys.size)
+        held = self._packed(keys)
+        if self.policy is not None:
+            held |= np.isin(keys, self.policy.slot_key)
         return float(counts[held].sum() / counts.sum())
+
+    def _tables(self) -> None:
+        """Per-texture arrays the per-frame work indexes (levels, tile grids, table offsets,
+        first packed level), rebuilt when a texture was registered."""
+        if self._grids is not None and self._grids.shape[0] == len(self.textures):
+            return
+        n = len(self.textures)
+        self._levels = np.array([t.layout.levels for t in self.textures], np.int64)
+        self._grids = np.ones((n, MAX_LEVELS, 2), np.int64)
+        self._offsets = np.zeros((n, MAX_LEVELS), np.int64)
+        # Packed levels are a suffix of each chain, so "is packed" is one compare per key
+        # (no search among every texture's packed keys, which grow with the textures).
+        self._first_packed = np.zeros(n, np.int64)
+        for i, t in enumerate(self.textures):
+            lay = t.layout
+            for lvl in range(lay.levels):
+                self._grids[i, lvl] = lay.grid(lvl)
+            self._offsets[i, :lay.levels] = lay.level_offsets()
+            self._first_packed[i] = min((lv for lv, _ in lay.packed_levels()),
+                                        default=lay.levels)
+
+    def _packed(self, keys: np.ndarray) -> np.ndarray:
+        """Which keys name a packed small level (always resident, never asked for)."""
+        self._tables()
+        vt, level, _, _ = tile_keys.unpack(keys)
+        ok = (vt >= 0) & (vt < self._first_packed.size)
+        return ok & (level >= self._first_packed[np.where(ok, vt, 0)])
 
     # ------------------------------------------------------------------ per frame
     def begin_frame(self, frame: int, feedback: np.ndarray | None = None) -> None:
@@ -322,16 +383,10 @@ class VirtualTextureSystem:
         image = self.feedback.poll() if feedback is None else feedback
         if image is not None and image.size:
             keys, counts = reduce_feedback(image)
-            if self._grids is None or self._grids.shape[0] != len(self.textures):
-                self._levels = np.array([t.layout.levels for t in self.textures], np.int64)
-                self._tail_keys = np.array(sorted(self._tails), np.uint32)
-                self._grids = np.ones((len(self.textures), MAX_LEVELS, 2), np.int64)
-                for i, t in enumerate(self.textures):
-                    for lvl in range(t.layout.levels):
-                        self._grids[i, lvl] = t.layout.grid(lvl)
+            self._tables()
             req = expand_requests(keys, counts, self._levels, self._grids)
-            if self._tails:  # packed coarsest tiles are always resident, never asked for
-                keep = ~np.isin(req.keys, self._tail_keys)
+            if self._tails:  # packed small levels are always resident, never asked for
+                keep = ~self._packed(req.keys)
                 req = TileRequests(req.keys[keep], req.tiers[keep], req.pixels[keep])
             self._requests = req
             self.last_feedback = (keys, counts)
@@ -343,10 +398,11 @@ class VirtualTextureSystem:
         if self._failed_ids.size and req.keys.size:
             # A broken file is not read again: its missing tiles are not asked for (they
             # would take the room of others' in the plan), its resident ones stay wanted.
-            keep = ~np.isin((req.keys.astype(np.int64) >> 20) - 1, self._failed_ids) | \
+            keep = ~np.isin(tile_keys.vt_of(req.keys), self._failed_ids) | \
                 np.isin(req.keys, self.policy.slot_key)
             req = TileRequests(req.keys[keep], req.tiers[keep], req.pixels[keep])
-        missing, priority = self.policy.plan(self.frame, req.keys, req.tiers, req.pixels)
+        missing, priority = self.policy.plan(self.frame, req.keys, req.tiers, req.pixels,
+                                             self._deficit(req.keys))
         # Ask the I/O only for what is new since the last frame (each request takes the
         # workers' lock; re-asking a pending read every frame was most of this method's
         # time at 4K), and cancel only when something dropped out of the wanted set.
@@ -361,9 +417,28 @@ class VirtualTextureSystem:
         self.stats.requests = len(ask)
         self.stats.feedback_ms = (time.perf_counter() - t0) * 1e3
 
+    def _deficit(self, keys: np.ndarray) -> np.ndarray | None:
+        """Levels of detail the screen lacks at each tile now: the level its page-table
+        entry shows (its finest resident ancestor) minus its own (0: resident)."""
+        if keys.size == 0:
+            return None
+        self._tables()
+        vt, level, x, y = tile_keys.unpack(keys)
+        index = self._offsets[vt, level] + y * self._grids[vt, level, 0] + x
+        return (self.table.words[index] >> 24).astype(np.int64) - level
+
+    def _upload_count(self) -> int:
+        """Tiles this frame may upload: the budget over the measured cost of one."""
+        if self.upload_budget_ms is None or not self._tile_upload_ms:
+            return self.max_uploads
+        return max(1, min(self.max_uploads,
+                          int(self.upload_budget_ms / self._tile_upload_ms)))
+
     def update(self) -> VtFrameStats:
         """Admit arrived tiles (evicting worse ones), upload them into their slots and
-        write the page-table rows that changed. At most `max_uploads` tiles a frame."""
+        write the page-table rows that changed. At most `max_uploads` tiles a frame, fewer
+        where `upload_budget_ms` is set and recent uploads cost more. A tile that finds no
+        slot stays in hand (its bytes are paid for) until one frees up or nobody wants it."""
         t0 = time.perf_counter()
         if self.cache is None:
             self._rebuild()
@@ -371,17 +446,24 @@ class VirtualTextureSystem:
         uploads: list[tuple[int, bytes]] = []
         self._drain()
         pol = self.policy
-        order = sorted(self._ready, key=lambda k: (pol.tier_of(k), -(k >> 16 & 0xF)))
+        # Best tier first; within it, tiles that found no slot last frame after the others
+        # (so they cannot hold the frame's uploads back from tiles that would find one).
+        waited = self._deferred
+        order = sorted(self._ready, key=lambda k: (pol.tier_of(k), k in waited,
+                                                   -tile_keys.level_of(k)))
+        self._deferred = set()
         arriving = []
-        for key in order[:self.max_uploads]:
-            data = self._ready.pop(key)
-            if not pol.is_resident(key):
-                arriving.append((key, data))
-        for (key, data), adm in zip(arriving, pol.admit_many([k for k, _ in arriving]),
-                                    strict=True):
+        for key in order[:self._upload_count()]:
+            if pol.is_resident(key):
+                del self._ready[key]
+            else:
+                arriving.append(key)
+        for key, adm in zip(arriving, pol.admit_many(arriving), strict=True):
             if adm is None:
-                st.dropped += 1
+                st.deferred += 1
+                self._deferred.add(key)
                 continue
+            data = self._ready.pop(key)
             if adm.evicted:
                 self._record(adm.evicted, None)
                 st.evictions += 1
@@ -398,6 +480,10 @@ class VirtualTextureSystem:
         self.cache.upload_tiles(uploads)
         t_table = time.perf_counter()
         st.upload_ms = (t_table - t_up) * 1e3
+        if uploads:
+            cost = st.upload_ms / len(uploads)
+            self._tile_upload_ms = cost if self._tile_upload_ms is None else \
+                0.8 * self._tile_upload_ms + 0.2 * cost
         for vt in sorted(self._dirty_vts):
             self.table.set_residency(vt, self.textures[vt].resident)
         self._dirty_vts.clear()
@@ -426,7 +512,7 @@ class VirtualTextureSystem:
         """A tile read failed (the file vanished, shrank or cannot be read): the texture is
         reported once (a warning naming the file, counted in `io_errors`) and asked for no
         more tiles, so the fault costs one read, not one per frame."""
-        vt = (int(key) >> 20) - 1
+        vt = tile_keys.vt_of(int(key))
         if vt in self.failed or not 0 <= vt < len(self.textures):
             return
         self.mark_failed(vt, str(error))
@@ -446,7 +532,7 @@ class VirtualTextureSystem:
         if self.cache is None:
             self._rebuild()
         bind_vt(program, self.cache, self.gpu_table, self.proxy, cache_unit, table_unit,
-                proxy_unit, tail_texels(self.fmt), tails_per_row(self.fmt))
+                proxy_unit, tuple(self._tail_bases), self.fmt.block_w)
 
     def all_tiles(self, vt: int, min_level: int = 0) -> np.ndarray:
         """Packed keys of every tile of `vt` from `min_level` to its coarsest level."""
@@ -455,8 +541,8 @@ class VirtualTextureSystem:
         for level in range(min_level, lay.levels):
             gx, gy = lay.grid(level)
             y, x = np.mgrid[0:gy, 0:gx]
-            keys.append(pack_feedback(np.full(x.size, vt), np.full(x.size, level), x.ravel(),
-                                      y.ravel()))
+            keys.append(tile_keys.pack(np.full(x.size, vt), np.full(x.size, level), x.ravel(),
+                                     y.ravel()))
         return np.concatenate(keys)
 
     def preload(self, keys: np.ndarray, timeout: float = 30.0) -> bool:

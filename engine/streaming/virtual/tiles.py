@@ -12,8 +12,14 @@ Everything here is pure numpy on block arrays `(block_rows, block_cols, block_by
 I/O workers use it to cut tiles out of whole decompressed levels, the tests hold the strided
 file reads to it, and the page table is laid out from `VirtualLayout`.
 
-Limits (written down because they are choices): power-of-two sizes only (a tile's ancestor
-is then simply (x >> k, y >> k)); the virtual chain stops at the last level that is at least
+Any size: levels are GL's (each side halved and floored), so a non-power-of-two level
+does not halve exactly; a tile's ancestor k levels up is (x >> k, y >> k) clamped to that
+level's grid (`ancestor_index`), which covers the tile's footprint to within a texel: the
+border holds the rest. A repeat-wrapped level whose size is not a whole number of blocks
+has block padding where its wrapped neighbour should be (a border is whole source blocks,
+never re-encoded): filtering across that level's seam blends with the padding over half a
+texel. Limits (written down because they are choices): at most
+`MAX_TILES_PER_AXIS` tiles along a side (keys.py); the virtual chain stops at the last level that is at least
 one block in both directions (4x4 texels for BCn): finer texture-space detail than that is
 all a trilinear lookup needs, except for a texture smaller than 4 pixels on screen.
 """
@@ -26,6 +32,7 @@ import numpy as np
 
 from ...formats import PixelFormat
 from ...memory.sizes import mip_dims
+from .keys import MAX_LEVELS, MAX_TILES_PER_AXIS
 
 #: Payload texels of a tile along each axis (a power of two).
 TILE_TEXELS = 128
@@ -33,15 +40,14 @@ TILE_TEXELS = 128
 BORDER_TEXELS = 4
 #: Texels of one cache slot along each axis.
 SLOT_TEXELS = TILE_TEXELS + 2 * BORDER_TEXELS
-#: Largest level count a page-table descriptor holds (a 32768-texel chain).
-MAX_LEVELS = 16
 #: uint32 words of one texture's descriptor in the shared page table (see `descriptor`).
 DESCRIPTOR_WORDS = 32
-#: Largest tile grid along one axis the feedback key can name (8 bits).
-MAX_TILES_PER_AXIS = 256
-#: Entry slot bit marking a packed coarsest tile ("tail"): the slot field then counts
-#: small cells of the cache's first slots instead of whole slots.
+#: Entry slot bit marking a packed small level ("tail"): the slot field then names a cell
+#: of the cache's first slots, its size class in bits TAIL_CLASS_SHIFT.. and its index below.
 TAIL_FLAG = 1 << 23
+TAIL_CLASS_SHIFT = 20
+#: Size classes of packed small levels: class k holds levels of at most (block << k) texels.
+TAIL_CLASSES = 4
 
 
 class Wrap(IntEnum):
@@ -49,21 +55,12 @@ class Wrap(IntEnum):
     REPEAT = 1
 
 
-@dataclass(frozen=True, order=True)
-class TileKey:
-    """One tile of one virtual texture: (vt, level, x, y) in that level's tile grid."""
-
-    vt: int
-    level: int
-    x: int
-    y: int
-
-    def parent(self) -> TileKey:
-        return TileKey(self.vt, self.level + 1, self.x >> 1, self.y >> 1)
-
-
-def is_pow2(n: int) -> bool:
-    return n > 0 and n & (n - 1) == 0
+def ancestor_index(i, k, grid_k):
+    """Tile index (x or y, int or array) of the ancestor `k` levels coarser, in a level of
+    `grid_k` tiles along that axis: the shift, clamped (for sizes that do not halve exactly,
+    the last tile of a level may have no parent of its own). Clamping level by level equals
+    clamping once, because each grid is at least half the finer one, rounded up."""
+    return np.minimum(np.asarray(i) >> k, np.asarray(grid_k) - 1)
 
 
 def slot_bytes(fmt: PixelFormat) -> int:
@@ -95,9 +92,8 @@ class VirtualLayout:
     base: int  # index of the descriptor in the shared table; entries follow it
 
     def __post_init__(self) -> None:
-        if not (is_pow2(self.width) and is_pow2(self.height)):
-            raise ValueError(f"virtual textures must be power-of-two sized, got "
-                             f"{self.width}x{self.height}")
+        if self.width < 1 or self.height < 1:
+            raise ValueError(f"virtual texture of {self.width}x{self.height} texels")
         if not 1 <= self.levels <= MAX_LEVELS:
             raise ValueError(f"level count {self.levels} outside 1..{MAX_LEVELS}")
         if SLOT_TEXELS % self.fmt.block_w or BORDER_TEXELS % self.fmt.block_w:
@@ -135,10 +131,15 @@ class VirtualLayout:
     def entry_count(self) -> int:
         return self._entries
 
-    @property
-    def tail_packable(self) -> bool:
-        """The coarsest level is one block: it fits a tail cell (square power-of-two)."""
-        return self.level_size(self.levels - 1) == (self.fmt.block_w, self.fmt.block_h)
+    def packed_levels(self) -> list[tuple[int, int]]:
+        """(level, size class) of the levels small enough to share slots (tail_class): a
+        suffix of the chain, coarsest last; each is one tile, pinned in a cell."""
+        out = []
+        for level in range(self.levels):
+            k = tail_class(self.fmt, *self.level_size(level))
+            if k is not None and self.grid(level) == (1, 1):
+                out.append((level, k))
+        return out
 
     @property
     def table_words(self) -> int:
@@ -181,25 +182,36 @@ class VirtualLayout:
         return np.clip(cols, 0, nbx - 1), np.clip(rows, 0, nby - 1)
 
 
-def tail_texels(fmt: PixelFormat) -> int:
-    """Texels of one tail cell: a one-block coarsest level and its one-block border."""
-    return fmt.block_w + 2 * BORDER_TEXELS
+def tail_class(fmt: PixelFormat, width: int, height: int) -> int | None:
+    """Size class k of a level small enough to share a slot (at most `block << k` texels a
+    side, k < TAIL_CLASSES), or None for a level that takes whole slots."""
+    side = max(-(-width // fmt.block_w), -(-height // fmt.block_h))  # in blocks
+    for k in range(TAIL_CLASSES):
+        if side <= 1 << k:
+            return k
+    return None
 
 
-def tails_per_row(fmt: PixelFormat) -> int:
-    return SLOT_TEXELS // tail_texels(fmt)
+def tail_texels(fmt: PixelFormat, k: int = 0) -> int:
+    """Texels of one cell of class k: the level's payload and a one-block border."""
+    return (fmt.block_w << k) + 2 * BORDER_TEXELS
 
 
-def tails_per_slot(fmt: PixelFormat) -> int:
-    """How many coarsest tiles share one slot: 121 for BCn (11 x 11 cells of 12 texels).
-    Pinning each texture's 4x4-texel coarsest level in a whole 136^2 slot would spend 99%
-    of the slot on nothing; with 64 textures in a 144-slot cache, 44% of the cache."""
-    return tails_per_row(fmt) ** 2
+def tails_per_row(fmt: PixelFormat, k: int = 0) -> int:
+    return SLOT_TEXELS // tail_texels(fmt, k)
 
 
-def tail_blocks(fmt: PixelFormat, slot_data: bytes) -> bytes:
-    """The cell of a coarsest tile: the top-left (1 + 2 borders) blocks of its slot bytes."""
-    n = tail_texels(fmt) // fmt.block_w
+def tails_per_slot(fmt: PixelFormat, k: int = 0) -> int:
+    """How many small levels of class k share one slot: for BCn 121 one-block levels (11 x 11
+    cells of 12 texels), 64 of 8 texels, 25 of 16, 9 of 32. Each in a whole 136^2 slot, the
+    small levels of thousands of textures would take most of a cache."""
+    return tails_per_row(fmt, k) ** 2
+
+
+def tail_blocks(fmt: PixelFormat, slot_data: bytes, k: int = 0) -> bytes:
+    """The cell of a small level: the top-left blocks (payload of class k + borders) of its
+    slot bytes."""
+    n = tail_texels(fmt, k) // fmt.block_w
     return np.frombuffer(slot_data, np.uint8).reshape(slot_shape(fmt))[:n, :n].tobytes()
 
 
@@ -250,17 +262,3 @@ def pack_entry(slot: int, level: int) -> int:
 def unpack_entry(entry: np.ndarray | int) -> tuple[np.ndarray, np.ndarray]:
     e = np.asarray(entry, np.uint32)
     return e & 0xFFFFFF, e >> 24
-
-
-def pack_feedback(vt: np.ndarray, level: np.ndarray, x: np.ndarray,
-                  y: np.ndarray) -> np.ndarray:
-    """What the feedback shader writes per pixel (0 = nothing): vt+1 (12 bits), level (4),
-    tile y (8), tile x (8). Kept here so the pure reduction and its tests share it."""
-    return ((np.asarray(vt, np.uint32) + 1) << 20 | np.asarray(level, np.uint32) << 16
-            | np.asarray(y, np.uint32) << 8 | np.asarray(x, np.uint32)).astype(np.uint32)
-
-
-def unpack_feedback(keys: np.ndarray) -> tuple[np.ndarray, ...]:
-    k = np.asarray(keys, np.uint32)
-    return ((k >> 20).astype(np.int64) - 1, (k >> 16 & 0xF).astype(np.int64),
-            (k & 0xFF).astype(np.int64), (k >> 8 & 0xFF).astype(np.int64))

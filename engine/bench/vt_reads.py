@@ -1,0 +1,141 @@
+"""Tile reads side by side: today's mapped gather, strided positioned reads, and the
+tile-contiguous copy (one pread a tile), from cold and warm files, with a pool of threads
+as the virtual texture system reads them.
+
+Why: a gather from a mapping faults its pages in holding the GIL, so a pool of readers
+reads a cold file one page at a time; a positioned read releases the GIL, and a tile stored
+contiguously is one of them instead of 34+. "Cold" drops the files' pages from the OS page
+cache first (posix_fadvise DONTNEED: clean pages go, no root needed; a virtual machine's
+host may still hold them, which the figures then understate).
+
+    python -m engine.bench.vt_reads --files 24 --size 2048 --tiles 800 --threads 2 12
+
+Reported per mode, state and thread count: tiles/s (median of `--repeats`), and the ratio to
+the mapped gather in the same run.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+from .. import textures
+from ..streaming.virtual.io import TiledCache, TileSource
+from ..streaming.virtual.tiles import VirtualLayout, Wrap, virtual_levels
+from ..textures.ktx2_write import write_ktx2
+from .virtual import _drop_os_cache, write_doc
+
+MODES = ("mapped", "pread_rows", "tiled")
+
+
+def _make_files(folder: Path, count: int, size: int, seed: int) -> list[Path]:
+    """`count` BC7 files of random blocks (reads do not look at the content)."""
+    rng = np.random.default_rng(seed)
+    paths = []
+    for i in range(count):
+        path = folder / f"r{i:03d}.ktx2"
+        levels = int(np.log2(size)) + 1
+        chain = [rng.integers(0, 256, max(1, (size >> lv) // 4) ** 2 * 16,
+                              dtype=np.uint8).tobytes() for lv in range(levels)]
+        write_ktx2(path, "BC7", size, size, chain)
+        paths.append(path)
+    return paths
+
+
+def _sources(paths: list[Path], mode: str) -> list[TileSource]:
+    out = []
+    for i, p in enumerate(paths):
+        tf = textures.open(p)
+        lay = VirtualLayout(tf.pixel_format, tf.width, tf.height,
+                            virtual_levels(tf.pixel_format, tf.width, tf.height,
+                                           len(tf.levels)), Wrap.REPEAT, 1024 + i * 4096)
+        out.append(TileSource(tf, lay, use_mmap=mode == "mapped"))
+    return out
+
+
+def _time_reads(sources: list[TileSource], tiles: list[tuple[int, int, int, int]],
+                threads: int) -> float:
+    """Seconds to read every tile with `threads` readers."""
+    def one(t):
+        vt, level, x, y = t
+        return len(sources[vt].read_tile(level, x, y))
+
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(threads) as pool:
+        total = sum(pool.map(one, tiles))
+    assert total > 0
+    return time.perf_counter() - t0
+
+
+def run(files: int, size: int, tile_count: int, threads: list[int], repeats: int,
+        seed: int) -> dict:
+    with tempfile.TemporaryDirectory(prefix="vt_reads_") as tmp:
+        folder = Path(tmp)
+        paths = _make_files(folder, files, size, seed)
+        cache = TiledCache(folder / "tiles")
+        tiled = _sources(paths, "tiled")
+        for src in tiled:
+            cache.add(src)
+        while not cache.idle():
+            time.sleep(0.01)
+        copies = [src.tiled_path for src in tiled]
+        rng = np.random.default_rng(seed + 1)
+        lay = tiled[0].layout
+        tiles = []
+        for _ in range(tile_count):  # the detail levels, where most of a cut's tiles are
+            level = int(rng.integers(0, min(3, lay.levels)))
+            gx, gy = lay.grid(level)
+            tiles.append((int(rng.integers(files)), level, int(rng.integers(gx)),
+                          int(rng.integers(gy))))
+        rows = []
+        for state in ("cold", "warm"):
+            for n in threads:
+                row = {"state": state, "threads": n}
+                for mode in MODES:
+                    secs = []
+                    for _ in range(repeats):
+                        srcs = tiled if mode == "tiled" else _sources(paths, mode)
+                        if state == "cold":
+                            _drop_os_cache(paths + copies)
+                        else:
+                            _time_reads(srcs, tiles, n)
+                        secs.append(_time_reads(srcs, tiles, n))
+                        if srcs is not tiled:
+                            for s in srcs:
+                                s.close()
+                    row[f"{mode}_tiles_per_s"] = round(tile_count / statistics.median(secs))
+                base = row["mapped_tiles_per_s"]
+                for mode in MODES[1:]:
+                    row[f"{mode}_over_mapped"] = round(row[f"{mode}_tiles_per_s"] / base, 2)
+                rows.append(row)
+        source_bytes = sum(os.path.getsize(p) for p in paths)
+        tiled_bytes = sum(os.path.getsize(p) for p in copies)
+        for src in tiled:
+            src.close()
+        cache.close()
+    return {"files": files, "size": size, "tiles": tile_count, "repeats": repeats,
+            "tiled_over_source_bytes": round(tiled_bytes / source_bytes, 2), "rows": rows}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m engine.bench.vt_reads")
+    p.add_argument("--files", type=int, default=24)
+    p.add_argument("--size", type=int, default=2048)
+    p.add_argument("--tiles", type=int, default=800)
+    p.add_argument("--threads", type=int, nargs="+", default=[2, 12])
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--seed", type=int, default=5)
+    p.add_argument("--json")
+    a = p.parse_args(argv)
+    write_doc(run(a.files, a.size, a.tiles, a.threads, a.repeats, a.seed), a.json)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
