@@ -23,6 +23,7 @@ from typing import Any
 from ..gl.device import Device
 from ..memory.budget import Budget
 from ..memory.governor import BudgetSplit, Governor
+from ..memory.sizes import format_exact
 from ..render.feedback import FeedbackPass
 from ..render.renderer import Renderer
 from ..render.scene import Scene
@@ -57,6 +58,33 @@ class FrameContext:
 FrameHook = Callable[[FrameContext], None]
 
 
+@dataclass(frozen=True)
+class OverBudget:
+    """What a host's `on_over_budget` callback is told when a frame goes over the budget (once
+    per stretch of frames over it): which frame, by how much, and why."""
+
+    frame: int
+    used_bytes: int
+    budget_bytes: int
+    reason: str
+
+
+OverBudgetHook = Callable[[OverBudget], None]
+
+
+def over_budget_reason(record: Mapping[str, Any], notes: Iterable[str] = ()) -> str | None:
+    """Why a frame's record is over its budget, or None when it is not: the governor's notes
+    when its minimums did not fit, else the bytes the ledger peaked at."""
+    budget = int(record["budget_bytes"])
+    peak = int(record.get("peak_bytes", record["total_bytes"]))
+    said = "; ".join(notes)
+    if record.get("over_budget"):
+        return said or "the minimum allocations exceed the budget"
+    if peak > budget:
+        return f"peaked at {peak:,} bytes, {peak - budget:,} over the {budget:,}-byte budget"
+    return None
+
+
 @dataclass
 class FrameClock:
     """Seconds of simulated time: the loop sets `now` each frame. Injected into the streamer
@@ -74,6 +102,11 @@ def make_governor(device: Device, settings: RunSettings) -> Governor:
     reading = device.vram()
     spec = "80%" if settings.budget is None else settings.budget
     budget = spec if isinstance(spec, Budget) else Budget(spec, vram_total=reading.total_bytes)
+    if budget.bytes > budget.reference_total:
+        what = "VRAM" if budget.vram_total else "virtual VRAM (the driver reports none)"
+        log.warning("budget %s is more than the device's %s of %s: the device's memory, not "
+                    "the budget, will limit this run", format_exact(budget.bytes),
+                    format_exact(budget.reference_total), what)
     pressure = device.vram if device.probe.source == "NVX" else None
     return Governor(settings.governor, budget=budget, pressure=pressure)
 
@@ -126,8 +159,11 @@ class FrameLoop:
 
     def __init__(self, device: Device, governor: Governor, scene_factory: SceneFactory,
                  settings: RunSettings, *, size: tuple[int, int] | None = None,
-                 on_frame: Iterable[FrameHook] = ()) -> None:
+                 on_frame: Iterable[FrameHook] = (),
+                 on_over_budget: OverBudgetHook | None = None) -> None:
         self.device = device
+        self.on_over_budget = on_over_budget
+        self._was_over = False
         self.governor = governor
         self.settings = settings
         self.dt = settings.dt
@@ -153,20 +189,42 @@ class FrameLoop:
                 self.reaction = MemoryReaction(
                     device, governor, self.renderer,
                     ResolutionController(self.renderer.cost_spec, settings.resolution))
+                self._check_start_budget()
         except BaseException:
             self.release()
             raise
         self._last_ms: float | None = None
 
+    def _check_start_budget(self) -> None:
+        """BudgetError before the first frame when the budget cannot hold what the scene needs
+        to start: its fixed memory, the smallest render targets and the streamed textures'
+        smallest levels. Nothing the run could do later would bring it under."""
+        assert self.renderer is not None and self.reaction is not None
+        stats = self.provider.stats()
+        split = self.governor.split(
+            self.device.ledger.by_category(),
+            target_curve=self.reaction.controller.target_curve(*self.renderer.output_size),
+            stream_wanted=stats.wanted_bytes, stream_min=stats.min_bytes,
+            resizable_target_bytes=self.renderer.target_bytes)
+        if split.over_budget:
+            from ..errors import BudgetError
+
+            raise BudgetError(f"budget {self.governor.budget_bytes:,} bytes cannot be met: "
+                              f"{'; '.join(split.notes)} (what this scene needs to start at "
+                              f"{self.renderer.output_size[0]}x{self.renderer.output_size[1]}); "
+                              f"give a larger budget or a smaller size")
+
     @classmethod
     def embedded(cls, device: Device, scene_factory: SceneFactory,
                  settings: RunSettings | None = None, *, size: tuple[int, int] | None = None,
-                 on_frame: Iterable[FrameHook] = (), **overrides: Any) -> FrameLoop:
+                 on_frame: Iterable[FrameHook] = (),
+                 on_over_budget: OverBudgetHook | None = None, **overrides: Any) -> FrameLoop:
         """A loop for a host that owns the window and the frame timing (glfw, Qt,
-        moderngl-window, a canvas): the host calls `step(frame)` and shows the output."""
+        moderngl-window, a canvas): the host calls `step(frame)` and shows the output.
+        `on_over_budget` is called when a frame goes over the budget (see OverBudget)."""
         settings = replace(settings or RunSettings(), **overrides)
         return cls(device, make_governor(device, settings), scene_factory, settings,
-                   size=size, on_frame=on_frame)
+                   size=size, on_frame=on_frame, on_over_budget=on_over_budget)
 
     def step(self, frame: int, camera_override: Callable[[Scene], None] | None = None
              ) -> dict[str, Any]:
@@ -224,10 +282,21 @@ class FrameLoop:
             record["effective_budget_bytes"] = allocation.effective_budget
             record["external_pressure_bytes"] = allocation.external_pressure_bytes
             record["pool_bytes"] = allocation.pool_allowance
+            if allocation.over_budget:  # the HUD (a hook) shows it
+                record["over_budget_reason"] = "; ".join(allocation.notes)
         for hook in self.on_frame:
             hook(ctx)
         sample = self.device.end_frame(frame)
         record["peak_bytes"] = sample.peak_bytes
+        reason = over_budget_reason(record, allocation.notes if allocation else ())
+        if reason is not None:
+            record["over_budget_reason"] = reason
+            if not self._was_over:
+                log.warning("frame %d over the budget: %s", frame, reason)
+                if self.on_over_budget is not None:
+                    self.on_over_budget(OverBudget(frame, int(record["peak_bytes"]),
+                                                   budget, reason))
+        self._was_over = reason is not None
         self._last_ms = ms
         self.frames.append(record)
         return record

@@ -6,11 +6,13 @@ take; a variant is `dataclasses.replace(settings, frames=10)` (or keyword overri
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import inputs
+from ..errors import UsageError
 from ..memory.budget import Budget
 from ..memory.governor import GovernorSettings
 from ..resolution.policy import ResolutionSettings
@@ -22,12 +24,15 @@ VIEW_MODES = ("lit", "mip")
 @dataclass(frozen=True)
 class RunSettings:
     frames: int = 120  # headless: frames to render; window: <= 0 runs until closed
-    size: tuple[int, int] = (1280, 720)  # output size; a window's framebuffer overrides it
+    #: output size, (width, height) or "WIDTHxHEIGHT"; a window's framebuffer overrides it
+    size: tuple[int, int] | str = (1280, 720)
     budget: str | int | Budget | None = "80%"  # None: the default, 80% of the probed VRAM
     headless: bool = True
     screenshot: Path | str | None = None
     report: Path | str | None = None
-    provider: str = "static"  # a name in engine.app.providers.PROVIDERS
+    #: a name in engine.app.providers.PROVIDERS; "streaming" keeps textures within the budget
+    #: (whole levels or virtual tiles), "static" makes every texture resident in full
+    provider: str = "streaming"
     scale: float = 1.0  # initial render scale
     upscale: str = "bilinear"  # a name in engine.resolution.upscale.MODES
     view_mode: str = "lit"
@@ -49,9 +54,17 @@ class RunSettings:
     keep_frames: int | None = None
 
     def __post_init__(self) -> None:
-        w, h = self.size
-        if int(w) < 1 or int(h) < 1:
-            raise ValueError(f"size must be positive, got {w}x{h}")
+        # The CLI's checks (engine.inputs), with the field's name: the API refuses what the
+        # command line refuses, with the same words.
+        object.__setattr__(self, "size", _field(
+            "size", lambda v: inputs.output_size(v, max_edge=None), self.size))
+        window_until_closed = (not self.headless and isinstance(self.frames, int)
+                               and not isinstance(self.frames, bool) and self.frames <= 0)
+        if not window_until_closed:
+            object.__setattr__(self, "frames", _field("frames", inputs.positive_int,
+                                                      self.frames))
+        if self.budget is not None:
+            _field("budget", inputs.budget, self.budget)
         if not 0 < self.scale <= 1:
             raise ValueError(f"scale must be in (0, 1], got {self.scale}")
         if self.view_mode not in VIEW_MODES:
@@ -60,3 +73,11 @@ class RunSettings:
             raise ValueError(f"keep_frames must be >= 1 or None, got {self.keep_frames}")
         if not self.dt > 0:
             raise ValueError(f"dt must be positive, got {self.dt}")
+
+
+def _field(name: str, check: Callable[[Any], Any], value: Any) -> Any:
+    """`check(value)`, its UsageError prefixed with the field's name."""
+    try:
+        return check(value)
+    except UsageError as exc:
+        raise UsageError(f"{name}: {exc}") from None
