@@ -31,6 +31,7 @@ from pathlib import Path
 from .. import textures
 from ..gl.device import Device
 from ..gl.peers import lend_context_to_moderngl_window
+from ..gl.tracking import UserObject
 from ..memory.ledger import Category
 from ..memory.sizes import format_bytes, mip_count, texture_bytes
 from ..streaming.backends import CATEGORY
@@ -138,14 +139,16 @@ def _loader_rows(device: Device, paths: Sequence[Path], pngs: Sequence[Path]
 
         def load(png: Path):
             tex = resources.textures.load(TextureDescription(path=str(png), mipmap=True))
-            return device.track_user_object(tex, "texture", rgba_bytes, f"mglw {png.name}",
-                                            category=Category.USER)
+            device.track_user_object(UserObject(tex), "texture", rgba_bytes,
+                                     f"mglw {png.name}", category=Category.USER)
+            return tex
         made: list = []
         try:
             seconds, made = _timed_loads(device, load, pngs)
         finally:
             for tex in made:
-                device.release(tex)
+                tex.release()
+            device.flush_releases()  # the ledger forgets what was released behind its back
         loaders.append((f"moderngl-window {moderngl_window.__version__} (PNG, RGBA8 + mips)",
                         seconds, rgba_bytes))
     naive = NaiveProvider(device)

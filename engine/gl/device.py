@@ -406,11 +406,13 @@ class Device(FaultInjection):
         with self._alloc.leak_check() as t:
             yield t
 
-    def track_user_object(self, obj: Any, kind: str, nbytes: int, label: str,
-                          category: Category | str = Category.USER) -> Any:
-        """Record a moderngl object the user made (see engine.gl.tracking.TrackedContext)."""
-        return self._alloc.register(obj, kind, category, label, nbytes, getattr(obj, "glo", 0),
-                                    obj.release, moderngl_alive(obj))
+    def track_user_object(self, handle: Any, kind: str, nbytes: int, label: str,
+                          category: Category | str = Category.USER, *, glo: int = 0) -> Any:
+        """Record a moderngl object the user made (see engine.gl.tracking.TrackedContext):
+        `handle` has `alive()` and `release()`; the object is not labelled (a label is GL
+        state the user's code can read back)."""
+        return self._alloc.register(handle, kind, category, label, nbytes, glo,
+                                    handle.release, handle.alive, label_object=False)
 
     # ----------------------------------------------------------------- memory views
     def vram(self) -> VramReading:
@@ -436,11 +438,16 @@ class Device(FaultInjection):
         if left:
             log.warning("%d GL object(s) still alive at shutdown:\n%s", len(left),
                         "\n".join("  " + r.describe() for r in left))
+        # An adopted context the host has already released: forget what is left without a
+        # GL call (there is no context to call into; its objects went with it).
+        gone = type(getattr(self._ctx, "mglo", None)).__name__ == "InvalidObject"
         for rec in reversed(left):
             obj = self._alloc.object_of(rec)
-            if obj is not None:
+            if obj is not None and gone:
+                self._alloc.release(obj, closed=True)
+            elif obj is not None:
                 self.release(obj)
-        if self._raw.has("glDebugMessageCallback") and self._debug_proc is not None:
+        if not gone and self._raw.has("glDebugMessageCallback") and self._debug_proc is not None:
             self._raw.glDebugMessageCallback(DEBUGPROC(), None)
         self._thread.closed = True
         atexit.unregister(self._atexit)
