@@ -387,6 +387,19 @@ class Device(FaultInjection):
                 and self._thread.current:
             obj.released = True
 
+    def release_records(self, records: Sequence[TrackedObject]) -> None:
+        """Release the objects behind tracker records, newest first (shutdown, and the pytest
+        plugin's clean-up after a test that left objects alive). On an adopted context the
+        host has already released, they are forgotten without a GL call: there is no context
+        to call into, and its objects went with it."""
+        gone = type(getattr(self._ctx, "mglo", None)).__name__ == "InvalidObject"
+        for rec in reversed(list(records)):
+            obj = self._alloc.object_of(rec)
+            if obj is not None and gone:
+                self._alloc.release(obj, closed=True)
+            elif obj is not None:
+                self.release(obj)
+
     def _before_destroy(self, alloc, obj: Any) -> None:
         if alloc.kind == "framebuffer" and self._ctx.fbo is obj:
             # moderngl rebinds its last bound framebuffer after making a new one; if that one
@@ -438,15 +451,8 @@ class Device(FaultInjection):
         if left:
             log.warning("%d GL object(s) still alive at shutdown:\n%s", len(left),
                         "\n".join("  " + r.describe() for r in left))
-        # An adopted context the host has already released: forget what is left without a
-        # GL call (there is no context to call into; its objects went with it).
+        self.release_records(left)
         gone = type(getattr(self._ctx, "mglo", None)).__name__ == "InvalidObject"
-        for rec in reversed(left):
-            obj = self._alloc.object_of(rec)
-            if obj is not None and gone:
-                self._alloc.release(obj, closed=True)
-            elif obj is not None:
-                self.release(obj)
         if not gone and self._raw.has("glDebugMessageCallback") and self._debug_proc is not None:
             self._raw.glDebugMessageCallback(DEBUGPROC(), None)
         self._thread.closed = True
