@@ -72,15 +72,18 @@ class OverBudget:
 OverBudgetHook = Callable[[OverBudget], None]
 
 
-def over_budget_reason(record: Mapping[str, Any], notes: Iterable[str] = ()) -> str | None:
+def over_budget_reason(record: Mapping[str, Any], start_bytes: int,
+                       notes: Iterable[str] = ()) -> str | None:
     """Why a frame's record is over its budget, or None when it is not: the governor's notes
-    when its minimums did not fit, else the bytes the ledger peaked at."""
+    when its minimums did not fit, else the bytes the ledger peaked at. Memory carried over
+    a budget cut from the frame before (`start_bytes`, the total when the frame began) and
+    given back within the frame is following the cut, not going over it."""
     budget = int(record["budget_bytes"])
     peak = int(record.get("peak_bytes", record["total_bytes"]))
     said = "; ".join(notes)
     if record.get("over_budget"):
         return said or "the minimum allocations exceed the budget"
-    if peak > budget:
+    if peak > budget and (peak > start_bytes or int(record["total_bytes"]) > budget):
         return f"peaked at {peak:,} bytes, {peak - budget:,} over the {budget:,}-byte budget"
     return None
 
@@ -237,6 +240,7 @@ class FrameLoop:
         # last frame (a hook, a key, another thread) is answered by this very frame, targets
         # shrink before the scene is drawn into them, and the streamer plans its evictions and
         # loads against the pool just granted for this budget, not last frame's.
+        start_bytes = self.device.ledger.total
         self.renderer.reserve(self.scene)  # per-frame buffers sized before the split
         budget = self.governor.budget_bytes
         allocation = decision = None
@@ -288,7 +292,7 @@ class FrameLoop:
             hook(ctx)
         sample = self.device.end_frame(frame)
         record["peak_bytes"] = sample.peak_bytes
-        reason = over_budget_reason(record, allocation.notes if allocation else ())
+        reason = over_budget_reason(record, start_bytes, allocation.notes if allocation else ())
         if reason is not None:
             record["over_budget_reason"] = reason
             if not self._was_over:
