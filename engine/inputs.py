@@ -66,7 +66,7 @@ def positive_int(value: Any) -> int:
     """A whole number >= 1 (frame counts, texture counts)."""
     n = _whole(value)
     if n is None:
-        raise UsageError(f"{value!r} is not a whole number; accepted: 1 or more")
+        raise UsageError(f"{str(value)!r} is not a whole number; accepted: 1 or more")
     if n < 1:
         raise UsageError(f"{n} is out of range; accepted: 1 or more")
     return n
@@ -76,7 +76,7 @@ def seed(value: Any) -> int:
     """A random seed: a whole number >= 0."""
     n = _whole(value)
     if n is None or n < 0:
-        raise UsageError(f"{value!r}: accepted: a whole number >= 0")
+        raise UsageError(f"{str(value)!r}: accepted: a whole number >= 0")
     return n
 
 
@@ -87,7 +87,7 @@ def probability(value: Any) -> float:
     except (TypeError, ValueError):
         p = math.nan
     if not 0.0 <= p <= 1.0:
-        raise UsageError(f"{value!r}: accepted: a number in [0, 1]")
+        raise UsageError(f"{str(value)!r}: accepted: a number in [0, 1]")
     return p
 
 
@@ -96,7 +96,7 @@ def texture_edge(value: Any) -> int:
     accepted = f"accepted: a power of two, {MIN_TEXTURE_SIZE}-{MAX_OUTPUT_EDGE}"
     n = _whole(value)
     if n is None:
-        raise UsageError(f"{value!r} is not a whole number; {accepted}")
+        raise UsageError(f"{str(value)!r} is not a whole number; {accepted}")
     if not (MIN_TEXTURE_SIZE <= n <= MAX_OUTPUT_EDGE) or n & (n - 1):
         raise UsageError(f"{n} is out of range; {accepted}")
     return n

@@ -1,4 +1,4 @@
-"""Embedding the engine in a Qt application (`pip install -e '.[qt]'`: PySide6-Essentials).
+"""Embedding the engine in a Qt application (`pip install 'vram-budget-renderer[qt]'`: PySide6-Essentials).
 
 Qt owns the window, the GL context and the event loop; `engine.hosts.qt.EngineWidget` is a
 `QOpenGLWidget` that adopts Qt's context in `initializeGL` and draws the engine's frame into
