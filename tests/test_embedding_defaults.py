@@ -208,3 +208,28 @@ def test_report_of_a_picture_is_the_usual_one_line_error(tmp_path, capsys):
 def test_options_a_demo_does_not_read_are_refused(capsys):
     rc, err = _main(["demo", "gltf", "--count", "5"], capsys)
     assert rc == 2 and "--count does not apply to demo 'gltf'" in err and "gallery" in err
+
+
+# ------------------------------------------------------------------ the main job
+def test_the_gallery_runs_under_a_budget_that_binds_and_says_where_it_cached(
+        tmp_path, monkeypatch, capsys, caplog):
+    """The issue: the default budget (80% of the device) never bound the gallery, and its
+    first run wrote its textures to the cache without saying how much or where."""
+    import json
+
+    monkeypatch.setenv("ENGINE_CACHE", str(tmp_path / "cache"))
+    caplog.set_level(logging.INFO, "engine.progress")
+    rc = cli.main(["demo", "gallery", "--headless", "--frames", "6", "--count", "4",
+                   "--texture-size", "128", "--size", "160x96"])
+    captured = capsys.readouterr()
+    assert rc == 0, captured.err
+    s = json.loads(captured.out)
+    assert s["budget_source"].startswith("measured from the scene")
+    b = s["budget"]
+    assert b["bound_frames"] == b["of_frames"] == 5 and not s["over_budget"]
+    assert b["end"]["texture_resident_bytes"] < b["end"]["texture_wanted_bytes"]
+    assert s["cache"]["dir"].startswith(str(tmp_path / "cache")) and s["cache"]["files"] == 4
+    assert s["cache"]["bytes"] == s["cache"]["written_bytes"] > 0  # the first run made them
+    said = caplog.text  # the two lines the command ends with, on stderr
+    assert "it bound in 5 of 5 frames" in said
+    assert f"texture cache: {s['cache']['dir']} holds" in said
