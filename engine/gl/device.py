@@ -35,7 +35,7 @@ from ..memory.leaks import LeakTracker, TrackedObject
 from ..memory.probe import VramReading
 from ..memory.sizes import level_bytes, mip_dims, texture_bytes
 from . import constants as K
-from .allocator import Allocator, ByteLedger, FaultInjection, ObjectTracker, moderngl_alive
+from .allocator import Allocator, ByteLedger, FaultInjection, ObjectTracker
 from .capabilities import Capabilities, detect
 from .commands import Commands, Fence
 from .context import (
