@@ -14,6 +14,7 @@ from typing import Any
 
 from pyglm import glm
 
+from engine import inputs
 from engine.gl.device import Device
 from engine.render.camera import Camera, CameraPath, Keyframe
 from engine.demos.gallery_assets import gallery_texture_paths, gallery_textures
@@ -42,7 +43,9 @@ def texture_paths(options: Mapping[str, Any]) -> list[Path]:
 
 def build(device: Device, provider: TextureProvider, options: Mapping[str, Any]) -> Scene:
     opts = {**DEFAULTS, **{k: v for k, v in options.items() if v is not None}}
-    count, size = int(opts["count"]), int(opts["texture_size"])
+    # the CLI's checks, for callers of the API (run_scene(build, options={"count": 0}))
+    count = inputs.checked("count", inputs.positive_int, opts["count"])
+    size = inputs.checked("texture_size", inputs.texture_edge, opts["texture_size"])
     assets = gallery_textures(count, size, str(opts["format"]),
                               cache_dir=opts.get("cache_dir"))
     scene = Scene(device)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .errors import BudgetError, UsageError
@@ -37,6 +37,15 @@ def _whole(value: Any) -> int | None:
         if text.lstrip("+-").isdigit():
             return int(text)
     return None
+
+
+def checked(name: str, check: Callable[[Any], Any], value: Any) -> Any:
+    """`check(value)`, its UsageError prefixed with the field's or option's name (the API's
+    form of the CLI's "argument --frames: ...")."""
+    try:
+        return check(value)
+    except UsageError as exc:
+        raise UsageError(f"{name}: {exc}") from None
 
 
 def output_size(value: str | Sequence[int], max_edge: int | None = MAX_OUTPUT_EDGE

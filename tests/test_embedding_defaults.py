@@ -233,3 +233,14 @@ def test_the_gallery_runs_under_a_budget_that_binds_and_says_where_it_cached(
     said = caplog.text  # the two lines the command ends with, on stderr
     assert "it bound in 5 of 5 frames" in said
     assert f"texture cache: {s['cache']['dir']} holds" in said
+
+
+@pytest.mark.parametrize("options, says", [
+    ({"count": 0}, "count: 0 is out of range; accepted: 1 or more"),
+    ({"count": 2.5}, "count: '2.5' is not a whole number"),
+    ({"texture_size": 100}, "texture_size: 100 is out of range; accepted: a power of two")])
+def test_api_scene_counts_like_the_cli(device, options, says):
+    from engine.demos.gallery import build as gallery
+
+    with pytest.raises(UsageError, match=re.escape(says)):
+        run_scene(gallery, frames=1, size=SIZE, device=device, options=options)

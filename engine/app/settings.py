@@ -6,13 +6,12 @@ take; a variant is `dataclasses.replace(settings, frames=10)` (or keyword overri
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .. import inputs
-from ..errors import UsageError
 from ..memory.budget import Budget
 from ..memory.governor import GovernorSettings
 from ..resolution.policy import ResolutionSettings
@@ -56,15 +55,15 @@ class RunSettings:
     def __post_init__(self) -> None:
         # The CLI's checks (engine.inputs), with the field's name: the API refuses what the
         # command line refuses, with the same words.
-        object.__setattr__(self, "size", _field(
+        object.__setattr__(self, "size", inputs.checked(
             "size", lambda v: inputs.output_size(v, max_edge=None), self.size))
         window_until_closed = (not self.headless and isinstance(self.frames, int)
                                and not isinstance(self.frames, bool) and self.frames <= 0)
         if not window_until_closed:
-            object.__setattr__(self, "frames", _field("frames", inputs.positive_int,
+            object.__setattr__(self, "frames", inputs.checked("frames", inputs.positive_int,
                                                       self.frames))
         if self.budget is not None:
-            _field("budget", inputs.budget, self.budget)
+            inputs.checked("budget", inputs.budget, self.budget)
         if not 0 < self.scale <= 1:
             raise ValueError(f"scale must be in (0, 1], got {self.scale}")
         if self.view_mode not in VIEW_MODES:
@@ -74,10 +73,3 @@ class RunSettings:
         if not self.dt > 0:
             raise ValueError(f"dt must be positive, got {self.dt}")
 
-
-def _field(name: str, check: Callable[[Any], Any], value: Any) -> Any:
-    """`check(value)`, its UsageError prefixed with the field's name."""
-    try:
-        return check(value)
-    except UsageError as exc:
-        raise UsageError(f"{name}: {exc}") from None

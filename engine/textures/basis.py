@@ -15,8 +15,8 @@ level's slice of the BasisLZ global data and the level's bytes, and transcodes t
 levels (which basis_universal cannot inflate) and zstd levels are inflated by our own
 supercompression code first, so the transcoder only ever sees raw UASTC.
 
-The binding is optional (`pip install 'vram-budget-renderer[basis]'`): without it these files raise the
-same `UnsupportedFormatError` as before, naming the extra to install. Encoding (bake's
+The binding is optional (`pip install 'vram-budget-renderer[basis]'`): without it these files
+raise the same `UnsupportedFormatError` as before, naming the extra to install. Encoding (bake's
 `--format uastc/etc1s`) uses a second library, alktx2 (basis_universal's encoder); see
 docs/basis.md for why two.
 """
