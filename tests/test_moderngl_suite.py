@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -48,15 +49,19 @@ def _suite() -> Path:
             last = (got.stderr.strip().splitlines() or ["no output"])[-1]
             pytest.skip(f"cannot fetch the moderngl {version} sdist: {last}")
     prefix = f"moderngl-{version}/tests/"
+    staging = cache / f".extract-{os.getpid()}"  # renamed into place whole: never half a suite
     with tarfile.open(sdist) as tar:
         members = [m for m in tar.getmembers() if m.name.startswith(prefix) and m.isfile()
                    and ".." not in Path(m.name).parts]
         if not members:
             pytest.skip(f"the moderngl {version} sdist has no tests/ folder")
         if hasattr(tarfile, "data_filter"):  # Python 3.11.4 and later
-            tar.extractall(cache, members=members, filter="data")
+            tar.extractall(staging, members=members, filter="data")
         else:  # plain files under tests/ only (checked above)
-            tar.extractall(cache, members=members)
+            tar.extractall(staging, members=members)
+    tests.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(staging / prefix, tests)
+    shutil.rmtree(staging, ignore_errors=True)
     return tests
 
 
