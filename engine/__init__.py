@@ -49,6 +49,7 @@ _API: dict[str, str] = {
     "RunResult": "engine.app.loop",
     "FrameLoop": "engine.app.loop",
     "FrameContext": "engine.app.loop",
+    "OverBudget": "engine.app.loop",
     "run_scene": "engine.app.run",
     "register_provider": "engine.app.providers",
     # testing helpers for users' CI
