@@ -22,8 +22,9 @@ from typing import Any
 
 from ..gl.device import Device
 from ..memory.budget import Budget
-from ..memory.governor import BudgetSplit, Governor
-from ..memory.sizes import format_exact
+from ..errors import BudgetError
+from ..memory.governor import BudgetSplit, Governor, split_usage
+from ..memory.sizes import format_bytes, format_exact
 from ..render.feedback import FeedbackPass
 from ..render.renderer import Renderer
 from ..render.scene import Scene
@@ -203,19 +204,20 @@ class FrameLoop:
         to start: its fixed memory, the smallest render targets and the streamed textures'
         smallest levels. Nothing the run could do later would bring it under."""
         assert self.renderer is not None and self.reaction is not None
-        stats = self.provider.stats()
-        split = self.governor.split(
-            self.device.ledger.by_category(),
-            target_curve=self.reaction.controller.target_curve(*self.renderer.output_size),
-            stream_wanted=stats.wanted_bytes, stream_min=stats.min_bytes,
-            resizable_target_bytes=self.renderer.target_bytes)
-        if split.over_budget:
-            from ..errors import BudgetError
-
-            raise BudgetError(f"budget {self.governor.budget_bytes:,} bytes cannot be met: "
-                              f"{'; '.join(split.notes)} (what this scene needs to start at "
-                              f"{self.renderer.output_size[0]}x{self.renderer.output_size[1]}); "
-                              f"give a larger budget or a smaller size")
+        # The governor's own accounting (split_usage; the output image is fixed), without
+        # asking it for a split: that would log an over-budget warning beside this error.
+        fixed, targets, _ = split_usage(self.device.ledger.by_category())
+        fixed += targets - self.renderer.target_bytes
+        w, h = self.renderer.output_size
+        min_targets = self.reaction.controller.target_curve(w, h)[0][1]
+        tails = self.provider.stats().min_bytes
+        need, budget = fixed + min_targets + tails, self.governor.budget_bytes
+        if need > budget:
+            raise BudgetError(f"budget {format_exact(budget)} cannot be met: this scene needs "
+                              f"{format_exact(need)} to start at {w}x{h} (fixed "
+                              f"{format_bytes(fixed)} + smallest render targets "
+                              f"{format_bytes(min_targets)} + texture tails "
+                              f"{format_bytes(tails)}); give a budget of at least that")
 
     @classmethod
     def embedded(cls, device: Device, scene_factory: SceneFactory,
