@@ -15,8 +15,10 @@ import os
 import sys
 import warnings
 from pathlib import Path
+from typing import Any
 
-from engine.demos import DEMOS
+from engine.demos import DEMOS, gallery
+from engine.demos.pressure import BIND_FRACTION, binding_hooks
 
 from engine.app.providers import PROVIDERS
 from engine.app.run import progress_hook, run_scene
@@ -30,7 +32,8 @@ from engine.cli import (
     size_arg,
     texture_size_arg,
 )
-from engine.errors import BudgetError, ContextError
+from engine.errors import BudgetError, ContextError, UsageError
+from engine.memory.sizes import format_bytes, format_exact
 from engine.resolution.upscale import MODES
 
 log = logging.getLogger(__name__)
@@ -45,22 +48,34 @@ def parse_size(text: str) -> tuple[int, int]:
     return size_arg(text)
 
 
+#: the scene options of the `demo` command, by argparse dest -> flag
+SCENE_OPTIONS = {"count": "--count", "texture_size": "--texture-size", "format": "--format",
+                 "model": "--model"}
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("demo", help="run a demo scene (gallery, pressure, ...)")
+    listing = "\n".join(f"  {d.name:<10} {d.description}" for d in DEMOS.values())
+    p = sub.add_parser("demo", help=f"run a demo scene ({', '.join(DEMOS)})",
+                       epilog=f"demos:\n{listing}",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("name", type=registry_arg("demo", lambda: list(DEMOS)),
-                   help="demo name (see demos/__init__.py)")
+                   help=f"the demo to run: {', '.join(DEMOS)} (listed below)")
     p.add_argument("--frames", type=positive_int, default=None,
                    help="frames to run, 1 or more (default 300 headless, until closed in a "
                         "window)")
-    p.add_argument("--budget", default="80%", type=budget_arg,
-                   help='"512MiB" or "80%%" of detected VRAM')
+    p.add_argument("--budget", default=None, type=budget_arg,
+                   help='"512MiB", "500MB" or "80%%" of detected VRAM (default: gallery: '
+                        'measured from the scene as it runs, so that it binds; the others: '
+                        '80%%)')
     p.add_argument("--screenshot", type=output_file, help="save the last frame as PNG")
     p.add_argument("--report", type=output_file, help="write the per-frame JSON report")
     p.add_argument("--size", type=size_arg, default=(1280, 720), help="output WxH")
-    p.add_argument("--count", type=positive_int, help="gallery: number of textures")
+    p.add_argument("--count", type=positive_int,
+                   help="gallery, pressure, wall: number of textures")
     p.add_argument("--texture-size", type=texture_size_arg,
-                   help="gallery: texture edge (power of two)")
-    p.add_argument("--format", choices=("bc7", "bc1"), help="gallery: texture format")
+                   help="gallery, pressure, wall: texture edge (power of two)")
+    p.add_argument("--format", choices=("bc7", "bc1"),
+                   help="gallery, pressure: texture format")
     p.add_argument("--model", type=input_file,
                    help="gltf: the .gltf/.glb to show (default: the bundled BoxTextured; "
                         "e.g. one from engine bake)")
@@ -133,9 +148,74 @@ def x_display_missing(display: str | None) -> bool:
     return number.isdigit() and not Path(f"/tmp/.X11-unix/X{number}").exists()
 
 
+def check_scene_options(args: argparse.Namespace) -> None:
+    """UsageError when an option the chosen demo does not read was given: it would be
+    ignored without a word."""
+    demo = DEMOS[args.name]
+    for dest, flag in SCENE_OPTIONS.items():
+        if getattr(args, dest, None) is not None and dest not in demo.options:
+            takers = [d.name for d in DEMOS.values() if dest in d.options]
+            raise UsageError(f"{flag} does not apply to demo {demo.name!r} (it is read by "
+                             f"{', '.join(takers)})")
+
+
+def cache_summary(paths: list[Path], existed: set[Path]) -> dict[str, Any]:
+    """Where the scene's textures are cached and how many bytes, and how many of those this
+    run wrote (the first run generates them)."""
+    sizes = {p: p.stat().st_size for p in paths if p.is_file()}
+    folder = paths[0].parent if paths else None
+    return {"dir": str(folder) if folder else None, "bytes": sum(sizes.values()),
+            "written_bytes": sum(n for p, n in sizes.items() if p not in existed),
+            "files": len(sizes)}
+
+
+def budget_summary(frames: list[dict[str, Any]], measured: bool) -> dict[str, Any]:
+    """How the budget bound: frames whose textures were held below what they wanted or whose
+    render scale was below 1, the budgets in force (a measured one from frame 1 on: frame 0
+    runs under the start budget while the first measurement is taken), and the last frame's
+    texture bytes and scale."""
+    ran = frames[1:] if measured and len(frames) > 1 else frames
+    bound = [f for f in ran if int(f["texture_resident_bytes"]) < int(f["texture_wanted_bytes"])
+             or float(f["render_scale"]) < 1.0]
+    last = frames[-1] if frames else {}
+    return {"bound_frames": len(bound), "of_frames": len(ran),
+            "budget_min_bytes": min((int(f["budget_bytes"]) for f in ran), default=0),
+            "budget_max_bytes": max((int(f["budget_bytes"]) for f in ran), default=0),
+            "end": {k: last.get(k) for k in ("budget_bytes", "texture_resident_bytes",
+                                             "texture_wanted_bytes", "render_scale")}}
+
+
+def _cached_paths(demo_name: str, options: dict[str, Any]) -> list[Path]:
+    """The scene's texture files in the cache (the gallery's; the others report none)."""
+    if DEMOS[demo_name].factory is not gallery.build:
+        return []
+    return gallery.texture_paths(options)
+
+
+def _say_outcome(summary: dict[str, Any]) -> None:
+    """The run's end in two lines on stderr: what the budget did, where the cache went."""
+    b = summary["budget"]
+    end = b["end"]
+    spread = format_bytes(b["budget_min_bytes"])
+    if b["budget_max_bytes"] != b["budget_min_bytes"]:
+        spread += f"-{format_bytes(b['budget_max_bytes'])}"
+    over = (f"over it in {summary['over_budget_frames']} frame(s): "
+            f"{summary['over_budget_reason']}" if summary.get("over_budget") else "never over it")
+    progress.info("budget %s (%s): it bound in %d of %d frames; at the end textures held %s of "
+                  "%s wanted at render scale %.2f; %s", spread, summary["budget_source"],
+                  b["bound_frames"], b["of_frames"], format_bytes(end["texture_resident_bytes"]),
+                  format_bytes(end["texture_wanted_bytes"]), end["render_scale"] or 1.0, over)
+    c = summary.get("cache")
+    if c is not None and c["dir"]:
+        progress.info("texture cache: %s holds %s in %d files (%s written by this run)",
+                      c["dir"], format_exact(c["bytes"]), c["files"],
+                      format_bytes(c["written_bytes"]))
+
+
 def run(args: argparse.Namespace) -> int:
     from engine.diagnostics.report import collect_metadata
 
+    check_scene_options(args)
     demo = DEMOS[args.name]
     headless = args.headless or not (os.environ.get("DISPLAY") or
                                      os.environ.get("WAYLAND_DISPLAY"))
@@ -148,6 +228,12 @@ def run(args: argparse.Namespace) -> int:
     options = {"count": args.count, "texture_size": args.texture_size, "format": args.format,
                "frames": frames, "model": args.model}
     hooks = list(demo.hooks(options))
+    measured = args.budget is None and demo.measured_budget
+    if measured:
+        hooks += binding_hooks(options)
+    budget = args.budget or "80%"
+    cached = _cached_paths(demo.name, options)
+    existed = {p for p in cached if p.is_file()}
     provider = args.provider
     if args.stress:
         if provider == "streaming":
@@ -156,10 +242,11 @@ def run(args: argparse.Namespace) -> int:
             hooks += DEMOS["pressure"].hooks(options)
     hooks.append(progress_hook(frames, PROGRESS_EVERY_S))
     metadata = collect_metadata(scene=demo.name, options={
-        **options, "size": list(args.size), "budget": args.budget, "provider": provider,
+        **options, "size": list(args.size), "budget": "measured" if measured else budget,
+        "provider": provider,
         "upscale": args.upscale, "headless": headless, "stress": args.stress,
         "mip_debug": args.mip_debug})
-    kwargs = {"frames": frames, "size": args.size, "budget": args.budget,
+    kwargs = {"frames": frames, "size": args.size, "budget": budget,
               "screenshot": args.screenshot, "report": args.report, "provider": provider,
               "upscale": args.upscale, "view_mode": "mip" if args.mip_debug else "lit",
               "on_frame": hooks, "options": options, "metadata": metadata}
@@ -184,6 +271,13 @@ def run(args: argparse.Namespace) -> int:
         progress.info("screenshot written to %s", result.screenshot)
     if result.report is not None:
         progress.info("report written to %s", result.report)
-    print(json.dumps(result.summary, indent=1))
+    summary = {**result.summary, "budget_source": (
+        f"measured from the scene after frame 0: its floor + {BIND_FRACTION:g} of the detail "
+        f"above it"
+        if measured else f"--budget {budget}"), "budget": budget_summary(result.frames, measured)}
+    if cached:
+        summary["cache"] = cache_summary(_cached_paths(demo.name, options), existed)
+    _say_outcome(summary)
+    print(json.dumps(summary, indent=1))
     sys.stdout.flush()
     return 1 if result.summary["leaked_objects"] else 0

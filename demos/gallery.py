@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from pyglm import glm
 
+from engine import inputs
 from engine.gl.device import Device
 from engine.render.camera import Camera, CameraPath, Keyframe
-from engine.demos.gallery_assets import gallery_textures
+from engine.demos.gallery_assets import gallery_texture_paths, gallery_textures
 from engine.render.material import Material
 from engine.render.mesh import Mesh, box, quad
 from engine.render.scene import PointLight, Scene
@@ -32,9 +34,18 @@ def corridor_length(count: int) -> float:
     return math.ceil(count / 2) * SPACING + SPACING
 
 
+def texture_paths(options: Mapping[str, Any]) -> list[Path]:
+    """The files of the gallery these options ask for, in the cache, generated or not."""
+    opts = {**DEFAULTS, **{k: v for k, v in options.items() if v is not None}}
+    return gallery_texture_paths(int(opts["count"]), int(opts["texture_size"]),
+                                 str(opts["format"]), cache_dir=opts.get("cache_dir"))
+
+
 def build(device: Device, provider: TextureProvider, options: Mapping[str, Any]) -> Scene:
     opts = {**DEFAULTS, **{k: v for k, v in options.items() if v is not None}}
-    count, size = int(opts["count"]), int(opts["texture_size"])
+    # the CLI's checks, for callers of the API (run_scene(build, options={"count": 0}))
+    count = inputs.checked("count", inputs.positive_int, opts["count"])
+    size = inputs.checked("texture_size", inputs.texture_edge, opts["texture_size"])
     assets = gallery_textures(count, size, str(opts["format"]),
                               cache_dir=opts.get("cache_dir"))
     scene = Scene(device)

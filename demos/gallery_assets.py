@@ -291,6 +291,13 @@ def _worker_build(number: int, path: str) -> int:
     return number
 
 
+def gallery_texture_paths(count: int, size: int = 4096, fmt: str = "bc7", *,
+                          cache_dir: Path | None = None) -> list[Path]:
+    """Where `gallery_textures` keeps these textures, made or not."""
+    directory = (cache_dir or cache_root() / "gallery") / f"{size}-{fmt}-v{VERSION}"
+    return [directory / f"gallery_{i:04d}.ktx2" for i in range(count)]
+
+
 def gallery_textures(count: int, size: int = 4096, fmt: str = "bc7", *,
                      cache_dir: Path | None = None, workers: int | None = None,
                      progress: bool | None = None) -> GalleryAssets:

@@ -57,13 +57,43 @@ def budget_fraction(frame: int, period: int, step_frames: int = 15, seed: int = 
 FLOOR_SCALE = 0.5  # the floor keeps room for the targets at this scale
 
 
+class Demand:
+    """The scene's own memory demand, measured each frame as the run goes: the floor is what
+    can never be given up (fixed allocations, render targets at FLOOR_SCALE, the mip tails),
+    the ceiling what everything costs at full detail (fixed + targets at scale 1 + the
+    running peak of the wanted texture bytes, taken back to scale 1). Both only grow."""
+
+    def __init__(self) -> None:
+        self.fixed = 0
+        self.wanted = 0
+
+    def measure(self, ctx: FrameContext) -> tuple[int, int]:
+        """(floor, ceiling) in bytes after this frame."""
+        stats = ctx.provider.stats()
+        scale = max(ctx.renderer.render_scale, 1e-3)
+        tails = int(stats.min_bytes)
+        # The want at scale 1 (the governor's own coupling: detail above the tails ~ s^2).
+        wanted = tails + max(0, int(stats.wanted_bytes) - tails) / (scale * scale)
+        self.wanted = max(self.wanted, int(wanted))
+        # What neither the render scale nor the streamer can give back (as the governor
+        # counts it: the output image is fixed); it only grows in a run (staging ring, HUD),
+        # so the largest seen so far.
+        ledger = ctx.device.ledger
+        now_fixed = ledger.total - ctx.renderer.target_bytes - ledger.category_total(STREAMED)
+        self.fixed = max(self.fixed, now_fixed)
+        spec, size = ctx.renderer.cost_spec, ctx.renderer.output_size
+        floor = self.fixed + spec.bytes_at(*size, FLOOR_SCALE) + tails
+        ceiling = max(floor, self.fixed + spec.bytes_at(*size, 1.0) + self.wanted)
+        return floor, ceiling
+
+
 def hooks(options: Mapping[str, Any]) -> list[FrameHook]:
     period = int(options.get("period") or max(8, int(options.get("frames") or 240)))
     mode = options.get("pressure_from") or "wanted"
     if mode not in ("wanted", "start"):
         raise ValueError(f"pressure_from must be 'wanted' or 'start', got {mode!r}")
     base: dict[str, int] = {}
-    peak = {"wanted": 0}
+    demand = Demand()
 
     def from_start(ctx: FrameContext) -> None:
         start = base.setdefault("bytes", ctx.governor.budget_bytes)
@@ -74,22 +104,7 @@ def hooks(options: Mapping[str, Any]) -> list[FrameHook]:
         ctx.governor.set_budget(int(start * budget_fraction(ctx.frame + 1, period)))
 
     def from_wanted(ctx: FrameContext) -> None:
-        stats = ctx.provider.stats()
-        scale = max(ctx.renderer.render_scale, 1e-3)
-        tails = int(stats.min_bytes)
-        # The want at scale 1 (the governor's own coupling: detail above the tails ~ s^2).
-        wanted = tails + max(0, int(stats.wanted_bytes) - tails) / (scale * scale)
-        peak["wanted"] = max(peak["wanted"], int(wanted))
-        # What neither the render scale nor the streamer can give back (as the governor
-        # counts it: the output image is fixed); it only grows in a run (staging ring, HUD),
-        # so the largest seen so far.
-        ledger = ctx.device.ledger
-        now_fixed = ledger.total - ctx.renderer.target_bytes - ledger.category_total(STREAMED)
-        fixed = max(base.get("fixed", 0), now_fixed)
-        base["fixed"] = fixed
-        spec, size = ctx.renderer.cost_spec, ctx.renderer.output_size
-        floor = fixed + spec.bytes_at(*size, FLOOR_SCALE) + tails
-        ceiling = max(floor, fixed + spec.bytes_at(*size, 1.0) + peak["wanted"])
+        floor, ceiling = demand.measure(ctx)
         ctx.record["budget_fraction"] = budget_fraction(ctx.frame, period, swing=True)
         ctx.record["pressure_floor_bytes"] = floor
         ctx.record["pressure_ceiling_bytes"] = ceiling
@@ -98,3 +113,23 @@ def hooks(options: Mapping[str, Any]) -> list[FrameHook]:
         ctx.governor.set_budget(int(floor + squeeze * (ceiling - floor)))
 
     return [from_start if mode == "start" else from_wanted]
+
+
+#: Where between its floor and its ceiling a measured budget sits (`binding_hooks`): half the
+#: texture detail above the floor, so the budget visibly limits what is resident.
+BIND_FRACTION = 0.5
+
+
+def binding_hooks(options: Mapping[str, Any]) -> list[FrameHook]:
+    """A budget that binds, measured from the scene as it runs (the gallery's default): each
+    frame sets the next frame's budget to floor + BIND_FRACTION x (ceiling - floor), and
+    records the floor and ceiling it came from."""
+    demand = Demand()
+
+    def bind(ctx: FrameContext) -> None:
+        floor, ceiling = demand.measure(ctx)
+        ctx.record["pressure_floor_bytes"] = floor
+        ctx.record["pressure_ceiling_bytes"] = ceiling
+        ctx.governor.set_budget(int(floor + BIND_FRACTION * (ceiling - floor)))
+
+    return [bind]

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 from pyglm import glm
 
+from engine import inputs
 from engine.app.loop import FrameContext, FrameHook
 from engine.gl.device import Device
 from engine.render.camera import Camera
@@ -270,8 +271,10 @@ DEFAULTS = {"texture_size": 1024, "cuts": 1, "viewport_height": 720}
 def build(device: Device, provider: TextureProvider, options: Mapping[str, Any]) -> Scene:
     """The wall scene: `count` images (default by device), each its own streamed texture."""
     opts = {**DEFAULTS, **{k: v for k, v in options.items() if v is not None}}
-    count = int(opts.get("count") or default_count(device))
-    size = int(opts["texture_size"])
+    # the CLI's checks, for callers of the API (run_scene(build, options={"count": 0}))
+    count = inputs.checked("count", inputs.positive_int,
+                           opts.get("count") or default_count(device))
+    size = inputs.checked("texture_size", inputs.texture_edge, opts["texture_size"])
     assets = wall_textures(count, size, cache_dir=opts.get("cache_dir"))
     frames = int(opts.get("frames") or 0)
     scene = Scene(device)

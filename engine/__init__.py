@@ -5,10 +5,7 @@ The names users touch are importable from here: `engine.Device`, `engine.open_te
 first use (PEP 562), so `import engine` stays cheap and a lower layer importing
 `engine.__version__` never drags the upper ones in.
 """
-from __future__ import annotations
-
-import importlib
-from typing import Any
+import importlib as _importlib
 
 __version__ = "0.2.0"
 
@@ -52,6 +49,7 @@ _API: dict[str, str] = {
     "RunResult": "engine.app.loop",
     "FrameLoop": "engine.app.loop",
     "FrameContext": "engine.app.loop",
+    "OverBudget": "engine.app.loop",
     "run_scene": "engine.app.run",
     "register_provider": "engine.app.providers",
     # testing helpers for users' CI
@@ -72,14 +70,15 @@ _API: dict[str, str] = {
 __all__ = ["__version__", *sorted(_API)]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     module = _API.get(name)
     if module is None:
         raise AttributeError(f"module 'engine' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    value = getattr(_importlib.import_module(module), name)
     globals()[name] = value  # later lookups skip this function
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_API))
+    """Only the API (and the version): not the helpers this module imports for itself."""
+    return list(__all__)

@@ -22,8 +22,8 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import math
 import os
+import re
 import signal
 import sys
 import time
@@ -31,25 +31,19 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from . import inputs
 from .errors import BudgetError, EngineError, OutputExistsError, UsageError
 from .memory.sizes import format_bytes
 
 log = logging.getLogger(__name__)
 
 # --------------------------------------------------------------------------- argument types
-#: The largest output edge accepted before a device exists: GL 4.5 guarantees at least this
-#: for GL_MAX_TEXTURE_SIZE, GL_MAX_RENDERBUFFER_SIZE and GL_MAX_VIEWPORT_DIMS, so it holds on
-#: every driver the engine runs on (run_scene then checks the driver's own limits).
-MAX_OUTPUT_EDGE = 16384
 #: Bytes of render targets and read-backs per output pixel, an upper estimate: HDR colour
 #: (RGBA16F, 8) + depth (4) + output (RGBA8, 4) + the FSR input and intermediate (8) + the
 #: RGB read-back (3) = 27, rounded up. A size whose targets would not fit half the machine's
-#: memory is refused (llvmpipe keeps "VRAM" in system memory; a GPU's own limit is checked
-#: by the driver).
+#: memory is refused (llvmpipe keeps "VRAM" in system memory; a run then checks the device's
+#: own limits and memory, engine.app.run.check_output_size).
 BYTES_PER_OUTPUT_PIXEL = 32
-#: The gallery's smallest texture: its tiles are a quarter of the edge and the number label
-#: drawn on one needs 8 texels (16 fails making the label tile).
-MIN_TEXTURE_SIZE = 32
 
 
 def _examples(good: str, *bad: str) -> Callable[[Callable[[str], Any]], Callable[[str], Any]]:
@@ -70,89 +64,42 @@ def machine_memory() -> int:
         return 0
 
 
-@_examples("80%", "abc", "-5%", "150%", "nan%", "0", "0%")
-def budget_arg(text: str) -> str:
-    """A budget: bytes ("512MiB", > 0) or a percentage of VRAM in (0, 100]."""
-    from .memory.budget import BudgetSpec
+def _checked(check: Callable[[str], Any], name: str) -> Callable[[str], Any]:
+    """An argparse type from one of engine.inputs' checks (the API's checks too): its
+    UsageError becomes argparse's one-line error naming the option."""
+    def parse(text: str) -> Any:
+        try:
+            return check(text)
+        except UsageError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    parse.__name__ = name
+    return parse
 
-    try:
-        spec = BudgetSpec.parse(text)
-    except BudgetError as exc:
-        raise argparse.ArgumentTypeError(f"{exc}; accepted: a size > 0 like 512MiB or a "
-                                         f"percentage in (0, 100]") from None
-    if spec.absolute is not None and spec.absolute <= 0:
-        raise argparse.ArgumentTypeError(f"budget must be > 0, got {text!r}; accepted: a size "
-                                         f"> 0 like 512MiB or a percentage in (0, 100]")
-    return text
+
+budget_arg = _examples("80%", "abc", "-5%", "150%", "nan%", "0", "0%", "512", "512M", "0MiB")(
+    _checked(inputs.budget, "budget_arg"))
+positive_int = _examples("3", "0", "-3", "x", "1.5")(_checked(inputs.positive_int, "positive_int"))
+seed_arg = _examples("7", "x", "-1", "1.5")(_checked(inputs.seed, "seed_arg"))
+probability_arg = _examples("0.5", "x", "-0.1", "1.5", "nan")(
+    _checked(inputs.probability, "probability_arg"))
+texture_size_arg = _examples("64", "3", "100", "0", "x", str(2 * inputs.MAX_OUTPUT_EDGE))(
+    _checked(inputs.texture_edge, "texture_size_arg"))
 
 
 @_examples("320x180", "99999x99999", "0x10", "-5x10", "big", "nan")
 def size_arg(text: str) -> tuple[int, int]:
-    """An output size WIDTHxHEIGHT, 1..MAX_OUTPUT_EDGE per side, within the machine's memory."""
-    accepted = f"accepted: WIDTHxHEIGHT, each 1-{MAX_OUTPUT_EDGE}"
+    """An output size WIDTHxHEIGHT (engine.inputs.output_size), within the machine's memory."""
     try:
-        w, h = (int(v) for v in text.lower().split("x"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a size; {accepted}") from None
-    if not (1 <= w <= MAX_OUTPUT_EDGE and 1 <= h <= MAX_OUTPUT_EDGE):
-        raise argparse.ArgumentTypeError(f"{w}x{h} is out of range; {accepted}")
+        w, h = inputs.output_size(text)
+    except UsageError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
     memory = machine_memory()
     need = w * h * BYTES_PER_OUTPUT_PIXEL
     if memory and need > memory // 2:
         raise argparse.ArgumentTypeError(
             f"{w}x{h} needs about {format_bytes(need)} of render targets, more than half this "
-            f"machine's {format_bytes(memory)}; {accepted} and within memory")
+            f"machine's {format_bytes(memory)}; accepted: WIDTHxHEIGHT within memory")
     return w, h
-
-
-@_examples("3", "0", "-3", "x", "1.5")
-def positive_int(text: str) -> int:
-    """A whole number >= 1 (frame counts, texture counts)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number; accepted: 1 or "
-                                         f"more") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is out of range; accepted: 1 or more")
-    return value
-
-
-@_examples("7", "x", "-1", "1.5")
-def seed_arg(text: str) -> int:
-    """A random seed: a whole number >= 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: accepted: a whole number >= 0")
-    return value
-
-
-@_examples("0.5", "x", "-0.1", "1.5", "nan")
-def probability_arg(text: str) -> float:
-    """A probability in [0, 1]."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"{text!r}: accepted: a number in [0, 1]")
-    return value
-
-
-@_examples("64", "3", "100", "0", "x", str(2 * MAX_OUTPUT_EDGE))
-def texture_size_arg(text: str) -> int:
-    """A texture edge: a power of two, MIN_TEXTURE_SIZE..MAX_OUTPUT_EDGE."""
-    accepted = f"accepted: a power of two, {MIN_TEXTURE_SIZE}-{MAX_OUTPUT_EDGE}"
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number; {accepted}") from None
-    if not (MIN_TEXTURE_SIZE <= value <= MAX_OUTPUT_EDGE) or value & (value - 1):
-        raise argparse.ArgumentTypeError(f"{value} is out of range; {accepted}")
-    return value
 
 
 def registry_arg(what: str, names: Callable[[], Sequence[str]]) -> Callable[[str], str]:
@@ -217,6 +164,12 @@ def input_file(text: str) -> Path:
 class OneLineParser(argparse.ArgumentParser):
     """argparse, but a parse error is raised as UsageError (one line from main, exit 2)
     instead of a usage block on stderr and SystemExit. Subparsers inherit the class."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # "-5x10" is a (bad) value, not an unknown option: anything starting "-<digit>" is
+        # taken as a value, so its type says what is wrong instead of "expected one argument".
+        self._negative_number_matcher = re.compile(r"^-\d")
 
     def error(self, message: str) -> None:  # type: ignore[override]
         raise UsageError(f"{self.prog}: {message}")

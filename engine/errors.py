@@ -105,3 +105,13 @@ class OutputExistsError(EngineError, FileExistsError):
 
     def __reduce__(self):
         return (type(self), (self.path, self.why))
+
+
+#: The name the package is installed by (pyproject.toml's project name).
+DISTRIBUTION = "vram-budget-renderer"
+
+
+def install_hint(extra: str) -> str:
+    """The command an installed user runs to get an optional extra: every message that
+    names a missing optional feature says it this one way."""
+    return f"pip install '{DISTRIBUTION}[{extra}]'"

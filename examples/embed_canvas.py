@@ -1,4 +1,4 @@
-"""The engine on a rendercanvas canvas (`pip install -e '.[canvas]'`): one host class for
+"""The engine on a rendercanvas canvas (`pip install 'vram-budget-renderer[canvas]'`): one host class for
 Qt, wx, Jupyter and offscreen canvases (engine.hosts.canvas.CanvasHost).
 
     python examples/embed_canvas.py --backend offscreen --frames 30 --save out/canvas.png

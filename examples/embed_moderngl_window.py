@@ -1,4 +1,4 @@
-"""Embedding the engine in a moderngl-window application (`pip install moderngl-window`).
+"""Embedding the engine in a moderngl-window application (`pip install 'vram-budget-renderer[window]'`: moderngl-window).
 
 moderngl-window owns the window, context and loop; the engine adopts its context and renders
 a scene into the window each frame, while the app's own objects go through `TrackedContext`:

@@ -1,9 +1,11 @@
-"""Embedding the engine in a Qt application (`pip install -e '.[qt]'`: PySide6-Essentials).
+"""Embedding the engine in a Qt application (`pip install 'vram-budget-renderer[qt]'`: PySide6-Essentials).
 
 Qt owns the window, the GL context and the event loop; `engine.hosts.qt.EngineWidget` is a
 `QOpenGLWidget` that adopts Qt's context in `initializeGL` and draws the engine's frame into
 Qt's framebuffer (`defaultFramebufferObject()`) in `paintGL`. Here it sits in a window with
-an ordinary Qt label beside it, as it would in an application's layout.
+an ordinary Qt label beside it, as it would in an application's layout. Textures stream
+within the widget's budget (the default provider, "streaming"); pass `on_over_budget=` to the
+widget to be told when a frame goes over it.
 
     python examples/embed_qt.py --frames 120            # 0 = until the window is closed
     python examples/embed_qt.py --frames 5 --grab out/qt.png   # what tests do

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from engine import cli
+from engine import cli, inputs
 from engine.textures.bake import build_bake_parser
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -125,7 +125,7 @@ def test_budget_values(budget, capsys):
 def test_size_too_large(capsys):
     rc, err = _run_main(["demo", "gallery", "--size", "99999x99999"], capsys)
     line = _assert_user_error(rc, err, "--size")
-    assert str(cli.MAX_OUTPUT_EDGE) in line
+    assert str(inputs.MAX_OUTPUT_EDGE) in line
 
 
 def test_size_beyond_memory(capsys, monkeypatch):
@@ -315,7 +315,7 @@ def test_run_scene_checks_the_drivers_size_limit_before_making_anything(device):
     from engine.gl.limits import max_output_size
 
     mw, mh = max_output_size(device)
-    assert mw >= cli.MAX_OUTPUT_EDGE and mh >= cli.MAX_OUTPUT_EDGE  # GL 4.5's minimum holds
+    assert mw >= inputs.MAX_OUTPUT_EDGE and mh >= inputs.MAX_OUTPUT_EDGE  # GL 4.5's minimum holds
     built = []
     before = device.ledger.total
     with pytest.raises(UsageError, match=f"at most {mw}x{mh}"):

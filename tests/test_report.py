@@ -78,4 +78,27 @@ def test_timeline_png_and_cli(tmp_path):
 
 
 def test_single_frame_report_draws(tmp_path):
-    render_timeline(build_report(_frames(1), leaked_objects=0), tmp_path / "one.png")
+    """One frame: its memory as a thin column per category, the budget and the render scale
+    as lines across the panel, its frame time as a dot."""
+    import numpy as np
+
+    from engine.diagnostics.timeline import BUDGET_COLOR, SCALE_COLOR, is_timeline_png
+
+    out = render_timeline(build_report(_frames(1), leaked_objects=0), tmp_path / "one.png")
+    assert is_timeline_png(out)
+    with Image.open(out) as im:
+        assert im.size == (1200, 720)
+        rgb = np.asarray(im.convert("RGB"))
+
+    def where(colour) -> tuple[np.ndarray, np.ndarray]:
+        return np.nonzero(np.all(rgb == np.array(colour, np.uint8), axis=-1))
+
+    _, xs = where((76, 145, 224))  # texture.streamed (and its legend swatch)
+    per_x = np.bincount(xs, minlength=rgb.shape[1])
+    tall = np.flatnonzero(per_x > 40)
+    assert tall.size and tall.max() - tall.min() <= 5  # a column, not an area
+    for colour in (BUDGET_COLOR, SCALE_COLOR):  # lines across the plot
+        _, xs = where(colour)
+        assert xs.size and xs.max() - xs.min() > 600, colour
+    ys, xs = where((50, 110, 200))  # the one frame time: a dot
+    assert xs.size and xs.max() - xs.min() <= 7 and ys.max() - ys.min() <= 7

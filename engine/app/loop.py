@@ -22,8 +22,10 @@ from typing import Any
 
 from ..gl.device import Device
 from ..memory.budget import Budget
-from ..memory.governor import BudgetSplit, Governor
+from ..errors import BudgetError
+from ..memory.governor import BudgetSplit, Governor, split_usage
 from ..memory.shares import join_share
+from ..memory.sizes import format_bytes, format_exact
 from ..render.feedback import FeedbackPass
 from ..render.renderer import Renderer
 from ..render.scene import Scene
@@ -58,6 +60,36 @@ class FrameContext:
 FrameHook = Callable[[FrameContext], None]
 
 
+@dataclass(frozen=True)
+class OverBudget:
+    """What a host's `on_over_budget` callback is told when a frame goes over the budget (once
+    per stretch of frames over it): which frame, by how much, and why."""
+
+    frame: int
+    used_bytes: int
+    budget_bytes: int
+    reason: str
+
+
+OverBudgetHook = Callable[[OverBudget], None]
+
+
+def over_budget_reason(record: Mapping[str, Any], start_bytes: int,
+                       notes: Iterable[str] = ()) -> str | None:
+    """Why a frame's record is over its budget, or None when it is not: the governor's notes
+    when its minimums did not fit, else the bytes the ledger peaked at. Memory carried over
+    a budget cut from the frame before (`start_bytes`, the total when the frame began) and
+    given back within the frame is following the cut, not going over it."""
+    budget = int(record["budget_bytes"])
+    peak = int(record.get("peak_bytes", record["total_bytes"]))
+    said = "; ".join(notes)
+    if record.get("over_budget"):
+        return said or "the minimum allocations exceed the budget"
+    if peak > budget and (peak > start_bytes or int(record["total_bytes"]) > budget):
+        return f"peaked at {peak:,} bytes, {peak - budget:,} over the {budget:,}-byte budget"
+    return None
+
+
 @dataclass
 class FrameClock:
     """Seconds of simulated time: the loop sets `now` each frame. Injected into the streamer
@@ -76,6 +108,11 @@ def make_governor(device: Device, settings: RunSettings) -> Governor:
     reading = device.vram()
     spec = "80%" if settings.budget is None else settings.budget
     budget = spec if isinstance(spec, Budget) else Budget(spec, vram_total=reading.total_bytes)
+    if budget.bytes > budget.reference_total:
+        what = "VRAM" if budget.vram_total else "virtual VRAM (the driver reports none)"
+        log.warning("budget %s is more than the device's %s of %s: the device's memory, not "
+                    "the budget, will limit this run", format_exact(budget.bytes),
+                    format_exact(budget.reference_total), what)
     pressure = device.vram if device.probe.source == "NVX" else None
     share = None if settings.share is None else \
         join_share(settings.share, budget.bytes, device.ledger)
@@ -130,8 +167,11 @@ class FrameLoop:
 
     def __init__(self, device: Device, governor: Governor, scene_factory: SceneFactory,
                  settings: RunSettings, *, size: tuple[int, int] | None = None,
-                 on_frame: Iterable[FrameHook] = ()) -> None:
+                 on_frame: Iterable[FrameHook] = (),
+                 on_over_budget: OverBudgetHook | None = None) -> None:
         self.device = device
+        self.on_over_budget = on_over_budget
+        self._was_over = False
         self.governor = governor
         self.settings = settings
         self.dt = settings.dt
@@ -157,20 +197,43 @@ class FrameLoop:
                 self.reaction = MemoryReaction(
                     device, governor, self.renderer,
                     ResolutionController(self.renderer.cost_spec, settings.resolution))
+                self._check_start_budget()
         except BaseException:
             self.release()
             raise
         self._last_ms: float | None = None
 
+    def _check_start_budget(self) -> None:
+        """BudgetError before the first frame when the budget cannot hold what the scene needs
+        to start: its fixed memory, the smallest render targets and the streamed textures'
+        smallest levels. Nothing the run could do later would bring it under."""
+        assert self.renderer is not None and self.reaction is not None
+        # The governor's own accounting (split_usage; the output image is fixed), without
+        # asking it for a split: that would log an over-budget warning beside this error.
+        fixed, targets, _ = split_usage(self.device.ledger.by_category())
+        fixed += targets - self.renderer.target_bytes
+        w, h = self.renderer.output_size
+        min_targets = self.reaction.controller.target_curve(w, h)[0][1]
+        tails = self.provider.stats().min_bytes
+        need, budget = fixed + min_targets + tails, self.governor.budget_bytes
+        if need > budget:
+            raise BudgetError(f"budget {format_exact(budget)} cannot be met: this scene needs "
+                              f"{format_exact(need)} to start at {w}x{h} (fixed "
+                              f"{format_bytes(fixed)} + smallest render targets "
+                              f"{format_bytes(min_targets)} + texture tails "
+                              f"{format_bytes(tails)}); give a budget of at least that")
+
     @classmethod
     def embedded(cls, device: Device, scene_factory: SceneFactory,
                  settings: RunSettings | None = None, *, size: tuple[int, int] | None = None,
-                 on_frame: Iterable[FrameHook] = (), **overrides: Any) -> FrameLoop:
+                 on_frame: Iterable[FrameHook] = (),
+                 on_over_budget: OverBudgetHook | None = None, **overrides: Any) -> FrameLoop:
         """A loop for a host that owns the window and the frame timing (glfw, Qt,
-        moderngl-window, a canvas): the host calls `step(frame)` and shows the output."""
+        moderngl-window, a canvas): the host calls `step(frame)` and shows the output.
+        `on_over_budget` is called when a frame goes over the budget (see OverBudget)."""
         settings = replace(settings or RunSettings(), **overrides)
         return cls(device, make_governor(device, settings), scene_factory, settings,
-                   size=size, on_frame=on_frame)
+                   size=size, on_frame=on_frame, on_over_budget=on_over_budget)
 
     def step(self, frame: int, camera_override: Callable[[Scene], None] | None = None
              ) -> dict[str, Any]:
@@ -183,6 +246,7 @@ class FrameLoop:
         # last frame (a hook, a key, another thread) is answered by this very frame, targets
         # shrink before the scene is drawn into them, and the streamer plans its evictions and
         # loads against the pool just granted for this budget, not last frame's.
+        start_bytes = self.device.ledger.total
         self.renderer.reserve(self.scene)  # per-frame buffers sized before the split
         budget = self.governor.budget_bytes
         allocation = decision = None
@@ -228,6 +292,8 @@ class FrameLoop:
             record["effective_budget_bytes"] = allocation.effective_budget
             record["external_pressure_bytes"] = allocation.external_pressure_bytes
             record["pool_bytes"] = allocation.pool_allowance
+            if allocation.over_budget:  # the HUD (a hook) shows it
+                record["over_budget_reason"] = "; ".join(allocation.notes)
         if self.governor.share is not None:  # this frame's seat on the share board
             record["share_bytes"] = self.governor.share.share
             record["grant_bytes"] = self.governor.share.grant
@@ -235,6 +301,15 @@ class FrameLoop:
             hook(ctx)
         sample = self.device.end_frame(frame)
         record["peak_bytes"] = sample.peak_bytes
+        reason = over_budget_reason(record, start_bytes, allocation.notes if allocation else ())
+        if reason is not None:
+            record["over_budget_reason"] = reason
+            if not self._was_over:
+                log.warning("frame %d over the budget: %s", frame, reason)
+                if self.on_over_budget is not None:
+                    self.on_over_budget(OverBudget(frame, int(record["peak_bytes"]),
+                                                   budget, reason))
+        self._was_over = reason is not None
         self._last_ms = ms
         self.frames.append(record)
         return record

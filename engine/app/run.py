@@ -27,11 +27,24 @@ from ..memory.governor import Governor
 from ..memory.nvml import NvmlProbe, NvmlUnavailable
 from ..render.imagecompare import save_png
 from ..render.scene import Scene
-from .loop import FrameContext, FrameHook, FrameLoop, RunResult, SceneFactory, make_governor
+from ..memory.budget import Budget
+from ..memory.sizes import format_exact
+from ..resolution.targets import default_targets_spec
+from .loop import (
+    FrameContext,
+    FrameHook,
+    FrameLoop,
+    OverBudgetHook,
+    RunResult,
+    SceneFactory,
+    make_governor,
+)
 from .providers import check_provider
 from .settings import RunSettings
 
 log = logging.getLogger(__name__)
+#: Bytes per pixel of the output image (RGBA8), beside the scaled render targets.
+OUTPUT_BYTES_PER_PIXEL = 4
 progress_log = logging.getLogger("engine.progress")  # shown by default (textures.progress)
 
 
@@ -115,9 +128,14 @@ def _hud_hook(device: Device, host: Host) -> tuple[FrameHook, Callable[[], None]
 
 def run_scene(scene_factory: SceneFactory, settings: RunSettings | None = None, *,
               on_frame: Iterable[FrameHook] = (), device: Device | None = None,
-              **overrides: Any) -> RunResult:
+              on_over_budget: OverBudgetHook | None = None, **overrides: Any) -> RunResult:
     """Run the scene `scene_factory(device, provider, options)` builds, as `settings` says
-    (keyword overrides replace fields: `run_scene(f, frames=10, provider="streaming")`).
+    (keyword overrides replace fields: `run_scene(f, frames=10, budget="128MiB")`). The
+    provider is "streaming" unless settings say otherwise: textures are streamed within the
+    budget. A run that went over the budget says so in its summary (`over_budget`,
+    `over_budget_frames`, `over_budget_reason`) and a warning; `on_over_budget` is called
+    when a frame goes over. A budget that cannot hold what the scene needs to start is a
+    BudgetError before the first frame.
 
     `device`: use this device (tests share one) instead of making one; it is not shut down,
     but everything the run made is released and counted. A window run makes its own."""
@@ -136,7 +154,7 @@ def run_scene(scene_factory: SceneFactory, settings: RunSettings | None = None, 
         host = HeadlessHost(settings.frames)
     try:
         check_output_size(dev, host.output_size(settings))
-        return _run(dev, host, scene_factory, settings, on_frame)
+        return _run(dev, host, scene_factory, settings, on_frame, on_over_budget)
     finally:
         if own:
             dev.shutdown()
@@ -144,12 +162,21 @@ def run_scene(scene_factory: SceneFactory, settings: RunSettings | None = None, 
 
 def check_output_size(device: Device, size: tuple[int, int]) -> None:
     """UsageError, before anything is allocated, when the driver cannot render `size`
-    (GL_MAX_TEXTURE_SIZE, GL_MAX_RENDERBUFFER_SIZE, GL_MAX_VIEWPORT_DIMS)."""
+    (GL_MAX_TEXTURE_SIZE, GL_MAX_RENDERBUFFER_SIZE, GL_MAX_VIEWPORT_DIMS), or when its render
+    targets at full scale and the output image need more than the device's memory (the
+    probed VRAM, or the virtual size where the driver reports none): such a size would end
+    in GL_OUT_OF_MEMORY halfway through making them."""
     w, h = (int(v) for v in size)
     mw, mh = max_output_size(device)
     if w > mw or h > mh:
         raise UsageError(f"--size {w}x{h}: this driver renders at most {mw}x{mh} "
                          f"({device.caps.renderer}); accepted: WIDTHxHEIGHT, 1-{mw} x 1-{mh}")
+    need = default_targets_spec().bytes_at(w, h, 1.0) + w * h * OUTPUT_BYTES_PER_PIXEL
+    memory = Budget("100%", vram_total=device.vram().total_bytes).reference_total
+    if need > memory:
+        raise UsageError(f"--size {w}x{h}: its render targets and output need "
+                         f"{format_exact(need)}, more than the device's "
+                         f"{format_exact(memory)}; accepted: a size whose targets fit")
 
 
 def progress_hook(total: int, every_s: float = 5.0,
@@ -181,7 +208,7 @@ def progress_hook(total: int, every_s: float = 5.0,
 
 
 def _run(dev: Device, host: Host, scene_factory: SceneFactory, settings: RunSettings,
-         on_frame: Iterable[FrameHook]) -> RunResult:
+         on_frame: Iterable[FrameHook], on_over_budget: OverBudgetHook | None) -> RunResult:
     governor = make_governor(dev, settings)
     mark = dev.tracker.mark()
     dev.ledger.reset_frame_peak()
@@ -193,7 +220,8 @@ def _run(dev: Device, host: Host, scene_factory: SceneFactory, settings: RunSett
     image = None
     try:
         loop = FrameLoop(dev, governor, scene_factory, settings,
-                         size=host.output_size(settings), on_frame=hooks)
+                         size=host.output_size(settings), on_frame=hooks,
+                         on_over_budget=on_over_budget)
         if isinstance(host, Controllable):
             host.attach(loop)
         try:
@@ -212,6 +240,12 @@ def _run(dev: Device, host: Host, scene_factory: SceneFactory, settings: RunSett
     leaked = finish_run(dev, mark)
     frames = list(loop.frames)
     result = RunResult(summarize(frames, dev, governor, leaked), frames, image)
+    result.summary["provider"] = settings.provider
+    if result.summary["over_budget"]:
+        log.warning("the run went over its budget of %s in %d of %d frames: %s",
+                    format_exact(result.summary["budget_bytes"]),
+                    result.summary["over_budget_frames"], len(frames),
+                    result.summary["over_budget_reason"])
     if settings.metadata is not None:
         result.metadata = {**settings.metadata}
         result.metadata.setdefault("renderer", dev.caps.renderer)
@@ -226,6 +260,7 @@ def _percentile(values: list[float], q: float) -> float:
 def summarize(frames: list[dict[str, Any]], device: Device, governor: Governor,
               leaked: int) -> dict[str, Any]:
     ms = [f["ms"] for f in frames]
+    over = [f for f in frames if f.get("over_budget_reason")]
     return {
         "frames": len(frames),
         "budget_bytes": governor.budget_bytes,
@@ -235,6 +270,10 @@ def summarize(frames: list[dict[str, Any]], device: Device, governor: Governor,
         "frame_ms_p99": _percentile(ms, 99),
         "leaked_objects": leaked,
         "renderer": device.caps.renderer,
+        # loud, not a log line: a run over its budget says so here, with the first reason
+        "over_budget": bool(over),
+        "over_budget_frames": len(over),
+        "over_budget_reason": over[0]["over_budget_reason"] if over else None,
     }
 
 

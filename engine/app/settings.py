@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import inputs
 from ..memory.budget import Budget
 from ..memory.governor import GovernorSettings
 from ..memory.shares import ShareSettings, ViewShares
@@ -23,12 +24,15 @@ VIEW_MODES = ("lit", "mip")
 @dataclass(frozen=True)
 class RunSettings:
     frames: int = 120  # headless: frames to render; window: <= 0 runs until closed
-    size: tuple[int, int] = (1280, 720)  # output size; a window's framebuffer overrides it
+    #: output size, (width, height) or "WIDTHxHEIGHT"; a window's framebuffer overrides it
+    size: tuple[int, int] | str = (1280, 720)
     budget: str | int | Budget | None = "80%"  # None: the default, 80% of the probed VRAM
     headless: bool = True
     screenshot: Path | str | None = None
     report: Path | str | None = None
-    provider: str = "static"  # a name in engine.app.providers.PROVIDERS
+    #: a name in engine.app.providers.PROVIDERS; "streaming" keeps textures within the budget
+    #: (whole levels or virtual tiles), "static" makes every texture resident in full
+    provider: str = "streaming"
     scale: float = 1.0  # initial render scale
     upscale: str = "bilinear"  # a name in engine.resolution.upscale.MODES
     view_mode: str = "lit"
@@ -53,9 +57,17 @@ class RunSettings:
     share: str | ShareSettings | ViewShares | None = None
 
     def __post_init__(self) -> None:
-        w, h = self.size
-        if int(w) < 1 or int(h) < 1:
-            raise ValueError(f"size must be positive, got {w}x{h}")
+        # The CLI's checks (engine.inputs), with the field's name: the API refuses what the
+        # command line refuses, with the same words.
+        object.__setattr__(self, "size", inputs.checked(
+            "size", lambda v: inputs.output_size(v, max_edge=None), self.size))
+        window_until_closed = (not self.headless and isinstance(self.frames, int)
+                               and not isinstance(self.frames, bool) and self.frames <= 0)
+        if not window_until_closed:
+            object.__setattr__(self, "frames", inputs.checked("frames", inputs.positive_int,
+                                                      self.frames))
+        if self.budget is not None:
+            inputs.checked("budget", inputs.budget, self.budget)
         if not 0 < self.scale <= 1:
             raise ValueError(f"scale must be in (0, 1], got {self.scale}")
         if self.view_mode not in VIEW_MODES:

@@ -199,6 +199,13 @@ class Hud:
         pct = f"{100 * total / budget:.0f}%" if budget else "no budget"
         b.text(x0 + inner - b.text_width(pct), y, pct, _DIM)
         y += lh + 2
+        reason = stats.get("over_budget_reason")
+        if reason or stats.get("over_budget"):  # loud: what went over, and why
+            text = f"OVER BUDGET: {reason or 'minimum allocations exceed it'}"
+            while text and b.text_width(text) > inner - b.text_width("M"):
+                text = text[:-4] + "..."
+            b.text(x0, y, text, _rgba(BUDGET_COLOR))
+            y += lh + 2
         y = self._budget_bar(b, x0, y, inner, budget, total, by_cat)
         y = self._legend(b, x0, y, inner, by_cat, lh)
         resident = int(stats.get("texture_resident_bytes", 0))

@@ -380,8 +380,8 @@ def _report_main(args: Any) -> int:
     except (UsageError, OutputExistsError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    except (ReportError, ValueError) as exc:
-        log.error("%s", exc)
+    except (ReportError, ValueError) as exc:  # not a report: the CLI's one-line error
+        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 1
     sm = report["summary"]
     print(f"{out}: {sm['frames']} frames, peak {format_bytes(sm['peak_bytes'])} of "

@@ -163,9 +163,10 @@ class Allocator:
 
     def register(self, obj: Any, kind: str, category: Category | str, label: str, nbytes: int,
                  glo: int, destroy: Callable[[], None],
-                 alive: Callable[[], bool] | None = None) -> Any:
-        """Record a complete object in the ledger and the tracker, and label it."""
-        if self._labels and glo and kind in _LABEL_KIND:
+                 alive: Callable[[], bool] | None = None, *, label_object: bool = True) -> Any:
+        """Record a complete object in the ledger and the tracker, and label it (unless
+        `label_object` is False: a user's object keeps the label its code gave it)."""
+        if label_object and self._labels and glo and kind in _LABEL_KIND:
             data = label.encode("utf-8")[:255]
             self._raw.glObjectLabel(_LABEL_KIND[kind], glo, len(data), data)
         alloc = self.ledger.add(kind, category, label, nbytes, glo)

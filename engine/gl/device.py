@@ -35,7 +35,7 @@ from ..memory.leaks import LeakTracker, TrackedObject
 from ..memory.probe import VramReading
 from ..memory.sizes import level_bytes, mip_dims, texture_bytes
 from . import constants as K
-from .allocator import Allocator, ByteLedger, FaultInjection, ObjectTracker, moderngl_alive
+from .allocator import Allocator, ByteLedger, FaultInjection, ObjectTracker
 from .capabilities import Capabilities, detect
 from .commands import Commands, Fence
 from .context import (
@@ -387,6 +387,19 @@ class Device(FaultInjection):
                 and self._thread.current:
             obj.released = True
 
+    def release_records(self, records: Sequence[TrackedObject]) -> None:
+        """Release the objects behind tracker records, newest first (shutdown, and the pytest
+        plugin's clean-up after a test that left objects alive). On an adopted context the
+        host has already released, they are forgotten without a GL call: there is no context
+        to call into, and its objects went with it."""
+        gone = type(getattr(self._ctx, "mglo", None)).__name__ == "InvalidObject"
+        for rec in reversed(list(records)):
+            obj = self._alloc.object_of(rec)
+            if obj is not None and gone:
+                self._alloc.release(obj, closed=True)
+            elif obj is not None:
+                self.release(obj)
+
     def _before_destroy(self, alloc, obj: Any) -> None:
         if alloc.kind == "framebuffer" and self._ctx.fbo is obj:
             # moderngl rebinds its last bound framebuffer after making a new one; if that one
@@ -406,11 +419,13 @@ class Device(FaultInjection):
         with self._alloc.leak_check() as t:
             yield t
 
-    def track_user_object(self, obj: Any, kind: str, nbytes: int, label: str,
-                          category: Category | str = Category.USER) -> Any:
-        """Record a moderngl object the user made (see engine.gl.tracking.TrackedContext)."""
-        return self._alloc.register(obj, kind, category, label, nbytes, getattr(obj, "glo", 0),
-                                    obj.release, moderngl_alive(obj))
+    def track_user_object(self, handle: Any, kind: str, nbytes: int, label: str,
+                          category: Category | str = Category.USER, *, glo: int = 0) -> Any:
+        """Record a moderngl object the user made (see engine.gl.tracking.TrackedContext):
+        `handle` has `alive()` and `release()`; the object is not labelled (a label is GL
+        state the user's code can read back)."""
+        return self._alloc.register(handle, kind, category, label, nbytes, glo,
+                                    handle.release, handle.alive, label_object=False)
 
     # ----------------------------------------------------------------- memory views
     def vram(self) -> VramReading:
@@ -436,11 +451,9 @@ class Device(FaultInjection):
         if left:
             log.warning("%d GL object(s) still alive at shutdown:\n%s", len(left),
                         "\n".join("  " + r.describe() for r in left))
-        for rec in reversed(left):
-            obj = self._alloc.object_of(rec)
-            if obj is not None:
-                self.release(obj)
-        if self._raw.has("glDebugMessageCallback") and self._debug_proc is not None:
+        self.release_records(left)
+        gone = type(getattr(self._ctx, "mglo", None)).__name__ == "InvalidObject"
+        if not gone and self._raw.has("glDebugMessageCallback") and self._debug_proc is not None:
             self._raw.glDebugMessageCallback(DEBUGPROC(), None)
         self._thread.closed = True
         atexit.unregister(self._atexit)

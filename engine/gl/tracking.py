@@ -3,62 +3,155 @@
 Apps that embed the engine keep making their own moderngl objects. Wrapping their context
 puts those objects in the same ledger (category 'user') and the same leak checks, without
 changing their code: `ctx = TrackedContext(ctx, device)` and carry on.
+
+The wrapper is meant to be indistinguishable from the context: every read, write and call goes
+to the context (attribute writes included: `ctx.blend_func = ...` sets the context's state),
+`isinstance(ctx, moderngl.Context)` holds, and the wrapper equals its context (so an object's
+`.ctx`, which moderngl sets to the real context, compares equal to it). What it adds is only
+bookkeeping: each factory that makes a GL object the app owns registers it, by a weak
+reference, so moderngl's own garbage-collection modes (`gc_mode`) see the same object
+lifetimes as without the wrapper. Objects are not labelled (a GL label is state the app can
+read back). Objects that wrap memory the app does not own here (`external_buffer`,
+`external_texture`, `detect_framebuffer`), objects without GL memory (`scope`,
+`debug_scope`) and queries (moderngl gives them no `release`) pass through untracked.
 """
 from __future__ import annotations
 
+import weakref
+from collections.abc import Callable
 from typing import Any
 
 from .device import mgl_texel_bytes
 
-_ZERO_BYTE = {"framebuffer", "simple_framebuffer", "program", "vertex_array",
-              "simple_vertex_array", "sampler", "compute_shader"}
+
+def _dims(obj: Any) -> tuple[int, int, int]:
+    size = tuple(obj.size)
+    depth = size[2] if len(size) > 2 else 1
+    return int(size[0]), int(size[1]), int(depth)
 
 
-def _texture_bytes(obj: Any) -> int:
+def _texture_bytes(obj: Any, faces: int = 1) -> int:
+    w, h, depth = _dims(obj)
+    if getattr(obj, "depth", False):  # depth textures: 32-bit depth components
+        texel = 4
+    else:
+        texel = mgl_texel_bytes(getattr(obj, "components", 4), getattr(obj, "dtype", "f1"))
+    layers = getattr(obj, "layers", 1) if len(obj.size) == 2 else 1
+    return texel * w * h * depth * max(1, layers) * faces * max(1, getattr(obj, "samples", 0))
+
+
+def _renderbuffer_bytes(obj: Any) -> int:
     w, h = obj.size[:2]
-    depth = obj.size[2] if len(obj.size) > 2 else getattr(obj, "layers", 1)
-    comps = getattr(obj, "components", 4)
-    dtype = getattr(obj, "dtype", "f1")
-    samples = max(1, getattr(obj, "samples", 0))
-    faces = 6 if type(obj).__name__ == "TextureCube" else 1
-    return mgl_texel_bytes(comps, dtype) * w * h * max(1, depth) * faces * samples
+    texel = 4 if getattr(obj, "depth", False) else mgl_texel_bytes(obj.components, obj.dtype)
+    return texel * w * h * max(1, obj.samples)
+
+
+#: factory name -> (kind, bytes of what it made)
+_FACTORIES: dict[str, tuple[str, Callable[[Any], int]]] = {
+    "texture": ("texture", _texture_bytes),
+    "texture_array": ("texture", _texture_bytes),
+    "texture3d": ("texture", _texture_bytes),
+    "texture_cube": ("texture", lambda o: _texture_bytes(o, faces=6)),
+    "depth_texture": ("texture", _texture_bytes),
+    "depth_texture_cube": ("texture", lambda o: _texture_bytes(o, faces=6)),
+    "renderbuffer": ("renderbuffer", _renderbuffer_bytes),
+    "depth_renderbuffer": ("renderbuffer", _renderbuffer_bytes),
+    "buffer": ("buffer", lambda o: int(o.size)),
+    "framebuffer": ("framebuffer", lambda o: 0),
+    # the renderbuffers moderngl makes for it, on the context itself
+    "simple_framebuffer": ("framebuffer", lambda o: sum(
+        _renderbuffer_bytes(a) for a in (*o.color_attachments, o.depth_attachment) if a)),
+    "empty_framebuffer": ("framebuffer", lambda o: 0),
+    "program": ("program", lambda o: 0),
+    "vertex_array": ("vertex_array", lambda o: 0),
+    "simple_vertex_array": ("vertex_array", lambda o: 0),
+    "sampler": ("sampler", lambda o: 0),
+    "compute_shader": ("compute_shader", lambda o: 0),
+}
+
+
+def _valid(obj: Any) -> bool:
+    return obj is not None and type(getattr(obj, "mglo", None)).__name__ != "InvalidObject"
+
+
+class UserObject:
+    """What the ledger and tracker hold for one user object: a weak reference to it and to
+    its context (`obj.ctx`). Releasing it never touches GL once the context itself is
+    released (any release order is safe), and it is alive only while the app's object is."""
+
+    def __init__(self, obj: Any) -> None:
+        self._obj = weakref.ref(obj)
+        self._ctx = weakref.ref(obj.ctx)
+
+    def alive(self) -> bool:
+        return _valid(self._obj()) and _valid(self._ctx())
+
+    def release(self) -> None:
+        obj = self._obj()
+        if obj is not None and _valid(self._ctx()):
+            obj.release()
 
 
 class TrackedContext:
-    """Proxy of a moderngl.Context whose factories register what they make."""
+    """Proxy of a moderngl.Context whose factories register what they make (see module)."""
+
+    __slots__ = ("_ctx", "_device", "_category", "__weakref__")
 
     def __init__(self, ctx: Any, device: Any, category: str = "user") -> None:
-        self._ctx = ctx
-        self._device = device
-        self._category = category
+        object.__setattr__(self, "_ctx", ctx)
+        object.__setattr__(self, "_device", device)
+        object.__setattr__(self, "_category", category)
+
+    # -- being the context ------------------------------------------------------------------
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:  # isinstance(wrapper, moderngl.Context) holds
+        return type(self._ctx)
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._ctx, name)
-        if not callable(attr) or name not in _FACTORIES:
+        made = _FACTORIES.get(name)
+        if made is None or not callable(attr):
             return attr
+        kind, size = made
 
         def make(*args: Any, **kwargs: Any) -> Any:
             obj = attr(*args, **kwargs)
-            kind, nbytes = _FACTORIES[name](obj)
-            self._device.track_user_object(obj, kind, nbytes, f"user {name} #{obj.glo}",
-                                           self._category)
+            self._track(obj, kind, size(obj), name)
             return obj
+        make.__name__ = name
+        make.__doc__ = attr.__doc__
         return make
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self._ctx, name, value)
 
-def _sized(kind: str, size_fn):
-    return lambda obj: (kind, size_fn(obj))
+    def __delattr__(self, name: str) -> None:
+        delattr(self._ctx, name)
 
+    def __eq__(self, other: object) -> bool:
+        if type(other) is TrackedContext:
+            return other._ctx is self._ctx
+        return other is self._ctx
 
-_FACTORIES = {
-    "texture": _sized("texture", _texture_bytes),
-    "texture_array": _sized("texture", _texture_bytes),
-    "texture_cube": _sized("texture", _texture_bytes),
-    "texture3d": _sized("texture", _texture_bytes),
-    "depth_texture": _sized("texture", lambda o: o.size[0] * o.size[1] * 4),
-    "renderbuffer": _sized("renderbuffer", _texture_bytes),
-    "depth_renderbuffer": _sized("renderbuffer",
-                                 lambda o: o.size[0] * o.size[1] * 4 * max(1, o.samples)),
-    "buffer": _sized("buffer", lambda o: o.size),
-    **{name: _sized(name.replace("simple_", ""), lambda o: 0) for name in _ZERO_BYTE},
-}
+    def __hash__(self) -> int:
+        return hash(self._ctx)
+
+    def __enter__(self) -> TrackedContext:
+        self._ctx.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._ctx.__exit__(*exc)
+
+    def __dir__(self) -> list[str]:
+        return dir(self._ctx)
+
+    def __repr__(self) -> str:
+        return f"TrackedContext({self._ctx!r})"
+
+    # -- the bookkeeping ----------------------------------------------------------------------
+    def _track(self, obj: Any, kind: str, nbytes: int, factory: str) -> None:
+        handle = UserObject(obj)
+        glo = getattr(obj, "glo", 0)
+        self._device.track_user_object(handle, kind, nbytes, f"user {factory} #{glo}",
+                                       self._category, glo=glo)

@@ -1,5 +1,5 @@
 """The engine on any rendercanvas canvas: Qt, wx, Jupyter (jupyter_rfb's remote frame buffer)
-and offscreen (`pip install -e '.[canvas]'`).
+and offscreen (`pip install 'vram-budget-renderer[canvas]'`).
 
 rendercanvas is pygfx's canvas abstraction: one draw-callback API over many GUI toolkits. Its
 canvases present either through wgpu ("screen") or by taking an RGBA image ("bitmap"); the

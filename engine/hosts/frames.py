@@ -4,7 +4,9 @@ picture", "release everything".
 Why a wrapper: a host decides the size (its widget, canvas or notebook cell is resized by the
 user) and the moment (its paint or draw callback), where the engine's runner is built for a
 fixed-size loop it drives itself. It drives engine.app's FrameLoop.embedded (the governor and
-its budget come with it: pass budget= like any RunSettings field).
+its budget come with it: pass budget= like any RunSettings field, and on_over_budget= to be
+told when a frame goes over it). Textures stream within the budget unless provider= says
+otherwise.
 """
 from __future__ import annotations
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from ..errors import install_hint
 from .probe import VramReading
 from .sizes import format_bytes
 
@@ -130,7 +131,7 @@ def _import_pynvml() -> ModuleType | NvmlUnavailable:
         import pynvml
     except ImportError:
         return NvmlUnavailable("NVML: the nvidia-ml-py package is not installed "
-                               "(pip install -e '.[nvml]')")
+                               f"({install_hint('nvml')})")
     return pynvml
 
 

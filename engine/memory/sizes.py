@@ -7,6 +7,8 @@ GL_TEXTURE_COMPRESSED_IMAGE_SIZE with zero bytes of difference.
 """
 from __future__ import annotations
 
+import re
+
 from ..formats import PixelFormat, get
 
 
@@ -54,20 +56,53 @@ def renderbuffer_bytes(fmt: PixelFormat | str, width: int, height: int, samples:
     return level_bytes(fmt, width, height) * max(1, int(samples))
 
 
-_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1000, "kib": 1 << 10, "m": 1 << 20, "mb": 1000 ** 2,
-          "mib": 1 << 20, "g": 1 << 30, "gb": 1000 ** 3, "gib": 1 << 30, "t": 1 << 40,
-          "tb": 1000 ** 4, "tib": 1 << 40}
+#: The one byte-size rule (CLI, API, pytest plugin, config). IEC units are binary, SI units
+#: decimal, as their standards say; the unit's case does not matter ("mib" is MiB, "gb" is
+#: GB). A bare letter (512M) is refused: half the world reads it as MiB, the other half as
+#: MB, and the difference is 5% of a budget. A bare number is refused too: "512" has been
+#: read as bytes and as MiB by different tools. An int passed through the API is bytes.
+BYTE_UNITS: dict[str, int] = {
+    "b": 1,
+    "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40,
+    "kb": 1000, "mb": 1000 ** 2, "gb": 1000 ** 3, "tb": 1000 ** 4,
+}
+#: What a size looks like, for messages.
+SIZE_EXAMPLES = "512MiB, 2GiB (binary) or 500MB, 2GB (decimal)"
+_SIZE_RE = re.compile(r"\s*([0-9]*\.?[0-9]+(?:[eE][0-9]+)?)\s*([a-zA-Z]*)\s*")
 
 
 def parse_bytes(text: str | int) -> int:
-    """Parse "512MiB", "1.5GB", "4096" into bytes. Raises ValueError on nonsense."""
+    """Bytes from "512MiB", "1.5GB", "4096B" (an int is bytes already); ValueError naming
+    what is accepted on anything else (see BYTE_UNITS for the rule)."""
+    if isinstance(text, bool):
+        raise ValueError(f"{text!r} is not a byte size; accepted: {SIZE_EXAMPLES}")
     if isinstance(text, int):
+        if text < 0:
+            raise ValueError(f"a byte size must not be negative, got {text}")
         return text
-    import re
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", str(text))
-    if not m or m.group(2).lower() not in _UNITS:
-        raise ValueError(f"cannot parse a byte size from {text!r} (try 512MiB, 2GiB, 80%)")
-    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+    raw = str(text)
+    m = _SIZE_RE.fullmatch(raw)
+    if not m:
+        raise ValueError(f"cannot parse a byte size from {raw!r}; accepted: {SIZE_EXAMPLES}")
+    number, unit = m.group(1), m.group(2).lower()
+    if not unit:
+        raise ValueError(f"{raw!r} needs a unit: {number}MiB, {number}MB or {number}B; "
+                         f"accepted: {SIZE_EXAMPLES}")
+    if unit in ("k", "m", "g", "t"):
+        u = unit.upper()
+        raise ValueError(f"{raw!r} is ambiguous: write {number}{u}iB (binary, "
+                         f"{int(float(number) * BYTE_UNITS[unit + 'ib'])} bytes) or "
+                         f"{number}{u}B (decimal, {int(float(number) * BYTE_UNITS[unit + 'b'])} "
+                         f"bytes)")
+    if unit not in BYTE_UNITS:
+        raise ValueError(f"{raw!r}: unknown unit {m.group(2)!r}; accepted: {SIZE_EXAMPLES}")
+    return int(float(number) * BYTE_UNITS[unit])
+
+
+def format_exact(n: int) -> str:
+    """A size with its exact byte count beside the rounded one ("15.3 MiB (16,000,000
+    bytes)"): two different sizes never print alike."""
+    return f"{format_bytes(n)} ({int(n):,} bytes)"
 
 
 def format_bytes(n: float | None) -> str:

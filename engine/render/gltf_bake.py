@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-from ..errors import GltfError
+from ..errors import GltfError, install_hint
 from ..textures import basis
 from ..textures.bake import BakeResult, bake_image
 from .gltf import (
@@ -171,8 +171,8 @@ def bake_gltf_main(argv: list[str]) -> int:
     except SystemExit as exc:
         return int(exc.code or 0)
     if args.format != "bc7" and not basis.encoder_available():
-        print("error: --format uastc/etc1s needs the Basis encoder (pip install "
-              "'vram-budget-renderer[basis]'; alktx2 has x86_64 wheels only)", file=sys.stderr)
+        print(f"error: --format {args.format} needs the Basis encoder ({install_hint('basis')}; "
+              "alktx2 has x86_64 wheels only)", file=sys.stderr)
         return 2
     try:
         result = bake_gltf(args.scene, args.out, args.format, zstd_level=args.zstd)

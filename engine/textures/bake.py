@@ -41,7 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import TextureFormatError
+from ..errors import TextureFormatError, install_hint
 from ..formats import get
 from ..memory.sizes import format_bytes
 from .decode import decode_image
@@ -705,6 +705,14 @@ def bake_main(argv: Sequence[str] | None = None) -> int:
     except _ArgumentError as exc:
         print(exc, file=sys.stderr)
         return 2
+    if args.format in BASIS_CHOICES:  # checked before any work: the encoder is optional
+        from . import basis
+
+        if not basis.encoder_available():
+            print(f"error: --format {args.format} needs the Basis encoder alktx2: "
+                  f"{install_hint('basis')} (it has wheels for x86_64 Linux and Windows)",
+                  file=sys.stderr)
+            return 2
 
     wall = time.perf_counter()
     workers = args.jobs or os.cpu_count() or 1

@@ -15,8 +15,8 @@ level's slice of the BasisLZ global data and the level's bytes, and transcodes t
 levels (which basis_universal cannot inflate) and zstd levels are inflated by our own
 supercompression code first, so the transcoder only ever sees raw UASTC.
 
-The binding is optional (`pip install engine[basis]`): without it these files raise the
-same `UnsupportedFormatError` as before, naming the extra to install. Encoding (bake's
+The binding is optional (`pip install 'vram-budget-renderer[basis]'`): without it these files
+raise the same `UnsupportedFormatError` as before, naming the extra to install. Encoding (bake's
 `--format uastc/etc1s`) uses a second library, alktx2 (basis_universal's encoder); see
 docs/basis.md for why two.
 """
@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import TextureFormatError, UnsupportedFormatError
+from ..errors import TextureFormatError, UnsupportedFormatError, install_hint
 from ..formats import BY_NAME, PixelFormat
 from .container import Level, check_geometry, level_geometry, read_prefix
 from .ktx2 import Ktx2File
@@ -258,7 +258,7 @@ class BasisKtx2File(Ktx2File):
         ob = _transcoder()
         if ob is None:
             raise UnsupportedFormatError(self.path, _codec_label(self.codec),
-                                         "install the 'basis' extra (opengl_basisu)")
+                                         f"needs opengl_basisu: {install_hint('basis')}")
         return ob
 
     def _transcode(self, lv: Level, layer: int, face: int) -> bytes:
@@ -358,8 +358,8 @@ def open_basis_ktx2(path: Path, prefix: bytes, fields: tuple[Any, ...], size: in
      dfd_off, dfd_len, _kvd_off, _kvd_len, sgd_off, sgd_len) = fields
     if _transcoder() is None:
         raise UnsupportedFormatError(path, _codec_label(codec),
-                                     "needs a Basis Universal transcoder: install the 'basis' "
-                                     "extra (opengl_basisu)")
+                                     "needs a Basis Universal transcoder (opengl_basisu): "
+                                     f"{install_hint('basis')}")
     if depth > 1 or (faces == 6 and depth):
         raise UnsupportedFormatError(path, _codec_label(codec), "3D Basis textures")
     if height == 0:
@@ -458,7 +458,8 @@ def encode_ktx2(levels: Sequence[np.ndarray], codec: str, *, srgb: bool,
     enc = _encoder()
     if enc is None:
         raise UnsupportedFormatError("<bake>", codec.upper(), "the Basis encoder alktx2 is not "
-                                     "installed (it has wheels for x86_64 Linux and Windows)")
+                                     f"installed: {install_hint('basis')} (alktx2 has wheels "
+                                     "for x86_64 Linux and Windows)")
     if quality is None:
         quality = 100 if codec == "uastc" else 75
     chain = [(np.ascontiguousarray(lv, np.uint8).tobytes(), lv.shape[1], lv.shape[0])

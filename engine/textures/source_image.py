@@ -48,7 +48,7 @@ from typing import Literal
 
 import numpy as np
 
-from ..errors import TextureFormatError
+from ..errors import TextureFormatError, install_hint
 from .mipgen import linear_to_srgb
 
 log = logging.getLogger(__name__)
@@ -153,7 +153,7 @@ def _read_radiance(path: str) -> SourceImage:
     codecs = _imagecodecs()
     if codecs is None:
         raise TextureFormatError(path, "Radiance HDR needs the optional 'hdr' extra "
-                                       "(pip install imagecodecs)")
+                                       f"(imagecodecs: {install_hint('hdr')})")
     data = Path(path).read_bytes()
     m = re.search(rb"\n[-+]Y (\d+) [-+]X (\d+)\n", data[:4096])
     if not data.startswith((b"#?RADIANCE", b"#?RGBE")) or m is None:
