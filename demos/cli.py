@@ -21,6 +21,7 @@ from engine.demos import DEMOS
 from engine.app.providers import PROVIDERS
 from engine.app.run import progress_hook, run_scene
 from engine.cli import (
+    add_trace_option,
     budget_arg,
     input_file,
     output_file,
@@ -74,6 +75,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--stress", action="store_true",
                    help="stress mode: 2-40 ms of injected latency on every level read and the "
                         "pressure demo's random budget steps")
+    add_trace_option(p)
     p.set_defaults(func=run)
 
 
@@ -119,7 +121,8 @@ def run(args: argparse.Namespace) -> int:
     kwargs = {"frames": frames, "size": args.size, "budget": args.budget,
               "screenshot": args.screenshot, "report": args.report, "provider": provider,
               "upscale": args.upscale, "view_mode": "mip" if args.mip_debug else "lit",
-              "on_frame": hooks, "options": options, "metadata": metadata}
+              "on_frame": hooks, "options": options, "metadata": metadata,
+              "trace": args.trace}
     if not headless:
         try:
             with warnings.catch_warnings():

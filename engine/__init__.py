@@ -53,6 +53,8 @@ _API: dict[str, str] = {
     "FrameLoop": "engine.app.loop",
     "FrameContext": "engine.app.loop",
     "run_scene": "engine.app.run",
+    # seeing memory: who holds what, now
+    "snapshot": "engine.diagnostics.snapshot",
     "register_provider": "engine.app.providers",
     # testing helpers for users' CI
     "run_headless": "engine.testing",

@@ -47,6 +47,8 @@ class RunSettings:
     #: per-frame records kept in memory (and in the report): the newest `keep_frames`, or
     #: all when None. A long run (a soak of 100,000 frames) keeps a bounded window.
     keep_frames: int | None = None
+    #: a Chrome trace-event JSON of the run is written here (engine.diagnostics.trace)
+    trace: Path | str | None = None
 
     def __post_init__(self) -> None:
         w, h = self.size

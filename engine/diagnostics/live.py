@@ -1,0 +1,262 @@
+"""Live state of every running engine process, for `python -m engine monitor`.
+
+Each frame loop publishes a small JSON file, `<pid>.<n>.json`, in the user's runtime folder
+(`$XDG_RUNTIME_DIR/engine-monitor`, or `<temp dir>/engine-monitor-<uid>` where there is no
+runtime folder; mode 0700 either way): budget and effective budget, outside pressure, bytes
+per ledger category, resident bytes per priority tier, page-cache slots, wanted versus
+resident, reads and uploads in flight, read and upload MB/s, frame, CPU and GPU ms (p50/p99
+over the last seconds), render scale and why. Why a file and not a socket: a reader needs no
+protocol and no connection, a writer pays one small write a few times a second (at most
+every `PUBLISH_EVERY_S`) whether anyone reads or not, and nothing listens on any port.
+Every write goes to a temporary name and is renamed over the real one, so a reader never
+sees half a file.
+
+A process that ends normally removes its file; one that was killed leaves it, and the next
+reader (`read_all`) removes the files whose process is gone (the pid is dead, or now belongs
+to a process that started later: its start time is in the file).
+
+`monitor --snapshot PID` drops a request file beside the state file; the publisher sees it
+at its next write and calls the loop's snapshot writer (engine.diagnostics.snapshot).
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import os
+import sys
+import tempfile
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..streaming.contract import ProviderStats
+
+log = logging.getLogger(__name__)
+
+SCHEMA = 1
+#: Seconds between two writes of a process's state file (the monitor refreshes every second).
+PUBLISH_EVERY_S = 0.25
+#: Frame times over this many seconds make the published percentiles.
+WINDOW_S = 5.0
+SNAPSHOT_REQUEST = ".snapshot-request"
+
+_serials = itertools.count(1)
+
+
+def runtime_dir(create: bool = True) -> Path:
+    """The folder state files live in: `$XDG_RUNTIME_DIR/engine-monitor` when the runtime
+    folder exists, else `<tempfile.gettempdir()>/engine-monitor-<uid>`. Made with mode 0700;
+    OSError when it exists but belongs to another user (someone could feed us fake files)."""
+    xdg = os.environ.get("XDG_RUNTIME_DIR")
+    if xdg and Path(xdg).is_dir():
+        path = Path(xdg) / "engine-monitor"
+    else:
+        path = Path(tempfile.gettempdir()) / f"engine-monitor-{os.getuid()}"
+    if create:
+        path.mkdir(mode=0o700, exist_ok=True)
+    if path.exists() and path.stat().st_uid != os.getuid():
+        raise OSError(f"{path} belongs to another user")
+    return path
+
+
+def process_start(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (Linux /proc), None elsewhere or
+    when it is gone: with the pid it names one process, even after the pid is reused."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # the command name is in parentheses and may itself hold spaces or parentheses
+    fields = stat[stat.rfind(")") + 2:].split()
+    return int(fields[19]) if len(fields) > 19 else None
+
+
+def process_alive(pid: int, start: int | None) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # it exists, under another user
+    return start is None or process_start(pid) in (None, start)
+
+
+def _program() -> str:
+    argv = [os.path.basename(sys.argv[0] or "python")] + sys.argv[1:]
+    if argv[0] in ("__main__.py", "-m") and len(argv) > 1:
+        argv = ["engine", *argv[1:]]
+    return " ".join(argv)[:160]
+
+
+def _pct(values: list[float], q: float) -> float | None:
+    return float(np.percentile(values, q)) if values else None
+
+
+class FrameWindow:
+    """Frame times of the last `WINDOW_S` seconds (wall clock), for p50/p99."""
+
+    def __init__(self, seconds: float = WINDOW_S) -> None:
+        self.seconds = seconds
+        self._frames: deque[tuple[float, float, float, float | None]] = deque(maxlen=4096)
+
+    def add(self, now: float, ms: float, cpu_ms: float, gpu_ms: float | None) -> None:
+        self._frames.append((now, ms, cpu_ms, gpu_ms))
+        while self._frames and now - self._frames[0][0] > self.seconds:
+            self._frames.popleft()
+
+    def summary(self) -> dict[str, float | None]:
+        ms = [f[1] for f in self._frames]
+        cpu = [f[2] for f in self._frames]
+        gpu = [f[3] for f in self._frames if f[3] is not None]
+        return {"frames": len(ms), "ms_p50": _pct(ms, 50), "ms_p99": _pct(ms, 99),
+                "cpu_ms_p50": _pct(cpu, 50), "cpu_ms_p99": _pct(cpu, 99),
+                "gpu_ms_p50": _pct(gpu, 50), "gpu_ms_p99": _pct(gpu, 99)}
+
+
+def live_state(record: Mapping[str, Any], stats: ProviderStats, by_category: Mapping[str, int],
+               window: FrameWindow, rates: Mapping[str, float]) -> dict[str, Any]:
+    """The published figures, from the frame loop's record of the frame just finished, the
+    provider's stats, the ledger's bytes by category now and the recent frame times."""
+    return {
+        "frame": int(record["frame"]),
+        "budget_bytes": int(record["budget_bytes"]),
+        "effective_budget_bytes": int(record.get("effective_budget_bytes",
+                                                 record["budget_bytes"])),
+        "external_pressure_bytes": int(record.get("external_pressure_bytes", 0)),
+        "vram_note": str(record.get("vram_note") or ""),
+        "total_bytes": int(sum(by_category.values())),
+        "by_category": {str(k): int(v) for k, v in by_category.items()},
+        "pool_bytes": int(record.get("pool_bytes", 0)),
+        "resident_bytes": stats.resident_bytes, "wanted_bytes": stats.wanted_bytes,
+        "resident_by_tier": dict(stats.resident_by_tier),
+        "cache_slots": stats.cache_slots, "cache_slots_used": stats.cache_slots_used,
+        "missing_tiles": stats.missing_tiles,
+        "reads_in_flight": stats.reads_in_flight, "uploads_in_flight": stats.pending_uploads,
+        "read_mb_s": rates.get("read_mb_s", 0.0), "upload_mb_s": rates.get("upload_mb_s", 0.0),
+        "textures": stats.textures,
+        "render_scale": float(record["render_scale"]),
+        "scale_reason": str(record.get("scale_reason", "")),
+        "times": window.summary(),
+    }
+
+
+class LivePublisher:
+    """One frame loop's state file. `frame(...)` every frame; it writes only when
+    `PUBLISH_EVERY_S` has passed. `close()` removes the file."""
+
+    def __init__(self, folder: Path, *, program: str | None = None,
+                 on_snapshot: Callable[[Path], Any] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.folder = folder
+        self.pid = os.getpid()
+        self.name = f"{self.pid}.{next(_serials)}"
+        self.path = folder / f"{self.name}.json"
+        self.request = folder / f"{self.name}{SNAPSHOT_REQUEST}"
+        self.on_snapshot = on_snapshot
+        self.clock = clock
+        self.window = FrameWindow()
+        self._head = {"schema": SCHEMA, "pid": self.pid, "start": process_start(self.pid),
+                      "name": self.name, "program": program or _program(),
+                      "started_utc": time.time()}
+        self._next = 0.0
+        self._last: tuple[float, int, int] | None = None  # time, bytes read, bytes uploaded
+        self.writes = 0
+
+    @classmethod
+    def start(cls, **kw: Any) -> LivePublisher | None:
+        """A publisher in the user's runtime folder; None (and one warning) when it cannot
+        be made: a run never fails because nobody can monitor it."""
+        try:
+            return cls(runtime_dir(), **kw)
+        except OSError as exc:
+            log.warning("live monitor state not published: %s", exc)
+            return None
+
+    def frame(self, record: Mapping[str, Any], stats: ProviderStats,
+              by_category: Callable[[], Mapping[str, int]]) -> None:
+        now = self.clock()
+        self.window.add(now, float(record["ms"]), float(record.get("cpu_ms", record["ms"])),
+                        record.get("gpu_ms"))
+        if now < self._next:
+            return
+        self._next = now + PUBLISH_EVERY_S
+        rates: dict[str, float] = {}
+        if self._last is not None and now > self._last[0]:
+            dt = now - self._last[0]
+            rates = {"read_mb_s": (stats.bytes_read - self._last[1]) / dt / 1e6,
+                     "upload_mb_s": (stats.bytes_uploaded - self._last[2]) / dt / 1e6}
+        self._last = (now, stats.bytes_read, stats.bytes_uploaded)
+        state = {**self._head, "updated_utc": time.time(),
+                 **live_state(record, stats, by_category(), self.window, rates)}
+        self._write(state)
+        if self.on_snapshot is not None and self.request.exists():
+            self._serve_snapshot()
+
+    def _write(self, state: Mapping[str, Any]) -> None:
+        tmp = self.folder / f".{self.name}.tmp"
+        try:
+            tmp.write_text(json.dumps(state), encoding="utf-8")
+            os.replace(tmp, self.path)
+            self.writes += 1
+        except OSError as exc:  # a full or vanished runtime folder: stop, say so once
+            log.warning("live monitor state not published any more: %s", exc)
+            self.on_snapshot = None
+            self._next = float("inf")
+
+    def _serve_snapshot(self) -> None:
+        try:
+            target = Path(self.request.read_text(encoding="utf-8").strip())
+            self.request.unlink(missing_ok=True)
+        except OSError as exc:
+            log.warning("snapshot request unreadable: %s", exc)
+            return
+        try:
+            assert self.on_snapshot is not None
+            self.on_snapshot(target)
+        except Exception as exc:  # noqa: BLE001 - a bad request must not end the run
+            log.error("snapshot to %s failed: %s", target, exc)
+            failed = target.with_name(target.name + ".failed")
+            failed.write_text(str(exc), encoding="utf-8")
+
+    def close(self) -> None:
+        for path in (self.path, self.request, self.folder / f".{self.name}.tmp"):
+            path.unlink(missing_ok=True)
+
+
+def read_all(folder: Path | None = None, *, clean: bool = True) -> list[dict[str, Any]]:
+    """The state of every live engine process, oldest first; with `clean`, the files of
+    processes that are gone are removed (a killed process cannot remove its own)."""
+    folder = folder or runtime_dir()
+    out = []
+    for path in sorted(folder.glob("*.json")):
+        try:
+            state = json.loads(path.read_text(encoding="utf-8"))
+            pid, start = int(state["pid"]), state.get("start")
+        except (OSError, ValueError, KeyError, TypeError):
+            state, pid, start = None, _pid_of(path), None
+        if pid is not None and not process_alive(pid, start):
+            if clean:
+                for stale in folder.glob(f"{path.stem}*"):
+                    stale.unlink(missing_ok=True)
+                (folder / f".{path.stem}.tmp").unlink(missing_ok=True)
+            continue
+        if state is not None:
+            out.append(state)
+    return sorted(out, key=lambda s: (s.get("started_utc", 0), s.get("name", "")))
+
+
+def _pid_of(path: Path) -> int | None:
+    head = path.name.split(".", 1)[0]
+    return int(head) if head.isdigit() else None
+
+
+def stats_dict(stats: ProviderStats) -> dict[str, Any]:
+    """A provider's stats as JSON can hold them (the snapshot's provider block)."""
+    return {k: v for k, v in asdict(stats).items()
+            if isinstance(v, (int, float, str, dict, bool))}

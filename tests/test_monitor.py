@@ -1,0 +1,151 @@
+"""The live monitor: engine processes publish their state, `monitor` shows every one of them,
+and a process that is gone (ended, or killed with SIGKILL) disappears with its file."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.diagnostics import live
+from engine.diagnostics.monitor import text_lines
+from engine.streaming.contract import ProviderStats
+from process_helpers import ROOT, headless_env
+
+DEMO = ["-m", "engine", "demo", "pressure", "--headless", "--size", "64x48", "--count", "4",
+        "--texture-size", "128"]
+
+
+def _record(frame: int, **kw: Any) -> dict[str, Any]:
+    return {"frame": frame, "ms": 5.0, "cpu_ms": 4.0, "gpu_ms": 3.0, "budget_bytes": 1000,
+            "render_scale": 1.0, "by_category": {"target": 10}, **kw}
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_publisher_writes_at_most_every_interval_and_removes_its_file(tmp_path):
+    clock = Clock()
+    pub = live.LivePublisher(tmp_path, program="test", clock=clock)
+    stats = ProviderStats(resident_bytes=5, wanted_bytes=7, bytes_read=0,
+                          resident_by_tier={"visible": 5})
+    pub.frame(_record(0), stats, lambda: {"target": 10, "buffer": 4})
+    clock.now += live.PUBLISH_EVERY_S / 2
+    pub.frame(_record(1), ProviderStats(bytes_read=2_000_000), lambda: {"target": 11})
+    assert pub.writes == 1  # the second frame came too soon
+    clock.now += live.PUBLISH_EVERY_S
+    pub.frame(_record(2, effective_budget_bytes=900, scale_reason="fit"),
+              ProviderStats(bytes_read=3_000_000, bytes_uploaded=750_000), lambda: {"target": 12})
+    assert pub.writes == 2
+    [state] = live.read_all(tmp_path)
+    assert state["pid"] == os.getpid() and state["program"] == "test"
+    assert state["frame"] == 2 and state["by_category"] == {"target": 12}
+    assert state["budget_bytes"] == 1000 and state["effective_budget_bytes"] == 900
+    dt = 1.5 * live.PUBLISH_EVERY_S
+    assert state["read_mb_s"] == pytest.approx(3.0 / dt)
+    assert state["upload_mb_s"] == pytest.approx(0.75 / dt)
+    assert state["times"]["frames"] == 3 and state["times"]["cpu_ms_p50"] == 4.0
+    assert "frame 2" in "\n".join(text_lines([state]))
+    pub.close()
+    assert live.read_all(tmp_path) == [] and not list(tmp_path.iterdir())
+
+
+def test_a_dead_process_file_is_removed(tmp_path):
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    (tmp_path / f"{gone.pid}.1.json").write_text(json.dumps(
+        {"pid": gone.pid, "start": None, "name": f"{gone.pid}.1"}))
+    (tmp_path / f"{gone.pid}.1.snapshot-request").write_text("x")
+    # a pid that is alive but started at another time is a reused pid: its file is stale too
+    (tmp_path / f"{os.getpid()}.9.json").write_text(json.dumps(
+        {"pid": os.getpid(), "start": -5, "name": f"{os.getpid()}.9"}))
+    assert live.read_all(tmp_path) == []
+    assert not list(tmp_path.iterdir())
+
+
+def test_runtime_dir_is_private(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    path = live.runtime_dir()
+    assert path == tmp_path / "engine-monitor" and (path.stat().st_mode & 0o777) == 0o700
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "missing"))
+    assert live.runtime_dir(create=False).name == f"engine-monitor-{os.getuid()}"
+
+
+def _monitor(env: dict[str, str], *extra: str) -> list[dict[str, Any]]:
+    out = subprocess.run([sys.executable, "-m", "engine", "monitor", "--once", "--json", *extra],
+                         env=env, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
+
+
+def _wait_for(env: dict[str, str], pid: int, proc: subprocess.Popen, min_frame: int = 1,
+              timeout: float = 90.0) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else "exited"
+        for s in _monitor(env):
+            if s["pid"] == pid and s["frame"] >= min_frame:
+                return s
+        time.sleep(0.3)
+    raise AssertionError(f"process {pid} never showed in the monitor")
+
+
+@pytest.mark.slow
+def test_monitor_shows_running_demos_and_forgets_them(tmp_path):
+    """Two demos at once: one runs to its end and writes its report, the other is killed
+    with SIGKILL. Both show in `monitor --once --json` with their own ledger's figures; both
+    are gone afterwards, the killed one's file removed by the monitor."""
+    env = headless_env(tmp_path)
+    env["XDG_RUNTIME_DIR"] = str(tmp_path)
+    folder = tmp_path / "engine-monitor"
+    report = tmp_path / "run.json"
+    finite = subprocess.Popen([sys.executable, *DEMO, "--frames", "1500", "--report", str(report)],
+                              env=env, cwd=ROOT, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True)
+    endless = subprocess.Popen([sys.executable, *DEMO, "--frames", "1000000"], env=env, cwd=ROOT,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        sample = _wait_for(env, finite.pid, finite, min_frame=30)
+        other = _wait_for(env, endless.pid, endless)
+        both = {s["pid"] for s in _monitor(env)}
+        assert {finite.pid, endless.pid} <= both
+        assert other["program"].startswith("engine demo pressure")
+        # the snapshot request travels through the same folder
+        snap = tmp_path / "snap.json"
+        out = subprocess.run([sys.executable, "-m", "engine", "monitor", "--snapshot",
+                              str(endless.pid), "--out", str(snap)], env=env, cwd=ROOT,
+                             capture_output=True, text=True, timeout=90)
+        assert out.returncode == 0, out.stderr
+        doc = json.loads(snap.read_text())
+        assert doc["pid"] == endless.pid and snap.with_suffix(".html").exists()
+        assert {c: t["bytes"] for c, t in doc["totals"].items()} == doc["ledger"]
+        endless.send_signal(signal.SIGKILL)
+        endless.wait(timeout=30)
+        assert finite.wait(timeout=180) == 0, finite.stderr.read()
+    finally:
+        for proc in (finite, endless):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert [s for s in _monitor(env) if s["pid"] in (finite.pid, endless.pid)] == []
+    assert list(folder.glob("*")) == []  # the killed process's file went too
+    frames = json.loads(report.read_text())["frames"]
+    record = frames[sample["frame"]]
+    assert record["frame"] == sample["frame"]
+    assert sample["budget_bytes"] == record["budget_bytes"]
+    assert sample["effective_budget_bytes"] == record["effective_budget_bytes"]
+    assert sample["by_category"] == record["by_category"]
+    assert sample["total_bytes"] == record["total_bytes"]
+    assert sample["render_scale"] == record["render_scale"]
+    assert sample["resident_by_tier"] == record["resident_by_tier"]
