@@ -64,14 +64,45 @@ def test_publisher_writes_at_most_every_interval_and_removes_its_file(tmp_path):
 def test_a_dead_process_file_is_removed(tmp_path):
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
-    (tmp_path / f"{gone.pid}.1.json").write_text(json.dumps(
-        {"pid": gone.pid, "start": None, "name": f"{gone.pid}.1"}))
+    live.StateFile(tmp_path / f"{gone.pid}.1.json").write(json.dumps(
+        {"pid": gone.pid, "start": None, "name": f"{gone.pid}.1"}).encode())
     (tmp_path / f"{gone.pid}.1.snapshot-request").write_text("x")
     # a pid that is alive but started at another time is a reused pid: its file is stale too
-    (tmp_path / f"{os.getpid()}.9.json").write_text(json.dumps(
-        {"pid": os.getpid(), "start": -5, "name": f"{os.getpid()}.9"}))
+    live.StateFile(tmp_path / f"{os.getpid()}.9.json").write(json.dumps(
+        {"pid": os.getpid(), "start": -5, "name": f"{os.getpid()}.9"}).encode())
+    # a file that is no state file, named for a dead pid, goes as well; one of a live pid
+    # whose loop has not written yet stays
+    (tmp_path / f"{gone.pid}.2.json").write_text("garbage")
+    live.StateFile(tmp_path / f"{os.getpid()}.10.json")
     assert live.read_all(tmp_path) == []
-    assert not list(tmp_path.iterdir())
+    assert [p.name for p in tmp_path.iterdir()] == [f"{os.getpid()}.10.json"]
+
+
+def test_a_reader_never_sees_half_a_write(tmp_path):
+    """A writer thread rewrites the file as fast as it can while the reader reads it."""
+    import threading
+
+    path = tmp_path / "1.1.json"
+    state = live.StateFile(path)
+    stop = threading.Event()
+
+    def write() -> None:
+        n = 0
+        while not stop.is_set():
+            n += 1
+            state.write(json.dumps({"n": n, "pad": "x" * (n % 3000)}).encode())
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        seen = [live.StateFile.read(path) for _ in range(300)]
+    finally:
+        stop.set()
+        writer.join()
+    docs = [d for d in seen if d is not None]
+    assert len(docs) > 250 and all(len(d["pad"]) == d["n"] % 3000 for d in docs)
+    state.close()
+    assert not path.exists()
 
 
 def test_runtime_dir_is_private(tmp_path, monkeypatch):

@@ -8,8 +8,9 @@ resident, reads and uploads in flight, read and upload MB/s, frame, CPU and GPU 
 over the last seconds), render scale and why. Why a file and not a socket: a reader needs no
 protocol and no connection, a writer pays one small write a few times a second (at most
 every `PUBLISH_EVERY_S`) whether anyone reads or not, and nothing listens on any port.
-Every write goes to a temporary name and is renamed over the real one, so a reader never
-sees half a file.
+The file is memory-mapped and written under a sequence lock (`StateFile`): the writer's
+update is a copy into memory, no system call (a rename per update cost milliseconds on a
+disk-backed temp folder), and a reader that catches a write half done reads again.
 
 A process that ends normally removes its file; one that was killed leaves it, and the next
 reader (`read_all`) removes the files whose process is gone (the pid is dead, or now belongs
@@ -23,7 +24,9 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import mmap
 import os
+import struct
 import sys
 import tempfile
 import time
@@ -33,20 +36,80 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from ..streaming.contract import ProviderStats
 
 log = logging.getLogger(__name__)
 
 SCHEMA = 1
 #: Seconds between two writes of a process's state file (the monitor refreshes every second).
-PUBLISH_EVERY_S = 0.25
+PUBLISH_EVERY_S = 0.5
 #: Frame times over this many seconds make the published percentiles.
 WINDOW_S = 5.0
 SNAPSHOT_REQUEST = ".snapshot-request"
 
 _serials = itertools.count(1)
+#: The state file: a header (magic, sequence number, payload length) and the JSON payload.
+MAGIC = b"ENGMON1\0"
+_HEADER = struct.Struct("<8sQI4x")
+FILE_BYTES = 64 << 10
+
+
+class StateFile:
+    """A fixed-size memory-mapped file holding one JSON document under a sequence lock: the
+    sequence number is odd while a write is under way and moves on every write, so a reader
+    that sees it odd or changed across its read knows it read a mixture and reads again."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        tmp = path.with_name(f".{path.name}.tmp")
+        with tmp.open("wb") as f:
+            f.truncate(FILE_BYTES)
+        fd = os.open(tmp, os.O_RDWR)
+        try:
+            self._map = mmap.mmap(fd, FILE_BYTES)
+        finally:
+            os.close(fd)
+        self._seq = 0
+        _HEADER.pack_into(self._map, 0, MAGIC, 0, 0)
+        os.replace(tmp, path)  # appears whole, with an empty payload
+
+    def write(self, payload: bytes) -> bool:
+        """Publish `payload`; False (nothing written) when it does not fit the file."""
+        if len(payload) > FILE_BYTES - _HEADER.size:
+            return False
+        m = self._map
+        self._seq += 1  # odd: writing
+        _HEADER.pack_into(m, 0, MAGIC, self._seq, 0)
+        m[_HEADER.size:_HEADER.size + len(payload)] = payload
+        self._seq += 1  # even: done
+        _HEADER.pack_into(m, 0, MAGIC, self._seq, len(payload))
+        return True
+
+    def close(self) -> None:
+        self._map.close()
+        self.path.unlink(missing_ok=True)
+
+    @staticmethod
+    def read(path: Path, attempts: int = 20) -> dict[str, Any] | None:
+        """The document, or None when the file holds none yet (or is not a state file)."""
+        with path.open("rb") as f:
+            for _ in range(attempts):
+                f.seek(0)
+                head = f.read(_HEADER.size)
+                if len(head) < _HEADER.size:
+                    return None
+                magic, seq, n = _HEADER.unpack(head)
+                if magic != MAGIC:
+                    return None
+                if seq == 0:
+                    return None
+                body = f.read(n)
+                f.seek(0)
+                again = _HEADER.unpack(f.read(_HEADER.size))[1]
+                if seq % 2 == 0 and again == seq:
+                    return json.loads(body)
+                time.sleep(0.001)
+        return None
 
 
 def runtime_dir(create: bool = True) -> Path:
@@ -94,29 +157,44 @@ def _program() -> str:
     return " ".join(argv)[:160]
 
 
-def _pct(values: list[float], q: float) -> float | None:
-    return float(np.percentile(values, q)) if values else None
-
-
 class FrameWindow:
     """Frame times of the last `WINDOW_S` seconds (wall clock), for p50/p99."""
 
     def __init__(self, seconds: float = WINDOW_S) -> None:
         self.seconds = seconds
-        self._frames: deque[tuple[float, float, float, float | None]] = deque(maxlen=4096)
+        self._when: deque[float] = deque()
+        # one deque per series (GPU: NaN until a timer query answered), so a summary turns
+        # each into an array in one call
+        self._series: dict[str, deque[float]] = {k: deque() for k in ("ms", "cpu_ms", "gpu_ms")}
 
     def add(self, now: float, ms: float, cpu_ms: float, gpu_ms: float | None) -> None:
-        self._frames.append((now, ms, cpu_ms, gpu_ms))
-        while self._frames and now - self._frames[0][0] > self.seconds:
-            self._frames.popleft()
+        self._when.append(now)
+        for key, v in (("ms", ms), ("cpu_ms", cpu_ms),
+                       ("gpu_ms", float("nan") if gpu_ms is None else gpu_ms)):
+            self._series[key].append(v)
+        while now - self._when[0] > self.seconds:
+            self._when.popleft()
+            for series in self._series.values():
+                series.popleft()
 
-    def summary(self) -> dict[str, float | None]:
-        ms = [f[1] for f in self._frames]
-        cpu = [f[2] for f in self._frames]
-        gpu = [f[3] for f in self._frames if f[3] is not None]
-        return {"frames": len(ms), "ms_p50": _pct(ms, 50), "ms_p99": _pct(ms, 99),
-                "cpu_ms_p50": _pct(cpu, 50), "cpu_ms_p99": _pct(cpu, 99),
-                "gpu_ms_p50": _pct(gpu, 50), "gpu_ms_p99": _pct(gpu, 99)}
+    def summary(self) -> dict[str, float | int | None]:
+        out: dict[str, float | int | None] = {"frames": len(self._when)}
+        for name, series in self._series.items():
+            values = sorted(v for v in series if v == v)  # NaN (no GPU time yet) left out
+            out[f"{name}_p50"] = _quantile(values, 0.50)
+            out[f"{name}_p99"] = _quantile(values, 0.99)
+        return out
+
+
+def _quantile(ordered: list[float], q: float) -> float | None:
+    """numpy's default (linear) percentile of sorted values: a few hundred frames sorted in
+    Python cost less than numpy's percentile machinery, on the render thread."""
+    if not ordered:
+        return None
+    pos = q * (len(ordered) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
 def live_state(record: Mapping[str, Any], stats: ProviderStats, by_category: Mapping[str, int],
@@ -167,6 +245,7 @@ class LivePublisher:
         self._next = 0.0
         self._last: tuple[float, int, int] | None = None  # time, bytes read, bytes uploaded
         self.writes = 0
+        self._file: StateFile | None = StateFile(self.path)
 
     @classmethod
     def start(cls, **kw: Any) -> LivePublisher | None:
@@ -199,15 +278,12 @@ class LivePublisher:
             self._serve_snapshot()
 
     def _write(self, state: Mapping[str, Any]) -> None:
-        tmp = self.folder / f".{self.name}.tmp"
-        try:
-            tmp.write_text(json.dumps(state), encoding="utf-8")
-            os.replace(tmp, self.path)
+        if self._file is None:
+            return
+        if self._file.write(json.dumps(state).encode("utf-8")):
             self.writes += 1
-        except OSError as exc:  # a full or vanished runtime folder: stop, say so once
-            log.warning("live monitor state not published any more: %s", exc)
-            self.on_snapshot = None
-            self._next = float("inf")
+        else:
+            log.warning("live monitor state larger than %d bytes: not published", FILE_BYTES)
 
     def _serve_snapshot(self) -> None:
         try:
@@ -225,7 +301,10 @@ class LivePublisher:
             failed.write_text(str(exc), encoding="utf-8")
 
     def close(self) -> None:
-        for path in (self.path, self.request, self.folder / f".{self.name}.tmp"):
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+        for path in (self.path, self.request, self.folder / f".{self.name}.json.tmp"):
             path.unlink(missing_ok=True)
 
 
@@ -236,15 +315,15 @@ def read_all(folder: Path | None = None, *, clean: bool = True) -> list[dict[str
     out = []
     for path in sorted(folder.glob("*.json")):
         try:
-            state = json.loads(path.read_text(encoding="utf-8"))
-            pid, start = int(state["pid"]), state.get("start")
+            state = StateFile.read(path)
+            pid, start = int(state["pid"]), state.get("start")  # type: ignore[index]
         except (OSError, ValueError, KeyError, TypeError):
             state, pid, start = None, _pid_of(path), None
         if pid is not None and not process_alive(pid, start):
             if clean:
-                for stale in folder.glob(f"{path.stem}*"):
+                for stale in folder.glob(f"{path.stem}.*"):
                     stale.unlink(missing_ok=True)
-                (folder / f".{path.stem}.tmp").unlink(missing_ok=True)
+                (folder / f".{path.name}.tmp").unlink(missing_ok=True)
             continue
         if state is not None:
             out.append(state)

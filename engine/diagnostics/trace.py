@@ -3,9 +3,10 @@ file") and chrome://tracing.
 
 `RunSettings(trace="run.json")` (or `--trace FILE` on `demo`, `soak`, ...) records:
 
-- counter tracks (ph "C"), one sample per frame: `bytes by category` (one series per ledger
-  category), `budget` (budget and effective budget), `pool`, `texture bytes` (wanted and
-  resident), `render scale`, `tiles resident`, `frame ms` (CPU and GPU);
+- counter tracks (ph "C"), sampled at the end of every frame and written when they change:
+  `bytes by category` (one series per ledger category), `budget` (budget and effective
+  budget), `pool`, `texture bytes` (wanted and resident), `render scale`, `tiles resident`
+  (frame times are the frame slices' lengths);
 - complete slices (ph "X") for every frame and its phases (split, feedback, streamer, scene
   pass, present, finish) on the render thread;
 - async spans (ph "b"/"e", paired by cat and id) for every level read (file, level, bytes,
@@ -35,6 +36,8 @@ from ..streaming.contract import ProviderStats
 
 #: Events held in memory before they are appended to the temporary file.
 FLUSH_EVERY = 4096
+#: Frames held (as references to their numbers) before their events are formatted.
+FRAMES_PER_BATCH = 256
 RENDER_TID = 1
 IO_TID = 2
 
@@ -51,11 +54,14 @@ class Tracer:
         self._file.write('{"displayTimeUnit": "ms", "traceEvents": [\n')
         self._first = True
         self._lock = threading.Lock()
-        self._events: list[dict[str, Any]] = []
+        self._events: list[str] = []  # serialised events not yet in the file
         self._ids = itertools.count(1)
         self.pid = os.getpid()
         self._t0 = time.perf_counter()
         self._categories: dict[str, int] = {}
+        self._counters: dict[str, str] = {}  # track -> its last written args
+        self._raw: list[tuple[Any, ...]] = []  # frames not formatted yet
+        self._head = f'"pid":{self.pid},"tid":{RENDER_TID}'
         self._budget: int | None = None
         self.count = 0
         for tid, name in ((RENDER_TID, "render thread"), (IO_TID, "reads and uploads")):
@@ -74,16 +80,20 @@ class Tracer:
         return round((t - self._t0) * 1e6, 3)
 
     def _add(self, event: dict[str, Any]) -> None:
+        self._extend([json.dumps(event, separators=(",", ":"))])
+
+    def _extend(self, lines: list[str]) -> None:
+        """Events already serialised (one JSON object each) go into the buffer."""
         with self._lock:
-            self._events.append(event)
-            self.count += 1
+            self._events.extend(lines)
+            self.count += len(lines)
             if len(self._events) >= FLUSH_EVERY:
                 self._flush_locked()
 
     def _flush_locked(self) -> None:
         if self._file is None or not self._events:
             return
-        text = ",\n".join(json.dumps(e, separators=(",", ":")) for e in self._events)
+        text = ",\n".join(self._events)
         self._file.write(text if self._first else ",\n" + text)
         self._first = False
         self._events.clear()
@@ -93,8 +103,10 @@ class Tracer:
              args: Mapping[str, Any]) -> None:
         sid = next(self._ids)
         base = {"cat": cat, "name": name, "id": sid, "pid": self.pid, "tid": IO_TID}
-        self._add({**base, "ph": "b", "ts": self._us(start), "args": dict(args)})
-        self._add({**base, "ph": "e", "ts": self._us(max(end, start))})
+        self._extend([json.dumps({**base, "ph": "b", "ts": self._us(start), "args": dict(args)},
+                                 separators=(",", ":")),
+                      json.dumps({**base, "ph": "e", "ts": self._us(max(end, start))},
+                                 separators=(",", ":"))])
 
     def instant(self, cat: str, name: str, args: Mapping[str, Any]) -> None:
         self._add({"ph": "i", "s": "p", "cat": cat, "name": name, "pid": self.pid,
@@ -103,44 +115,63 @@ class Tracer:
     # ------------------------------------------------------------------ per frame
     def frame(self, record: Mapping[str, Any], phases: Sequence[tuple[str, float]],
               stats: ProviderStats) -> None:
-        """One frame: `phases` is [(name, perf_counter at its start), ..., ("end", t)]."""
-        start, end = phases[0][1], phases[-1][1]
-        frame = int(record["frame"])
-        self._add({"ph": "X", "cat": "frame", "name": "frame", "pid": self.pid,
-                   "tid": RENDER_TID, "ts": self._us(start), "dur": self._us(end) - self._us(start),
-                   "args": {"frame": frame}})
-        for (name, t0), (_, t1) in zip(phases, phases[1:]):
-            self._add({"ph": "X", "cat": "phase", "name": name, "pid": self.pid,
-                       "tid": RENDER_TID, "ts": self._us(t0), "dur": self._us(t1) - self._us(t0)})
-        budget = int(record["budget_bytes"])
-        if self._budget is not None and budget != self._budget:
-            self.instant("budget", "budget change", {"from": self._budget, "to": budget,
-                                                      "frame": frame})
-        self._budget = budget
-        for cat in self._categories:
-            self._categories[cat] = 0  # a category that emptied is drawn at zero, not held
-        self._categories.update({str(k): int(v) for k, v in record["by_category"].items()})
-        ts = self._us(end)
-        effective = int(record.get("effective_budget_bytes", budget))
-        counters: dict[str, dict[str, float]] = {
-            "bytes by category": dict(self._categories),
-            "budget": {"budget": budget, "effective": effective},
-            "pool": {"bytes": int(record.get("pool_bytes", 0))},
-            "texture bytes": {"wanted": int(record["texture_wanted_bytes"]),
-                              "resident": int(record["texture_resident_bytes"])},
-            "render scale": {"scale": float(record["render_scale"])},
-            "tiles resident": {"tiles": stats.cache_slots_used},
-            "frame ms": {"cpu": float(record.get("cpu_ms", record["ms"])),
-                         "gpu": float(record.get("gpu_ms") or 0.0)},
-        }
-        for name, values in counters.items():
-            self._add({"ph": "C", "name": name, "pid": self.pid, "tid": RENDER_TID, "ts": ts,
-                       "args": values})
+        """One frame: `phases` is [(name, perf_counter at its start), ..., ("end", t)].
+        The frame keeps only references to its numbers here; its events are formatted in
+        batches of `FRAMES_PER_BATCH` (warm code instead of a cold call every frame: the
+        per-frame part is the cost that counts against every frame)."""
+        self._raw.append((phases, int(record["frame"]), int(record["budget_bytes"]),
+                          int(record.get("effective_budget_bytes", record["budget_bytes"])),
+                          int(record.get("pool_bytes", 0)), int(record["texture_wanted_bytes"]),
+                          int(record["texture_resident_bytes"]), float(record["render_scale"]),
+                          int(stats.cache_slots_used), record["by_category"]))
+        if len(self._raw) >= FRAMES_PER_BATCH:
+            self._format_frames()
+
+    def _format_frames(self) -> None:
+        """The held frames as events: formatted directly (the names are fixed, the values
+        numbers; times in whole microseconds), a counter written only when its value changed
+        (a counter holds its value until the next sample)."""
+        t0, head, cats, last = self._t0, self._head, self._categories, self._counters
+        lines: list[str] = []
+        for (phases, frame, budget, effective, pool, wanted, resident, scale, tiles,
+             by_category) in self._raw:
+            us = [int((t - t0) * 1e6) for _, t in phases]
+            lines.append(f'{{"ph":"X","cat":"frame","name":"frame",{head},"ts":{us[0]},'
+                         f'"dur":{us[-1] - us[0]},"args":{{"frame":{frame}}}}}')
+            lines += [f'{{"ph":"X","cat":"phase","name":"{phases[i][0]}",{head},"ts":{us[i]},'
+                      f'"dur":{us[i + 1] - us[i]}}}' for i in range(len(phases) - 1)]
+            if self._budget is not None and budget != self._budget:
+                lines.append(json.dumps({
+                    "ph": "i", "s": "p", "cat": "budget", "name": "budget change",
+                    "pid": self.pid, "tid": RENDER_TID, "ts": us[0],
+                    "args": {"from": self._budget, "to": budget, "frame": frame}},
+                    separators=(",", ":")))
+            self._budget = budget
+            for cat in cats:
+                cats[cat] = 0  # a category that emptied is drawn at zero, not held
+            for k, v in by_category.items():
+                cats[str(k)] = int(v)
+            counters = (
+                ("bytes by category", ",".join(f'"{c}":{v}' for c, v in cats.items())),
+                ("budget", f'"budget":{budget},"effective":{effective}'),
+                ("pool", f'"bytes":{pool}'),
+                ("texture bytes", f'"wanted":{wanted},"resident":{resident}'),
+                ("render scale", f'"scale":{scale!r}'),
+                ("tiles resident", f'"tiles":{tiles}'),
+            )
+            for name, args in counters:
+                if last.get(name) != args:
+                    last[name] = args
+                    lines.append(f'{{"ph":"C","name":"{name}",{head},"ts":{us[-1]},'
+                                 f'"args":{{{args}}}}}')
+        self._raw.clear()
+        self._extend(lines)
 
     # ------------------------------------------------------------------ end
     def close(self) -> Path:
         """Write what is left, rename the file into place, stop receiving events."""
         events.uninstall(self)
+        self._format_frames()
         with self._lock:
             self._flush_locked()
             if self._file is None:
