@@ -367,6 +367,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_soak(sub)
     from .diagnostics.monitor import add_parser as add_monitor
     add_monitor(sub)
+    for action in sub.choices["monitor"]._actions:  # its parser lives below this module
+        if action.dest == "out":
+            action.type = output_file
     return p
 
 

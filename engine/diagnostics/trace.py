@@ -60,7 +60,7 @@ class Tracer:
         self._t0 = time.perf_counter()
         self._categories: dict[str, int] = {}
         self._counters: dict[str, str] = {}  # track -> its last written args
-        self._raw: list[tuple[Any, ...]] = []  # frames not formatted yet
+        self._held: list[tuple[Any, ...]] = []  # frames not formatted yet
         self._head = f'"pid":{self.pid},"tid":{RENDER_TID}'
         self._budget: int | None = None
         self.count = 0
@@ -119,12 +119,12 @@ class Tracer:
         The frame keeps only references to its numbers here; its events are formatted in
         batches of `FRAMES_PER_BATCH` (warm code instead of a cold call every frame: the
         per-frame part is the cost that counts against every frame)."""
-        self._raw.append((phases, int(record["frame"]), int(record["budget_bytes"]),
+        self._held.append((phases, int(record["frame"]), int(record["budget_bytes"]),
                           int(record.get("effective_budget_bytes", record["budget_bytes"])),
                           int(record.get("pool_bytes", 0)), int(record["texture_wanted_bytes"]),
                           int(record["texture_resident_bytes"]), float(record["render_scale"]),
                           int(stats.cache_slots_used), record["by_category"]))
-        if len(self._raw) >= FRAMES_PER_BATCH:
+        if len(self._held) >= FRAMES_PER_BATCH:
             self._format_frames()
 
     def _format_frames(self) -> None:
@@ -134,7 +134,7 @@ class Tracer:
         t0, head, cats, last = self._t0, self._head, self._categories, self._counters
         lines: list[str] = []
         for (phases, frame, budget, effective, pool, wanted, resident, scale, tiles,
-             by_category) in self._raw:
+             by_category) in self._held:
             us = [int((t - t0) * 1e6) for _, t in phases]
             lines.append(f'{{"ph":"X","cat":"frame","name":"frame",{head},"ts":{us[0]},'
                          f'"dur":{us[-1] - us[0]},"args":{{"frame":{frame}}}}}')
@@ -164,7 +164,7 @@ class Tracer:
                     last[name] = args
                     lines.append(f'{{"ph":"C","name":"{name}",{head},"ts":{us[-1]},'
                                  f'"args":{{{args}}}}}')
-        self._raw.clear()
+        self._held.clear()
         self._extend(lines)
 
     # ------------------------------------------------------------------ end
