@@ -124,6 +124,9 @@ def test_a_run_trace_is_well_formed_and_ends_at_the_report(dev, tmp_path):
                                       "resident": last["texture_resident_bytes"]}
     assert final["render scale"] == {"scale": last["render_scale"]}
     assert final["tiles resident"] == {"tiles": last["cache_slots_used"]}
+    # the report's summary carries the same last tiers
+    assert result.summary["resident_by_tier"] == last["resident_by_tier"]
+    assert sum(last["resident_by_tier"].values()) == last["texture_resident_bytes"]
 
 
 def test_a_second_traced_loop_in_one_process_is_a_usage_error(dev, tmp_path):
@@ -134,3 +137,23 @@ def test_a_second_traced_loop_in_one_process_is_a_usage_error(dev, tmp_path):
                       options=OPTIONS, trace=tmp_path / "second.json")
     finally:
         tracer.close()
+
+
+def test_virtual_texture_tiles_are_traced(dev, tmp_path):
+    """With the gallery's textures streamed virtually, tile reads and tile uploads are spans
+    and the tiles-resident counter ends at the page cache's count."""
+    from engine.streaming.settings import StreamerSettings
+
+    demo = DEMOS["pressure"]
+    trace = tmp_path / "vt.trace.json"
+    result = run_scene(demo.factory, device=dev, frames=40, size=(96, 64), provider="streaming",
+                       options={**OPTIONS, "frames": 40}, on_frame=demo.hooks(OPTIONS),
+                       streamer=StreamerSettings(virtual_min_size=256), trace=trace)
+    doc = json.loads(trace.read_text())
+    validate_trace(doc)
+    names = {e["name"] for e in doc["traceEvents"] if e["ph"] == "b"}
+    assert {"tile read", "tile upload"} <= names
+    tile = next(e for e in doc["traceEvents"] if e["ph"] == "b" and e["name"] == "tile read")
+    assert len(tile["args"]["tile"]) == 3 and tile["args"]["file"].endswith(".ktx2")
+    assert final_counters(doc)["tiles resident"] == {"tiles": result.frames[-1]["cache_slots_used"]}
+    assert result.frames[-1]["cache_slots_used"] > 0

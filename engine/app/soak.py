@@ -823,6 +823,7 @@ def _clean_settled(device: Device, factory: SceneFactory, run: RunSettings, budg
     the soaked engine must recover to. The virtual textures whose files the soak broke
     (`broken`, file names) read no tiles here either, so both runs give the page cache to
     the same textures."""
+    run = replace(run, trace=None)  # the trace is the soak's run, not its reference
     governor = make_governor(device, run)
     mark = device.tracker.mark()
     loop = FrameLoop(device, governor, factory, run)
