@@ -180,3 +180,56 @@ def test_monitor_shows_running_demos_and_forgets_them(tmp_path):
     assert sample["total_bytes"] == record["total_bytes"]
     assert sample["render_scale"] == record["render_scale"]
     assert sample["resident_by_tier"] == record["resident_by_tier"]
+
+
+def _published(tmp_path: Path) -> tuple[live.LivePublisher, dict[str, Any]]:
+    pub = live.LivePublisher(tmp_path, program="engine demo x")
+    pub.frame(_record(3, scale_reason="fit"), ProviderStats(
+        resident_bytes=5, wanted_bytes=9, resident_by_tier={"visible": 3, "recent": 2},
+        cache_slots=16, cache_slots_used=9), lambda: {"target": 10, "texture.streamed": 5})
+    [state] = live.read_all(tmp_path)
+    return pub, state
+
+
+def test_the_table_shows_every_figure(tmp_path):
+    pytest.importorskip("rich")
+    import io
+
+    from rich.console import Console
+
+    from engine.diagnostics.monitor import rich_table
+
+    pub, state = _published(tmp_path)
+    pub.close()
+    console = Console(width=220, record=True, file=io.StringIO())
+    console.print(rich_table([state]))
+    text = console.export_text()
+    for needle in (str(os.getpid()), "engine demo x", "9/16", "vis 3 B", "fit"):
+        assert needle in text, needle
+
+
+def test_snapshot_of_a_process_that_is_not_there_is_a_usage_error(tmp_path):
+    from engine.diagnostics.monitor import request_snapshot
+    from engine.errors import UsageError
+
+    with pytest.raises(UsageError, match="no engine process"):
+        request_snapshot(999_999_999, tmp_path / "s.json", folder=tmp_path)
+
+
+def test_a_snapshot_request_reaches_the_loop(tmp_path):
+    """monitor --snapshot drops a request; the publisher's next write hands it to the loop."""
+    from engine.diagnostics.monitor import request_snapshot
+
+    asked: list[Path] = []
+    clock = Clock()
+    pub = live.LivePublisher(tmp_path, program="x", clock=clock,
+                             on_snapshot=lambda p: (asked.append(p), p.write_text("{}")))
+    pub.frame(_record(0), ProviderStats(), lambda: {})
+
+    def tick(_: float) -> None:  # the monitor's wait: the loop keeps rendering meanwhile
+        clock.now += live.PUBLISH_EVERY_S
+        pub.frame(_record(1), ProviderStats(), lambda: {})
+
+    [path] = request_snapshot(os.getpid(), tmp_path / "s.json", folder=tmp_path, sleep=tick)
+    assert asked == [path] and path == (tmp_path / "s.json").resolve()
+    pub.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -141,3 +142,26 @@ def test_a_broken_page_is_caught(taken, tmp_path):
                                                "render(); missingFunction();\n</script>"))
     dom, log = _load(broken, tmp_path)
     assert _console_errors(log) or "missingFunction" in _text(dom, "errors")
+
+
+def test_the_window_p_key_writes_a_snapshot(tmp_path, monkeypatch):
+    """The window's key handler asks its loop for a snapshot, numbered per press (driven
+    without a window: the handler only needs the loop)."""
+    glfw = pytest.importorskip("glfw")
+    from engine.app.window import WindowHost
+
+    class Loop:
+        governor = None
+        asked: list[Path] = []
+
+        def snapshot(self, path: Path) -> Path:
+            self.asked.append(path)
+            return path
+
+    monkeypatch.chdir(tmp_path)
+    host = WindowHost.__new__(WindowHost)
+    host.loop, host.snapshots = Loop(), 0
+    for _ in range(2):
+        host._on_key(None, glfw.KEY_P, 0, glfw.PRESS, 0)
+    assert [p.name for p in Loop.asked] == [f"engine-snapshot-{os.getpid()}-{n}.json"
+                                            for n in (1, 2)]
