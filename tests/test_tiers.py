@@ -77,3 +77,20 @@ def test_hud_shows_tiers_and_free_room(device):
         hud.release()
     # the tier bar (3 segments) and its figures, and the cache's free slots, drawn
     assert quads > fewer + len("vis 500 B  pre 200 B  rec 100 B")
+
+
+def test_tiers_always_add_up_to_what_is_resident():
+    rng = np.random.default_rng(7)
+    table = TextureTable.build([TextureSpec("BC7", 512, 256, 10)] * 25
+                               + [TextureSpec("BC7", 2048, 2048, 12)] * 25)
+    for _ in range(200):
+        st = StreamerState.initial(table)
+        tail = table.tail_base
+        st.resident_base = rng.integers(0, tail + 1).astype(np.int32)
+        st.target = rng.integers(0, tail + 1).astype(np.int32)
+        st.prefetch_target = rng.integers(0, tail + 1).astype(np.int32)
+        st.visible = rng.random(50) < 0.5
+        st.last_visible = np.where(st.visible | (rng.random(50) < 0.5), 1, -1)
+        tiers = resident_by_tier(st, table)
+        assert min(tiers.values()) >= 0
+        assert sum(tiers.values()) == resident_bytes(st, table)

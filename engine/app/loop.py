@@ -149,7 +149,11 @@ class FrameLoop:
             except RuntimeError as exc:
                 raise UsageError(f"trace={settings.trace}: {exc}") from exc
         self.live = LivePublisher.start(on_snapshot=self.snapshot)
-        self.provider = make_provider(settings.provider, device, settings, self.clock)
+        try:
+            self.provider = make_provider(settings.provider, device, settings, self.clock)
+        except BaseException:
+            self._close_observers()
+            raise
         self.scene: Scene | None = None
         self.renderer: Renderer | None = None
         self.feedback: FeedbackPass | None = None
@@ -264,13 +268,16 @@ class FrameLoop:
         return write_snapshot(path, self.device, provider=self.provider,
                               governor=self.governor, frames=list(self.frames))
 
-    def release(self) -> None:
+    def _close_observers(self) -> None:
         if self.live is not None:
             self.live.close()
             self.live = None
         if self.tracer is not None:
             self.tracer.close()
             self.tracer = None
+
+    def release(self) -> None:
+        self._close_observers()
         if self.feedback is not None:
             self.feedback.release()
             self.feedback = None

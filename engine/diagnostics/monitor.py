@@ -182,7 +182,8 @@ def request_snapshot(pid: int, target: Path, *, folder: Path | None = None,
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("monitor", help="every running engine process's memory, refreshed "
-                                       "every second (like nvidia-smi -l 1)")
+                                       "every second (like nvidia-smi -l 1)",
+                       description=__doc__.split("\n\n")[0].split(": ", 1)[1])
     p.add_argument("--json", action="store_true",
                    help="one JSON object per process per refresh (default when piped)")
     p.add_argument("--once", action="store_true", help="print once and exit")

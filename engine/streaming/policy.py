@@ -380,12 +380,12 @@ def resident_by_tier(state: StreamerState, table: TextureTable) -> dict[str, int
     at = table.bytes_at
     vis = state.visible
     # visible: levels >= max(rb, target) of a texture seen now; the rest lies in [rb, upper)
-    vis_from = np.maximum(rb, tgt)
-    visible = np.where(vis, at(vis_from), 0)
-    upper_bytes = np.where(vis, at(vis_from), 0)  # bytes from `upper` down (0: none)
+    # with upper = max(rb, target) for a visible texture and the chain's end otherwise, so
+    # the bytes from upper down are the visible bytes
+    visible = np.where(vis, at(np.maximum(rb, tgt)), 0)
     predicted = ptgt < tail
     pre_from = np.maximum(rb, ptgt)
-    pre_bytes = np.where(predicted, np.maximum(at(pre_from) - upper_bytes, 0), 0)
+    pre_bytes = np.where(predicted, np.maximum(at(pre_from) - visible, 0), 0)
     rest = at(rb) - visible - pre_bytes
     seen = state.last_visible >= 0
     return {"visible": int(visible.sum()), "prefetch": int(pre_bytes.sum()),
