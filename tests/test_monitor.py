@@ -73,6 +73,7 @@ def test_a_dead_process_file_is_removed(tmp_path):
     # a file that is no state file, named for a dead pid, goes as well; one of a live pid
     # whose loop has not written yet stays
     (tmp_path / f"{gone.pid}.2.json").write_text("garbage")
+    (tmp_path / f".{gone.pid}.3.json.tmp").write_text("")  # killed while making its file
     live.StateFile(tmp_path / f"{os.getpid()}.10.json")
     assert live.read_all(tmp_path) == []
     assert [p.name for p in tmp_path.iterdir()] == [f"{os.getpid()}.10.json"]

@@ -327,6 +327,11 @@ def read_all(folder: Path | None = None, *, clean: bool = True) -> list[dict[str
             continue
         if state is not None:
             out.append(state)
+    if clean:  # a file being made when its process was killed never got its real name
+        for tmp in folder.glob(".*.json.tmp"):
+            pid = _pid_of(Path(tmp.name[1:]))
+            if pid is not None and not process_alive(pid, None):
+                tmp.unlink(missing_ok=True)
     return sorted(out, key=lambda s: (s.get("started_utc", 0), s.get("name", "")))
 
 
