@@ -9,8 +9,8 @@ over the last seconds), render scale and why. Why a file and not a socket: a rea
 protocol and no connection, a writer pays one small write a few times a second (at most
 every `PUBLISH_EVERY_S`) whether anyone reads or not, and nothing listens on any port.
 The file is memory-mapped and written under a sequence lock (`StateFile`): the writer's
-update is a copy into memory, no system call (a rename per update cost milliseconds on a
-disk-backed temp folder), and a reader that catches a write half done reads again.
+update is a copy into memory, no system call (a write and a rename per update would go
+through the file system each time), and a reader that catches a write half done reads again.
 
 A process that ends normally removes its file; one that was killed leaves it, and the next
 reader (`read_all`) removes the files whose process is gone (the pid is dead, or now belongs
@@ -32,7 +32,6 @@ import tempfile
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -245,6 +244,7 @@ class LivePublisher:
         self._next = 0.0
         self._last: tuple[float, int, int] | None = None  # time, bytes read, bytes uploaded
         self.writes = 0
+        self._said_too_large = False
         self._file: StateFile | None = StateFile(self.path)
 
     @classmethod
@@ -282,8 +282,9 @@ class LivePublisher:
             return
         if self._file.write(json.dumps(state).encode("utf-8")):
             self.writes += 1
-        else:
+        elif not self._said_too_large:  # once: the next state is as large
             log.warning("live monitor state larger than %d bytes: not published", FILE_BYTES)
+            self._said_too_large = True
 
     def _serve_snapshot(self) -> None:
         try:
@@ -297,8 +298,10 @@ class LivePublisher:
             self.on_snapshot(target)
         except Exception as exc:  # noqa: BLE001 - a bad request must not end the run
             log.error("snapshot to %s failed: %s", target, exc)
-            failed = target.with_name(target.name + ".failed")
-            failed.write_text(str(exc), encoding="utf-8")
+            try:  # the monitor waiting for it reads why
+                target.with_name(target.name + ".failed").write_text(str(exc), encoding="utf-8")
+            except OSError:
+                pass  # it times out and says so; the run goes on either way
 
     def close(self) -> None:
         if self._file is not None:
@@ -338,9 +341,3 @@ def read_all(folder: Path | None = None, *, clean: bool = True) -> list[dict[str
 def _pid_of(path: Path) -> int | None:
     head = path.name.split(".", 1)[0]
     return int(head) if head.isdigit() else None
-
-
-def stats_dict(stats: ProviderStats) -> dict[str, Any]:
-    """A provider's stats as JSON can hold them (the snapshot's provider block)."""
-    return {k: v for k, v in asdict(stats).items()
-            if isinstance(v, (int, float, str, dict, bool))}

@@ -107,11 +107,9 @@ def rich_table(states: Sequence[Mapping[str, Any]]) -> Any:
 
 
 def _have_rich() -> bool:
-    try:
-        import rich  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    import importlib.util
+
+    return importlib.util.find_spec("rich") is not None
 
 
 def watch(*, as_json: bool, once: bool, interval: float = 1.0, out: TextIO | None = None,
