@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from engine.diagnostics import live
@@ -38,15 +39,18 @@ class Clock:
 def test_publisher_writes_at_most_every_interval_and_removes_its_file(tmp_path):
     clock = Clock()
     pub = live.LivePublisher(tmp_path, program="test", clock=clock)
+    frames = [_record(0)]
     stats = ProviderStats(resident_bytes=5, wanted_bytes=7, bytes_read=0,
                           resident_by_tier={"visible": 5})
-    pub.frame(_record(0), stats, lambda: {"target": 10, "buffer": 4})
+    pub.frame(frames, stats, lambda: {"target": 10, "buffer": 4})
     clock.now += live.PUBLISH_EVERY_S / 2
-    pub.frame(_record(1), ProviderStats(bytes_read=2_000_000), lambda: {"target": 11})
+    frames.append(_record(1))
+    pub.frame(frames, ProviderStats(bytes_read=2_000_000), lambda: {"target": 11})
     assert pub.writes == 1  # the second frame came too soon
     clock.now += live.PUBLISH_EVERY_S
-    pub.frame(_record(2, effective_budget_bytes=900, scale_reason="fit"),
-              ProviderStats(bytes_read=3_000_000, bytes_uploaded=750_000), lambda: {"target": 12})
+    frames.append(_record(2, effective_budget_bytes=900, scale_reason="fit", gpu_ms=None))
+    pub.frame(frames, ProviderStats(bytes_read=3_000_000, bytes_uploaded=750_000),
+              lambda: {"target": 12})
     assert pub.writes == 2
     [state] = live.read_all(tmp_path)
     assert state["pid"] == os.getpid() and state["program"] == "test"
@@ -56,9 +60,20 @@ def test_publisher_writes_at_most_every_interval_and_removes_its_file(tmp_path):
     assert state["read_mb_s"] == pytest.approx(3.0 / dt)
     assert state["upload_mb_s"] == pytest.approx(0.75 / dt)
     assert state["times"]["frames"] == 3 and state["times"]["cpu_ms_p50"] == 4.0
+    assert state["times"]["gpu_ms_p50"] == 3.0  # the frame without a GPU time left out
     assert "frame 2" in "\n".join(text_lines([state]))
     pub.close()
     assert live.read_all(tmp_path) == [] and not list(tmp_path.iterdir())
+
+
+def test_recent_times_cover_the_newest_seconds():
+    frames = [_record(i, ms=100.0 if i < 50 else 10.0, cpu_ms=float(i)) for i in range(600)]
+    times = live.recent_times(frames, seconds=5.0)
+    assert times["frames"] == 500  # 500 frames of 10 ms are the newest 5 s
+    assert times["ms_p50"] == times["ms_p99"] == 10.0
+    assert times["cpu_ms_p50"] == pytest.approx(np.percentile(np.arange(100, 600), 50))
+    assert times["cpu_ms_p99"] == pytest.approx(np.percentile(np.arange(100, 600), 99))
+    assert live.recent_times([])["ms_p50"] is None
 
 
 def test_a_dead_process_file_is_removed(tmp_path):
@@ -189,7 +204,7 @@ def test_monitor_shows_running_demos_and_forgets_them(tmp_path):
 
 def _published(tmp_path: Path) -> tuple[live.LivePublisher, dict[str, Any]]:
     pub = live.LivePublisher(tmp_path, program="engine demo x")
-    pub.frame(_record(3, scale_reason="fit"), ProviderStats(
+    pub.frame([_record(3, scale_reason="fit")], ProviderStats(
         resident_bytes=5, wanted_bytes=9, resident_by_tier={"visible": 3, "recent": 2},
         cache_slots=16, cache_slots_used=9), lambda: {"target": 10, "texture.streamed": 5})
     [state] = live.read_all(tmp_path)
@@ -229,11 +244,11 @@ def test_a_snapshot_request_reaches_the_loop(tmp_path):
     clock = Clock()
     pub = live.LivePublisher(tmp_path, program="x", clock=clock,
                              on_snapshot=lambda p: (asked.append(p), p.write_text("{}")))
-    pub.frame(_record(0), ProviderStats(), lambda: {})
+    pub.frame([_record(0)], ProviderStats(), lambda: {})
 
     def tick(_: float) -> None:  # the monitor's wait: the loop keeps rendering meanwhile
         clock.now += live.PUBLISH_EVERY_S
-        pub.frame(_record(1), ProviderStats(), lambda: {})
+        pub.frame([_record(1)], ProviderStats(), lambda: {})
 
     [path] = request_snapshot(os.getpid(), tmp_path / "s.json", folder=tmp_path, sleep=tick)
     assert asked == [path] and path == (tmp_path / "s.json").resolve()

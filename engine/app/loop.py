@@ -259,7 +259,7 @@ class FrameLoop:
         if self.tracer is not None:
             self.tracer.frame(record, phases, stats)
         if self.live is not None:
-            self.live.frame(record, stats, self.device.ledger.by_category)
+            self.live.frame(self.frames, stats, self.device.ledger.by_category)
         return record
 
     def snapshot(self, path: Path | str) -> Path:

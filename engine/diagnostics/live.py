@@ -30,8 +30,7 @@ import struct
 import sys
 import tempfile
 import time
-from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -156,33 +155,28 @@ def _program() -> str:
     return " ".join(argv)[:160]
 
 
-class FrameWindow:
-    """Frame times of the last `WINDOW_S` seconds (wall clock), for p50/p99."""
-
-    def __init__(self, seconds: float = WINDOW_S) -> None:
-        self.seconds = seconds
-        self._when: deque[float] = deque()
-        # one deque per series (GPU: NaN until a timer query answered), so a summary turns
-        # each into an array in one call
-        self._series: dict[str, deque[float]] = {k: deque() for k in ("ms", "cpu_ms", "gpu_ms")}
-
-    def add(self, now: float, ms: float, cpu_ms: float, gpu_ms: float | None) -> None:
-        self._when.append(now)
-        for key, v in (("ms", ms), ("cpu_ms", cpu_ms),
-                       ("gpu_ms", float("nan") if gpu_ms is None else gpu_ms)):
-            self._series[key].append(v)
-        while now - self._when[0] > self.seconds:
-            self._when.popleft()
-            for series in self._series.values():
-                series.popleft()
-
-    def summary(self) -> dict[str, float | int | None]:
-        out: dict[str, float | int | None] = {"frames": len(self._when)}
-        for name, series in self._series.items():
-            values = sorted(v for v in series if v == v)  # NaN (no GPU time yet) left out
-            out[f"{name}_p50"] = _quantile(values, 0.50)
-            out[f"{name}_p99"] = _quantile(values, 0.99)
-        return out
+def recent_times(frames: Sequence[Mapping[str, Any]],
+                 seconds: float = WINDOW_S) -> dict[str, float | int | None]:
+    """p50/p99 of frame, CPU and GPU milliseconds over the newest frames that add up to
+    `seconds` of frame time, read from the loop's own records when a state is published (so
+    a frame that publishes nothing costs nothing here)."""
+    series: dict[str, list[float]] = {"ms": [], "cpu_ms": [], "gpu_ms": []}
+    spent = 0.0
+    for f in reversed(frames):
+        ms = float(f["ms"])
+        series["ms"].append(ms)
+        series["cpu_ms"].append(float(f.get("cpu_ms", ms)))
+        if f.get("gpu_ms") is not None:
+            series["gpu_ms"].append(float(f["gpu_ms"]))
+        spent += ms
+        if spent >= seconds * 1000.0:
+            break
+    out: dict[str, float | int | None] = {"frames": len(series["ms"])}
+    for name, values in series.items():
+        values.sort()
+        out[f"{name}_p50"] = _quantile(values, 0.50)
+        out[f"{name}_p99"] = _quantile(values, 0.99)
+    return out
 
 
 def _quantile(ordered: list[float], q: float) -> float | None:
@@ -197,7 +191,7 @@ def _quantile(ordered: list[float], q: float) -> float | None:
 
 
 def live_state(record: Mapping[str, Any], stats: ProviderStats, by_category: Mapping[str, int],
-               window: FrameWindow, rates: Mapping[str, float]) -> dict[str, Any]:
+               times: Mapping[str, Any], rates: Mapping[str, float]) -> dict[str, Any]:
     """The published figures, from the frame loop's record of the frame just finished, the
     provider's stats, the ledger's bytes by category now and the recent frame times."""
     return {
@@ -219,7 +213,7 @@ def live_state(record: Mapping[str, Any], stats: ProviderStats, by_category: Map
         "textures": stats.textures,
         "render_scale": float(record["render_scale"]),
         "scale_reason": str(record.get("scale_reason", "")),
-        "times": window.summary(),
+        "times": dict(times),
     }
 
 
@@ -237,7 +231,6 @@ class LivePublisher:
         self.request = folder / f"{self.name}{SNAPSHOT_REQUEST}"
         self.on_snapshot = on_snapshot
         self.clock = clock
-        self.window = FrameWindow()
         self._head = {"schema": SCHEMA, "pid": self.pid, "start": process_start(self.pid),
                       "name": self.name, "program": program or _program(),
                       "started_utc": time.time()}
@@ -257,13 +250,13 @@ class LivePublisher:
             log.warning("live monitor state not published: %s", exc)
             return None
 
-    def frame(self, record: Mapping[str, Any], stats: ProviderStats,
+    def frame(self, frames: Sequence[Mapping[str, Any]], stats: ProviderStats,
               by_category: Callable[[], Mapping[str, int]]) -> None:
+        """After each frame: `frames` are the loop's records, the newest last."""
         now = self.clock()
-        self.window.add(now, float(record["ms"]), float(record.get("cpu_ms", record["ms"])),
-                        record.get("gpu_ms"))
         if now < self._next:
             return
+        record = frames[-1]
         self._next = now + PUBLISH_EVERY_S
         rates: dict[str, float] = {}
         if self._last is not None and now > self._last[0]:
@@ -272,7 +265,7 @@ class LivePublisher:
                      "upload_mb_s": (stats.bytes_uploaded - self._last[2]) / dt / 1e6}
         self._last = (now, stats.bytes_read, stats.bytes_uploaded)
         state = {**self._head, "updated_utc": time.time(),
-                 **live_state(record, stats, by_category(), self.window, rates)}
+                 **live_state(record, stats, by_category(), recent_times(frames), rates)}
         self._write(state)
         if self.on_snapshot is not None and self.request.exists():
             self._serve_snapshot()
