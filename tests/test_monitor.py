@@ -253,3 +253,15 @@ def test_a_snapshot_request_reaches_the_loop(tmp_path):
     [path] = request_snapshot(os.getpid(), tmp_path / "s.json", folder=tmp_path, sleep=tick)
     assert asked == [path] and path == (tmp_path / "s.json").resolve()
     pub.close()
+
+
+def test_nvml_view_is_added_by_the_monitor():
+    """Each process gets NVML's view of its GPU, or the reason there is none (llvmpipe: the
+    GL renderer is no NVIDIA GPU, or the driver library is absent)."""
+    from engine.diagnostics.monitor import _nvml_line, with_nvml
+
+    [state] = with_nvml([{"pid": os.getpid(), "renderer": "llvmpipe (LLVM 15.0.6, 256 bits)"}])
+    nv = state["nvml"]
+    assert nv["source"] == "NVML"
+    assert nv.get("total_bytes") or nv["reason"].startswith("NVML")
+    assert _nvml_line(state)

@@ -148,7 +148,8 @@ class FrameLoop:
                 self.tracer = Tracer(settings.trace)
             except RuntimeError as exc:
                 raise UsageError(f"trace={settings.trace}: {exc}") from exc
-        self.live = LivePublisher.start(on_snapshot=self.snapshot)
+        self.live = LivePublisher.start(on_snapshot=self.snapshot,
+                                        renderer=device.caps.renderer)
         try:
             self.provider = make_provider(settings.provider, device, settings, self.clock)
         except BaseException:

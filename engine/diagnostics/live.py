@@ -221,7 +221,7 @@ class LivePublisher:
     """One frame loop's state file. `frame(...)` every frame; it writes only when
     `PUBLISH_EVERY_S` has passed. `close()` removes the file."""
 
-    def __init__(self, folder: Path, *, program: str | None = None,
+    def __init__(self, folder: Path, *, program: str | None = None, renderer: str = "",
                  on_snapshot: Callable[[Path], Any] | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.folder = folder
@@ -233,6 +233,7 @@ class LivePublisher:
         self.clock = clock
         self._head = {"schema": SCHEMA, "pid": self.pid, "start": process_start(self.pid),
                       "name": self.name, "program": program or _program(),
+                      "renderer": renderer,  # the monitor matches it to an NVML GPU
                       "started_utc": time.time()}
         self._next = 0.0
         self._last: tuple[float, int, int] | None = None  # time, bytes read, bytes uploaded

@@ -1,7 +1,8 @@
 """`python -m engine monitor`: every engine process on this machine, refreshed every second.
 
 Like `nvidia-smi -l 1`, for the engine's own figures: each frame loop publishes its state
-(engine.diagnostics.live) and this command reads all of them. On a terminal it draws a table
+(engine.diagnostics.live) and this command reads all of them, adding NVML's view of each
+process's GPU where NVIDIA's driver library is present (used, this process, the others). On a terminal it draws a table
 with `rich` (the `monitor` extra: `pip install vram-budget-renderer[monitor]`; without it,
 plain text); `--json` (the default when stdout is not a terminal) prints one JSON object per
 process per refresh, one per line; `--once` prints once and exits. A process that has died
@@ -69,8 +70,8 @@ def text_lines(states: Sequence[Mapping[str, Any]]) -> list[str]:
             f"{_ms(times.get('gpu_ms_p50'))}/{_ms(times.get('gpu_ms_p99'))}; scale "
             f"{s['render_scale']:.2f} ({s['scale_reason'] or '-'})",
         ]
-        if s.get("vram_note"):
-            out.append(f"  {s['vram_note']}")
+        if _nvml_line(s):
+            out.append(f"  {_nvml_line(s)}")
     return out
 
 
@@ -90,7 +91,9 @@ def rich_table(states: Sequence[Mapping[str, Any]]) -> Any:
         over = s["total_bytes"] > s["effective_budget_bytes"]
         mem = (f"{format_bytes(s['total_bytes'])} / {format_bytes(s['budget_bytes'])}"
                + (f"\neff {format_bytes(s['effective_budget_bytes'])}"
-                  if s["effective_budget_bytes"] != s["budget_bytes"] else ""))
+                  if s["effective_budget_bytes"] != s["budget_bytes"] else "")
+               + (f"\noutside {format_bytes(s['external_pressure_bytes'])}"
+                  if s["external_pressure_bytes"] else ""))
         table.add_row(
             str(s["pid"]), s["program"], f"[red]{mem}[/]" if over else mem,
             "\n".join(f"{k} {format_bytes(int(v))}" for k, v in s["by_category"].items() if v),
@@ -101,9 +104,34 @@ def rich_table(states: Sequence[Mapping[str, Any]]) -> Any:
             f"{_ms(t.get('ms_p50'))}/{_ms(t.get('ms_p99'))}\ncpu {_ms(t.get('cpu_ms_p50'))} "
             f"gpu {_ms(t.get('gpu_ms_p50'))}",
             f"{s['render_scale']:.2f} {s['scale_reason']}")
-    if not states:
-        table.caption = "no engine process is running"
+    notes = sorted({_nvml_line(s) for s in states} - {""})
+    if notes or not states:
+        table.caption = "\n".join(notes) if states else "no engine process is running"
     return table
+
+
+def with_nvml(states: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each state with NVML's view of its GPU added as "nvml" (used and free bytes, what NVML
+    charges the process, the other processes holding memory), or why there is none: read
+    here, in the monitor, so the engine pays nothing for it."""
+    from ..memory.nvml import NvmlProbe
+
+    for state in states:
+        probe = NvmlProbe.open(renderer=state.get("renderer") or None, pid=int(state["pid"]))
+        reading = probe if not isinstance(probe, NvmlProbe) else probe.read()
+        if isinstance(probe, NvmlProbe):
+            probe.close()
+        state["nvml"] = reading.as_dict()
+    return states
+
+
+def _nvml_line(state: Mapping[str, Any]) -> str:
+    nv = state.get("nvml") or {}
+    if not nv.get("total_bytes"):
+        return str(nv.get("reason", ""))
+    return (f"NVML: {format_bytes(nv['used_bytes'])} used of {format_bytes(nv['total_bytes'])}, "
+            f"this process {format_bytes(nv.get('self_bytes'))}, others "
+            f"{format_bytes(nv.get('others_bytes', 0))}")
 
 
 def _have_rich() -> bool:
@@ -121,12 +149,13 @@ def watch(*, as_json: bool, once: bool, interval: float = 1.0, out: TextIO | Non
     if not as_json and not once and out.isatty() and _have_rich():
         from rich.live import Live
 
-        with Live(rich_table(read_all(folder)), refresh_per_second=4, screen=False) as live:
+        with Live(rich_table(with_nvml(read_all(folder))), refresh_per_second=4,
+                  screen=False) as live:
             while True:
                 sleep(interval)
-                live.update(rich_table(read_all(folder)))
+                live.update(rich_table(with_nvml(read_all(folder))))
     while True:
-        states = read_all(folder)
+        states = with_nvml(read_all(folder))
         if as_json:
             for s in states:
                 out.write(json.dumps(s) + "\n")
