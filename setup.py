@@ -11,6 +11,6 @@ setup(
     packages=find_packages(include=["engine", "engine.*"])
     + ["engine.shaders", "engine.demos", "engine.assets"],
     package_dir={"engine.shaders": "shaders", "engine.demos": "demos", "engine.assets": "assets"},
-    package_data={"engine.shaders": ["*.glsl"],
+    package_data={"engine.shaders": ["*.glsl"], "engine.diagnostics": ["*.html"],
                   "engine.assets": ["*.md", "photos/*", "models/*/*"]},
 )

@@ -24,6 +24,7 @@ from engine.app.providers import PROVIDERS
 from engine.app.run import progress_hook, run_scene
 from engine.cli import (
     _examples,
+    add_trace_option,
     budget_arg,
     input_file,
     output_file,
@@ -97,6 +98,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="this process's weight in the group (default 1)")
     p.add_argument("--share-floor", type=share_floor_arg, default=0,
                    help="bytes this process keeps while the floors fit (default 0)")
+    add_trace_option(p)
     p.set_defaults(func=run)
 
 
@@ -249,7 +251,8 @@ def run(args: argparse.Namespace) -> int:
     kwargs = {"frames": frames, "size": args.size, "budget": budget,
               "screenshot": args.screenshot, "report": args.report, "provider": provider,
               "upscale": args.upscale, "view_mode": "mip" if args.mip_debug else "lit",
-              "on_frame": hooks, "options": options, "metadata": metadata}
+              "on_frame": hooks, "options": options, "metadata": metadata,
+              "trace": args.trace}
     if args.share:
         from engine.memory.shares import ShareSettings
         kwargs["share"] = ShareSettings(args.share, weight=args.share_weight,

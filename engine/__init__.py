@@ -51,6 +51,8 @@ _API: dict[str, str] = {
     "FrameContext": "engine.app.loop",
     "OverBudget": "engine.app.loop",
     "run_scene": "engine.app.run",
+    # seeing memory: who holds what, now
+    "snapshot": "engine.diagnostics.snapshot",
     "register_provider": "engine.app.providers",
     # testing helpers for users' CI
     "run_headless": "engine.testing",

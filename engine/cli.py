@@ -1,4 +1,5 @@
-"""Command line: `python -m engine info | bake | inspect | demo | bench | report | soak`.
+"""Command line: `python -m engine info | bake | inspect | demo | bench | report | soak |
+monitor`.
 
 One rule for every subcommand (tests/test_cli_rule.py walks every option to hold it):
 
@@ -281,6 +282,15 @@ def _harden_report(parser: argparse.ArgumentParser) -> None:
             action.type = output_file
 
 
+def add_trace_option(parser: argparse.ArgumentParser) -> None:
+    """`--trace FILE` for a command that runs frames (demo, soak, view): one spelling and
+    one check for all of them; the run gets it as `RunSettings.trace`
+    (engine.diagnostics.trace says what the file holds)."""
+    parser.add_argument("--trace", type=output_file, metavar="FILE",
+                        help="write a Chrome trace-event JSON of the run: open it in "
+                             "https://ui.perfetto.dev (Open trace file) or chrome://tracing")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = OneLineParser(prog="python -m engine", description=__doc__.split("\n\n")[0])
     p.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
@@ -308,6 +318,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_report(sub)
     _harden_report(sub.choices["report"])
     _add_soak(sub)
+    from .diagnostics.monitor import add_parser as add_monitor
+    add_monitor(sub)
+    for action in sub.choices["monitor"]._actions:  # its parser lives below this module
+        if action.dest == "out":
+            action.type = output_file
     return p
 
 
@@ -341,6 +356,7 @@ def _add_soak(sub: Any) -> None:
                    help="frames between output resizes, as a window resize does (default: none "
                         "headless)")
     p.add_argument("--json", type=output_file, help="write the summary as JSON to this file")
+    add_trace_option(p)
     p.set_defaults(func=_soak)
 
 
@@ -375,7 +391,8 @@ def _soak(args: argparse.Namespace) -> int:
 
     settings = SoakSettings(frames=args.frames, size=args.size, seed=args.seed,
                             oom_probability=args.oom, io_fault_every=args.io_fault_every,
-                            budget_every=args.budget_every, resize_every=args.resize_every or 0)
+                            budget_every=args.budget_every, resize_every=args.resize_every or 0,
+                            trace=args.trace)
     say = logging.getLogger("engine.progress").info
     with tempfile.TemporaryDirectory(prefix="engine-soak-") as tmp:
         factory, options, clean = _soak_scene(args, Path(tmp))

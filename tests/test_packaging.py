@@ -25,6 +25,7 @@ def test_wheel_contains_shaders_demos_and_assets(tmp_path):
     demos = {p.name for p in (ROOT / "demos").glob("*.py")}
     assert all(f"engine/demos/{d}" in names for d in demos)
     assert "engine/assets/models/BoxTextured/BoxTextured.glb" in names
+    assert "engine/diagnostics/snapshot.html" in names  # the snapshot page's template
     assert any(n.startswith("engine/assets/photos/") and n.endswith(".jpg") for n in names)
     assert not any(n.startswith(("demos/", "shaders/", "assets/", "tests/")) for n in names)
     entry = next(n for n in names if n.endswith("entry_points.txt"))

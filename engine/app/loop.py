@@ -18,8 +18,13 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
+from ..diagnostics.live import LivePublisher
+from ..diagnostics.snapshot import write_snapshot
+from ..diagnostics.trace import Tracer
+from ..errors import UsageError
 from ..gl.device import Device
 from ..memory.budget import Budget
 from ..errors import BudgetError
@@ -181,7 +186,19 @@ class FrameLoop:
         self.frames: list[dict[str, Any]] | deque[dict[str, Any]] = (
             deque(maxlen=settings.keep_frames) if settings.keep_frames else [])
         map_large_buffers()  # level buffers mmapped: the heap must not grow with streaming
-        self.provider = make_provider(settings.provider, device, settings, self.clock)
+        self.tracer: Tracer | None = None
+        if settings.trace is not None:
+            try:
+                self.tracer = Tracer(settings.trace)
+            except RuntimeError as exc:
+                raise UsageError(f"trace={settings.trace}: {exc}") from exc
+        self.live = LivePublisher.start(on_snapshot=self.snapshot,
+                                        renderer=device.caps.renderer)
+        try:
+            self.provider = make_provider(settings.provider, device, settings, self.clock)
+        except BaseException:
+            self._close_observers()
+            raise
         self.scene: Scene | None = None
         self.renderer: Renderer | None = None
         self.feedback: FeedbackPass | None = None
@@ -240,6 +257,7 @@ class FrameLoop:
         """Render one frame into the renderer's output; returns the frame's record."""
         assert self.scene is not None and self.renderer is not None
         start = time.perf_counter()
+        phases = [("split", start)]  # (phase, when it began): the trace's frame slices
         t = frame * self.dt
         self.clock.now = t
         # Fit memory first, before this frame allocates anything: a budget changed since the
@@ -255,20 +273,27 @@ class FrameLoop:
         elif isinstance(self.provider, PooledProvider):
             self.provider.grant(self.governor.split(self.device.ledger.by_category())
                                 .pool_allowance)
+        phases.append(("scene update", time.perf_counter()))
         self.scene.update(t)
         if camera_override is not None:
             camera_override(self.scene)
+        phases.append(("feedback", time.perf_counter()))
         if self.feedback is not None:
             levels = self.feedback.frame_step(frame, self.scene, self.renderer.render_size)
             if levels is not None and isinstance(self.provider, FeedbackConsumer):
                 self.provider.set_feedback(levels)
+        phases.append(("streamer", time.perf_counter()))
         self.provider.begin_frame(self.renderer.frame_view(self.scene, frame, t))
+        phases.append(("scene pass", time.perf_counter()))
         self.renderer.render(self.scene)
+        phases.append(("present", time.perf_counter()))
         self.renderer.present()
         self.provider.end_frame()
-        cpu_ms = (time.perf_counter() - start) * 1000.0  # the render thread's own work
+        phases.append(("finish", time.perf_counter()))
+        cpu_ms = (phases[-1][1] - start) * 1000.0  # the render thread's own work
         self.device.finish()  # honest frame times: wait for the GPU
-        ms = (time.perf_counter() - start) * 1000.0
+        phases.append(("end", time.perf_counter()))
+        ms = (phases[-1][1] - start) * 1000.0
         render = self.renderer.frame_stats()
         stats = self.provider.stats()
         ledger = self.device.ledger
@@ -283,6 +308,8 @@ class FrameLoop:
             # until one has), and the CPU time without the wait for the GPU
             "cpu_ms": cpu_ms, "gpu_ms": render["gpu_ms"],
             "draw_calls": render.get("draw_calls"),
+            "resident_by_tier": dict(stats.resident_by_tier),
+            "cache_slots": stats.cache_slots, "cache_slots_used": stats.cache_slots_used,
         }
         ctx = FrameContext(frame, t, self.device, self.governor, self.renderer, self.scene,
                            self.provider, record, allocation, decision)
@@ -312,9 +339,28 @@ class FrameLoop:
         self._was_over = reason is not None
         self._last_ms = ms
         self.frames.append(record)
+        if self.tracer is not None:
+            self.tracer.frame(record, phases, stats)
+        if self.live is not None:
+            self.live.frame(self.frames, stats, self.device.ledger.by_category)
         return record
 
+    def snapshot(self, path: Path | str) -> Path:
+        """Who holds what now: every live GL object, the page cache, the staging ring and
+        the free pieces, as PATH (JSON) and PATH with .html (engine.diagnostics.snapshot)."""
+        return write_snapshot(path, self.device, provider=self.provider,
+                              governor=self.governor, frames=list(self.frames))
+
+    def _close_observers(self) -> None:
+        if self.live is not None:
+            self.live.close()
+            self.live = None
+        if self.tracer is not None:
+            self.tracer.close()
+            self.tracer = None
+
     def release(self) -> None:
+        self._close_observers()
         if self.feedback is not None:
             self.feedback.release()
             self.feedback = None

@@ -274,6 +274,13 @@ def summarize(frames: list[dict[str, Any]], device: Device, governor: Governor,
         "over_budget": bool(over),
         "over_budget_frames": len(over),
         "over_budget_reason": over[0]["over_budget_reason"] if over else None,
+        # what the texture bytes were spent on at the end, and the least room left under
+        # the budget the engine worked to (the effective one) in any frame
+        "resident_by_tier": dict(frames[-1].get("resident_by_tier") or {}) if frames else {},
+        "min_free_bytes": min((int(f.get("effective_budget_bytes", f["budget_bytes"]))
+                               - int(f["total_bytes"]) for f in frames), default=0),
+        "cache_slots_used_peak": max((int(f.get("cache_slots_used", 0)) for f in frames),
+                                     default=0),
     }
 
 

@@ -55,6 +55,8 @@ class RunSettings:
     #: a shared budget: a group name on this machine (processes), a `ViewShares` (the views
     #: of this process), or a `ShareSettings` with the weight and floor; None: not shared
     share: str | ShareSettings | ViewShares | None = None
+    #: a Chrome trace-event JSON of the run is written here (engine.diagnostics.trace)
+    trace: Path | str | None = None
 
     def __post_init__(self) -> None:
         # The CLI's checks (engine.inputs), with the field's name: the API refuses what the

@@ -100,6 +100,8 @@ class SoakSettings:
     #: a scripted camera path loops (with a cut back to its start), so a long soak keeps
     #: moving through the scene instead of resting at the path's end
     loop_camera: bool = True
+    #: a Chrome trace-event JSON of the soak's run (RunSettings.trace)
+    trace: Path | str | None = None
 
     def __post_init__(self) -> None:
         if self.frames < 1:
@@ -555,7 +557,7 @@ def run_soak(device: Device, scene_factory: SceneFactory, options: Mapping[str, 
     if s.loop_camera:
         scene_factory = _looping(scene_factory)
     run = RunSettings(frames=s.frames, size=s.size, budget="100%", provider=s.provider,
-                      options=dict(options), keep_frames=s.keep_frames,
+                      options=dict(options), keep_frames=s.keep_frames, trace=s.trace,
                       streamer=replace(StreamerSettings(), io_latency_ms=s.io_latency_ms,
                                        ram_cache_bytes=0))  # every read meets the file
     faults = _Faults(device, s)
@@ -821,6 +823,7 @@ def _clean_settled(device: Device, factory: SceneFactory, run: RunSettings, budg
     the soaked engine must recover to. The virtual textures whose files the soak broke
     (`broken`, file names) read no tiles here either, so both runs give the page cache to
     the same textures."""
+    run = replace(run, trace=None)  # the trace is the soak's run, not its reference
     governor = make_governor(device, run)
     mark = device.tracker.mark()
     loop = FrameLoop(device, governor, factory, run)

@@ -4,12 +4,15 @@ Keys: WASD/QE fly (mouse-look while the left button is held), C back to the scri
 a scene with a navigator (the wall) zooms at the cursor with the wheel and drags with the left
 button instead,
 +/- raise/lower the budget by 25% (through the governor, which owns it), H toggle the HUD,
-M toggle the mip-debug view, Esc quit. The window shows the renderer's output image (blitted),
+M toggle the mip-debug view, P write a snapshot of who holds what (engine-snapshot-PID-N.json
+and .html in the current folder), Esc quit. The window shows the renderer's output image (blitted),
 so what you see is exactly what the headless run would read back.
 """
 from __future__ import annotations
 
 import logging
+import os
+from pathlib import Path
 from typing import Any
 
 import glfw
@@ -38,6 +41,7 @@ class WindowHost:
         self.navigating = False  # the user took the scene's navigator over the script
         self.hud_on = True
         self._mouse: tuple[float, float] | None = None
+        self.snapshots = 0  # P key presses: numbers the snapshot files
 
     # ------------------------------------------------------------------ Host
     def output_size(self, settings: RunSettings) -> tuple[int, int]:
@@ -88,6 +92,10 @@ class WindowHost:
         elif key == glfw.KEY_C:
             self.fly = None
             self.navigating = False
+        elif key == glfw.KEY_P:
+            self.snapshots += 1
+            path = self.loop.snapshot(Path(f"engine-snapshot-{os.getpid()}-{self.snapshots}.json"))
+            log.info("snapshot written to %s and %s", path, path.with_suffix(".html"))
 
     def _on_scroll(self, window, xoffset: float, yoffset: float) -> None:
         scene = self.loop.scene if self.loop is not None else None

@@ -2,8 +2,9 @@
 
 What it shows is what a user needs to judge the budget at a glance: the budget and the
 bytes in use by ledger category (a stacked bar against the budget mark), texture bytes
-resident versus wanted (how much detail the budget is costing), render scale, pending
-uploads, and the last 120 frame times. In the mip-debug view it adds the view's legend (what
+resident versus wanted (how much detail the budget is costing) and by priority tier (visible,
+prefetch, recent), the free room (under the budget, in the streaming pool, page-cache slots),
+render scale, pending uploads, and the last 120 frame times. In the mip-debug view it adds the view's legend (what
 green, yellow, red and grey mean), since a colour code nobody can read is no diagnostic.
 
 Why its own tiny text renderer: the engine has no UI toolkit, and the HUD must work in
@@ -25,7 +26,7 @@ import numpy as np
 from ..gl.constants import NEAREST
 from ..gl.device import Device
 from ..memory.sizes import format_bytes
-from .timeline import BUDGET_COLOR, categories_of, category_color
+from .timeline import BUDGET_COLOR, TIER_COLORS, TIERS, categories_of, category_color
 
 log = logging.getLogger(__name__)
 
@@ -217,6 +218,7 @@ class Hud:
         b.rect(x0, y, inner * wanted / full, 5, (0.9, 0.9, 0.9, 0.35))
         b.rect(x0, y, inner * resident / full, 5, _rgba(category_color("texture.streamed")))
         y += 9
+        y = self._tiers_and_free(b, x0, y, inner, stats, budget, total, resident, lh)
         scale = float(stats.get("render_scale", 1.0))
         b.text(x0, y, f"scale {scale:.2f}   uploads {int(stats.get('pending_uploads', 0))}"
                       f"   frame {int(stats.get('frame', 0))}", _WHITE)
@@ -243,6 +245,34 @@ class Hud:
         x, yy, _, _, *rest = b.quads[bg_at]
         b.quads[bg_at] = (x, yy, x + width, y + pad, *rest)
         return b
+
+    def _tiers_and_free(self, b: _Batch, x0: float, y: float, w: float,
+                        stats: Mapping[str, Any], budget: int, total: int, resident: int,
+                        lh: int) -> float:
+        """Resident texture bytes by priority tier (a stacked bar and its figures) and the
+        free room: under the budget, in the streaming pool, in the page cache's slots."""
+        tiers = {k: int(v) for k, v in (stats.get("resident_by_tier") or {}).items() if v}
+        if tiers:
+            full = max(sum(tiers.values()), 1)
+            cx = x0
+            for tier in TIERS:
+                if tier in tiers:
+                    seg = w * tiers[tier] / full
+                    b.rect(cx, y, seg, 5, _rgba(TIER_COLORS[tier]))
+                    cx += seg
+            y += 7
+            b.text(x0, y, "  ".join(f"{t[:3]} {format_bytes(tiers[t])}" for t in TIERS
+                                    if t in tiers), _DIM)
+            y += lh
+        effective = int(stats.get("effective_budget_bytes", budget))
+        free = [f"budget {format_bytes(max(effective - total, 0))}"]
+        if "pool_bytes" in stats:
+            free.append(f"pool {format_bytes(max(int(stats['pool_bytes']) - resident, 0))}")
+        slots = int(stats.get("cache_slots", 0))
+        if slots:
+            free.append(f"cache {slots - int(stats.get('cache_slots_used', 0))}/{slots} slots")
+        b.text(x0, y, "free " + "  ".join(free), _DIM)
+        return y + lh + 2
 
     def _budget_bar(self, b: _Batch, x: float, y: float, w: float, budget: int, total: int,
                     by_cat: dict[str, int]) -> float:

@@ -38,6 +38,10 @@ CATEGORY_COLORS: dict[str, RGB] = {
     "other": (150, 150, 150), "user": (220, 100, 140)}
 _EXTRA_COLORS: Sequence[RGB] = ((120, 200, 90), (200, 90, 90), (90, 200, 220), (210, 170, 140))
 BUDGET_COLOR: RGB = (230, 60, 60)
+#: The streamer's priority tiers, most important first, and their colours (the HUD's too).
+TIERS = ("visible", "prefetch", "recent", "none")
+TIER_COLORS: dict[str, RGB] = {"visible": (70, 170, 90), "prefetch": (120, 160, 230),
+                               "recent": (200, 170, 90), "none": (190, 190, 190)}
 SCALE_COLOR: RGB = (40, 40, 40)
 _BG, _AXIS, _GRID, _TEXT = (255, 255, 255), (60, 60, 60), (228, 228, 228), (30, 30, 30)
 MAX_SIZE = (8192, 8192)  # a picture larger than this is a typo, not a wish (256 MiB of RGB)
@@ -67,6 +71,13 @@ def _series(report: dict[str, Any]) -> dict[str, np.ndarray]:
            "scale": np.array([f["render_scale"] for f in frames], float)}
     for cat in categories_of(frames):
         out["cat:" + cat] = np.array([f["by_category"].get(cat, 0) for f in frames], float)
+    # resident texture bytes by priority tier, where the frames have them (reports written
+    # before tiers existed, and providers without tiers, have none)
+    for tier in TIERS:
+        values = np.array([(f.get("resident_by_tier") or {}).get(tier, 0) for f in frames],
+                          float)
+        if values.any():
+            out["tier:" + tier] = values
     return out
 
 
@@ -250,6 +261,31 @@ class _Pillow:
         legend += [("budget", BUDGET_COLOR), ("render scale", SCALE_COLOR)]
         self._legend(legend, top + 8)
 
+    def _tier_panel(self, top: int, bottom: int, tiers: list[str]) -> None:
+        """Resident texture bytes stacked by priority tier (visible at the bottom)."""
+        stack = np.cumsum([self.s[k] for k in tiers], axis=0)
+        vmax = max(float(stack[-1].max()), 1.0) * 1.08
+        step = _byte_step(vmax, 3)
+        vmax = np.ceil(vmax / step) * step
+        self._y_axis(top, bottom, vmax, step, lambda v: format_bytes(int(v)))
+        self._frame_axis(top, bottom)
+        xs = self.px(self.s["frame"])
+        lower = np.zeros_like(xs)
+        for i, key in enumerate(tiers):
+            upper = stack[i]
+            ys_up = bottom - upper / vmax * (bottom - top)
+            ys_lo = bottom - lower / vmax * (bottom - top)
+            if len(xs) == 1:
+                poly = [(xs[0] - 2, ys_up[0]), (xs[0] + 2, ys_up[0]), (xs[0] + 2, ys_lo[0]),
+                        (xs[0] - 2, ys_lo[0])]
+            else:
+                poly = list(zip(xs, ys_up)) + list(zip(xs[::-1], ys_lo[::-1]))
+            self.d.polygon(poly, fill=TIER_COLORS[key[5:]])
+            lower = upper
+        self.panels["tiers"] = (top, bottom)
+        self._frame_box(top, bottom, "texture bytes resident by priority tier", None)
+        self._legend([(k[5:], TIER_COLORS[k[5:]]) for k in tiers], top + 8)
+
     def _time_panel(self, top: int, bottom: int) -> None:
         ms = self.s["ms"]
         finite = np.isfinite(ms)
@@ -304,9 +340,16 @@ class _Pillow:
                 f"peak {format_bytes(sm['peak_bytes'])}   frame p50 {sm['frame_ms_p50']:.2f} ms"
                 f"  p99 {sm['frame_ms_p99']:.2f} ms   leaked {sm['leaked_objects']}")
         self.d.text((self.left, 14), head, fill=_TEXT, font=self.font, anchor="lt")
-        split = int(self.h * 0.64)
-        self._memory_panel(56, split)
-        self._time_panel(split + 56, self.h - 36)
+        tiers = [k for k in self.s if k.startswith("tier:")]
+        if tiers:  # a third panel: what the texture bytes are spent on
+            split, tier_bottom = int(self.h * 0.50), int(self.h * 0.70)
+            self._memory_panel(56, split)
+            self._tier_panel(split + 40, tier_bottom, tiers)
+            self._time_panel(tier_bottom + 44, self.h - 36)
+        else:
+            split = int(self.h * 0.64)
+            self._memory_panel(56, split)
+            self._time_panel(split + 56, self.h - 36)
         self.d.text(((self.left + self.right) / 2, self.h - 6), "frame", fill=_TEXT,
                     font=self.font, anchor="mb")
 
@@ -327,8 +370,17 @@ def _matplotlib(report: dict[str, Any], out: Path, size: tuple[int, int]) -> Non
 
     s = _series(report)
     cats = [k for k in s if k.startswith("cat:")]
-    fig, (ax, ax_ms) = plt.subplots(2, 1, figsize=(size[0] / 100, size[1] / 100), dpi=100,
-                                    sharex=True, gridspec_kw={"height_ratios": [2, 1]})
+    tiers = [k for k in s if k.startswith("tier:")]
+    fig, axes = plt.subplots(3 if tiers else 2, 1, figsize=(size[0] / 100, size[1] / 100),
+                             dpi=100, sharex=True,
+                             gridspec_kw={"height_ratios": [2, 1, 1] if tiers else [2, 1]})
+    ax, ax_ms = axes[0], axes[-1]
+    if tiers:
+        axes[1].stackplot(s["frame"], *[s[k] / 1024 ** 2 for k in tiers],
+                          labels=[k[5:] for k in tiers],
+                          colors=[np.array(TIER_COLORS[k[5:]]) / 255 for k in tiers])
+        axes[1].set_ylabel("MiB by tier")
+        axes[1].legend(loc="upper left", fontsize=8, ncol=4)
     mib = 1024 ** 2
     ax.stackplot(s["frame"], *[s[k] / mib for k in cats], labels=[k[4:] for k in cats],
                  colors=[np.array(category_color(k[4:], i)) / 255 for i, k in enumerate(cats)])

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..errors import GLError, GLOutOfMemoryError
+from ..memory import events
 from ..memory.ledger import Allocation, Category
 from ..memory.leaks import TrackedObject
 from . import constants as K
@@ -88,6 +89,13 @@ class FaultInjection:
         self._alloc.fault_injector = inject
 
 
+def _oom_event(what: str, nbytes: int, *, injected: bool) -> None:
+    """An out-of-memory allocation, for a trace being recorded."""
+    if events.SINK is not None:
+        events.SINK.instant("oom", "out of memory", {"what": what, "bytes": int(nbytes),
+                                                     "injected": injected})
+
+
 @dataclass(eq=False)
 class _Entry:
     obj: Any
@@ -140,6 +148,7 @@ class Allocator:
         """Run an allocation; on any GL error delete what it made and raise a typed error."""
         self._thread.require(what)
         if self.fault_injector is not None and self.fault_injector(what, nbytes):
+            _oom_event(what, nbytes, injected=True)
             raise GLOutOfMemoryError(what, nbytes)
         self.drain_errors()
         try:
@@ -149,6 +158,7 @@ class Allocator:
         except Exception as exc:  # moderngl.Error and ctypes failures alike
             codes = self.drain_errors()
             if K.OUT_OF_MEMORY in codes or "memory" in str(exc).lower():
+                _oom_event(what, nbytes, injected=False)
                 raise GLOutOfMemoryError(what, nbytes) from exc
             raise GLError(f"{what}: {exc}", tuple(codes)) from exc
         codes = self.drain_errors()
@@ -156,6 +166,7 @@ class Allocator:
             destroy(obj)
             self.drain_errors()
             if K.OUT_OF_MEMORY in codes:
+                _oom_event(what, nbytes, injected=False)
                 raise GLOutOfMemoryError(what, nbytes)
             names = ", ".join(K.ERROR_NAMES.get(c, hex(c)) for c in codes)
             raise GLError(f"{what}: {names}", tuple(codes))
@@ -234,6 +245,12 @@ class Allocator:
     def live(self) -> list[TrackedObject]:
         self.flush()
         return self.tracker.live()
+
+    def entries(self) -> list[tuple[Allocation, TrackedObject, Any]]:
+        """Every live object this allocator made: its ledger entry, its tracker record and
+        the object itself (a snapshot lists them; a staging ring reports its occupancy)."""
+        self.flush()
+        return [(e.alloc, e.rec, e.obj) for e in self._entries.values()]
 
     def object_of(self, rec: TrackedObject) -> Any:
         entry = self._entries.get(rec.serial)

@@ -413,6 +413,11 @@ class Device(FaultInjection):
     def live_objects(self) -> list[TrackedObject]:
         return self._alloc.live()
 
+    def live_allocations(self) -> list[tuple[Allocation, TrackedObject, Any]]:
+        """Every live object the device made, with its ledger entry and tracker record
+        (engine.diagnostics.snapshot lists who holds what from these)."""
+        return self._alloc.entries()
+
     @contextmanager
     def leak_check(self) -> Iterator[LeakTracker]:
         """Objects made inside the block and alive at its end raise LeakError naming each."""

@@ -85,6 +85,12 @@ class StagingRing:
         seg.used = offset + n
         return seg.offset + offset
 
+    def occupancy(self) -> list[tuple[int, int, bool]]:
+        """Per segment: bytes written this round, its size, and whether the GPU may still
+        read it (its fence is unsignalled or unpolled): the staging view of a snapshot."""
+        return [(min(seg.used, self.segment_bytes), self.segment_bytes, seg.fence is not None)
+                for seg in self._segments]
+
     def end_frame(self) -> None:
         """Fence the segment's uploads so it is reused only after the GPU read it."""
         seg = self._segments[self._current]

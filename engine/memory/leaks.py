@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 import traceback
 from pathlib import Path
 from collections.abc import Callable, Iterator
@@ -34,6 +35,7 @@ class TrackedObject:
     obj: Any = None
     stack: str | None = None
     alive: Callable[[], bool] | None = None
+    created: float = 0.0  # time.monotonic() when it was tracked (a snapshot shows its age)
 
     def describe(self) -> str:
         where = ""
@@ -73,7 +75,7 @@ class LeakTracker:
         stack = _creation_stack() if self.capture_stacks else None
         with self._lock:
             rec = TrackedObject(next(self._serials), type_, label, int(nbytes), int(glo), obj,
-                                stack, alive)
+                                stack, alive, time.monotonic())
             self._live[rec.serial] = rec
             if alive is not None:
                 self._watched[rec.serial] = rec

@@ -63,6 +63,14 @@ class ProviderStats:
     #: virtual texture before the first feedback readback): whole textures settle when
     #: wanted == resident, a page cache when nothing shown is missing
     missing_tiles: int = 0
+    #: resident bytes by priority tier ("visible", "prefetch", "recent", "none"); empty for
+    #: a provider without tiers (everything static is simply resident)
+    resident_by_tier: dict[str, int] = field(default_factory=dict)
+    reads_in_flight: int = 0  # reads asked for and not finished (queued or being read)
+    bytes_read: int = 0  # read from files since the provider was made (rates: the monitor)
+    bytes_uploaded: int = 0  # uploaded to the GPU since the provider was made
+    cache_slots: int = 0  # virtual-texture page-cache slots (0: no page cache)
+    cache_slots_used: int = 0  # of them, holding a tile
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Self
 
 from .cache import LevelCache, level_key
@@ -43,6 +43,10 @@ class ReadResult:
     data: bytes | None = None
     error: Exception | None = None
     from_cache: bool = False
+    #: perf_counter seconds: asked for, taken by a worker, finished (0: not timed)
+    requested: float = 0.0
+    started: float = 0.0
+    finished: float = 0.0
 
     @property
     def ok(self) -> bool:
@@ -66,6 +70,7 @@ class LevelIO:
         self._cond = threading.Condition()
         self._heap: list[tuple[float, int, RequestKey]] = []
         self._pending: dict[RequestKey, int] = {}  # key -> seq of its live heap entry
+        self._asked: dict[RequestKey, float] = {}  # key -> when first asked (perf_counter)
         self._in_progress: set[RequestKey] = set()
         self._cancelled_in_progress: set[RequestKey] = set()
         self._done: queue.SimpleQueue[ReadResult] = queue.SimpleQueue()
@@ -92,7 +97,9 @@ class LevelIO:
                     self._stats.requested += 1
                     self._stats.cache_hits += 1
                     self._stats.completed += 1
-                self._done.put(ReadResult(key[0], key[1], data, from_cache=True))
+                now = time.perf_counter()
+                self._done.put(ReadResult(key[0], key[1], data, from_cache=True,
+                                          requested=now, started=now, finished=now))
                 return
         with self._cond:
             if key in self._in_progress:
@@ -100,6 +107,7 @@ class LevelIO:
                 return
             if key not in self._pending:
                 self._stats.requested += 1
+                self._asked.setdefault(key, time.perf_counter())
             seq = next(self._seq)
             self._pending[key] = seq  # any older heap entry of this key is now stale
             heapq.heappush(self._heap, (-float(priority), seq, key))
@@ -146,6 +154,7 @@ class LevelIO:
             self._closed = True
             self._stats.cancelled += len(self._pending)
             self._pending.clear()
+            self._asked.clear()
             self._heap.clear()
             self._cond.notify_all()
         for thread in self._threads:
@@ -160,6 +169,7 @@ class LevelIO:
     # -- internals -----------------------------------------------------------------------
     def _cancel_locked(self, key: RequestKey) -> bool:
         if self._pending.pop(key, None) is not None:
+            self._asked.pop(key, None)
             self._stats.cancelled += 1
             return True
         if key in self._in_progress and key not in self._cancelled_in_progress:
@@ -184,8 +194,11 @@ class LevelIO:
 
     def _work(self) -> None:
         while (key := self._next()) is not None:
+            started = time.perf_counter()
             result = self._fetch(key)
             with self._cond:
+                result = replace(result, requested=self._asked.pop(key, started),
+                                 started=started, finished=time.perf_counter())
                 self._in_progress.discard(key)
                 if key in self._cancelled_in_progress:
                     self._cancelled_in_progress.discard(key)

@@ -142,6 +142,7 @@ class MixedTextureProvider:
         self._pool = 0
         self.vt_allowance = 0
         self._demand = 0  # the largest starved page-cache demand seen (_demand_bytes)
+        self._vt_uploaded = 0  # tile bytes uploaded so far (ProviderStats.bytes_uploaded)
         self._table_cache: tuple[tuple[int, int], ResidentTextures] | None = None
         self._whole_index = np.zeros(0, np.intp)
         self._whole_sids = np.zeros(0, np.intp)
@@ -297,7 +298,7 @@ class MixedTextureProvider:
             if self.vt_allowance == 0:  # no grant yet (a run without a governor split)
                 self.grant(self._pool)
             vts.begin_frame(view.frame)
-            vts.update()
+            self._vt_uploaded += vts.update().bytes_uploaded
 
     def bind(self, texture_id: int, unit: int) -> None:
         """A virtual id's shader reads the page cache (units bound once per frame by the
@@ -357,8 +358,10 @@ class MixedTextureProvider:
         run with."""
         st = self.streamer.stats()
         vts = self.virtual_system()
-        extra_res = extra_want = extra_min = missing = 0
+        extra_res = extra_want = extra_min = missing = vt_reads = vt_read_bytes = 0
         if vts is not None:
+            ios = vts.io.stats()
+            vt_reads, vt_read_bytes = ios.pending + ios.in_progress, ios.bytes_read
             # Before the first feedback readback nothing is known to be shown: count one
             # tile per virtual texture, so no one takes an empty plan for a settled one.
             missing = (vts.policy.visible_missing
@@ -372,7 +375,12 @@ class MixedTextureProvider:
                        wanted_bytes=st.wanted_bytes + extra_want,
                        min_bytes=st.min_bytes + extra_min,
                        pending_uploads=st.pending_uploads + (vts.stats.in_hand if vts else 0),
-                       textures=len(self._entries), missing_tiles=missing)
+                       textures=len(self._entries), missing_tiles=missing,
+                       reads_in_flight=st.reads_in_flight + vt_reads,
+                       bytes_read=st.bytes_read + vt_read_bytes,
+                       bytes_uploaded=st.bytes_uploaded + self._vt_uploaded,
+                       cache_slots=vts.cache.slots if vts and vts.cache else 0,
+                       cache_slots_used=vts.resident_tiles() if vts and vts.cache else 0)
 
     def release(self) -> None:
         if self.vts is not None:

@@ -370,6 +370,29 @@ def wanted_bytes(state: StreamerState, table: TextureTable) -> int:
     return int(table.bytes_at(state.target).sum())
 
 
+def resident_by_tier(state: StreamerState, table: TextureTable) -> dict[str, int]:
+    """Resident bytes by the priority tier of each level (the planner's `tier` rule, by whole
+    level ranges per texture): what the budget is spent on now, for the monitor and the HUD."""
+    if state.visible is None or len(table.levels) == 0:
+        return {"visible": 0, "prefetch": 0, "recent": resident_bytes(state, table), "none": 0}
+    rb, tgt, tail = state.resident_base, state.target, table.tail_base
+    ptgt = state.prefetch_or_tail(table)
+    at = table.bytes_at
+    vis = state.visible
+    # visible: levels >= max(rb, target) of a texture seen now; the rest lies in [rb, upper)
+    # with upper = max(rb, target) for a visible texture and the chain's end otherwise, so
+    # the bytes from upper down are the visible bytes
+    visible = np.where(vis, at(np.maximum(rb, tgt)), 0)
+    predicted = ptgt < tail
+    pre_from = np.maximum(rb, ptgt)
+    pre_bytes = np.where(predicted, np.maximum(at(pre_from) - visible, 0), 0)
+    rest = at(rb) - visible - pre_bytes
+    seen = state.last_visible >= 0
+    return {"visible": int(visible.sum()), "prefetch": int(pre_bytes.sum()),
+            "recent": int(np.where(seen, rest, 0).sum()),
+            "none": int(np.where(seen, 0, rest).sum())}
+
+
 class _Planner:
     """One frame's planning pass. A class only to share the arrays between the steps; it
     lives for one `make_plan` call.

@@ -29,6 +29,7 @@ from ..errors import GLError, GLOutOfMemoryError
 from ..gl.device import Device
 from ..gl.staging import StagingRing
 from ..gl.textures import GpuTexture
+from ..memory import events
 from ..memory.sizes import level_bytes
 from .backends import CATEGORY, ReallocBackend, SparseBackend, Streamed, Uploader
 from .cache import LevelCache
@@ -55,6 +56,7 @@ from .policy import (
     estimate_with_prefetch,
     fade_min_lod,
     make_plan,
+    resident_by_tier,
     resident_bytes,
     tail_base_level,
     update_state,
@@ -446,7 +448,18 @@ class TextureStreamer:
         self._failed[t] = True
 
     def _drain_reads(self) -> None:
+        sink = events.SINK
         for res in self.io.poll(256):
+            if sink is not None and res.requested:
+                sink.span("read", "read", res.requested, res.finished, {
+                    "file": str(self.items[res.texture_id].tf.path), "level": res.level,
+                    "bytes": len(res.data) if res.data is not None else 0,
+                    "queue_ms": (res.started - res.requested) * 1e3,
+                    "from_cache": res.from_cache, "ok": res.ok})
+                if not res.ok:
+                    sink.instant("fault", "read failed", {
+                        "file": str(self.items[res.texture_id].tf.path), "level": res.level,
+                        "error": str(res.error)})
             if res.ok:
                 self._ready[(res.texture_id, res.level)] = res.data
             elif not self.items[res.texture_id].failed:
@@ -500,6 +513,8 @@ class TextureStreamer:
                 self.budget_violations += 1  # the plan promised otherwise: refuse the op
                 log.error("refusing %s: %d + %d > pool %d", item.key, streamed, transient, pool)
                 continue
+            sink = events.SINK
+            began = time.perf_counter()
             try:
                 if data is not None and self._banded(item, op.new_base):
                     loads_open = False
@@ -510,8 +525,18 @@ class TextureStreamer:
             except Exception as exc:  # GL OOM etc.: keep what is resident, report once
                 if not item.failed:
                     log.warning("streaming %s failed: %s", item.key, exc)
+                if sink is not None:
+                    sink.instant("fault", "streaming failed", {
+                        "file": str(item.tf.path), "level": op.new_base, "error": str(exc)})
                 self._mark_failed(op.texture)
                 continue
+            if sink is not None:
+                what = {"file": str(item.tf.path), "level": op.new_base, "bytes": op.new_bytes}
+                if op.is_load:
+                    sink.span("upload", "upload", began, time.perf_counter(),
+                              {**what, "upload_bytes": op.upload_bytes})
+                else:
+                    sink.instant("evict", "eviction", {**what, "from_level": op.old_base})
             done.append(op)
         self.uploader.end_frame()
         self._state = apply_ops(st, done, now)
@@ -536,6 +561,7 @@ class TextureStreamer:
         s.loads += len([o for o in done if o.is_load])
         s.evictions += len([o for o in done if not o.is_load])
         s.upload_bytes_this_frame = sum(o.upload_bytes for o in done)
+        s.bytes_uploaded += s.upload_bytes_this_frame
         s.ops_this_frame = len(done)
         s.deferred_loads = plan.deferred_loads
 
@@ -693,7 +719,10 @@ class TextureStreamer:
             s.resident_bytes = resident_bytes(self._state, self._table)
             s.wanted_bytes = wanted_bytes(self._state, self._table)
             s.min_bytes = int(self._table.bytes_at(self._table.tail_base).sum())
+            s.resident_by_tier = resident_by_tier(self._state, self._table)
         ios = self.io.stats()
+        s.reads_in_flight = ios.pending + ios.in_progress
+        s.bytes_read = ios.bytes_read
         s.cached_bytes = self.cache.stats().bytes
         s.pending_count = len(self._ready) + ios.pending
         s.pending_uploads = s.pending_count

@@ -32,6 +32,7 @@ from ... import textures
 from ...errors import BudgetError, TextureFormatError
 from ...formats import PixelFormat
 from ...gl.device import Device
+from ...memory import events
 from ...gl.vt import (
     DepthFeedbackTarget,
     FeedbackTarget,
@@ -479,6 +480,10 @@ class VirtualTextureSystem:
         t_up = time.perf_counter()
         self.cache.upload_tiles(uploads)
         t_table = time.perf_counter()
+        if events.SINK is not None and uploads:
+            events.SINK.span("upload", "tile upload", t_up, t_table, {
+                "tiles": len(uploads), "bytes": sum(len(d) for _, d in uploads),
+                "evictions": st.evictions})
         st.upload_ms = (t_table - t_up) * 1e3
         if uploads:
             cost = st.upload_ms / len(uploads)
@@ -500,9 +505,16 @@ class VirtualTextureSystem:
     def _drain(self) -> None:
         """Every finished read goes into the tiles in hand (deduplicated): a read the frame
         cannot upload waits there instead of being asked for again."""
+        sink = events.SINK
         for res in self.io.poll(1 << 30):
             key = int(res.level)
             self._asked.discard(key)  # finished either way; a failed read is asked again
+            if sink is not None and res.requested and 0 <= res.texture_id < len(self.textures):
+                sink.span("read", "tile read", res.requested, res.finished, {
+                    "file": str(self.textures[res.texture_id].path),
+                    "tile": [key >> 16 & 0xF, key & 0xFF, key >> 8 & 0xFF],  # level, x, y
+                    "bytes": len(res.data) if res.data is not None else 0,
+                    "queue_ms": (res.started - res.requested) * 1e3, "ok": res.ok})
             if res.ok and not self.policy.is_resident(key):
                 self._ready[key] = res.data
             elif not res.ok:
