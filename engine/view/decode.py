@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import threading
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,7 +68,9 @@ def _open(path: Path, max_pixels: int):
         # anything over the limit itself, with the option to name.
         Image.MAX_IMAGE_PIXELS = max_pixels
         try:
-            im = Image.open(path)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+                im = Image.open(path)
         except Image.DecompressionBombError as exc:
             raise TextureFormatError(path, f"{exc}; raise the limit with --max-pixels") from exc
         finally:

@@ -9,6 +9,7 @@ its own; the staging file is removed when its last chunk is written.
 from __future__ import annotations
 
 import logging
+import multiprocessing
 from collections.abc import Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
@@ -19,6 +20,16 @@ from . import cache
 from .priority import ViewRect, detail_order
 
 log = logging.getLogger(__name__)
+
+
+def process_pool(workers: int) -> ProcessPoolExecutor:
+    """A pool whose workers do not inherit the render process's threads and GL context:
+    forked from a clean server process where the platform has one (forking a process with
+    running I/O threads can deadlock the child), else spawned."""
+    methods = multiprocessing.get_all_start_methods()
+    method = "forkserver" if "forkserver" in methods else "spawn"
+    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(method))
+
 
 Key = tuple[int, int]  # (image index, chunk number)
 
@@ -60,7 +71,7 @@ class DetailEncoder:
 
     def _submit(self, order: Sequence[Key]) -> None:
         if self._pool is None:
-            self._pool = ProcessPoolExecutor(self.workers)
+            self._pool = process_pool(self.workers)
         busy = {v[1] for v in self._running.values()}
         for key in order:
             if len(self._running) >= 2 * self.workers:

@@ -25,7 +25,6 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,7 +44,7 @@ from ..textures.progress import Progress
 from . import cache
 from .decode import MAX_PIXELS
 from .discover import TEXTURE_SUFFIXES, discover
-from .encoder import DetailEncoder, Job
+from .encoder import DetailEncoder, Job, process_pool
 from .layout import Rect, bounds, chunk_grid, grid, justified_rows
 from .navigator import Navigator
 
@@ -111,7 +110,7 @@ def _thumb_jobs(wall: ImageWall, pending: list[tuple[int, Path, Path]]) -> dict[
                                               wall.format, wall.max_pixels)
                 bar.advance(1, src.name)
             return out
-        with ProcessPoolExecutor(min(workers, len(pending))) as pool:
+        with process_pool(min(workers, len(pending))) as pool:
             futures = {pool.submit(cache.make_thumbnail, str(src), str(entry),
                                    wall.thumb_edge, wall.format, wall.max_pixels): (i, src)
                        for i, src, entry in pending}
@@ -246,8 +245,10 @@ class ImageWall:
                                             c.box, len(it.chunks) > 1))
                     scene.materials.append(c.material)
                     r = c.rect
+                    # z scaled like the longer side: the quad is flat, and the streamer
+                    # takes an object's texel density from its largest axis scale
                     model = glm.translate(glm.vec3(*r.center, 0.0)) * \
-                        glm.scale(glm.vec3(r.width, r.height, 1.0))
+                        glm.scale(glm.vec3(r.width, r.height, max(r.width, r.height)))
                     scene.add(mesh, c.material, model)
             for c, tid in zip(ready_chunks, register_all(provider, ready)):
                 _show(c, tid)
