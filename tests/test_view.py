@@ -121,6 +121,24 @@ def test_failed_thumbnail_leaves_no_folder(tmp_path):
     assert isinstance(result, cache.Failed) and not root.exists()
 
 
+def test_strips_read_what_pillow_reads(mixed, tmp_path):
+    """libvips's strips (the `huge` extra) are the same upright sRGB pixels as Pillow's
+    whole decode, and the staging file made from them is too."""
+    from engine.view import strips
+
+    if not strips.available():
+        pytest.skip("pyvips not installed (the 'huge' extra)")
+    folder, _ = mixed
+    for name in ("a.jpg", "b.png", "d.webp", "e.gif", "g.tif", "h_rgba.png"):
+        w, h, rows = strips.strips(folder / name, 1 << 30, rows=48)
+        got = np.concatenate([r for _, r in rows])
+        assert np.array_equal(got, decode_upright(folder / name)), name
+    entry = tmp_path / "c" / "ab" / "entry"
+    assert isinstance(cache.stage_upright(str(folder / "b.png"), str(entry), "bc1", 64), float)
+    staged = np.load(entry / "bc1-64" / "upright.npy")
+    assert np.array_equal(staged, decode_upright(folder / "b.png"))
+
+
 # ----------------------------------------------------------------------------- with GL
 def test_wall_of_mixed_files_upright_in_budget_no_leaks(device, mixed, isolated_cache):
     folder, sizes = mixed

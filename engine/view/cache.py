@@ -28,13 +28,17 @@ from ..textures.cachedir import cache_root
 from ..textures.encode import encode_image
 from ..textures.ktx2_write import write_ktx2
 from ..textures.mipgen import generate_mips
-from .decode import MAX_PIXELS, decode_upright
+from . import strips
+from .decode import MAX_PIXELS, decode_upright, probe
 
 log = logging.getLogger(__name__)
 
 VERSION = 1
 #: Longer edge of the thumbnails the first frame of a wall is drawn from.
 THUMB_EDGE = 256
+#: Images above this many pixels get their thumbnail through libvips where it is installed
+#: (shrink on load, a strip at a time); smaller ones through Pillow's draft and reduce.
+STRIP_PIXELS = 64 << 20
 #: Longest edge of one full-detail chunk texture (also capped by the driver's maximum).
 CHUNK = 4096
 
@@ -116,12 +120,18 @@ def encode_chain(rgba: np.ndarray, fmt: str, path: Path) -> int:
 def make_thumbnail(source: str, entry: str, edge: int, fmt: str,
                    max_pixels: int = MAX_PIXELS) -> Meta | Failed:
     """Worker job: decode `source` small (draft/reduce), write its thumbnail and meta.json."""
-    from .decode import probe
-
     folder = Path(entry)
     try:
         info = probe(source, max_pixels)
-        rgba = decode_upright(source, edge, max_pixels=max_pixels)
+        rgba = None
+        if info.width * info.height > STRIP_PIXELS and info.orientation == 1 and \
+                info.mode != "CMYK" and strips.available():
+            try:
+                rgba = strips.thumbnail(source, edge, max_pixels)
+            except TextureFormatError as exc:
+                log.info("%s: %s; decoding with Pillow", source, exc.problem)
+        if rgba is None:
+            rgba = decode_upright(source, edge, max_pixels=max_pixels)
     except TextureFormatError as exc:
         return Failed(source, exc.problem)
     root = folder.parents[1]
@@ -136,6 +146,23 @@ def make_thumbnail(source: str, entry: str, edge: int, fmt: str,
         raise
 
 
+def _strip_rows(source: str, max_pixels: int):
+    """((h, w, 4), strip iterator) through libvips when it is installed and reads the file
+    upright by strips; None: decode it whole with Pillow. CMYK goes through Pillow, which
+    reads Adobe's inverted CMYK JPEGs as their writers meant."""
+    if not strips.available():
+        return None
+    info = probe(source, max_pixels)
+    if info.orientation != 1 or info.mode == "CMYK":
+        return None
+    try:
+        w, h, it = strips.strips(source, max_pixels)
+    except TextureFormatError as exc:
+        log.info("%s: %s; decoding whole with Pillow", source, exc.problem)
+        return None
+    return (h, w, 4), it
+
+
 def _staging(entry: Path, fmt: str, chunk: int) -> Path:
     return chunk_dir(entry, fmt, chunk) / "upright.npy"
 
@@ -148,15 +175,28 @@ def stage_upright(source: str, entry: str, fmt: str, chunk: int,
     start = time.process_time()
     folder = chunk_dir(Path(entry), fmt, chunk)
     try:
-        rgba = decode_upright(source, max_pixels=max_pixels)
+        rows = _strip_rows(source, max_pixels)
+        if rows is None:
+            whole = decode_upright(source, max_pixels=max_pixels)
+            shape = whole.shape
+            rows = iter([(0, whole)])
+        else:
+            shape, rows = rows
     except TextureFormatError as exc:
         return Failed(source, exc.problem)
     folder.mkdir(parents=True, exist_ok=True)
     target = _staging(Path(entry), fmt, chunk)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp.npy")
     try:
-        out = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.uint8, shape=rgba.shape)
-        out[:] = rgba
+        out = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.uint8, shape=shape)
+        try:
+            for y, strip in rows:
+                out[y:y + strip.shape[0]] = strip
+        except TextureFormatError as exc:
+            del out
+            tmp.unlink(missing_ok=True)
+            _remove_if_empty(folder, Path(entry))
+            return Failed(source, exc.problem)
         out.flush()
         del out
         os.replace(tmp, target)
