@@ -135,8 +135,11 @@ def test_strips_read_what_pillow_reads(mixed, tmp_path):
         assert np.array_equal(got, decode_upright(folder / name)), name
     entry = tmp_path / "c" / "ab" / "entry"
     assert isinstance(cache.stage_upright(str(folder / "b.png"), str(entry), "bc1", 64), float)
-    staged = np.load(entry / "bc1-64" / "upright.npy")
-    assert np.array_equal(staged, decode_upright(folder / "b.png"))
+    whole = decode_upright(folder / "b.png")
+    for k, (x0, y0, x1, y1) in enumerate(chunk_grid(150, 200, 64)):
+        raw = entry / "bc1-64" / "staging" / f"c{k}.rgba"
+        got = np.fromfile(raw, np.uint8).reshape(y1 - y0, x1 - x0, 4)
+        assert np.array_equal(got, whole[y0:y1, x0:x1]), k
 
 
 # ----------------------------------------------------------------------------- with GL
@@ -197,6 +200,24 @@ def test_chunked_image_shows_its_detail_when_zoomed(device, tmp_path, isolated_c
     assert not corners_match(whole.image, view.navigator, view.items[0].rect)
     pick = view.pick((0.0, 0.0))
     assert pick is not None and pick.index == 0 and abs(pick.x - 600) <= 2
+
+
+def test_not_yet_encoded_chunks_show_the_thumbnail(device, tmp_path, isolated_cache):
+    """Before any chunk is encoded, each chunk's quad shows its part of the thumbnail: the
+    whole picture is there, upright, at once; a grid layout in the given order keeps it."""
+    from PIL import Image
+
+    Image.fromarray(marked(900, 500)).save(tmp_path / "m.png")
+    Image.fromarray(marked(300, 400)).save(tmp_path / "a.png")
+    wall = ImageWall([tmp_path / "m.png", tmp_path / "a.png"], chunk=256, detail=False,
+                     layout="grid", order="given", workers=1, progress=False)
+    assert [it.source.name for it in wall.items] == ["m.png", "a.png"]
+    result = run_scene(wall, device=device, frames=2, size=SIZE, provider="streaming",
+                       budget="64MiB", on_frame=wall.hooks())
+    assert result.summary["leaked_objects"] == 0
+    assert len(wall.items[0].chunks) == 8 and result.frames[-1]["view_pending_chunks"] == 8 + 4
+    for it in wall.items:
+        assert not corners_match(result.image, wall.navigator, it.rect), it.source.name
 
 
 @pytest.mark.slow

@@ -16,9 +16,11 @@ import hashlib
 import json
 import logging
 import os
+import shutil
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -30,6 +32,7 @@ from ..textures.ktx2_write import write_ktx2
 from ..textures.mipgen import generate_mips
 from . import strips
 from .decode import MAX_PIXELS, decode_upright, probe
+from .layout import chunk_grid
 
 log = logging.getLogger(__name__)
 
@@ -163,17 +166,22 @@ def _strip_rows(source: str, max_pixels: int):
     return (h, w, 4), it
 
 
-def _staging(entry: Path, fmt: str, chunk: int) -> Path:
-    return chunk_dir(entry, fmt, chunk) / "upright.npy"
+def staging_dir(entry: Path, fmt: str, chunk: int) -> Path:
+    return chunk_dir(entry, fmt, chunk) / "staging"
+
+
+def _staged_chunk(entry: Path, fmt: str, chunk: int, k: int) -> Path:
+    return staging_dir(entry, fmt, chunk) / f"c{k}.rgba"
 
 
 def stage_upright(source: str, entry: str, fmt: str, chunk: int,
                   max_pixels: int = MAX_PIXELS) -> float | Failed:
-    """Worker job for an image of several chunks: decode it upright once into an uncompressed
-    staging file the chunk jobs read their boxes from (memory-mapped, so each of those holds
-    one chunk). Returns the CPU seconds spent."""
+    """Worker job for an image of several chunks: decode it upright once, by strips where
+    libvips can (engine.view.strips), into one uncompressed file per chunk (its rows
+    appended strip by strip), so this job holds a strip and each chunk job reads exactly its
+    own chunk. Returns the CPU seconds spent."""
     start = time.process_time()
-    folder = chunk_dir(Path(entry), fmt, chunk)
+    folder = staging_dir(Path(entry), fmt, chunk)
     try:
         rows = _strip_rows(source, max_pixels)
         if rows is None:
@@ -184,42 +192,61 @@ def stage_upright(source: str, entry: str, fmt: str, chunk: int,
             shape, rows = rows
     except TextureFormatError as exc:
         return Failed(source, exc.problem)
+    h, w = shape[:2]
+    boxes = chunk_grid(w, h, chunk)
+    cols = -(-w // chunk)
     folder.mkdir(parents=True, exist_ok=True)
-    target = _staging(Path(entry), fmt, chunk)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp.npy")
+    files: dict[int, Any] = {}
     try:
-        out = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.uint8, shape=shape)
-        try:
-            for y, strip in rows:
-                out[y:y + strip.shape[0]] = strip
-        except TextureFormatError as exc:
-            del out
-            tmp.unlink(missing_ok=True)
-            _remove_if_empty(folder, Path(entry))
-            return Failed(source, exc.problem)
-        out.flush()
-        del out
-        os.replace(tmp, target)
+        for y, strip in rows:
+            n = strip.shape[0]
+            r = y
+            while r < y + n:  # a strip may straddle a chunk row
+                band = r // chunk
+                stop = min(y + n, (band + 1) * chunk)
+                part = strip[r - y:stop - y]
+                for c in range(cols):
+                    k = band * cols + c
+                    x0, _, x1, _ = boxes[k]
+                    fh = files.get(k)
+                    if fh is None:
+                        fh = files[k] = open(_staged_chunk(Path(entry), fmt, chunk, k), "wb")
+                    fh.write(np.ascontiguousarray(part[:, x0:x1]).tobytes())
+                    if stop == boxes[k][3]:  # the chunk's last row: done with its file
+                        fh.close()
+                        del files[k]
+                r = stop
+    except TextureFormatError as exc:
+        _drop_files(files, folder)
+        return Failed(source, exc.problem)
     except BaseException:
-        tmp.unlink(missing_ok=True)
-        _remove_if_empty(folder, Path(entry))
+        _drop_files(files, folder)
         raise
     return time.process_time() - start
+
+
+def _drop_files(files: dict[int, Any], folder: Path) -> None:
+    for fh in files.values():
+        fh.close()
+    shutil.rmtree(folder, ignore_errors=True)
+    _remove_if_empty(folder.parent, folder.parents[1])
 
 
 def encode_chunk(source: str, entry: str, fmt: str, chunk: int, k: int,
                  box: tuple[int, int, int, int], staged: bool,
                  max_pixels: int = MAX_PIXELS) -> float | Failed:
     """Worker job: write full-detail chunk `k` (pixel `box` of the upright image). A single-
-    chunk image is decoded here; a larger one is read from its staging file. Returns the CPU
-    seconds spent."""
+    chunk image is decoded here; a larger one is read from its staged chunk file, which is
+    removed once the chunk is written. Returns the CPU seconds spent."""
     start = time.process_time()
     folder = Path(entry)
+    x0, y0, x1, y1 = box
     if staged:
-        pixels = np.load(_staging(folder, fmt, chunk), mmap_mode="r")
-        x0, y0, x1, y1 = box
-        rgba = np.ascontiguousarray(pixels[y0:y1, x0:x1])
-        del pixels
+        raw = _staged_chunk(folder, fmt, chunk, k)
+        try:
+            rgba = np.fromfile(raw, np.uint8).reshape(y1 - y0, x1 - x0, 4)
+        except (OSError, ValueError) as exc:  # removed or cut short behind our back
+            return Failed(source, f"staged chunk {k} unreadable: {exc}")
     else:
         try:
             rgba = decode_upright(source, max_pixels=max_pixels)
@@ -232,11 +259,13 @@ def encode_chunk(source: str, entry: str, fmt: str, chunk: int, k: int,
     except BaseException:
         _remove_if_empty(out, folder)
         raise
+    if staged:
+        raw.unlink(missing_ok=True)
     return time.process_time() - start
 
 
 def drop_staging(entry: Path, fmt: str, chunk: int) -> None:
-    """Remove the staging file once every chunk is written (it is as large as the image)."""
-    _staging(entry, fmt, chunk).unlink(missing_ok=True)
+    """Remove the staging folder once every chunk is written."""
+    shutil.rmtree(staging_dir(entry, fmt, chunk), ignore_errors=True)
 
 

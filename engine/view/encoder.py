@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
@@ -20,6 +21,10 @@ from . import cache
 from .priority import ViewRect, detail_order
 
 log = logging.getLogger(__name__)
+progress = logging.getLogger("engine.progress")
+
+#: Seconds between the encoder's progress lines.
+PROGRESS_EVERY_S = 5.0
 
 
 def process_pool(workers: int) -> ProcessPoolExecutor:
@@ -32,6 +37,11 @@ def process_pool(workers: int) -> ProcessPoolExecutor:
 
 
 Key = tuple[int, int]  # (image index, chunk number)
+
+
+def _pixels(job: Job) -> int:
+    x0, y0, x1, y1 = job.box
+    return (x1 - x0) * (y1 - y0)
 
 
 @dataclass(frozen=True)
@@ -59,6 +69,11 @@ class DetailEncoder:
         self._failed: list[tuple[str, str]] = []
         self._dead: set[int] = set()  # items whose source failed: nothing more is tried
         self.cpu_seconds = 0.0
+        self._total = len(self.jobs)
+        self._total_px = sum(_pixels(j) for j in jobs)
+        self._done = self._done_px = 0
+        self._started: float | None = None
+        self._said = 0.0
 
     @property
     def pending(self) -> int:
@@ -95,7 +110,13 @@ class DetailEncoder:
         done: list[tuple[Key, str]] = []
         for fut in finished:
             kind, what = self._running.pop(fut)
-            result = fut.result()
+            try:
+                result = fut.result()
+            except Exception as exc:  # noqa: BLE001 - a worker died (memory, a signal)
+                job = self.jobs.get(what) if kind == "chunk" else None
+                source = job.source if job else next(
+                    (j.source for j in self.jobs.values() if j.item == what), "?")
+                result = cache.Failed(source, f"{type(exc).__name__}: {exc}")
             if isinstance(result, cache.Failed):
                 item = what if kind == "stage" else what[0]
                 self._dead.add(item)
@@ -108,6 +129,8 @@ class DetailEncoder:
                 self._staged[what] = True
                 continue
             job = self.jobs.pop(what)
+            self._done += 1
+            self._done_px += _pixels(job)
             done.append((what, str(cache.chunk_path(Path(job.entry), self.fmt, self.chunk,
                                                     job.k))))
             if job.staged:
@@ -121,7 +144,31 @@ class DetailEncoder:
         done = self._collect([f for f in self._running if f.done()])
         if self.jobs:
             self._submit(order)
+        self._report(bool(done))
         return done
+
+    def _report(self, changed: bool) -> None:
+        """A progress line every PROGRESS_EVERY_S while encoding (chunks, megapixels, rate,
+        time left) and one when everything is written."""
+        now = time.monotonic()
+        if self._started is None:
+            self._started = self._said = now
+            progress.info("full detail: %d chunk(s), %.0f Mpx to encode with %d worker(s)",
+                          self._total, self._total_px / 1e6, self.workers)
+            return
+        if not changed:
+            return
+        secs = now - self._started
+        rate = self._done_px / 1e6 / secs if secs > 0 else 0.0
+        if not self.jobs:
+            progress.info("full detail: %d/%d chunk(s) done in %.1f s, %.1f Mpx/s", self._done,
+                          self._total, secs, rate)
+        elif now - self._said >= PROGRESS_EVERY_S:
+            left = (self._total_px - self._done_px) / 1e6 / rate if rate > 0 else float("nan")
+            progress.info("full detail: %d/%d chunk(s), %.0f/%.0f Mpx, %.1f Mpx/s, about %.0f s "
+                          "left", self._done, self._total, self._done_px / 1e6,
+                          self._total_px / 1e6, rate, left)
+            self._said = now
 
     def wait_for(self, keys: Sequence[Key], order: Sequence[Key]) -> list[tuple[Key, str]]:
         """Like `pump`, but return only once every job of `keys` is written (or failed)."""
@@ -130,8 +177,10 @@ class DetailEncoder:
         done = self.pump(first)
         while self._running and any(k in self.jobs for k in want):
             finished, _ = wait(list(self._running), return_when=FIRST_COMPLETED)
-            done += self._collect(list(finished))
+            got = self._collect(list(finished))
+            done += got
             self._submit(first)
+            self._report(bool(got))
         return done
 
     def take_failures(self) -> list[tuple[str, str]]:
