@@ -84,8 +84,21 @@ def _open(path: Path, max_pixels: int):
 
 
 def _orientation(im) -> int:
+    """The EXIF orientation tag (1 when absent). A PNG's is read from the chunks before its
+    pixels only: Pillow's getexif() on a PNG decodes the whole image to look for an eXIf
+    chunk after the pixel data."""
+    from PIL import Image
+
     try:
-        value = int(im.getexif().get(0x0112, 1))
+        if im.format == "PNG":
+            raw = im.info.get("exif")
+            if not raw:
+                return 1
+            exif = Image.Exif()
+            exif.load(raw)
+        else:
+            exif = im.getexif()
+        value = int(exif.get(0x0112, 1))
     except (ValueError, TypeError, OSError, SyntaxError):
         return 1
     return value if value in range(1, 9) else 1

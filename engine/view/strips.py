@@ -85,10 +85,14 @@ def strips(path: os.PathLike[str] | str, max_pixels: int, rows: int = STRIP_ROWS
     w, h = img.width, img.height
 
     def gen() -> Iterator[tuple[int, np.ndarray]]:
+        # One region over one pipeline, fetched top to bottom: the loader decodes each
+        # strip once and keeps only its small line cache (a crop per strip would start
+        # a new pipeline each time, which makes libvips decode the whole image to memory).
+        region = vips.Region.new(img)
         for y in range(0, h, rows):
             n = min(rows, h - y)
             try:
-                data = img.crop(0, y, w, n).write_to_memory()
+                data = region.fetch(0, y, w, n)
             except vips.Error as exc:
                 raise TextureFormatError(path, f"cannot read rows {y}-{y + n}: "
                                                f"{str(exc).splitlines()[0]}") from exc
