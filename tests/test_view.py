@@ -142,6 +142,21 @@ def test_strips_read_what_pillow_reads(mixed, tmp_path):
         assert np.array_equal(got, whole[y0:y1, x0:x1]), k
 
 
+def test_benchmark_data_is_distinct_readable_files(tmp_path):
+    """benchmarks/view_data.py (device_view.sh's data) at a small size."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import view_data
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    paths = view_data.photos(tmp_path / "p", 3, 64, 48)
+    assert len({p.read_bytes() for p in paths}) == 3
+    assert all(probe(p).width == 64 for p in paths)
+    assert len({cache.entry_dir(p, tmp_path) for p in paths}) == 3
+    big = view_data.huge(tmp_path / "h.png", 512)
+    assert decode_upright(big)[10, 10, :3].tolist() == [255, 0, 0]
+
+
 # ----------------------------------------------------------------------------- with GL
 def test_wall_of_mixed_files_upright_in_budget_no_leaks(device, mixed, isolated_cache):
     folder, sizes = mixed
