@@ -114,7 +114,8 @@ def run(args: argparse.Namespace) -> int:
             wall.navigator.resize(*args.size)
             wall.full_size(args.zoom_to - 1)
     frames = args.frames if args.frames is not None else (120 if headless else 0)
-    hooks = wall.hooks() + [progress_hook(frames, PROGRESS_EVERY_S)]
+    metrics = args.report is not None
+    hooks = wall.hooks(metrics) + [progress_hook(frames, PROGRESS_EVERY_S)]
     kwargs = {"frames": frames, "size": args.size, "budget": args.budget,
               "screenshot": args.screenshot, "report": args.report, "provider": args.provider,
               "on_frame": hooks}
@@ -127,8 +128,8 @@ def run(args: argparse.Namespace) -> int:
         except ContextError as exc:
             log.warning("no window (%s): running headless", exc)
             kwargs["frames"] = frames or 120
-            kwargs["on_frame"] = wall.hooks() + [progress_hook(kwargs["frames"],
-                                                               PROGRESS_EVERY_S)]
+            kwargs["on_frame"] = wall.hooks(metrics) + [
+                progress_hook(kwargs["frames"], PROGRESS_EVERY_S)]
     if result is None:
         result = run_scene(wall, headless=True, hud=args.hud, **kwargs)
     if result.screenshot is not None:

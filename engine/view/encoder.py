@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import os
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -27,13 +28,29 @@ progress = logging.getLogger("engine.progress")
 PROGRESS_EVERY_S = 5.0
 
 
-def process_pool(workers: int) -> ProcessPoolExecutor:
+#: Scheduling niceness of the background encoder's workers: below the render loop, so
+#: frames keep their pace while full detail is made on the same cores.
+BACKGROUND_NICE = 10
+
+
+def _lower_priority(increment: int) -> None:
+    try:
+        os.nice(increment)
+    except OSError:  # not permitted here: run at the same priority
+        pass
+
+
+def process_pool(workers: int, background: bool = False) -> ProcessPoolExecutor:
     """A pool whose workers do not inherit the render process's threads and GL context:
     forked from a clean server process where the platform has one (forking a process with
-    running I/O threads can deadlock the child), else spawned."""
+    running I/O threads can deadlock the child), else spawned. `background` lowers the
+    workers' priority (BACKGROUND_NICE)."""
     methods = multiprocessing.get_all_start_methods()
     method = "forkserver" if "forkserver" in methods else "spawn"
-    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(method))
+    extra = {"initializer": _lower_priority, "initargs": (BACKGROUND_NICE,)} \
+        if background and hasattr(os, "nice") else {}
+    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(method),
+                               **extra)
 
 
 Key = tuple[int, int]  # (image index, chunk number)
@@ -86,7 +103,7 @@ class DetailEncoder:
 
     def _submit(self, order: Sequence[Key]) -> None:
         if self._pool is None:
-            self._pool = process_pool(self.workers)
+            self._pool = process_pool(self.workers, background=True)
         busy = {v[1] for v in self._running.values()}
         for key in order:
             if len(self._running) >= 2 * self.workers:

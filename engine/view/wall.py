@@ -333,15 +333,29 @@ class ImageWall:
         it = self.items[index]
         self.navigator.one_to_one(it.rect, it.height)
 
-    def hooks(self) -> list[FrameHook]:
+    def hooks(self, metrics: bool = False) -> list[FrameHook]:
         """Frame hooks for the run: keep the navigator's aspect and height in step with the
-        output, and record the detail still missing (`view_pending_chunks`)."""
+        output, and record the detail still missing (`view_pending_chunks`) and the fraction
+        of on-screen chunks shown from their own texture (`view_visible_ready`). `metrics`
+        adds the streamer's screen-weighted coverage (`at_wanted_fraction`, ...: one
+        residency query per texture a frame, for reports)."""
         def hook(ctx: FrameContext) -> None:
             w, h = ctx.renderer.output_size
             self.navigator.resize(w, h)
-            pending = sum(1 for it in self.items for c in it.chunks if not c.ready)
-            ctx.record["view_pending_chunks"] = pending
+            view = self.navigator.view_rect()
+            chunks = [c for it in self.items for c in it.chunks]
+            shown = [c for c in chunks if view.overlaps(c.rect)]
+            ctx.record["view_pending_chunks"] = sum(1 for c in chunks if not c.ready)
+            ctx.record["view_visible_ready"] = (sum(1 for c in shown if c.ready) / len(shown)
+                                                if shown else 1.0)
             ctx.record["view_images"] = len(self.items)
+            if metrics:
+                from ..streaming.metrics import measure_view
+
+                fv = ctx.renderer.frame_view(ctx.scene, ctx.frame, ctx.time)
+                count = int(fv.texture_ids.max(initial=-1)) + 1
+                cov, _ = measure_view(fv, ctx.provider, count)
+                ctx.record.update(cov.as_record())
         return [hook]
 
 
