@@ -298,6 +298,7 @@ def test_view_command_in_a_window(mixed, view_env, xvfb_display, tmp_path):
                   "--screenshot", str(shot), "--wait-detail"],
                  {**view_env, "DISPLAY": xvfb_display})
     assert proc.returncode == 0, proc.stderr
+    assert "no window" not in proc.stderr and "running headless" not in proc.stderr
     assert json.loads(proc.stdout)["leaked_objects"] == 0
     image = np.asarray(Image.open(shot))
     assert image.std() > 20  # the wall, not a cleared screen

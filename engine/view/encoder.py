@@ -178,8 +178,8 @@ class DetailEncoder:
         secs = now - self._started
         rate = self._done_px / 1e6 / secs if secs > 0 else 0.0
         if not self.jobs:
-            progress.info("full detail: %d/%d chunk(s) done in %.1f s, %.1f Mpx/s", self._done,
-                          self._total, secs, rate)
+            progress.info("full detail: %d/%d chunk(s) done in %.1f s, %.1f Mpx/s (%.1f s of "
+                          "worker CPU)", self._done, self._total, secs, rate, self.cpu_seconds)
         elif now - self._said >= PROGRESS_EVERY_S:
             left = (self._total_px - self._done_px) / 1e6 / rate if rate > 0 else float("nan")
             progress.info("full detail: %d/%d chunk(s), %.0f/%.0f Mpx, %.1f Mpx/s, about %.0f s "

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -167,7 +167,6 @@ class ImageWall:
         for it, r in zip(self.items, rects):
             it.rect = r
         self.navigator = Navigator.fitting(bounds(rects))
-        self.scene: ViewScene | None = None
 
     # ------------------------------------------------------------------ CPU side
     def _load(self, files: list[Path]) -> None:
@@ -258,7 +257,6 @@ class ImageWall:
             scene.clear_color = (0.08, 0.08, 0.09)
             scene.camera = Camera(fovy_deg=self.navigator.fovy_deg)
             scene.navigator = self.navigator
-            scene.wall = self
             scene.provider = provider
             if jobs:
                 scene.encoder = DetailEncoder(jobs, self.format, chunk, self.workers,
@@ -268,7 +266,6 @@ class ImageWall:
         except BaseException:
             scene.release()
             raise
-        self.scene = scene
         return scene
 
     def _place(self, it: Item, chunk: int) -> None:
@@ -378,7 +375,6 @@ class ViewScene(Scene):
     """The wall's scene: also ends the background encoder when the run releases it."""
 
     encoder: DetailEncoder | None = None
-    wall: ImageWall | None = None
     provider: TextureProvider | None = None
 
     def release(self) -> None:
