@@ -3,6 +3,7 @@ in `engine.hosts.qt.EngineWidget`, the wheel zooming at the cursor, a left drag 
 click showing the image and pixel under the cursor in a label.
 
     python examples/view_qt.py photos/
+    python examples/view_qt.py photos/ --frames 5     # draw 5 frames, then quit
 """
 from __future__ import annotations
 
@@ -44,12 +45,16 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("paths", nargs="+")
     ap.add_argument("--budget", default="256MiB")
+    ap.add_argument("--frames", type=int, default=0, help="frames to draw, then quit (0: until "
+                                                          "the window is closed)")
     args, qt_args = ap.parse_known_args(argv)
     wall = engine.ImageWall(args.paths)
     request_core_profile()
     app = QApplication([sys.argv[0], *qt_args])
     window, label = QWidget(), QLabel("click an image")
-    view = WallWidget(wall, label, budget=args.budget)
+    view = WallWidget(wall, label, budget=args.budget, max_frames=args.frames)
+    if args.frames:
+        view.framesDone.connect(app.quit)
     view.setMinimumSize(960, 540)
     layout = QVBoxLayout(window)
     layout.addWidget(view)

@@ -302,3 +302,28 @@ def test_view_command_in_a_window(mixed, view_env, xvfb_display, tmp_path):
     assert json.loads(proc.stdout)["leaked_objects"] == 0
     image = np.asarray(Image.open(shot))
     assert image.std() > 20  # the wall, not a cleared screen
+
+
+def _example(name: str, args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(ROOT / "examples" / name), *args], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_jupyter_example_runs_offscreen(mixed, view_env, tmp_path):
+    pytest.importorskip("rendercanvas")
+    folder, _ = mixed
+    out = tmp_path / "j.png"
+    proc = _example("view_jupyter.py", [str(folder), "--out", str(out)], view_env)
+    assert proc.returncode == 0, proc.stderr
+    assert "Pick(index=" in proc.stdout and out.stat().st_size > 0
+
+
+@pytest.mark.window
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["view_glfw.py", "view_qt.py"])
+def test_window_examples_run(name, mixed, view_env, xvfb_display):
+    if name == "view_qt.py":
+        pytest.importorskip("PySide6")
+    folder, _ = mixed
+    proc = _example(name, [str(folder), "--frames", "3"], {**view_env, "DISPLAY": xvfb_display})
+    assert proc.returncode == 0, proc.stderr
