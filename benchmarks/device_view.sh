@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # `engine view` on the H200 (issue 23), one device call, time-boxed under 5 minutes. Carry and
-# prepare as for device_round.sh (.gl, .whl, .devsrc.tar), then:  bash benchmarks/device_view.sh
+# prepare as for device_round.sh (.gl, .devsrc.tar, and .whl with the strip reader's wheels:
+# ../shared/tools/device-prep.sh tqdm nvidia-ml-py pyvips pyvips-binary), then:
+#   bash benchmarks/device_view.sh
 # Writes under $OUT: view_photos_{cold,warm}.{json,txt} (1,000 generated 4000x3000 JPEGs:
 # first frame from cold and warm thumbnail caches, 256 MiB budget), view_huge.{json,txt} (a
 # 16384^2 PNG viewed under 128 MiB, zoomed to its centre at 1:1, /usr/bin/time -v for RSS).
