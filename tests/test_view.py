@@ -82,6 +82,8 @@ def test_discover_walks_folders_globs_and_reports_what_is_missing(mixed, tmp_pat
 def test_decode_is_upright_in_srgb_for_every_kind(mixed):
     folder, sizes = mixed
     for name, (w, h) in sizes.items():
+        if name.endswith(".ktx2"):
+            continue  # a GPU texture: registered as it is, not decoded
         info = probe(folder / name)
         assert (info.width, info.height) == (w, h), name
         rgba = decode_upright(folder / name)

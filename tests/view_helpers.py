@@ -68,6 +68,11 @@ def write_mixed(folder: Path) -> dict[str, tuple[int, int]]:
         png.unlink()
         if done.returncode == 0:
             sizes["k16.tif"] = (160, 100)
+    from engine.view.cache import encode_chain
+
+    rgba = np.dstack([marked(128, 64), np.full((64, 128), 255, np.uint8)])
+    encode_chain(rgba, "bc1", folder / "l_texture.ktx2")  # shown as it is, no thumbnail
+    sizes["l_texture.ktx2"] = (128, 64)
     (folder / "broken.jpg").write_bytes(b"\xff\xd8\xff\xe0 truncated")
     return sizes
 
