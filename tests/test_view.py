@@ -329,3 +329,44 @@ def test_window_examples_run(name, mixed, view_env, xvfb_display):
     folder, _ = mixed
     proc = _example(name, [str(folder), "--frames", "3"], {**view_env, "DISPLAY": xvfb_display})
     assert proc.returncode == 0, proc.stderr
+
+
+# ----------------------------------------------------------------------------- engine bake
+def test_bake_takes_folders_and_a_failed_bake_leaves_no_folder(mixed, tmp_path, capsys):
+    from engine.textures.bake import bake_main
+
+    folder, _ = mixed
+    sub = folder / "sub"
+    out = tmp_path / "baked" / "deep"
+    assert bake_main([str(sub), "-o", str(out), "--format", "bc1", "--jobs", "1",
+                      "--no-progress"]) == 0
+    assert [p.name for p in out.iterdir()] == ["j_sub.jpg".replace(".jpg", ".ktx2")]
+    broken = tmp_path / "only_broken"
+    broken.mkdir()
+    (broken / "x.png").write_bytes(b"\x89PNG\r\n\x1a\n nope")
+    failed = tmp_path / "never" / "made"
+    assert bake_main([str(broken), "-o", str(failed), "--jobs", "1", "--no-progress"]) == 1
+    assert not (tmp_path / "never").exists()
+    twins = tmp_path / "twins"
+    (twins / "a").mkdir(parents=True)
+    (twins / "b").mkdir()
+    for d in ("a", "b"):
+        (twins / d / "same.png").write_bytes((folder / "b.png").read_bytes())
+    assert bake_main([str(twins), "-o", str(tmp_path / "t"), "--no-progress"]) == 1
+    assert "same.ktx2" in capsys.readouterr().err and not (tmp_path / "t").exists()
+
+
+def test_bake_reads_named_files_past_pillows_bomb_guard(tmp_path, monkeypatch):
+    """Pillow's guard (shrunk here to 1000 pixels) does not stop a file the user named; the
+    engine's own limit does, with a message."""
+    from PIL import Image
+
+    from engine.errors import TextureFormatError
+    from engine.textures import source_image
+
+    Image.fromarray(marked(60, 40)).save(tmp_path / "x.png")
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 1000)
+    assert source_image.read_image(tmp_path / "x.png").pixels.shape == (40, 60, 4)
+    monkeypatch.setattr(source_image, "NAMED_FILE_MAX_PIXELS", 2000)
+    with pytest.raises(TextureFormatError, match="pixels read at most"):
+        source_image.read_image(tmp_path / "x.png")

@@ -30,9 +30,11 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import TextureFormatError
+from ..textures.source_image import NAMED_FILE_MAX_PIXELS
 
-#: Largest image (pixels) read by default: 2^30 (a 32768 x 32768 image); --max-pixels raises it.
-MAX_PIXELS = 1 << 30
+#: Largest image (pixels) read by default, as `engine bake` reads (2^30, a 32768 x 32768
+#: image); --max-pixels raises it.
+MAX_PIXELS = NAMED_FILE_MAX_PIXELS
 
 #: EXIF orientation -> the Pillow transposes that make the image upright, in order.
 _ORIENT = {2: ("FLIP_LEFT_RIGHT",), 3: ("ROTATE_180",), 4: ("FLIP_TOP_BOTTOM",),

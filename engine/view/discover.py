@@ -12,9 +12,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-#: Decoded by Pillow (the first frame of animations).
-IMAGE_SUFFIXES = (".jpg", ".jpeg", ".jpe", ".png", ".tif", ".tiff", ".webp", ".bmp", ".gif",
-                  ".tga", ".ppm", ".pgm", ".pbm", ".jp2", ".j2k")
+from ..textures.source_image import IMAGE_SUFFIXES
+
 #: Already GPU textures: registered with the provider as they are.
 TEXTURE_SUFFIXES = (".ktx2", ".dds")
 
