@@ -158,9 +158,34 @@ def generate_mips(rgba: np.ndarray, *, colorspace: ColorSpace = "srgb",
     levels = [level0]
     if count == 1:
         return levels
-    work = _to_working(rgba, colorspace, weight_alpha)
-    for level in range(1, count):
+    if height % 2 == 0 and height > BAND_ROWS:
+        work = _first_level_by_bands(rgba, colorspace, weight_alpha)
+        levels.append(_to_rgba8(work, colorspace, weight_alpha))
+        first = 2
+    else:
+        work = _to_working(rgba, colorspace, weight_alpha)
+        first = 1
+    for level in range(first, count):
         w, h = max(1, width >> level), max(1, height >> level)
         work = downsample(work, w, h)
         levels.append(_to_rgba8(work, colorspace, weight_alpha))
     return levels
+
+
+#: Rows of level 0 taken into float at a time for level 1 (an even number).
+BAND_ROWS = 256
+
+
+def _first_level_by_bands(rgba: np.ndarray, colorspace: ColorSpace,
+                          weight_alpha: bool) -> np.ndarray:
+    """Level 1 in the working float space, computed BAND_ROWS rows of level 0 at a time:
+    the conversion is per texel and an even height halves by row pairs, so the result is the
+    same floats as converting the whole image first, while holding a quarter of its floats
+    (level 0 of a 4096^2 chunk in float alone is 256 MiB)."""
+    height, width = rgba.shape[:2]
+    w1 = max(1, width >> 1)
+    out = np.empty((height // 2, w1, 4), np.float32)
+    for y in range(0, height, BAND_ROWS):
+        band = _to_working(rgba[y:y + BAND_ROWS], colorspace, weight_alpha)
+        out[y // 2:(y + band.shape[0]) // 2] = downsample(band, w1, band.shape[0] // 2)
+    return out
