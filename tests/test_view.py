@@ -276,6 +276,7 @@ def view_env(tmp_path) -> dict[str, str]:
     return env
 
 
+@pytest.mark.slow
 def test_view_command_headless_reports_the_broken_file_once(mixed, view_env, tmp_path):
     folder, sizes = mixed
     shot, report = tmp_path / "s.png", tmp_path / "r.json"
@@ -291,6 +292,7 @@ def test_view_command_headless_reports_the_broken_file_once(mixed, view_env, tmp
 
 
 @pytest.mark.window
+@pytest.mark.slow
 def test_view_command_in_a_window(mixed, view_env, xvfb_display, tmp_path):
     from PIL import Image
 
