@@ -44,6 +44,10 @@ _API: dict[str, str] = {
     "Material": "engine.render.material",
     "Mesh": "engine.render.mesh",
     "Renderer": "engine.render.renderer",
+    "quad": "engine.render.mesh",
+    # the user's images (python -m engine view; docs/view.md)
+    "ImageWall": "engine.view.wall",
+    "ImageView": "engine.view.wall",
     # running
     "RunSettings": "engine.app.settings",
     "RunResult": "engine.app.loop",

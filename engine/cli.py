@@ -306,6 +306,8 @@ def build_parser() -> argparse.ArgumentParser:
     info.set_defaults(func=_info)
     from .demos.cli import add_parser as add_demo
     add_demo(sub)
+    from .view.cli import add_parser as add_view
+    add_view(sub)
     # `bake` is dispatched in main() before parsing; listed here for --help.
     sub.add_parser("bake", help="images -> mip chain -> BCn -> KTX2 (see bake --help)")
     insp = sub.add_parser("inspect", help="container, format, levels of KTX2/DDS files")

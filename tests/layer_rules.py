@@ -28,6 +28,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("engine.app",),
     ("engine.hosts",),
     ("engine.testing", "engine.pytest_plugin", "engine.demos", "engine.bench", "engine.cli",
+     "engine.view",
      "engine.__main__", "engine.shaders", "engine.assets"),
 )
 GL_ONLY_MODULES = ("moderngl", "glcontext")

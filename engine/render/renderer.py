@@ -135,6 +135,7 @@ class Renderer:
         self.provider = provider
         self.upscale = upscale
         self.exposure = exposure
+        self._tonemap = True  # the scene's choice, read by render() for present()
         self.view_mode: ViewMode = "lit"
         self._made: list = []
         try:
@@ -300,6 +301,7 @@ class Renderer:
         """The scene pass into the HDR targets (GPU time measured from here to the end of
         `present`)."""
         self._t_render = time.perf_counter()
+        self._tonemap = scene.tonemap
         if self.timer is not None:
             self.timer.begin(self._frame)
         fbo = self.targets.fbo
@@ -475,7 +477,7 @@ class Renderer:
         p = self._present
         p.set("u_hdr", 0)
         p.set("u_exposure", self.exposure)
-        p.set("u_tonemap", True)
+        p.set("u_tonemap", self._tonemap)
         if self.upscale == "bilinear" or self.render_size == self.output_size:
             self._tonemap_into(self._output_fbo)
         else:

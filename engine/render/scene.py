@@ -106,6 +106,9 @@ class Scene:
     camera: Camera = field(default_factory=Camera)
     camera_path: CameraPath | None = None
     clear_color: tuple[float, float, float] = (0.02, 0.02, 0.03)
+    #: Tone map the lit colour (filmic, for lit 3D scenes); False shows colour values as
+    #: they are (photographs under ambient 1: a pixel comes out as its file says).
+    tonemap: bool = True
     on_update: list[Callable[[Scene, float], None]] = field(default_factory=list)
     #: Mouse navigation a window may offer instead of its fly camera (the wall: zoom at the
     #: cursor, drag); None: the fly camera.

@@ -50,7 +50,16 @@ from .ktx2_write import write_ktx2
 from .mipgen import ColorSpace, generate_mips, quantize_unorm8
 from .progress import Progress
 from .quality import psnr_from_sse, reference_squared_error, squared_error
-from .source_image import TONEMAPS, SourceImage, Tonemap, from_array, read_image, scale_16_to_8, to_target
+from .source_image import (
+    TONEMAPS,
+    SourceImage,
+    Tonemap,
+    from_array,
+    image_files,
+    read_image,
+    scale_16_to_8,
+    to_target,
+)
 
 log = logging.getLogger(__name__)
 
@@ -598,10 +607,51 @@ def _examples(good: str, *bad: str):
 
 @_examples(__file__, "/nonexistent/image.png")
 def _input_arg(text: str) -> str:
-    if not Path(text).is_file():
-        why = "is a folder" if Path(text).is_dir() else "does not exist"
-        raise argparse.ArgumentTypeError(f"{text!r} {why}; accepted: an existing image file")
+    if not (Path(text).is_file() or Path(text).is_dir()):
+        raise argparse.ArgumentTypeError(f"{text!r} does not exist; accepted: an existing "
+                                         f"image file or a folder of images")
     return text
+
+
+def _expand_inputs(inputs: Sequence[str]) -> list[str]:
+    """Files as given, folders as the images in them (recursively). Two inputs that would
+    write the same output name are refused before any work."""
+    files: list[str] = []
+    for text in inputs:
+        if Path(text).is_dir():
+            found = image_files(text)
+            if not found:
+                raise ValueError(f"{text!r}: a folder with no images in it")
+            files += [os.fspath(p) for p in found]
+        else:
+            files.append(text)
+    seen: dict[str, str] = {}
+    for f in files:
+        stem = Path(f).stem
+        if stem in seen and seen[stem] != f:
+            raise ValueError(f"{seen[stem]!r} and {f!r} would both be written as {stem}.ktx2; "
+                             f"bake them into different folders")
+        seen[stem] = f
+    return list(dict.fromkeys(files))
+
+
+def _missing_dirs(path: Path) -> list[Path]:
+    """`path` and those of its parents that do not exist yet, innermost first."""
+    out = []
+    p = path.absolute()
+    while not p.exists() and p != p.parent:
+        out.append(p)
+        p = p.parent
+    return out
+
+
+def _remove_empty(dirs: Sequence[Path]) -> None:
+    """Remove the folders a failed bake made, innermost first, while they are empty."""
+    for d in dirs:
+        try:
+            d.rmdir()
+        except OSError:
+            return
 
 
 @_examples("out", "/dev/null/out", __file__)
@@ -652,7 +702,8 @@ def build_bake_parser() -> argparse.ArgumentParser:
                "extra (imagecodecs). PSNR is measured against the input at its own "
                "precision: inf only when stored exactly.")
     parser.add_argument("inputs", nargs="+", metavar="INPUT", type=_input_arg,
-                        help="image files (PNG, JPEG, ...)")
+                        help="image files (PNG, JPEG, ...) or folders of them (walked "
+                             "recursively); files up to 2^30 pixels")
     parser.add_argument("-o", "--out", required=True, metavar="OUTDIR", type=_out_dir_arg,
                         help="output directory")
     parser.add_argument("--format", default="bc7", choices=FORMAT_CHOICES,
@@ -715,19 +766,27 @@ def bake_main(argv: Sequence[str] | None = None) -> int:
             return 2
 
     wall = time.perf_counter()
+    try:
+        inputs = _expand_inputs(args.inputs)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    made = _missing_dirs(Path(args.out))  # removed again if the bake fails
     workers = args.jobs or os.cpu_count() or 1
     with closing_pool(ProcessPoolExecutor(max_workers=workers)) as pool:
         try:
-            results = bake_many(args.inputs, args.out, args.format, args.srgb, args.zstd,
+            results = bake_many(inputs, args.out, args.format, args.srgb, args.zstd,
                                 normal_map=args.normal_map, executor=pool, jobs=workers,
                                 progress=args.progress, tonemap=args.tonemap)
         except (TextureFormatError, ValueError) as exc:
             print(f"error: {exc}", file=sys.stderr)
+            _remove_empty(made)
             return 1
         except BaseException as exc:
             if not _is_interrupt(exc):  # stop the queue before removing what it wrote
                 pool.shutdown(wait=False, cancel_futures=True)
-            _remove_partials(Path(args.out), args.inputs)
+            _remove_partials(Path(args.out), inputs)
+            _remove_empty(made)
             raise
     wall = time.perf_counter() - wall
     print(_table(results))

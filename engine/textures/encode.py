@@ -206,7 +206,11 @@ def _bc7_keep_opaque(data: bytes, padded: np.ndarray) -> bytes:
         return data
     blocks = np.frombuffer(data, np.uint8).reshape(-1, 16).copy()
     modes = _bc7_modes(blocks)
-    six = np.flatnonzero(opaque & (modes == 6))
+    lo, hi = _u64_halves(blocks)
+    # A0 = A1 = 127 and both p-bits set: the block already decodes alpha 255, as etcpak
+    # made it; only the others need a candidate search.
+    already = ((lo >> np.uint64(49)) == np.uint64(0x7FFF)) & ((hi & np.uint64(1)) == 1)
+    six = np.flatnonzero(opaque & (modes == 6) & ~already)
     if six.size:
         # Mode 6 layout (LSB first): 7 mode bits, R0 R1 G0 G1 B0 B1 A0 A1 of 7 bits each
         # (bits 7-62), P0 at bit 63, P1 at bit 64, then 63 index bits. A0/A1: bits 49-62.

@@ -66,6 +66,12 @@ def _downsample_axis(img: np.ndarray, n_out: int, axis: int) -> np.ndarray:
     n_in = img.shape[axis]
     if n_in == n_out:
         return img
+    if n_in == 2 * n_out:  # the common exact halving: strided halves, no gather (same sums)
+        lo = img[(slice(None),) * axis + (slice(0, None, 2),)]
+        hi = img[(slice(None),) * axis + (slice(1, None, 2),)]
+        out = lo * np.float32(0.5)
+        out += hi * np.float32(0.5)
+        return out
     idx, weights = _box_weights(n_in, n_out)
     shape = [1] * img.ndim
     shape[axis] = n_out
@@ -83,11 +89,17 @@ def downsample(img: np.ndarray, width: int, height: int) -> np.ndarray:
 def _to_working(rgba: np.ndarray, colorspace: ColorSpace, weight_alpha: bool) -> np.ndarray:
     """RGBA8 (or float RGBA in [0, 1], the same values / 255) to the float space filtering happens in: linear light (or raw values, or unit
     vectors in [-1, 1] for normals), colour premultiplied by alpha when asked."""
-    work = np.empty(rgba.shape, np.float32)
     unit = np.float32(1.0 / 255.0) if rgba.dtype == np.uint8 else np.float32(1.0)
+    if colorspace == "srgb" and rgba.dtype == np.uint8:
+        # one table lookup over the contiguous image (alpha overwritten below): a lookup
+        # of the strided RGB view alone costs several times more
+        work = _SRGB8_TO_LINEAR[rgba]
+    else:
+        work = np.empty(rgba.shape, np.float32)
     np.multiply(rgba[..., 3], unit, out=work[..., 3], dtype=np.float32)
     if colorspace == "srgb":
-        work[..., :3] = srgb_to_linear(rgba[..., :3])
+        if rgba.dtype != np.uint8:
+            work[..., :3] = srgb_to_linear(rgba[..., :3])
     elif colorspace == "normal":
         np.multiply(rgba[..., :3], 2 * unit, out=work[..., :3], dtype=np.float32)
         work[..., :3] -= 1.0
@@ -146,9 +158,34 @@ def generate_mips(rgba: np.ndarray, *, colorspace: ColorSpace = "srgb",
     levels = [level0]
     if count == 1:
         return levels
-    work = _to_working(rgba, colorspace, weight_alpha)
-    for level in range(1, count):
+    if height % 2 == 0 and height > BAND_ROWS:
+        work = _first_level_by_bands(rgba, colorspace, weight_alpha)
+        levels.append(_to_rgba8(work, colorspace, weight_alpha))
+        first = 2
+    else:
+        work = _to_working(rgba, colorspace, weight_alpha)
+        first = 1
+    for level in range(first, count):
         w, h = max(1, width >> level), max(1, height >> level)
         work = downsample(work, w, h)
         levels.append(_to_rgba8(work, colorspace, weight_alpha))
     return levels
+
+
+#: Rows of level 0 taken into float at a time for level 1 (an even number).
+BAND_ROWS = 256
+
+
+def _first_level_by_bands(rgba: np.ndarray, colorspace: ColorSpace,
+                          weight_alpha: bool) -> np.ndarray:
+    """Level 1 in the working float space, computed BAND_ROWS rows of level 0 at a time:
+    the conversion is per texel and an even height halves by row pairs, so the result is the
+    same floats as converting the whole image first, while holding a quarter of its floats
+    (level 0 of a 4096^2 chunk in float alone is 256 MiB)."""
+    height, width = rgba.shape[:2]
+    w1 = max(1, width >> 1)
+    out = np.empty((height // 2, w1, 4), np.float32)
+    for y in range(0, height, BAND_ROWS):
+        band = _to_working(rgba[y:y + BAND_ROWS], colorspace, weight_alpha)
+        out[y // 2:(y + band.shape[0]) // 2] = downsample(band, w1, band.shape[0] // 2)
+    return out

@@ -59,6 +59,46 @@ ReferenceSpace = Literal["bytes", "unorm", "linear"]
 
 _SIXTEEN_BIT_MODES = ("I;16", "I;16B", "I;16L", "I;16N", "I;16S")
 
+#: Suffixes of the images Pillow decodes (GIF and WebP: the first frame), for folder walks
+#: (`engine bake FOLDER`, `engine view FOLDER`).
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".jpe", ".png", ".tif", ".tiff", ".webp", ".bmp", ".gif",
+                  ".tga", ".ppm", ".pgm", ".pbm", ".jp2", ".j2k", ".hdr")
+#: Largest image a file the user named is read at (Pillow's decompression-bomb guard, meant
+#: for files from strangers, stops at 179 Mpx): 2^30 pixels, a 32768 x 32768 image.
+NAMED_FILE_MAX_PIXELS = 1 << 30
+
+
+def image_files(folder: str | os.PathLike[str]) -> list[Path]:
+    """The images in `folder` and its subfolders, sorted, hidden files and folders skipped."""
+    out: list[Path] = []
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        out += [Path(root) / f for f in sorted(files)
+                if not f.startswith(".") and Path(f).suffix.lower() in IMAGE_SUFFIXES]
+    return out
+
+
+def _open_named(path):
+    """Image.open with the decompression-bomb guard at NAMED_FILE_MAX_PIXELS."""
+    import warnings
+
+    from PIL import Image
+
+    saved = Image.MAX_IMAGE_PIXELS
+    Image.MAX_IMAGE_PIXELS = NAMED_FILE_MAX_PIXELS
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            im = Image.open(path)
+    finally:
+        Image.MAX_IMAGE_PIXELS = saved
+    if im.size[0] * im.size[1] > NAMED_FILE_MAX_PIXELS:
+        w, h = im.size
+        im.close()
+        raise TextureFormatError(path, f"{w}x{h} is over the {NAMED_FILE_MAX_PIXELS} pixels "
+                                       "read at most")
+    return im
+
 
 @dataclass(frozen=True)
 class SourceImage:
@@ -184,7 +224,7 @@ def read_image(path: str | os.PathLike[str]) -> SourceImage:
         except OSError as exc:
             raise TextureFormatError(path, f"cannot read image: {exc}") from exc
     try:
-        with Image.open(path) as im:
+        with _open_named(path) as im:
             rawmode = _rawmode(im)
             wide_colour = im.mode in ("RGB", "RGBA", "LA") and ";16" in rawmode
             multi_float = im.format == "TIFF" and im.mode == "F" and \

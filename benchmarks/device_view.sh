@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# `engine view` on the H200 (issue 23), one device call, time-boxed under 5 minutes. Carry and
+# prepare as for device_round.sh (.gl, .devsrc.tar, and .whl with the strip reader's wheels:
+# ../shared/tools/device-prep.sh tqdm nvidia-ml-py pyvips pyvips-binary), then:
+#   bash benchmarks/device_view.sh
+# Writes under $OUT: view_photos_{cold,warm}.{json,txt} (1,000 generated 4000x3000 JPEGs:
+# first frame from cold and warm thumbnail caches, 256 MiB budget), view_huge.{json,txt} (a
+# 16384^2 PNG viewed under 128 MiB, zoomed to its centre at 1:1, /usr/bin/time -v for RSS).
+set -uo pipefail
+for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
+python3 -m pip install -q --upgrade --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
+rm -rf /tmp/src && mkdir -p /tmp/src && tar -xf .devsrc.tar -C /tmp/src && cd /tmp/src || exit 1
+ln -sfn ../shaders engine/shaders; ln -sfn ../demos engine/demos; ln -sfn ../assets engine/assets
+export PYTHONPATH=/tmp/src:/tmp/site ENGINE_CACHE=/tmp/view-cache PYTHONUNBUFFERED=1
+: "${OUT:=/tmp/out}"; mkdir -p "$OUT"
+t0=$(date +%s)
+left() { echo $(( $1 - ($(date +%s) - t0) )); }
+rm -rf /tmp/view-cache /tmp/view-photos
+timeout 60 python3 benchmarks/view_data.py photos /tmp/view-photos 1000 4000 3000
+echo "photos made at $(( $(date +%s) - t0 )) s"
+for run in cold warm; do
+  timeout $(left 200) /usr/bin/time -v python3 -m engine view /tmp/view-photos --headless \
+    --frames 30 --budget 256MiB --no-detail --report "$OUT/view_photos_$run.json" \
+    --screenshot "$OUT/view_photos_$run.png" > "$OUT/view_photos_$run.txt" 2>&1
+  echo "photos $run rc $? at $(( $(date +%s) - t0 )) s"
+done
+timeout 40 python3 benchmarks/view_data.py huge /tmp/view-huge.png 16384
+timeout $(left 290) /usr/bin/time -v python3 -m engine view /tmp/view-huge.png --headless \
+  --frames 60 --budget 128MiB --zoom-to 1 --wait-detail --max-pixels 300000000 \
+  --report "$OUT/view_huge.json" --screenshot "$OUT/view_huge.png" > "$OUT/view_huge.txt" 2>&1
+echo "huge rc $? at $(( $(date +%s) - t0 )) s"
+grep -h -E "Maximum resident|Elapsed|thumbnails:|first frame" "$OUT"/view_*.txt

@@ -1,0 +1,271 @@
+"""The viewer's cache: thumbnails and full-detail textures of the user's images, made on
+demand, kept under the engine's cache folder (`$ENGINE_CACHE`, else ~/.cache/engine) in
+view/v<VERSION>/, so a second run starts from them at once.
+
+One folder per source file, named by a hash of its resolved path, size and modification
+time (an edited file gets a new folder, so the cache never shows a stale picture): `meta.json` (the upright size), `thumb<N>.ktx2` (a BCn mip chain whose longer
+edge is N) and `<format>-<chunk>/c<k>.ktx2`, the full-detail chunk textures. Every job here
+is a top-level function of plain arguments, so a process pool (or any
+`concurrent.futures.Executor`) runs it; each returns a value rather than raising for a bad
+input, because an exception must cross a process boundary. Files are written to a temporary
+name and renamed, and a job that fails removes the folder it made when it is left empty.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import TextureFormatError
+from ..textures.bake import choose_format
+from ..textures.cachedir import cache_root
+from ..textures.encode import encode_image
+from ..textures.ktx2_write import write_ktx2
+from ..textures.mipgen import generate_mips
+from . import strips
+from .decode import MAX_PIXELS, decode_upright, probe
+from .layout import chunk_grid
+
+log = logging.getLogger(__name__)
+
+VERSION = 1
+#: Longer edge of the thumbnails the first frame of a wall is drawn from.
+THUMB_EDGE = 256
+#: Images above this many pixels get their thumbnail through libvips where it is installed
+#: (shrink on load, a strip at a time); smaller ones through Pillow's draft and reduce.
+STRIP_PIXELS = 64 << 20
+#: Longest edge of one full-detail chunk texture (also capped by the driver's maximum).
+CHUNK = 4096
+
+
+@dataclass(frozen=True)
+class Meta:
+    """What the cache knows of a source: its upright size in pixels."""
+
+    width: int
+    height: int
+
+
+@dataclass(frozen=True)
+class Failed:
+    path: str
+    problem: str
+
+
+def view_root() -> Path:
+    return cache_root() / "view" / f"v{VERSION}"
+
+
+def entry_dir(source: Path, root: Path | None = None) -> Path:
+    """The cache folder of `source` (not made here)."""
+    st = source.stat()
+    ident = f"{source.resolve()}\0{st.st_size}\0{st.st_mtime_ns}".encode()
+    digest = hashlib.sha1(ident).hexdigest()
+    return (root or view_root()) / digest[:2] / digest
+
+
+def thumb_path(entry: Path, edge: int) -> Path:
+    return entry / f"thumb{edge}.ktx2"
+
+
+def chunk_dir(entry: Path, fmt: str, chunk: int) -> Path:
+    return entry / f"{fmt}-{chunk}"
+
+
+def chunk_path(entry: Path, fmt: str, chunk: int, k: int) -> Path:
+    return chunk_dir(entry, fmt, chunk) / f"c{k}.ktx2"
+
+
+def read_meta(entry: Path) -> Meta | None:
+    try:
+        data = json.loads((entry / "meta.json").read_text(encoding="utf-8"))
+        return Meta(int(data["width"]), int(data["height"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _remove_if_empty(folder: Path, stop: Path) -> None:
+    """Remove `folder` and its parents up to (not including) `stop` while they are empty."""
+    while folder != stop and stop in folder.parents:
+        try:
+            folder.rmdir()
+        except OSError:
+            return
+        folder = folder.parent
+
+
+def encode_chain(rgba: np.ndarray, fmt: str, path: Path) -> int:
+    """Mip chain of `rgba` encoded to `fmt` ("bc1" or "bc7", sRGB) and written as KTX2."""
+    name = choose_format(fmt, True, rgba)
+    levels = [encode_image(level, name) for level in generate_mips(rgba, colorspace="srgb")]
+    h, w = rgba.shape[:2]
+    return write_ktx2(path, name, w, h, levels)
+
+
+def make_thumbnail(source: str, entry: str, edge: int, fmt: str,
+                   max_pixels: int = MAX_PIXELS) -> Meta | Failed:
+    """Worker job: decode `source` small (draft/reduce), write its thumbnail and meta.json."""
+    folder = Path(entry)
+    try:
+        info = probe(source, max_pixels)
+        rgba = None
+        if info.width * info.height > STRIP_PIXELS and info.orientation == 1 and \
+                info.mode != "CMYK" and strips.available():
+            try:
+                rgba = strips.thumbnail(source, edge, max_pixels)
+            except TextureFormatError as exc:
+                log.info("%s: %s; decoding with Pillow", source, exc.problem)
+        if rgba is None:
+            rgba = decode_upright(source, edge, max_pixels=max_pixels)
+    except TextureFormatError as exc:
+        return Failed(source, exc.problem)
+    root = folder.parents[1]
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        encode_chain(rgba, fmt, thumb_path(folder, edge))
+        meta = Meta(info.width, info.height)
+        _write_atomic(folder / "meta.json", json.dumps(asdict(meta)).encode())
+        return meta
+    except BaseException:
+        _remove_if_empty(folder, root)
+        raise
+
+
+def _strip_rows(source: str, max_pixels: int):
+    """((h, w, 4), strip iterator) through libvips when it is installed and reads the file
+    upright by strips; None: decode it whole with Pillow. CMYK goes through Pillow, which
+    reads Adobe's inverted CMYK JPEGs as their writers meant."""
+    if not strips.available():
+        return None
+    info = probe(source, max_pixels)
+    if info.orientation != 1 or info.mode == "CMYK":
+        return None
+    try:
+        w, h, it = strips.strips(source, max_pixels)
+    except TextureFormatError as exc:
+        log.info("%s: %s; decoding whole with Pillow", source, exc.problem)
+        return None
+    return (h, w, 4), it
+
+
+def staging_dir(entry: Path, fmt: str, chunk: int) -> Path:
+    return chunk_dir(entry, fmt, chunk) / "staging"
+
+
+def _staged_chunk(entry: Path, fmt: str, chunk: int, k: int) -> Path:
+    return staging_dir(entry, fmt, chunk) / f"c{k}.rgba"
+
+
+def stage_upright(source: str, entry: str, fmt: str, chunk: int,
+                  max_pixels: int = MAX_PIXELS) -> float | Failed:
+    """Worker job for an image of several chunks: decode it upright once, by strips where
+    libvips can (engine.view.strips), into one uncompressed file per chunk (its rows
+    appended strip by strip), so this job holds a strip and each chunk job reads exactly its
+    own chunk. Returns the CPU seconds spent."""
+    start = time.process_time()
+    folder = staging_dir(Path(entry), fmt, chunk)
+    try:
+        rows = _strip_rows(source, max_pixels)
+        if rows is None:
+            whole = decode_upright(source, max_pixels=max_pixels)
+            shape = whole.shape
+            rows = iter([(0, whole)])
+        else:
+            shape, rows = rows
+    except TextureFormatError as exc:
+        return Failed(source, exc.problem)
+    h, w = shape[:2]
+    boxes = chunk_grid(w, h, chunk)
+    cols = -(-w // chunk)
+    folder.mkdir(parents=True, exist_ok=True)
+    files: dict[int, Any] = {}
+    try:
+        for y, strip in rows:
+            n = strip.shape[0]
+            r = y
+            while r < y + n:  # a strip may straddle a chunk row
+                band = r // chunk
+                stop = min(y + n, (band + 1) * chunk)
+                part = strip[r - y:stop - y]
+                for c in range(cols):
+                    k = band * cols + c
+                    x0, _, x1, _ = boxes[k]
+                    fh = files.get(k)
+                    if fh is None:
+                        fh = files[k] = open(_staged_chunk(Path(entry), fmt, chunk, k), "wb")
+                    fh.write(np.ascontiguousarray(part[:, x0:x1]).tobytes())
+                    if stop == boxes[k][3]:  # the chunk's last row: done with its file
+                        fh.close()
+                        del files[k]
+                r = stop
+    except TextureFormatError as exc:
+        _drop_files(files, folder)
+        return Failed(source, exc.problem)
+    except BaseException:
+        _drop_files(files, folder)
+        raise
+    return time.process_time() - start
+
+
+def _drop_files(files: dict[int, Any], folder: Path) -> None:
+    for fh in files.values():
+        fh.close()
+    shutil.rmtree(folder, ignore_errors=True)
+    _remove_if_empty(folder.parent, folder.parents[1])
+
+
+def encode_chunk(source: str, entry: str, fmt: str, chunk: int, k: int,
+                 box: tuple[int, int, int, int], staged: bool,
+                 max_pixels: int = MAX_PIXELS) -> float | Failed:
+    """Worker job: write full-detail chunk `k` (pixel `box` of the upright image). A single-
+    chunk image is decoded here; a larger one is read from its staged chunk file, which is
+    removed once the chunk is written. Returns the CPU seconds spent."""
+    start = time.process_time()
+    folder = Path(entry)
+    x0, y0, x1, y1 = box
+    if staged:
+        raw = _staged_chunk(folder, fmt, chunk, k)
+        try:
+            rgba = np.fromfile(raw, np.uint8).reshape(y1 - y0, x1 - x0, 4)
+        except (OSError, ValueError) as exc:  # removed or cut short behind our back
+            return Failed(source, f"staged chunk {k} unreadable: {exc}")
+    else:
+        try:
+            rgba = decode_upright(source, max_pixels=max_pixels)
+        except TextureFormatError as exc:
+            return Failed(source, exc.problem)
+    out = chunk_dir(folder, fmt, chunk)
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        encode_chain(rgba, fmt, chunk_path(folder, fmt, chunk, k))
+    except BaseException:
+        _remove_if_empty(out, folder)
+        raise
+    if staged:
+        raw.unlink(missing_ok=True)
+    return time.process_time() - start
+
+
+def drop_staging(entry: Path, fmt: str, chunk: int) -> None:
+    """Remove the staging folder once every chunk is written."""
+    shutil.rmtree(staging_dir(entry, fmt, chunk), ignore_errors=True)
+
+

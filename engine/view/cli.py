@@ -1,0 +1,145 @@
+"""`python -m engine view PATH...`: show the user's images, no bake step.
+
+PATH is a folder (walked recursively), a glob pattern ("photos/**/*.jpg", quoted) or a
+file: JPEG, PNG, TIFF, WebP, BMP, GIF (first frame), KTX2, DDS. Several images are shown as
+a zoomable wall, one image as a deep-zoom view. In a window: the wheel zooms at the cursor,
+a left drag pans, +/- change the budget, H the HUD, Esc quits. Headless (no display, or
+--headless): --frames frames, then --screenshot / --report. The first frame is drawn from
+thumbnails (cached, see docs/view.md); full detail is encoded in the background, what the
+screen shows first. A file that cannot be read is reported once and skipped.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import warnings
+
+from ..app.providers import PROVIDERS
+from ..app.run import progress_hook, run_scene
+from ..cli import _examples, budget_arg, output_file, positive_int, registry_arg, size_arg
+from ..errors import ContextError
+from .decode import MAX_PIXELS
+from .wall import FORMATS, LAYOUTS, ORDERS, ImageView, ImageWall
+
+log = logging.getLogger(__name__)
+progress = logging.getLogger("engine.progress")
+
+PROGRESS_EVERY_S = 5.0
+
+
+@_examples(__file__, "")
+def path_arg(text: str) -> str:
+    """A folder, file or glob pattern; what it finds is checked when the run starts."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty path; accepted: a folder, a file or a "
+                                         "glob pattern")
+    return text
+
+
+@_examples("2000000000", "0", "-1", "x", "1.5")
+def pixels_arg(text: str) -> int:
+    """A pixel count >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of pixels; "
+                                         f"accepted: 1 or more") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is out of range; accepted: 1 or more")
+    return value
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("view", help="show folders, globs or files of images (no bake step)",
+                       description=__doc__.split("\n\n")[1])
+    p.add_argument("paths", nargs="+", type=path_arg, metavar="PATH",
+                   help="folders (recursive), glob patterns or image files")
+    p.add_argument("--frames", type=positive_int, default=None,
+                   help="frames to run (default 120 headless, until closed in a window)")
+    p.add_argument("--budget", default="80%", type=budget_arg,
+                   help='GPU memory for the run: "256MiB" or "80%%" of detected VRAM')
+    p.add_argument("--screenshot", type=output_file, help="save the last frame as PNG")
+    p.add_argument("--report", type=output_file, help="write the per-frame JSON report")
+    p.add_argument("--size", type=size_arg, default=(1280, 720), help="output WxH")
+    p.add_argument("--headless", action="store_true", help="no window even with a display")
+    p.add_argument("--layout", choices=LAYOUTS, default="rows",
+                   help="rows: justified rows, aspect kept (default); grid: equal cells")
+    p.add_argument("--order", choices=ORDERS, default="path",
+                   help="path: sorted by file path (default); given: as the arguments and "
+                        "folder walks give them")
+    p.add_argument("--format", choices=FORMATS, default="bc1",
+                   help="full-detail format: bc1 (default, fastest) or bc7 (better colour, "
+                        "twice the memory)")
+    p.add_argument("--zoom-to", type=positive_int, metavar="N",
+                   help="start zoomed onto image N (1 = the first), at one pixel per pixel")
+    p.add_argument("--no-detail", action="store_true",
+                   help="thumbnails only: encode no full detail")
+    p.add_argument("--wait-detail", action="store_true",
+                   help="each frame waits for the full detail of what it shows "
+                        "(reproducible screenshots)")
+    p.add_argument("--workers", type=positive_int,
+                   help="encoder processes (default: the cores but one)")
+    p.add_argument("--max-pixels", type=pixels_arg, default=MAX_PIXELS,
+                   help=f"largest image read, in pixels (default {MAX_PIXELS})")
+    p.add_argument("--provider", default="streaming",
+                   type=registry_arg("texture provider", lambda: list(PROVIDERS)),
+                   help="texture provider: streaming (default) or static (all resident)")
+    p.add_argument("--hud", action="store_true", help="draw the HUD (always on in a window)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..demos.cli import x_display_missing
+
+    headless = args.headless or not (os.environ.get("DISPLAY") or
+                                     os.environ.get("WAYLAND_DISPLAY"))
+    if not headless and not os.environ.get("WAYLAND_DISPLAY") and \
+            x_display_missing(os.environ.get("DISPLAY")):
+        log.warning("DISPLAY=%s has no X server behind it: running headless",
+                    os.environ.get("DISPLAY"))
+        headless = True
+    kwargs = {"layout": args.layout, "order": args.order, "format": args.format,
+              "workers": args.workers, "detail": not args.no_detail,
+              "wait_detail": args.wait_detail, "max_pixels": args.max_pixels}
+    single = len(args.paths) == 1 and os.path.isfile(args.paths[0])
+    wall = ImageView(args.paths[0], **kwargs) if single else ImageWall(args.paths, **kwargs)
+    if args.zoom_to is not None:
+        if args.zoom_to > len(wall.items):
+            log.warning("--zoom-to %d: only %d image(s); showing all", args.zoom_to,
+                        len(wall.items))
+        else:
+            wall.navigator.resize(*args.size)
+            wall.full_size(args.zoom_to - 1)
+    frames = args.frames if args.frames is not None else (120 if headless else 0)
+    metrics = args.report is not None
+    hooks = wall.hooks(metrics) + [progress_hook(frames, PROGRESS_EVERY_S)]
+    kwargs = {"frames": frames, "size": args.size, "budget": args.budget,
+              "screenshot": args.screenshot, "report": args.report, "provider": args.provider,
+              "on_frame": hooks}
+    result = None
+    if not headless:
+        try:
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", module="glfw")
+                result = run_scene(wall, headless=False, hud=True, **kwargs)
+        except ContextError as exc:
+            log.warning("no window (%s): running headless", exc)
+            kwargs["frames"] = frames or 120
+            kwargs["on_frame"] = wall.hooks(metrics) + [
+                progress_hook(kwargs["frames"], PROGRESS_EVERY_S)]
+    if result is None:
+        result = run_scene(wall, headless=True, hud=args.hud, **kwargs)
+    if result.screenshot is not None:
+        progress.info("screenshot written to %s", result.screenshot)
+    if result.report is not None:
+        progress.info("report written to %s", result.report)
+    summary = {**result.summary, "images": len(wall.items),
+               "skipped": [{"path": p, "problem": q} for p, q in wall.problems],
+               "over_budget_frames": sum(1 for f in result.frames
+                                         if f["total_bytes"] > f["budget_bytes"])}
+    print(json.dumps(summary, indent=1))
+    sys.stdout.flush()
+    return 1 if result.summary["leaked_objects"] else 0

@@ -1,0 +1,200 @@
+"""Decoding the images people have into upright sRGB RGBA8, fast when only a little is needed.
+
+Every reader goes through Pillow: JPEG, PNG, TIFF, WebP, BMP, GIF (the first frame) and
+whatever else the installed Pillow opens. The conversions a viewer must get right:
+
+- orientation: the EXIF orientation tag is read before decoding and applied after, so a
+  phone picture taken sideways is shown right side up (and its aspect is the upright one);
+- colour: an embedded ICC profile (Adobe RGB, CMYK press profiles) is converted to sRGB
+  through LittleCMS where Pillow has it; CMYK without a profile uses Pillow's naive
+  conversion; palette and grey images become RGBA, palette transparency included;
+- precision: 16-bit grey ("I;16*", "I") is scaled to 8 bits with rounding, float images in
+  [0, 1] are rounded (a viewer shows; it does not tone map).
+
+Fast low-resolution decodes (`decode_upright(..., max_edge=N)`): JPEG is decoded at 1/2,
+1/4 or 1/8 scale by its DCT (Pillow's `draft`), other formats are shrunk by `reduce` and a
+final filtered resize, so a 12 Mpx photograph's thumbnail costs a fraction of a full decode.
+
+Pillow's decompression-bomb guard is meant for files from strangers; a file the user named
+on the command line is read up to `max_pixels` (default `MAX_PIXELS`, raise it with
+`--max-pixels`), beyond which it is refused with a message saying so.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import TextureFormatError
+from ..textures.source_image import NAMED_FILE_MAX_PIXELS
+
+#: Largest image (pixels) read by default, as `engine bake` reads (2^30, a 32768 x 32768
+#: image); --max-pixels raises it.
+MAX_PIXELS = NAMED_FILE_MAX_PIXELS
+
+#: EXIF orientation -> the Pillow transposes that make the image upright, in order.
+_ORIENT = {2: ("FLIP_LEFT_RIGHT",), 3: ("ROTATE_180",), 4: ("FLIP_TOP_BOTTOM",),
+           5: ("TRANSPOSE",), 6: ("ROTATE_270",), 7: ("TRANSVERSE",), 8: ("ROTATE_90",)}
+_SWAPS_AXES = (5, 6, 7, 8)
+_LIMIT_LOCK = threading.Lock()
+
+
+@dataclass(frozen=True)
+class ImageInfo:
+    """What the header says, upright: size after EXIF orientation, and how it was stored."""
+
+    path: Path
+    width: int
+    height: int
+    orientation: int
+    format: str
+    mode: str
+
+    @property
+    def aspect(self) -> float:
+        return self.width / self.height
+
+
+def _open(path: Path, max_pixels: int):
+    """Image.open with the bomb guard at `max_pixels` (the guard is a module global: set and
+    restored under a lock so threads opening other files keep theirs)."""
+    from PIL import Image
+
+    with _LIMIT_LOCK:
+        saved = Image.MAX_IMAGE_PIXELS
+        # Pillow raises at twice its limit (and warns above it); the check below refuses
+        # anything over the limit itself, with the option to name.
+        Image.MAX_IMAGE_PIXELS = max_pixels
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+                im = Image.open(path)
+        except Image.DecompressionBombError as exc:
+            raise TextureFormatError(path, f"{exc}; raise the limit with --max-pixels") from exc
+        finally:
+            Image.MAX_IMAGE_PIXELS = saved
+    w, h = im.size
+    if w * h > max_pixels:
+        im.close()
+        raise TextureFormatError(path, f"{w}x{h} = {w * h} pixels is over the limit of "
+                                       f"{max_pixels}; raise it with --max-pixels")
+    return im
+
+
+def _orientation(im) -> int:
+    """The EXIF orientation tag (1 when absent). A PNG's is read from the chunks before its
+    pixels only: Pillow's getexif() on a PNG decodes the whole image to look for an eXIf
+    chunk after the pixel data."""
+    from PIL import Image
+
+    try:
+        if im.format == "PNG":
+            raw = im.info.get("exif")
+            if not raw:
+                return 1
+            exif = Image.Exif()
+            exif.load(raw)
+        else:
+            exif = im.getexif()
+        value = int(exif.get(0x0112, 1))
+    except (ValueError, TypeError, OSError, SyntaxError):
+        return 1
+    return value if value in range(1, 9) else 1
+
+
+def probe(path: str | os.PathLike[str], max_pixels: int = MAX_PIXELS) -> ImageInfo:
+    """The upright size and kind of an image from its header, decoding no pixels.
+    TextureFormatError naming the file when Pillow cannot open it."""
+    path = Path(path)
+    try:
+        with _open(path, max_pixels) as im:
+            w, h = im.size
+            o = _orientation(im)
+            if o in _SWAPS_AXES:
+                w, h = h, w
+            return ImageInfo(path, w, h, o, str(im.format), im.mode)
+    except TextureFormatError:
+        raise
+    except (OSError, ValueError, SyntaxError) as exc:
+        raise TextureFormatError(path, f"cannot read image: {exc}") from exc
+
+
+def _to_srgb_rgba(im):
+    """Any Pillow mode -> RGBA, through the ICC profile to sRGB when there is one."""
+    from PIL import Image
+
+    mode = im.mode
+    if mode.startswith("I;16") or mode == "I":
+        a = np.asarray(im).astype(np.int64)
+        a = ((np.clip(a, 0, 65535) * 255 + 32767) // 65535).astype(np.uint8)
+        im = Image.fromarray(a, "L")
+    elif mode == "F":
+        a = np.asarray(im, np.float32)
+        im = Image.fromarray(np.rint(np.clip(np.nan_to_num(a), 0.0, 1.0) * 255).astype(
+            np.uint8), "L")
+    elif mode == "P":
+        im = im.convert("RGBA")
+    icc = im.info.get("icc_profile")
+    if icc and im.mode in ("RGB", "RGBA", "CMYK", "L", "LA"):
+        try:
+            from io import BytesIO
+
+            from PIL import ImageCms
+
+            src = ImageCms.ImageCmsProfile(BytesIO(icc))
+            out_mode = "RGBA" if im.mode in ("RGBA", "LA") else "RGB"
+            if im.mode == "LA":
+                im = im.convert("RGBA")
+            im = ImageCms.profileToProfile(im, src, ImageCms.createProfile("sRGB"),
+                                           outputMode=out_mode)
+        except (ImportError, OSError, ValueError, TypeError, ImageCms.PyCMSError):
+            pass  # a broken or unsupported profile: Pillow's own conversion below
+    return im if im.mode == "RGBA" else im.convert("RGBA")
+
+
+def _upright(im, orientation: int):
+    from PIL import Image
+
+    for name in _ORIENT.get(orientation, ()):
+        im = im.transpose(getattr(Image.Transpose, name))
+    return im
+
+
+def decode_upright(path: str | os.PathLike[str], max_edge: int | None = None, *,
+                   max_pixels: int = MAX_PIXELS) -> np.ndarray:
+    """(H, W, 4) uint8 sRGB RGBA of the image, upright; with `max_edge`, shrunk (aspect kept)
+    so its longer edge is at most that, decoding as little as the format allows.
+    TextureFormatError naming the file for anything unreadable."""
+    from PIL import Image
+
+    path = Path(path)
+    try:
+        with _open(path, max_pixels) as im:
+            orientation = _orientation(im)
+            if max_edge is not None and max(im.size) > max_edge:
+                w, h = im.size
+                s = max_edge / max(w, h)
+                want = (max(1, round(w * s)), max(1, round(h * s)))
+                if im.format == "JPEG":
+                    im.draft(None, want)  # DCT scaling: decodes at >= want, 1/8 at best
+                im.load()
+                factor = min(im.size[0] // want[0], im.size[1] // want[1])
+                # reduce() box-averages integer factors (cheap); the last step is filtered.
+                reduced = im.reduce(factor // 2) if factor >= 4 else im
+                reduced.info = im.info  # the ICC profile, for the conversion
+                out = _to_srgb_rgba(reduced).resize(want, Image.Resampling.LANCZOS)
+            else:
+                im.load()
+                out = _to_srgb_rgba(im)
+            out = _upright(out, orientation)
+            return np.asarray(out, np.uint8).copy()
+    except TextureFormatError:
+        raise
+    except Image.DecompressionBombError as exc:
+        raise TextureFormatError(path, f"{exc}; raise the limit with --max-pixels") from exc
+    except (OSError, ValueError, SyntaxError, EOFError) as exc:
+        raise TextureFormatError(path, f"cannot read image: {exc}") from exc

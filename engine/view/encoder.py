@@ -1,0 +1,212 @@
+"""Full detail made in the background: a process pool encoding chunk textures into the cache,
+in the order the screen asks for them (engine.view.priority), a few jobs ahead of the pool.
+
+The render thread calls `pump(order)` once a frame: it collects what finished (never
+waiting) and submits the next jobs in `order`. An image of several chunks is first decoded
+once into a staging file (cache.stage_upright), then its chunks are encoded from it each on
+its own; the staging file is removed when its last chunk is written.
+"""
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import cache
+from .priority import ViewRect, detail_order
+
+log = logging.getLogger(__name__)
+progress = logging.getLogger("engine.progress")
+
+#: Seconds between the encoder's progress lines.
+PROGRESS_EVERY_S = 5.0
+
+
+#: Scheduling niceness of the background encoder's workers: below the render loop, so
+#: frames keep their pace while full detail is made on the same cores.
+BACKGROUND_NICE = 10
+
+
+def _lower_priority(increment: int) -> None:
+    try:
+        os.nice(increment)
+    except OSError:  # not permitted here: run at the same priority
+        pass
+
+
+def process_pool(workers: int, background: bool = False) -> ProcessPoolExecutor:
+    """A pool whose workers do not inherit the render process's threads and GL context:
+    forked from a clean server process where the platform has one (forking a process with
+    running I/O threads can deadlock the child), else spawned. `background` lowers the
+    workers' priority (BACKGROUND_NICE)."""
+    methods = multiprocessing.get_all_start_methods()
+    method = "forkserver" if "forkserver" in methods else "spawn"
+    extra = {"initializer": _lower_priority, "initargs": (BACKGROUND_NICE,)} \
+        if background and hasattr(os, "nice") else {}
+    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(method),
+                               **extra)
+
+
+Key = tuple[int, int]  # (image index, chunk number)
+
+
+def _pixels(job: Job) -> int:
+    x0, y0, x1, y1 = job.box
+    return (x1 - x0) * (y1 - y0)
+
+
+@dataclass(frozen=True)
+class Job:
+    item: int
+    k: int
+    source: str
+    entry: str
+    box: tuple[int, int, int, int]
+    staged: bool  # one of several chunks: read from the image's staging file
+
+
+class DetailEncoder:
+    def __init__(self, jobs: Sequence[Job], fmt: str, chunk: int, workers: int,
+                 max_pixels: int) -> None:
+        self.jobs: dict[Key, Job] = {(j.item, j.k): j for j in jobs}
+        self.fmt, self.chunk, self.workers, self.max_pixels = fmt, chunk, workers, max_pixels
+        self._pool: ProcessPoolExecutor | None = None
+        self._running: dict[Future, tuple[str, Any]] = {}
+        self._staged: dict[int, bool] = {}  # item -> staging file written (False: in flight)
+        self._left: dict[int, int] = {}  # item -> staged chunks not written yet
+        for j in jobs:
+            if j.staged:
+                self._left[j.item] = self._left.get(j.item, 0) + 1
+        self._failed: list[tuple[str, str]] = []
+        self._dead: set[int] = set()  # items whose source failed: nothing more is tried
+        self.cpu_seconds = 0.0
+        self._total = len(self.jobs)
+        self._total_px = sum(_pixels(j) for j in jobs)
+        self._done = self._done_px = 0
+        self._started: float | None = None
+        self._said = 0.0
+
+    @property
+    def pending(self) -> int:
+        return len(self.jobs)
+
+    def order(self, chunks: Mapping[Key, Any], view: ViewRect) -> list[Key]:
+        """The keys still to make, most wanted first (`chunks`: key -> object with .rect)."""
+        keys = [k for k in chunks if k in self.jobs]
+        return [keys[i] for i in detail_order([chunks[k].rect for k in keys], view)]
+
+    def _submit(self, order: Sequence[Key]) -> None:
+        if self._pool is None:
+            self._pool = process_pool(self.workers, background=True)
+        busy = {v[1] for v in self._running.values()}
+        for key in order:
+            if len(self._running) >= 2 * self.workers:
+                return
+            job = self.jobs.get(key)
+            if job is None or key in busy or job.item in self._dead:
+                continue
+            if job.staged and self._staged.get(job.item) is not True:
+                if job.item not in self._staged:
+                    self._staged[job.item] = False
+                    fut = self._pool.submit(cache.stage_upright, job.source, job.entry,
+                                            self.fmt, self.chunk, self.max_pixels)
+                    self._running[fut] = ("stage", job.item)
+                continue
+            fut = self._pool.submit(cache.encode_chunk, job.source, job.entry, self.fmt,
+                                    self.chunk, job.k, job.box, job.staged, self.max_pixels)
+            self._running[fut] = ("chunk", key)
+            busy.add(key)
+
+    def _collect(self, finished: Sequence[Future]) -> list[tuple[Key, str]]:
+        done: list[tuple[Key, str]] = []
+        for fut in finished:
+            kind, what = self._running.pop(fut)
+            try:
+                result = fut.result()
+            except Exception as exc:  # noqa: BLE001 - a worker died (memory, a signal)
+                job = self.jobs.get(what) if kind == "chunk" else None
+                source = job.source if job else next(
+                    (j.source for j in self.jobs.values() if j.item == what), "?")
+                result = cache.Failed(source, f"{type(exc).__name__}: {exc}")
+            if isinstance(result, cache.Failed):
+                item = what if kind == "stage" else what[0]
+                self._dead.add(item)
+                self._failed.append((result.path, result.problem))
+                for key in [k for k in self.jobs if k[0] == item]:
+                    del self.jobs[key]
+                continue
+            self.cpu_seconds += float(result)
+            if kind == "stage":
+                self._staged[what] = True
+                continue
+            job = self.jobs.pop(what)
+            self._done += 1
+            self._done_px += _pixels(job)
+            done.append((what, str(cache.chunk_path(Path(job.entry), self.fmt, self.chunk,
+                                                    job.k))))
+            if job.staged:
+                self._left[job.item] -= 1
+                if not self._left[job.item]:
+                    cache.drop_staging(Path(job.entry), self.fmt, self.chunk)
+        return done
+
+    def pump(self, order: Sequence[Key]) -> list[tuple[Key, str]]:
+        """Collect finished chunks (key, file) without waiting; submit the next in `order`."""
+        done = self._collect([f for f in self._running if f.done()])
+        if self.jobs:
+            self._submit(order)
+        self._report(bool(done))
+        return done
+
+    def _report(self, changed: bool) -> None:
+        """A progress line every PROGRESS_EVERY_S while encoding (chunks, megapixels, rate,
+        time left) and one when everything is written."""
+        now = time.monotonic()
+        if self._started is None:
+            self._started = self._said = now
+            progress.info("full detail: %d chunk(s), %.0f Mpx to encode with %d worker(s)",
+                          self._total, self._total_px / 1e6, self.workers)
+            return
+        if not changed:
+            return
+        secs = now - self._started
+        rate = self._done_px / 1e6 / secs if secs > 0 else 0.0
+        if not self.jobs:
+            progress.info("full detail: %d/%d chunk(s) done in %.1f s, %.1f Mpx/s (%.1f s of "
+                          "worker CPU)", self._done, self._total, secs, rate, self.cpu_seconds)
+        elif now - self._said >= PROGRESS_EVERY_S:
+            left = (self._total_px - self._done_px) / 1e6 / rate if rate > 0 else float("nan")
+            progress.info("full detail: %d/%d chunk(s), %.0f/%.0f Mpx, %.1f Mpx/s, about %.0f s "
+                          "left", self._done, self._total, self._done_px / 1e6,
+                          self._total_px / 1e6, rate, left)
+            self._said = now
+
+    def wait_for(self, keys: Sequence[Key], order: Sequence[Key]) -> list[tuple[Key, str]]:
+        """Like `pump`, but return only once every job of `keys` is written (or failed)."""
+        want = set(keys)
+        first = [k for k in order if k in want] + [k for k in order if k not in want]
+        done = self.pump(first)
+        while self._running and any(k in self.jobs for k in want):
+            finished, _ = wait(list(self._running), return_when=FIRST_COMPLETED)
+            got = self._collect(list(finished))
+            done += got
+            self._submit(first)
+            self._report(bool(got))
+        return done
+
+    def take_failures(self) -> list[tuple[str, str]]:
+        out, self._failed = self._failed, []
+        return out
+
+    def close(self) -> None:
+        """End the pool: queued jobs are dropped, running ones finish (their files are whole)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+        self._running.clear()

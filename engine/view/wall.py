@@ -1,0 +1,393 @@
+"""`ImageWall` and `ImageView`: the user's images as a scene, for any host.
+
+`ImageWall(paths)` finds the images (folders, globs, files), makes the thumbnails the first
+frame is drawn from (in a process pool, cached) and lays them out; calling it with
+(device, provider, options) builds the scene, so it is a scene factory for `run_scene`,
+`FrameLoop.embedded` and the hosts in engine/hosts. While the scene runs, full detail is
+encoded in the background (engine.view.encoder), what the screen shows first, and each
+chunk replaces its part of the thumbnail as soon as it is written.
+
+Each image is one or more quads edge to edge: an image larger than `chunk` texels on a side
+(4096, or the driver's GL_MAX_TEXTURE_SIZE if smaller) is cut into a grid of chunk
+textures, each with its own mip chain, so any image streams by whole levels. Until a chunk's
+own texture exists, its quad samples its part of the image's thumbnail (a UV transform), so
+a zoom onto an image not encoded yet shows its best available level at once.
+
+Photographs are shown as they are: no light falls on them (the sun is off, ambient is 1)
+and the output is not tone mapped, so a pixel comes out as its file says.
+
+`pick(ndc)` answers which image and which of its pixels is under the cursor; `fit_all()`,
+`zoom_to(i)` and `full_size(i)` move the camera. `ImageView(path)` is the same for one image
+(a deep-zoom view: larger thumbnail, starts fitted to it).
+"""
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pyglm import glm
+
+from ..app.loop import FrameContext, FrameHook
+from ..errors import TextureFormatError
+from ..gl.device import Device
+from ..render.camera import Camera
+from ..render.material import Material
+from ..render.mesh import Mesh, quad
+from ..render.scene import Scene
+from ..streaming.contract import TextureProvider
+from ..streaming.provider import register_all
+from ..textures.progress import Progress
+from . import cache
+from .decode import MAX_PIXELS
+from .discover import TEXTURE_SUFFIXES, discover
+from .encoder import DetailEncoder, Job, process_pool
+from .layout import Rect, bounds, chunk_grid, grid, justified_rows
+from .navigator import Navigator
+
+log = logging.getLogger(__name__)
+
+LAYOUTS = ("rows", "grid")
+ORDERS = ("path", "given")
+FORMATS = ("bc1", "bc7")
+#: Thumbnail edge of a single image's deep-zoom view (a wall's is cache.THUMB_EDGE).
+VIEW_THUMB_EDGE = 1024
+
+
+@dataclass
+class Chunk:
+    """One full-detail texture of an image: its pixel box, its world rectangle, its quad's
+    material, and whether its own texture is registered yet."""
+
+    k: int
+    box: tuple[int, int, int, int]
+    rect: Rect
+    material: Material | None = None
+    ready: bool = False
+
+
+@dataclass
+class Item:
+    """One image on the wall."""
+
+    index: int
+    source: Path
+    width: int
+    height: int
+    entry: Path | None  # cache folder; None for a KTX2/DDS file shown as it is
+    rect: Rect = field(default_factory=lambda: Rect(0, 0, 1, 1))
+    chunks: list[Chunk] = field(default_factory=list)
+
+    @property
+    def aspect(self) -> float:
+        return self.width / self.height
+
+
+@dataclass(frozen=True)
+class Pick:
+    """What is under a point of the screen: image number, its file and the pixel (x, y),
+    in the upright image's pixels from its top-left corner."""
+
+    index: int
+    path: Path
+    x: int
+    y: int
+
+
+def _thumb_jobs(wall: ImageWall, pending: list[tuple[int, Path, Path]]) -> dict[int, Any]:
+    """Run the missing thumbnails (index, source, entry) over a pool; index -> result."""
+    out: dict[int, Any] = {}
+    if not pending:
+        return out
+    workers = wall.workers
+    with Progress(len(pending), "thumbnails", enabled=wall.progress) as bar:
+        if workers <= 1 or len(pending) < 4:
+            for i, src, entry in pending:
+                out[i] = cache.make_thumbnail(str(src), str(entry), wall.thumb_edge,
+                                              wall.format, wall.max_pixels)
+                bar.advance(1, src.name)
+            return out
+        with process_pool(min(workers, len(pending))) as pool:
+            futures = {pool.submit(cache.make_thumbnail, str(src), str(entry),
+                                   wall.thumb_edge, wall.format, wall.max_pixels): (i, src)
+                       for i, src, entry in pending}
+            for fut, (i, src) in futures.items():
+                out[i] = fut.result()
+                bar.advance(1, src.name)
+    return out
+
+
+class ImageWall:
+    """The user's images as a zoomable wall (module docstring). CPU work only until called:
+
+        wall = ImageWall(["photos/"])
+        run_scene(wall, headless=False, provider="streaming", on_frame=wall.hooks())
+
+    `layout`: "rows" (justified rows: aspect kept, nothing cropped) or "grid" (equal cells);
+    `order`: "path" (sorted by file path) or "given" (as the paths and folder walks give
+    them); `format`: full-detail BCn, "bc1" (8 bits a texel, fastest to encode) or "bc7"
+    (16 bits a texel, better colour); `workers`: encoder processes (default: the cores but
+    one); `detail`: False keeps the thumbnails only; `wait_detail`: each frame waits for the
+    full detail of what it shows (reproducible screenshots); `max_pixels`: the largest image
+    read. Files that cannot be read are in `problems` (path, reason), logged once, skipped."""
+
+    def __init__(self, paths: Iterable[str | os.PathLike[str]], *, layout: str = "rows",
+                 order: str = "path", format: str = "bc1", thumb_edge: int = cache.THUMB_EDGE,
+                 chunk: int = cache.CHUNK, workers: int | None = None, detail: bool = True,
+                 wait_detail: bool = False, max_pixels: int = MAX_PIXELS,
+                 progress: bool | None = None, cache_dir: Path | None = None) -> None:
+        if layout not in LAYOUTS:
+            raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+        if order not in ORDERS:
+            raise ValueError(f"order must be one of {ORDERS}, got {order!r}")
+        if format not in FORMATS:
+            raise ValueError(f"format must be one of {FORMATS}, got {format!r}")
+        if chunk < 4 or chunk % 4:
+            raise ValueError(f"chunk must be a multiple of 4 texels, got {chunk}")
+        self.layout, self.format, self.thumb_edge = layout, format, int(thumb_edge)
+        self.chunk, self.detail, self.wait_detail = int(chunk), detail, wait_detail
+        self.max_pixels, self.progress = int(max_pixels), progress
+        self.workers = max(1, workers if workers is not None else (os.cpu_count() or 2) - 1)
+        self.cache_dir = cache_dir
+        found = discover([os.fspath(p) for p in paths])
+        files = sorted(found.files, key=lambda p: str(p)) if order == "path" else found.files
+        self.problems: list[tuple[str, str]] = list(found.problems)
+        self.items: list[Item] = []
+        self._load(files)
+        for what, why in self.problems:
+            log.warning("skipped %s: %s", what, why)
+        if not self.items:
+            raise TextureFormatError(", ".join(os.fspath(p) for p in paths) or "(nothing)",
+                                     "no image could be read")
+        aspects = [it.aspect for it in self.items]
+        rects = justified_rows(aspects) if layout == "rows" else grid(aspects)
+        for it, r in zip(self.items, rects):
+            it.rect = r
+        self.navigator = Navigator.fitting(bounds(rects))
+
+    # ------------------------------------------------------------------ CPU side
+    def _load(self, files: list[Path]) -> None:
+        root = self.cache_dir or cache.view_root()
+        slots: list[Item | None] = []
+        pending: list[tuple[int, Path, Path]] = []
+        for i, path in enumerate(files):
+            if path.suffix.lower() in TEXTURE_SUFFIXES:
+                from ..textures.reader import open_texture
+
+                try:
+                    tex = open_texture(path)
+                except TextureFormatError as exc:
+                    self.problems.append((str(path), exc.problem))
+                    slots.append(None)
+                    continue
+                slots.append(Item(i, path, tex.width, tex.height, None))
+                continue
+            try:
+                entry = cache.entry_dir(path, root)
+            except OSError as exc:
+                self.problems.append((str(path), f"cannot read: {exc.strerror or exc}"))
+                slots.append(None)
+                continue
+            meta = cache.read_meta(entry)
+            if meta is not None and cache.thumb_path(entry, self.thumb_edge).is_file():
+                slots.append(Item(i, path, meta.width, meta.height, entry))
+            else:
+                slots.append(None)
+                pending.append((i, path, entry))
+        for i, result in _thumb_jobs(self, pending).items():
+            if isinstance(result, cache.Failed):
+                self.problems.append((result.path, result.problem))
+            else:
+                slots[i] = Item(i, files[i], result.width, result.height,
+                                cache.entry_dir(files[i], root))
+        self.items = [it for it in slots if it is not None]
+        for n, it in enumerate(self.items):
+            it.index = n
+
+    # ------------------------------------------------------------------ scene
+    def __call__(self, device: Device, provider: TextureProvider,
+                 options: Mapping[str, Any]) -> Scene:
+        return self.build(device, provider, options)
+
+    def build(self, device: Device, provider: TextureProvider,
+              options: Mapping[str, Any] | None = None) -> Scene:
+        """The scene: one quad per chunk of every image, thumbnails registered at once."""
+        chunk = min(self.chunk, device.caps.max_texture_size) // 4 * 4
+        scene = ViewScene(device)
+        try:
+            mesh = scene.add_mesh(Mesh(device, quad(1.0, 1.0), label="view-image"))
+            firsts: list[tuple[str, Path]] = []
+            for it in self.items:
+                firsts.append((f"view:{it.source}", it.source if it.entry is None else
+                               cache.thumb_path(it.entry, self.thumb_edge)))
+            thumb_ids = register_all(provider, firsts)
+            ready: list[tuple[str, Path]] = []
+            ready_chunks: list[Chunk] = []
+            jobs: list[Job] = []
+            for it, tid in zip(self.items, thumb_ids):
+                self._place(it, chunk)
+                for c in it.chunks:
+                    c.material = Material(f"{it.source.name}#{c.k}", albedo=tid, roughness=1.0)
+                    if it.entry is None:
+                        c.ready = True
+                    else:
+                        c.material.uv_transform = _sub_rect(c.box, it.width, it.height)
+                        path = cache.chunk_path(it.entry, self.format, chunk, c.k)
+                        if path.is_file():
+                            ready.append((f"view:{path}", path))
+                            ready_chunks.append(c)
+                        elif self.detail:
+                            jobs.append(Job(it.index, c.k, str(it.source), str(it.entry),
+                                            c.box, len(it.chunks) > 1))
+                    scene.materials.append(c.material)
+                    r = c.rect
+                    # z scaled like the longer side: the quad is flat, and the streamer
+                    # takes an object's texel density from its largest axis scale
+                    model = glm.translate(glm.vec3(*r.center, 0.0)) * \
+                        glm.scale(glm.vec3(r.width, r.height, max(r.width, r.height)))
+                    scene.add(mesh, c.material, model)
+            for c, tid in zip(ready_chunks, register_all(provider, ready)):
+                _show(c, tid)
+            scene.sun.intensity = 0.0
+            scene.ambient = (1.0, 1.0, 1.0)
+            scene.tonemap = False
+            scene.clear_color = (0.08, 0.08, 0.09)
+            scene.camera = Camera(fovy_deg=self.navigator.fovy_deg)
+            scene.navigator = self.navigator
+            scene.provider = provider
+            if jobs:
+                scene.encoder = DetailEncoder(jobs, self.format, chunk, self.workers,
+                                              self.max_pixels)
+            scene.on_update.append(lambda sc, t: self._update(sc))
+            self.navigator.apply(scene.camera)
+        except BaseException:
+            scene.release()
+            raise
+        return scene
+
+    def _place(self, it: Item, chunk: int) -> None:
+        """Cut the image's rectangle into its chunks' rectangles (edge to edge)."""
+        boxes = [(0, 0, it.width, it.height)] if it.entry is None else \
+            chunk_grid(it.width, it.height, chunk)
+        sx, sy = it.rect.width / it.width, it.rect.height / it.height
+        it.chunks = [Chunk(k, b, Rect(it.rect.x0 + b[0] * sx, it.rect.y1 - b[3] * sy,
+                                      it.rect.x0 + b[2] * sx, it.rect.y1 - b[1] * sy))
+                     for k, b in enumerate(boxes)]
+
+    def _update(self, scene: ViewScene) -> None:
+        """Per frame, on the render thread: pose the camera, show finished chunks, hand the
+        encoder this frame's order of what to make next."""
+        self.navigator.apply(scene.camera)
+        enc = scene.encoder
+        if enc is None:
+            return
+        view = self.navigator.view_rect()
+        by_key = {(it.index, c.k): c for it in self.items for c in it.chunks if not c.ready}
+        order = enc.order(by_key, view)
+        if self.wait_detail:
+            visible = [key for key, c in by_key.items() if view.overlaps(c.rect)]
+            done = enc.wait_for(visible, order)
+        else:
+            done = enc.pump(order)
+        entries = []
+        chunks = []
+        for key, path in done:
+            c = by_key.get(key)
+            if c is not None:
+                entries.append((f"view:{path}", Path(path)))
+                chunks.append(c)
+        for c, tid in zip(chunks, register_all(scene.provider, entries)):
+            _show(c, tid)
+        for path, problem in enc.take_failures():
+            self.problems.append((path, problem))
+            log.warning("full detail of %s failed: %s", path, problem)
+
+    # ------------------------------------------------------------------ queries, camera
+    def pick(self, ndc: tuple[float, float]) -> Pick | None:
+        """The image and pixel under a screen point in normalised device coordinates
+        (-1..1, y up); None over the background."""
+        wx, wy = self.navigator.world_at(ndc)
+        for it in self.items:
+            r = it.rect
+            if r.contains(wx, wy):
+                px = min(it.width - 1, int((wx - r.x0) / r.width * it.width))
+                py = min(it.height - 1, int((r.y1 - wy) / r.height * it.height))
+                return Pick(it.index, it.source, px, py)
+        return None
+
+    def fit_all(self) -> None:
+        self.navigator.fit(bounds([it.rect for it in self.items]))
+
+    def zoom_to(self, index: int, fill: float = 0.95) -> None:
+        """Frame image `index` so it fills `fill` of the view."""
+        self.navigator.fit(self.items[index].rect, margin=1.0 / fill)
+
+    def full_size(self, index: int) -> None:
+        """Centre image `index` at one image pixel per screen pixel."""
+        it = self.items[index]
+        self.navigator.one_to_one(it.rect, it.height)
+
+    def hooks(self, metrics: bool = False) -> list[FrameHook]:
+        """Frame hooks for the run: keep the navigator's aspect and height in step with the
+        output, and record the detail still missing (`view_pending_chunks`) and the fraction
+        of on-screen chunks shown from their own texture (`view_visible_ready`). `metrics`
+        adds the streamer's screen-weighted coverage (`at_wanted_fraction`, ...: one
+        residency query per texture a frame, for reports)."""
+        def hook(ctx: FrameContext) -> None:
+            w, h = ctx.renderer.output_size
+            self.navigator.resize(w, h)
+            view = self.navigator.view_rect()
+            chunks = [c for it in self.items for c in it.chunks]
+            shown = [c for c in chunks if view.overlaps(c.rect)]
+            ctx.record["view_pending_chunks"] = sum(1 for c in chunks if not c.ready)
+            ctx.record["view_visible_ready"] = (sum(1 for c in shown if c.ready) / len(shown)
+                                                if shown else 1.0)
+            ctx.record["view_images"] = len(self.items)
+            if metrics:
+                from ..streaming.metrics import measure_view
+
+                fv = ctx.renderer.frame_view(ctx.scene, ctx.frame, ctx.time)
+                count = int(fv.texture_ids.max(initial=-1)) + 1
+                cov, _ = measure_view(fv, ctx.provider, count)
+                ctx.record.update(cov.as_record())
+        return [hook]
+
+
+def _sub_rect(box: tuple[int, int, int, int], width: int, height: int
+              ) -> tuple[tuple[float, float, float], tuple[float, float, float]]:
+    """UV transform that maps a quad's UV square onto the box's part of the whole image."""
+    x0, y0, x1, y1 = box
+    return ((float(x1 - x0) / width, 0.0, float(x0) / width),
+            (0.0, float(y1 - y0) / height, float(y0) / height))
+
+
+def _show(c: Chunk, tid: int) -> None:
+    assert c.material is not None
+    c.material.albedo = tid
+    c.material.uv_transform = ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0))
+    c.ready = True
+
+
+class ViewScene(Scene):
+    """The wall's scene: also ends the background encoder when the run releases it."""
+
+    encoder: DetailEncoder | None = None
+    provider: TextureProvider | None = None
+
+    def release(self) -> None:
+        if self.encoder is not None:
+            self.encoder.close()
+            self.encoder = None
+        super().release()
+
+
+class ImageView(ImageWall):
+    """One image in a deep-zoom view: a larger thumbnail for the first frame, the camera fitted
+    to the image, zoom down to its pixels."""
+
+    def __init__(self, path: str | os.PathLike[str], **kwargs: Any) -> None:
+        kwargs.setdefault("thumb_edge", VIEW_THUMB_EDGE)
+        super().__init__([path], **kwargs)

@@ -1,0 +1,374 @@
+"""`engine view` and the ImageWall API: the user's real files shown upright, at their aspect
+ratio, with detail where zoomed, inside the budget and without leaks; unreadable files
+reported and skipped. Pure parts (layout, order, navigation, discovery, decoding) are tested
+without GL."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engine.app.run import run_scene
+from engine.view import cache
+from engine.view.decode import decode_upright, probe
+from engine.view.discover import discover
+from engine.view.layout import Rect, chunk_grid, justified_rows
+from engine.view.navigator import Navigator
+from engine.view.priority import ViewRect, detail_order
+from engine.view.wall import ImageView, ImageWall
+from view_helpers import corners_match, marked, write_mixed
+
+ROOT = Path(__file__).resolve().parents[1]
+SIZE = (640, 360)
+
+
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory) -> tuple[Path, dict[str, tuple[int, int]]]:
+    folder = tmp_path_factory.mktemp("mixed")
+    return folder, write_mixed(folder)
+
+
+# ----------------------------------------------------------------------------- pure parts
+def test_justified_rows_keep_aspect_and_do_not_overlap():
+    aspects = [1.5, 0.75, 1.0, 2.0, 1.33, 0.5, 1.78, 1.0, 3.0]
+    rects = justified_rows(aspects)
+    assert len(rects) == len(aspects)
+    for a, r in zip(aspects, rects):
+        assert r.width / r.height == pytest.approx(a, rel=1e-9)
+    for i, r in enumerate(rects):
+        for s in rects[i + 1:]:
+            assert r.x1 <= s.x0 + 1e-9 or s.x1 <= r.x0 + 1e-9 or \
+                r.y1 <= s.y0 + 1e-9 or s.y1 <= r.y0 + 1e-9
+
+
+def test_chunk_grid_tiles_the_image_edge_to_edge():
+    boxes = chunk_grid(1000, 600, 256)
+    assert len(boxes) == 4 * 3
+    area = sum((x1 - x0) * (y1 - y0) for x0, y0, x1, y1 in boxes)
+    assert area == 1000 * 600
+    assert all(x1 - x0 <= 256 and y1 - y0 <= 256 for x0, y0, x1, y1 in boxes)
+
+
+def test_detail_order_puts_the_largest_visible_first():
+    view = ViewRect(0, 0, 10, 10, 720)
+    rects = [Rect(50, 50, 51, 51), Rect(1, 1, 2, 2), Rect(2, 2, 6, 6), Rect(12, 0, 13, 1)]
+    assert detail_order(rects, view) == [2, 1, 3, 0]
+
+
+def test_navigator_zoom_keeps_the_point_under_the_cursor():
+    nav = Navigator.fitting(Rect(-8, -4.5, 8, 4.5))
+    before = nav.world_at((0.5, -0.3))
+    nav.zoom(3, (0.5, -0.3))
+    assert nav.world_at((0.5, -0.3)) == pytest.approx(before)
+    nav.drag(10, 0)
+    assert nav.world_at((0.5, -0.3))[0] < before[0]
+
+
+def test_discover_walks_folders_globs_and_reports_what_is_missing(mixed, tmp_path):
+    folder, sizes = mixed
+    found = discover([str(folder), str(folder / "*.png"), str(tmp_path / "nope"),
+                      str(tmp_path / "*.jpg")])
+    names = {str(p.relative_to(folder)) for p in found.files}
+    assert set(sizes) | {"broken.jpg"} == names  # the .png matches were already there
+    assert [why for _, why in found.problems] == ["no such file or folder",
+                                                  "the pattern matches no image"]
+
+
+def test_decode_is_upright_in_srgb_for_every_kind(mixed):
+    folder, sizes = mixed
+    for name, (w, h) in sizes.items():
+        if name.endswith(".ktx2"):
+            continue  # a GPU texture: registered as it is, not decoded
+        info = probe(folder / name)
+        assert (info.width, info.height) == (w, h), name
+        rgba = decode_upright(folder / name)
+        assert rgba.shape == (h, w, 4), name
+        q = min(w, h) // 8
+        tl, br = rgba[q, q, :3].astype(int), rgba[h - q, w - q, :3].astype(int)
+        if name.startswith(("k16", "h16")) or "grey" in name:
+            continue
+        assert np.abs(tl - (255, 0, 0)).max() < 40, (name, tl)
+        assert np.abs(br - (255, 255, 0)).max() < 40, (name, br)
+
+
+def test_fast_thumbnail_decode_is_small_and_upright(mixed):
+    folder, _ = mixed
+    small = decode_upright(folder / "i_rot6.jpg", 64)
+    assert small.shape == (48, 64, 4)
+    assert np.abs(small[4, 4, :3].astype(int) - (255, 0, 0)).max() < 50
+
+
+def test_bomb_limit_names_the_option(tmp_path):
+    from PIL import Image
+
+    from engine.errors import TextureFormatError
+
+    Image.fromarray(marked(300, 200)).save(tmp_path / "big.png")
+    with pytest.raises(TextureFormatError, match="--max-pixels"):
+        decode_upright(tmp_path / "big.png", max_pixels=50_000)
+    assert decode_upright(tmp_path / "big.png", max_pixels=60_000).shape == (200, 300, 4)
+
+
+def test_failed_thumbnail_leaves_no_folder(tmp_path):
+    bad = tmp_path / "bad.png"
+    bad.write_bytes(b"\x89PNG\r\n\x1a\n nope")
+    root = tmp_path / "cache"
+    entry = cache.entry_dir(bad, root)
+    result = cache.make_thumbnail(str(bad), str(entry), 64, "bc1")
+    assert isinstance(result, cache.Failed) and not root.exists()
+
+
+def test_strips_read_what_pillow_reads(mixed, tmp_path):
+    """libvips's strips (the `huge` extra) are the same upright sRGB pixels as Pillow's
+    whole decode, and the staging file made from them is too."""
+    from engine.view import strips
+
+    if not strips.available():
+        pytest.skip("pyvips not installed (the 'huge' extra)")
+    folder, _ = mixed
+    for name in ("a.jpg", "b.png", "d.webp", "e.gif", "g.tif", "h_rgba.png"):
+        w, h, rows = strips.strips(folder / name, 1 << 30, rows=48)
+        got = np.concatenate([r for _, r in rows])
+        assert np.array_equal(got, decode_upright(folder / name)), name
+    entry = tmp_path / "c" / "ab" / "entry"
+    assert isinstance(cache.stage_upright(str(folder / "b.png"), str(entry), "bc1", 64), float)
+    whole = decode_upright(folder / "b.png")
+    for k, (x0, y0, x1, y1) in enumerate(chunk_grid(150, 200, 64)):
+        raw = entry / "bc1-64" / "staging" / f"c{k}.rgba"
+        got = np.fromfile(raw, np.uint8).reshape(y1 - y0, x1 - x0, 4)
+        assert np.array_equal(got, whole[y0:y1, x0:x1]), k
+
+
+def test_benchmark_data_is_distinct_readable_files(tmp_path):
+    """benchmarks/view_data.py (device_view.sh's data) at a small size."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import view_data
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    paths = view_data.photos(tmp_path / "p", 3, 64, 48)
+    assert len({p.read_bytes() for p in paths}) == 3
+    assert all(probe(p).width == 64 for p in paths)
+    assert len({cache.entry_dir(p, tmp_path) for p in paths}) == 3
+    big = view_data.huge(tmp_path / "h.png", 512)
+    assert decode_upright(big)[10, 10, :3].tolist() == [255, 0, 0]
+
+
+# ----------------------------------------------------------------------------- with GL
+def test_wall_of_mixed_files_upright_in_budget_no_leaks(device, mixed, isolated_cache):
+    folder, sizes = mixed
+    wall = ImageWall([folder], workers=1, wait_detail=True, progress=False)
+    assert [Path(p).name for p, _ in wall.problems] == ["broken.jpg"]
+    assert len(wall.items) == len(sizes)
+    result = run_scene(wall, device=device, frames=6, size=SIZE, provider="streaming",
+                       budget="64MiB", on_frame=wall.hooks())
+    assert result.summary["leaked_objects"] == 0
+    assert all(f["total_bytes"] <= f["budget_bytes"] for f in result.frames)
+    assert result.frames[-1]["view_pending_chunks"] == 0
+    for it in wall.items:
+        assert it.rect.width / it.rect.height == pytest.approx(it.width / it.height)
+        assert not corners_match(result.image, wall.navigator, it.rect), it.source.name
+    # The second run starts from the cache: nothing left to encode.
+    again = ImageWall([folder], workers=1, progress=False)
+    provider = _static(device)
+    scene = again.build(device, provider, {})
+    try:
+        assert scene.encoder is None
+    finally:
+        scene.release()
+        provider.release()
+
+
+def _static(device):
+    from engine.streaming.static import StaticTextureProvider
+
+    return StaticTextureProvider(device)
+
+
+def test_chunked_image_shows_its_detail_when_zoomed(device, tmp_path, isolated_cache):
+    """An image cut into a grid of chunk textures (the path of images beyond the driver's
+    maximum, here at a small chunk size): zoomed to two screen pixels per image pixel it
+    shows the one-pixel checkerboard, which its thumbnail (a flat grey there) cannot hold."""
+    from PIL import Image
+
+    src = marked(1200, 700, fine=True)
+    Image.fromarray(src).save(tmp_path / "big.png")
+    view = ImageView(tmp_path / "big.png", chunk=256, thumb_edge=128, workers=1,
+                     wait_detail=True, progress=False)
+    size = (320, 180)
+    view.navigator.resize(*size)
+    view.full_size(0)
+    view.navigator.zoom(1, factor=2.0)
+    result = run_scene(view, device=device, frames=40, size=size, provider="streaming",
+                       budget="64MiB", deterministic=True, on_frame=view.hooks())
+    assert result.summary["leaked_objects"] == 0
+    assert len(view.items[0].chunks) == 15
+    core = result.image[40:-40, 60:-60, 0].astype(float)
+    # Bilinear at 2x of a 40/128 checker gives two levels about 18 apart; a thumbnail, flat.
+    assert core.std() > 6, core.std()
+    view.fit_all()
+    whole = run_scene(view, device=device, frames=2, size=size, provider="streaming",
+                      budget="64MiB", on_frame=view.hooks())
+    assert not corners_match(whole.image, view.navigator, view.items[0].rect)
+    pick = view.pick((0.0, 0.0))
+    assert pick is not None and pick.index == 0 and abs(pick.x - 600) <= 2
+
+
+def test_not_yet_encoded_chunks_show_the_thumbnail(device, tmp_path, isolated_cache):
+    """Before any chunk is encoded, each chunk's quad shows its part of the thumbnail: the
+    whole picture is there, upright, at once; a grid layout in the given order keeps it."""
+    from PIL import Image
+
+    Image.fromarray(marked(900, 500)).save(tmp_path / "m.png")
+    Image.fromarray(marked(300, 400)).save(tmp_path / "a.png")
+    wall = ImageWall([tmp_path / "m.png", tmp_path / "a.png"], chunk=256, detail=False,
+                     layout="grid", order="given", workers=1, progress=False)
+    assert [it.source.name for it in wall.items] == ["m.png", "a.png"]
+    result = run_scene(wall, device=device, frames=2, size=SIZE, provider="streaming",
+                       budget="64MiB", on_frame=wall.hooks())
+    assert result.summary["leaked_objects"] == 0
+    assert len(wall.items[0].chunks) == 8 and result.frames[-1]["view_pending_chunks"] == 8 + 4
+    for it in wall.items:
+        assert not corners_match(result.image, wall.navigator, it.rect), it.source.name
+
+
+@pytest.mark.slow
+def test_image_beyond_the_max_texture_size(device, tmp_path, isolated_cache):
+    """An image wider than GL_MAX_TEXTURE_SIZE (cheap: a thin strip) is shown whole,
+    upright, as chunk textures of at most min(4096, max) texels."""
+    from PIL import Image
+
+    limit = device.caps.max_texture_size
+    w, h = limit + 200, 1024
+    a = np.full((h, w, 3), 128, np.uint8)
+    a[:, :w // 4] = (255, 0, 0)
+    a[:, -w // 4:] = (0, 0, 255)
+    Image.fromarray(a).save(tmp_path / "wide.png", compress_level=1)
+    view = ImageView(tmp_path / "wide.png", workers=1, wait_detail=True, progress=False)
+    result = run_scene(view, device=device, frames=2, size=SIZE, provider="streaming",
+                       budget="64MiB", on_frame=view.hooks())
+    assert result.summary["leaked_objects"] == 0
+    assert len(view.items[0].chunks) == -(-w // min(4096, limit))
+    nav, r = view.navigator, view.items[0].rect
+    from view_helpers import screen_of
+
+    for fx, colour in ((0.1, (255, 0, 0)), (0.5, (128, 128, 128)), (0.9, (0, 0, 255))):
+        x, y = screen_of(nav, r, SIZE, fx, 0.5)
+        assert np.abs(result.image[y, x, :3].astype(int) - colour).max() < 30, fx
+
+
+# ----------------------------------------------------------------------------- the command
+def _view(args: list[str], env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "engine", "view", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=timeout, check=False)
+
+
+@pytest.fixture
+def view_env(tmp_path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
+    env["ENGINE_CACHE"] = str(tmp_path / "cache")
+    env["PYTHONPATH"] = str(ROOT)
+    return env
+
+
+@pytest.mark.slow
+def test_view_command_headless_reports_the_broken_file_once(mixed, view_env, tmp_path):
+    folder, sizes = mixed
+    shot, report = tmp_path / "s.png", tmp_path / "r.json"
+    proc = _view([str(folder), "--frames", "3", "--size", "320x180", "--workers", "1",
+                  "--screenshot", str(shot), "--report", str(report), "--budget", "64MiB"],
+                 view_env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.count("broken.jpg") == 1, proc.stderr
+    summary = json.loads(proc.stdout)
+    assert summary["images"] == len(sizes) and summary["over_budget_frames"] == 0
+    assert summary["leaked_objects"] == 0
+    assert shot.is_file() and json.loads(report.read_text())["summary"]["frames"] == 3
+
+
+@pytest.mark.window
+@pytest.mark.slow
+def test_view_command_in_a_window(mixed, view_env, xvfb_display, tmp_path):
+    from PIL import Image
+
+    folder, _ = mixed
+    shot = tmp_path / "w.png"
+    proc = _view([str(folder), "--frames", "3", "--size", "320x180", "--workers", "1",
+                  "--screenshot", str(shot), "--wait-detail"],
+                 {**view_env, "DISPLAY": xvfb_display})
+    assert proc.returncode == 0, proc.stderr
+    assert "no window" not in proc.stderr and "running headless" not in proc.stderr
+    assert json.loads(proc.stdout)["leaked_objects"] == 0
+    image = np.asarray(Image.open(shot))
+    assert image.std() > 20  # the wall, not a cleared screen
+
+
+def _example(name: str, args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(ROOT / "examples" / name), *args], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_jupyter_example_runs_offscreen(mixed, view_env, tmp_path):
+    pytest.importorskip("rendercanvas")
+    folder, _ = mixed
+    out = tmp_path / "j.png"
+    proc = _example("view_jupyter.py", [str(folder), "--out", str(out)], view_env)
+    assert proc.returncode == 0, proc.stderr
+    assert "Pick(index=" in proc.stdout and out.stat().st_size > 0
+
+
+@pytest.mark.window
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["view_glfw.py", "view_qt.py"])
+def test_window_examples_run(name, mixed, view_env, xvfb_display):
+    if name == "view_qt.py":
+        pytest.importorskip("PySide6")
+    folder, _ = mixed
+    proc = _example(name, [str(folder), "--frames", "3"], {**view_env, "DISPLAY": xvfb_display})
+    assert proc.returncode == 0, proc.stderr
+
+
+# ----------------------------------------------------------------------------- engine bake
+def test_bake_takes_folders_and_a_failed_bake_leaves_no_folder(mixed, tmp_path, capsys):
+    from engine.textures.bake import bake_main
+
+    folder, _ = mixed
+    sub = folder / "sub"
+    out = tmp_path / "baked" / "deep"
+    assert bake_main([str(sub), "-o", str(out), "--format", "bc1", "--jobs", "1",
+                      "--no-progress"]) == 0
+    assert [p.name for p in out.iterdir()] == ["j_sub.jpg".replace(".jpg", ".ktx2")]
+    broken = tmp_path / "only_broken"
+    broken.mkdir()
+    (broken / "x.png").write_bytes(b"\x89PNG\r\n\x1a\n nope")
+    failed = tmp_path / "never" / "made"
+    assert bake_main([str(broken), "-o", str(failed), "--jobs", "1", "--no-progress"]) == 1
+    assert not (tmp_path / "never").exists()
+    twins = tmp_path / "twins"
+    (twins / "a").mkdir(parents=True)
+    (twins / "b").mkdir()
+    for d in ("a", "b"):
+        (twins / d / "same.png").write_bytes((folder / "b.png").read_bytes())
+    assert bake_main([str(twins), "-o", str(tmp_path / "t"), "--no-progress"]) == 1
+    assert "same.ktx2" in capsys.readouterr().err and not (tmp_path / "t").exists()
+
+
+def test_bake_reads_named_files_past_pillows_bomb_guard(tmp_path, monkeypatch):
+    """Pillow's guard (shrunk here to 1000 pixels) does not stop a file the user named; the
+    engine's own limit does, with a message."""
+    from PIL import Image
+
+    from engine.errors import TextureFormatError
+    from engine.textures import source_image
+
+    Image.fromarray(marked(60, 40)).save(tmp_path / "x.png")
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 1000)
+    assert source_image.read_image(tmp_path / "x.png").pixels.shape == (40, 60, 4)
+    monkeypatch.setattr(source_image, "NAMED_FILE_MAX_PIXELS", 2000)
+    with pytest.raises(TextureFormatError, match="pixels read at most"):
+        source_image.read_image(tmp_path / "x.png")
