@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--frames", type=int, default=0, help="frames per view (0: until closed)")
     ap.add_argument("--size", type=int, nargs=2, default=(320, 240), help="each view's size")
-    ap.add_argument("--budget", default="16MiB", help="the budget both views share")
+    ap.add_argument("--budget", default="32MiB", help="the budget both views share")
     args, qt_args = ap.parse_known_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
 

@@ -127,7 +127,7 @@ def test_qt_example_two_views_one_budget(xvfb_display, generated_assets):
     env = {**os.environ, "DISPLAY": xvfb_display, "ENGINE_CACHE": str(generated_assets),
            "QT_QPA_PLATFORM": "xcb", "PYTHONPATH": str(root)}
     proc = subprocess.run([sys.executable, "examples/embed_qt_views.py", "--frames", "6",
-                           "--size", "160", "120", "--budget", "16MiB"], cwd=root, env=env,
+                           "--size", "160", "120", "--budget", "32MiB"], cwd=root, env=env,
                           capture_output=True, text=True, timeout=240)
     if "Could not load the Qt platform plugin" in proc.stderr:
         pytest.skip("Qt's xcb platform plugin cannot load here")
