@@ -78,7 +78,7 @@ def _block(device: Device, config: str, frames: int, first: int, size: tuple[int
         if loop.live is not None:
             timed.wrap(loop.live, "frame")
         if loop.tracer is not None:
-            for name in ("frame", "span", "instant"):
+            for name in ("frame", "span", "instant", "close"):
                 timed.wrap(loop.tracer, name)
         cpu, thread = [], []
         for f in range(first, first + frames):

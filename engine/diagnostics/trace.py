@@ -38,6 +38,8 @@ from ..streaming.contract import ProviderStats
 FLUSH_EVERY = 4096
 #: Frames held (as references to their numbers) before their events are formatted.
 FRAMES_PER_BATCH = 256
+#: Read and upload spans held (as their numbers) before they are formatted.
+SPANS_PER_BATCH = 1024
 RENDER_TID = 1
 IO_TID = 2
 
@@ -55,6 +57,8 @@ class Tracer:
         self._first = True
         self._lock = threading.Lock()
         self._events: list[str] = []  # serialised events not yet in the file
+        self._spans: list[tuple[str, str, float, float, Mapping[str, Any]]] = []
+        self._quoted: dict[tuple[str, str], str] = {}  # (cat, name) -> their JSON fields
         self._ids = itertools.count(1)
         self.pid = os.getpid()
         self._t0 = time.perf_counter()
@@ -101,16 +105,38 @@ class Tracer:
     # ------------------------------------------------------------------ events.EventSink
     def span(self, cat: str, name: str, start: float, end: float,
              args: Mapping[str, Any]) -> None:
-        sid = next(self._ids)
-        base = {"cat": cat, "name": name, "id": sid, "pid": self.pid, "tid": IO_TID}
-        self._extend([json.dumps({**base, "ph": "b", "ts": self._us(start), "args": dict(args)},
-                                 separators=(",", ":")),
-                      json.dumps({**base, "ph": "e", "ts": self._us(max(end, start))},
-                                 separators=(",", ":"))])
+        """Held as its numbers (one list append under the lock); serialised in batches by
+        `_format_spans`, so an I/O worker or the render thread pays no JSON per event."""
+        with self._lock:
+            self._spans.append((cat, name, start, end, args))
+            self.count += 2
+            if len(self._spans) >= SPANS_PER_BATCH:
+                self._format_spans_locked()
 
     def instant(self, cat: str, name: str, args: Mapping[str, Any]) -> None:
         self._add({"ph": "i", "s": "p", "cat": cat, "name": name, "pid": self.pid,
                    "tid": RENDER_TID, "ts": self._us(time.perf_counter()), "args": dict(args)})
+
+    def _format_spans_locked(self) -> None:
+        """The held spans as "b"/"e" pairs: the fixed fields written directly, the names'
+        JSON looked up once, one `json.dumps` for each span's arguments."""
+        t0, pid, quoted, out = self._t0, self.pid, self._quoted, self._events
+        dumps = json.dumps
+        for cat, name, start, end, args in self._spans:
+            key = (cat, name)
+            head = quoted.get(key)
+            if head is None:
+                head = quoted[key] = f'"cat":{dumps(cat)},"name":{dumps(name)}'
+            sid = next(self._ids)
+            b = round((start - t0) * 1e6, 3)
+            e = round((max(end, start) - t0) * 1e6, 3)
+            body = f'{head},"id":{sid},"pid":{pid},"tid":{IO_TID}'
+            out.append(f'{{"ph":"b",{body},"ts":{b},'
+                       f'"args":{dumps(args, separators=(",", ":"))}}}')
+            out.append(f'{{"ph":"e",{body},"ts":{e}}}')
+        self._spans.clear()
+        if len(out) >= FLUSH_EVERY:
+            self._flush_locked()
 
     # ------------------------------------------------------------------ per frame
     def frame(self, record: Mapping[str, Any], phases: Sequence[tuple[str, float]],
@@ -173,6 +199,7 @@ class Tracer:
         events.uninstall(self)
         self._format_frames()
         with self._lock:
+            self._format_spans_locked()
             self._flush_locked()
             if self._file is None:
                 return self.path
