@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import sys
 
+import numpy as np
 import pytest
 
 from engine.app.loop import FrameLoop
@@ -251,6 +252,48 @@ def test_canvas_hosts_share_and_a_hidden_one_gives_back(generated_assets):
         assert hosts[1].frames.loop.governor.share.grant == before[1]
     finally:
         assert [h.close() for h in hosts] == [0, 0]
+
+
+def test_canvas_hosts_on_one_device_share_it_and_close_in_either_order(generated_assets):
+    """Two canvases drawing with ONE device, the second given the first's
+    (`device=first.device`, from `engine.hosts`), on one ViewShares: each view plans with
+    its own bytes, a hidden one gives back, and the device the first host made is shut down
+    by whichever host closes last."""
+    pytest.importorskip("rendercanvas")
+    from rendercanvas.offscreen import RenderCanvas
+
+    from engine.demos import gltf_demo
+    from engine.hosts import CanvasHost
+
+    streamer = StreamerSettings(staging_bytes=256 << 10, virtual="off", mip_bias=-6)
+    for closing in ((0, 1), (1, 0)):
+        views = ViewShares(4 * MIB)
+        first = CanvasHost(RenderCanvas(size=share.SIZE), build, continuous=False,
+                           provider="streaming", streamer=streamer,
+                           share=ShareSettings(views),
+                           options=dict(share.SCENE, cache_dir=generated_assets))
+        second = CanvasHost(RenderCanvas(size=share.SIZE), gltf_demo.build, continuous=False,
+                            device=first.device, provider="streaming", streamer=streamer,
+                            share=ShareSettings(views))
+        hosts = [first, second]
+        try:
+            for _ in range(4):
+                for host in hosts:
+                    image = host.canvas.draw()
+                    assert host.last_record["total_bytes"] > 0
+            assert np.asarray(image).shape == (share.SIZE[1], share.SIZE[0], 4)
+            totals = [h.last_record["total_bytes"] for h in hosts]
+            assert sum(totals) <= views.budget
+            assert first.device.ledger.total == sum(totals)  # the views' bytes are the device's
+            second.set_visible(False)
+            seat = second.frames.loop.governor.share
+            assert seat.grant == seat.claim.floor
+            first.canvas.draw()
+            assert first.frames.loop.governor.share.grant == views.budget - seat.reserved
+        finally:
+            left = [hosts[i].close() for i in closing]
+        assert left == [None, 0]  # the last host out shut the device down, nothing left
+        assert views.seats() == []
 
 
 def test_outsider_script_parses_its_steps():
