@@ -155,7 +155,6 @@ def _two_views_on_one_device(device, views, cache):
     return loops
 
 
-@pytest.mark.slow
 def test_two_views_on_one_device_share_one_budget(generated_assets):
     """Two loops of different scenes on ONE device and one ViewShares: each plans with its
     own bytes (the ledger's owners), the device's peak in every frame (both steps) is within
