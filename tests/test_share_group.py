@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import sys
 
+import numpy as np
 import pytest
 
 from engine.app.loop import FrameLoop
@@ -139,24 +140,83 @@ def test_qt_example_two_views_one_budget(xvfb_display, generated_assets):
     assert result["left_after_hide"]["grant"] > result["left_shown"]["grant"]
 
 
-def test_two_views_on_one_device_are_refused(device, generated_assets):
-    """One device counts everything drawn with it in one ledger: two seats for it would each
-    take the other's memory for their own, so the second is a clear error."""
-    from engine.errors import BudgetError
+def _two_views_on_one_device(device, views, cache):
+    """A gallery (weight 1) and the glTF box (weight 2) drawing with one device."""
+    from engine.demos import gltf_demo
 
+    streamer = StreamerSettings(staging_bytes=256 << 10, virtual="off", mip_bias=-6)
+    loops = []
+    with made_current(device):
+        for build_scene, weight, options in (
+                (build, 1, dict(share.SCENE, cache_dir=cache)), (gltf_demo.build, 2, {})):
+            loops.append(FrameLoop.embedded(
+                device, build_scene, size=share.SIZE, provider="streaming", streamer=streamer,
+                share=ShareSettings(views, weight=weight), options=options))
+    return loops
+
+
+def test_two_views_on_one_device_share_one_budget(generated_assets):
+    """Two loops of different scenes on ONE device and one ViewShares: each plans with its
+    own bytes (the ledger's owners), the device's peak in every frame (both steps) is within
+    the budget, hiding the box gives its memory to the gallery within a few frames and
+    showing it takes it back; released (second first), nothing is left."""
     views = ViewShares(4 * MIB)
-    first = FrameLoop.embedded(device, build, size=share.SIZE, share=ShareSettings(views),
-                               options=dict(share.SCENE, cache_dir=generated_assets))
+    device = headless_device()
+    loops = _two_views_on_one_device(device, views, generated_assets)
+    records, device_peaks = [], []
     try:
-        with pytest.raises(BudgetError, match="a device .GL context. each"):
-            FrameLoop.embedded(device, build, size=share.SIZE, share=ShareSettings(views),
-                               options=dict(share.SCENE, cache_dir=generated_assets))
+        with made_current(device):
+            device.ledger.reset_frame_peak()
+            for frame in range(36):
+                loops[1].governor.share.visible = not 12 <= frame < 24
+                records.append([loop.step(frame) for loop in loops])
+                device_peaks.append(device.ledger.end_frame(frame).peak_bytes)
+                # the views' figures add up to the device's
+                assert records[-1][0]["total_bytes"] + records[-1][1]["total_bytes"] \
+                    == device.ledger.total
     finally:
-        first.release()
-    again = FrameLoop.embedded(device, build, size=share.SIZE, share=ShareSettings(views),
-                               options=dict(share.SCENE, cache_dir=generated_assets))
-    again.release()  # the seat went back with the first loop: the device may sit again
+        with made_current(device):
+            for loop in reversed(loops):
+                loop.release()
+            assert device.ledger.total == 0
+            assert device.shutdown() == []
     assert views.seats() == []
+    assert max(device_peaks) <= views.budget
+    assert all(a["peak_bytes"] + b["peak_bytes"] <= views.budget for a, b in records)
+    assert not any("over_budget_reason" in r for row in records for r in row)
+    shown, hidden, back = records[11], records[23], records[35]
+    assert shown[0]["total_bytes"] > 0 and shown[1]["total_bytes"] > 0
+    # the box wants less than its weighted share (two thirds): the gallery takes the rest
+    assert shown[1]["grant_bytes"] < views.budget / 3 < views.budget / 2 < shown[0]["grant_bytes"]
+    floor = loops[1].governor.share.claim.floor
+    assert hidden[1]["grant_bytes"] == floor
+    # hidden: down to its floor by the third frame, and the other's grant took the rest
+    assert all(r[1]["total_bytes"] <= max(floor, r[1]["grant_bytes"]) for r in records[14:24])
+    assert records[14][0]["grant_bytes"] == hidden[0]["grant_bytes"] == views.budget - floor
+    assert hidden[0]["total_bytes"] > shown[0]["total_bytes"]
+    # shown again: the box's grant is back (at least what it had), the gallery's went down
+    assert back[1]["grant_bytes"] >= shown[1]["grant_bytes"]
+    assert back[0]["grant_bytes"] < hidden[0]["grant_bytes"]
+    assert back[0]["total_bytes"] + back[1]["total_bytes"] <= views.budget
+
+
+def test_two_views_on_one_device_release_in_either_order(generated_assets):
+    """Released first-first or second-first after a frame each, nothing of either is left
+    and the board is empty."""
+    for order in ((0, 1), (1, 0)):
+        views = ViewShares(8 * MIB)
+        device = headless_device()
+        loops = _two_views_on_one_device(device, views, generated_assets)
+        with made_current(device):
+            try:
+                for loop in loops:
+                    assert loop.step(0)["total_bytes"] > 0
+            finally:
+                for i in order:
+                    loops[i].release()
+            assert device.ledger.total == 0
+            assert device.shutdown() == []
+        assert views.seats() == []
 
 
 def test_canvas_hosts_share_and_a_hidden_one_gives_back(generated_assets):
@@ -191,6 +251,48 @@ def test_canvas_hosts_share_and_a_hidden_one_gives_back(generated_assets):
         assert hosts[1].frames.loop.governor.share.grant == before[1]
     finally:
         assert [h.close() for h in hosts] == [0, 0]
+
+
+def test_canvas_hosts_on_one_device_share_it_and_close_in_either_order(generated_assets):
+    """Two canvases drawing with ONE device, the second given the first's
+    (`device=first.device`, from `engine.hosts`), on one ViewShares: each view plans with
+    its own bytes, a hidden one gives back, and the device the first host made is shut down
+    by whichever host closes last."""
+    pytest.importorskip("rendercanvas")
+    from rendercanvas.offscreen import RenderCanvas
+
+    from engine.demos import gltf_demo
+    from engine.hosts import CanvasHost
+
+    streamer = StreamerSettings(staging_bytes=256 << 10, virtual="off", mip_bias=-6)
+    for closing in ((0, 1), (1, 0)):
+        views = ViewShares(4 * MIB)
+        first = CanvasHost(RenderCanvas(size=share.SIZE), build, continuous=False,
+                           provider="streaming", streamer=streamer,
+                           share=ShareSettings(views),
+                           options=dict(share.SCENE, cache_dir=generated_assets))
+        second = CanvasHost(RenderCanvas(size=share.SIZE), gltf_demo.build, continuous=False,
+                            device=first.device, provider="streaming", streamer=streamer,
+                            share=ShareSettings(views))
+        hosts = [first, second]
+        try:
+            for _ in range(4):
+                for host in hosts:
+                    image = host.canvas.draw()
+                    assert host.last_record["total_bytes"] > 0
+            assert np.asarray(image).shape == (share.SIZE[1], share.SIZE[0], 4)
+            totals = [h.last_record["total_bytes"] for h in hosts]
+            assert sum(totals) <= views.budget
+            assert first.device.ledger.total == sum(totals)  # the views' bytes are the device's
+            second.set_visible(False)
+            seat = second.frames.loop.governor.share
+            assert seat.grant == seat.claim.floor
+            first.canvas.draw()
+            assert first.frames.loop.governor.share.grant == views.budget - seat.reserved
+        finally:
+            left = [hosts[i].close() for i in closing]
+        assert left == [None, 0]  # the last host out shut the device down, nothing left
+        assert views.seats() == []
 
 
 def test_outsider_script_parses_its_steps():

@@ -17,6 +17,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from ..gl.device import Device
 from ..memory.budget import Budget
 from ..errors import BudgetError
 from ..memory.governor import BudgetSplit, Governor, split_usage
+from ..memory.ledger import Owner
 from ..memory.shares import join_share
 from ..memory.sizes import format_bytes, format_exact
 from ..render.feedback import FeedbackPass
@@ -120,7 +122,7 @@ def make_governor(device: Device, settings: RunSettings) -> Governor:
                     format_exact(budget.reference_total), what)
     pressure = device.vram if device.probe.source == "NVX" else None
     share = None if settings.share is None else \
-        join_share(settings.share, budget.bytes, device.ledger)
+        join_share(settings.share, budget.bytes)
     return Governor(settings.governor, budget=budget, pressure=pressure, share=share)
 
 
@@ -194,10 +196,28 @@ class FrameLoop:
                 raise UsageError(f"trace={settings.trace}: {exc}") from exc
         self.live = LivePublisher.start(on_snapshot=self.snapshot,
                                         renderer=device.caps.renderer)
+        #: This view's part of the device's ledger: what the loop allocates is attributed to
+        #: it, so several loops drawing with one device each plan with their own bytes.
+        self.owner = device.ledger.owner(getattr(scene_factory, "__qualname__", "view"))
+        with self.attributed():
+            self._build(scene_factory, size)
+        self._last_ms: float | None = None
+
+    def attributed(self) -> AbstractContextManager[Owner]:
+        """The scope in which the device's ledger is this loop's: allocations made in it are
+        the loop's, and the ledger's figures are its (engine.memory.ledger, "Owners"). The
+        loop's own methods enter it; a host enters it for what it does with the loop's
+        objects between steps (resizing the output, reading it back)."""
+        return self.device.ledger.attributed(self.owner)
+
+    def _build(self, scene_factory: SceneFactory, size: tuple[int, int] | None) -> None:
+        device, settings, governor = self.device, self.settings, self.governor
         try:
             self.provider = make_provider(settings.provider, device, settings, self.clock)
         except BaseException:
             self._close_observers()
+            governor.close()
+            device.ledger.release_owner(self.owner)
             raise
         self.scene: Scene | None = None
         self.renderer: Renderer | None = None
@@ -218,7 +238,6 @@ class FrameLoop:
         except BaseException:
             self.release()
             raise
-        self._last_ms: float | None = None
 
     def _check_start_budget(self) -> None:
         """BudgetError before the first frame when the budget cannot hold what the scene needs
@@ -255,6 +274,11 @@ class FrameLoop:
     def step(self, frame: int, camera_override: Callable[[Scene], None] | None = None
              ) -> dict[str, Any]:
         """Render one frame into the renderer's output; returns the frame's record."""
+        with self.attributed():
+            return self._step(frame, camera_override)
+
+    def _step(self, frame: int, camera_override: Callable[[Scene], None] | None
+              ) -> dict[str, Any]:
         assert self.scene is not None and self.renderer is not None
         start = time.perf_counter()
         phases = [("split", start)]  # (phase, when it began): the trace's frame slices
@@ -348,8 +372,9 @@ class FrameLoop:
     def snapshot(self, path: Path | str) -> Path:
         """Who holds what now: every live GL object, the page cache, the staging ring and
         the free pieces, as PATH (JSON) and PATH with .html (engine.diagnostics.snapshot)."""
-        return write_snapshot(path, self.device, provider=self.provider,
-                              governor=self.governor, frames=list(self.frames))
+        with self.attributed():
+            return write_snapshot(path, self.device, provider=self.provider,
+                                  governor=self.governor, frames=list(self.frames))
 
     def _close_observers(self) -> None:
         if self.live is not None:
@@ -361,17 +386,19 @@ class FrameLoop:
 
     def release(self) -> None:
         self._close_observers()
-        if self.feedback is not None:
-            self.feedback.release()
-            self.feedback = None
-        if self.renderer is not None:
-            self.renderer.release()
-            self.renderer = None
-        if self.scene is not None:
-            self.scene.release()
-            self.scene = None
-        self.provider.release()
+        with self.attributed():
+            if self.feedback is not None:
+                self.feedback.release()
+                self.feedback = None
+            if self.renderer is not None:
+                self.renderer.release()
+                self.renderer = None
+            if self.scene is not None:
+                self.scene.release()
+                self.scene = None
+            self.provider.release()
         self.governor.close()  # its seat on a share board goes back to the others
+        self.device.ledger.release_owner(self.owner)
 
 
 @dataclass

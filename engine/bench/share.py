@@ -14,6 +14,7 @@ first ones and wait for their turn, so a phase times the join, not a process sta
 
     python -m engine.bench.share run --out out/share            # 20-40 s on llvmpipe
     python -m engine.bench.share cost                            # one exchange, microseconds
+    python -m engine.bench.share views                           # two views on one device
     python -m engine.bench.share member --group g --log m.jsonl ...   # one member (internal)
 """
 from __future__ import annotations
@@ -463,6 +464,114 @@ def exchange_cost(members: int = 4, repeats: int = 2000) -> dict[str, Any]:
             "group_exchange_us": group_us}
 
 
+def one_device(*, budget: int = 4 << 20, frames: int = 48, hide: tuple[int, int] = (16, 32),
+               cache: Path | None = None, repeats: int = 20000) -> dict[str, Any]:
+    """Two views of different scenes (the gallery, weight 1; the glTF box, weight 2) drawing
+    with one headless device on one `ViewShares`, the box hidden for frames `hide[0]` to
+    `hide[1]`: the time each frame's exchange takes (both views), the device's peak over
+    every frame against the budget, how many frames the gallery's grant and its bytes take
+    to follow the hide, and how many the box's grant takes to come back when shown. Also
+    the ledger's cost of attribution: an add and remove with and without an owner's scope,
+    and the figures a governor reads (`by_category`) for an owner and for the device."""
+    from engine.app.loop import FrameLoop
+    from engine.demos import gallery, gltf_demo
+    from engine.gl.hosts import headless_device, made_current
+    from engine.memory.ledger import Ledger
+    from engine.memory.shares import ShareSettings, ViewShares
+    from engine.streaming.settings import StreamerSettings
+
+    views = ViewShares(budget)
+    device = headless_device()
+    streamer = StreamerSettings(staging_bytes=256 << 10, virtual="off", mip_bias=GREEDY_BIAS)
+    exchange_s: list[float] = []
+    rows: list[list[dict[str, Any]]] = []
+    peaks: list[int] = []
+
+    def timed_exchange(seat: Any) -> None:
+        exchange = seat.exchange
+
+        def timed(*a: Any) -> int:
+            t = time.perf_counter()
+            grant = exchange(*a)
+            exchange_s.append(time.perf_counter() - t)
+            return grant
+        seat.exchange = timed
+
+    with made_current(device):
+        loops = []
+        try:
+            for build, weight, options in (
+                    (gallery.build, 1, dict(SCENE, cache_dir=cache) if cache else dict(SCENE)),
+                    (gltf_demo.build, 2, {})):
+                loops.append(FrameLoop.embedded(
+                    device, build, size=SIZE, provider="streaming", streamer=streamer,
+                    share=ShareSettings(views, weight=weight), options=options))
+                timed_exchange(loops[-1].governor.share)
+            device.ledger.reset_frame_peak()
+            for frame in range(frames):
+                loops[1].governor.share.visible = not hide[0] <= frame < hide[1]
+                rows.append([loop.step(frame) for loop in loops])
+                peaks.append(device.ledger.end_frame(frame).peak_bytes)
+            floor = loops[1].governor.share.claim.floor
+        finally:
+            for loop in reversed(loops):
+                loop.release()
+            left = len(device.shutdown())
+
+    def first(since: int, cond: Any) -> int | None:
+        return next((f - since for f in range(since, frames) if cond(rows[f])), None)
+
+    shown = rows[hide[0] - 1]
+    handed = budget - floor
+    led = Ledger()
+    owner = led.owner("view")
+
+    def add_remove() -> None:
+        led.remove(led.add("buffer", "buffer", "b", 1024))
+
+    def scoped(fn: Any) -> Any:
+        def run() -> None:
+            with led.attributed(owner):
+                fn()
+        return run
+
+    for _ in range(64):  # a device with a few hundred objects, some unowned
+        led.add("texture", "texture.static", "t", 4096)
+    with led.attributed(owner):
+        for _ in range(256):
+            led.add("texture", "texture.streamed", "t", 4096)
+
+    def timed_us(fn: Any) -> float:
+        samples = []
+        for _ in range(repeats):
+            t = time.perf_counter()
+            fn()
+            samples.append(time.perf_counter() - t)
+        return float(_median(samples) or 0.0) * 1e6
+
+    return {
+        "budget_bytes": budget, "frames": frames, "hide": list(hide),
+        "exchange_us_median": float(_median(exchange_s) or 0.0) * 1e6,
+        "exchanges": len(exchange_s),
+        "device_peak_max_bytes": max(peaks),
+        "frames_over_budget": sum(p > budget for p in peaks),
+        "hidden_floor_bytes": floor,
+        "frames_to_hidden_at_floor": first(hide[0], lambda r: r[1]["total_bytes"] <= floor),
+        "frames_to_grant_handed_over": first(hide[0], lambda r: r[0]["grant_bytes"] == handed),
+        "frames_to_bytes_taken": first(
+            hide[0], lambda r: r[0]["total_bytes"] > shown[0]["total_bytes"]),
+        "frames_to_grant_back": first(
+            hide[1], lambda r: r[1]["grant_bytes"] >= shown[1]["grant_bytes"]),
+        "grants_shown": [r["grant_bytes"] for r in shown],
+        "grants_hidden": [r["grant_bytes"] for r in rows[hide[1] - 1]],
+        "objects_left": left,
+        "ledger_add_remove_us": {"device": timed_us(add_remove),
+                                 "owner": timed_us(scoped(add_remove))},
+        "ledger_by_category_us": {"device": timed_us(led.by_category),
+                                  "owner": timed_us(scoped(led.by_category))},
+    }
+
+
 def _median(values: list[float]) -> float | None:
     values = sorted(values)
     return values[len(values) // 2] if values else None
@@ -486,6 +595,8 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("--texture-size", type=int, default=SCENE["texture_size"])
     c = sub.add_parser("cost", help="the cost of one exchange (per frame)")
     c.add_argument("--members", type=int, default=4)
+    v = sub.add_parser("views", help="two views drawing with one device (one process)")
+    v.add_argument("--cache", type=Path, help="texture cache for the gallery")
     r = sub.add_parser("run", help="the whole scenario")
     r.add_argument("--out", type=Path, required=True)
     r.add_argument("--budget", default="8MiB", help="the group budget")
@@ -503,6 +614,9 @@ def main(argv: list[str] | None = None) -> int:
         return member(args)
     if args.mode == "cost":
         print(json.dumps(exchange_cost(args.members), indent=1))
+        return 0
+    if args.mode == "views":
+        print(json.dumps(one_device(cache=args.cache), indent=1))
         return 0
     from engine.memory.sizes import parse_bytes
     result = scenario(args.out, budget=parse_bytes(args.budget), floor=parse_bytes(args.floor),

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from ..errors import GLError, GLOutOfMemoryError
 from ..memory import events
-from ..memory.ledger import Allocation, Category
+from ..memory.ledger import CURRENT, Allocation, Category, Owner
 from ..memory.leaks import TrackedObject
 from . import constants as K
 from .context import RenderThread
@@ -38,10 +38,11 @@ _LABEL_KIND = {"texture": K.LABEL_TEXTURE, "renderbuffer": K.LABEL_RENDERBUFFER,
 
 
 class ByteLedger(Protocol):
-    """What the allocator needs of a byte ledger (engine.memory.ledger.Ledger)."""
+    """What the allocator needs of a byte ledger (engine.memory.ledger.Ledger). `owner`: the
+    view an allocation is for; by default the ledger's current scope decides."""
 
     def add(self, kind: str, category: Category | str, label: str, nbytes: int,
-            glo: int = 0) -> Allocation: ...
+            glo: int = 0, *, owner: Owner | None | object = CURRENT) -> Allocation: ...
 
     def remove(self, alloc: Allocation | int) -> None: ...
 
@@ -200,7 +201,8 @@ class Allocator:
         entry = self._entries[self._by_obj[id(obj)]]
         old = entry.alloc
         self.ledger.remove(old)
-        entry.alloc = self.ledger.add(old.kind, old.category, old.label, nbytes, old.glo)
+        entry.alloc = self.ledger.add(old.kind, old.category, old.label, nbytes, old.glo,
+                                      owner=old.owner)  # the view it was made for keeps it
         entry.rec.nbytes = int(nbytes)
         return entry.alloc
 

@@ -14,10 +14,17 @@ glfw window use the engine's own (`Device.window`, `engine demo`) or examples/em
     host = CanvasHost(canvas, build_scene, budget="256MiB")
     image = canvas.draw()                                  # offscreen: one frame, (H, W, 4)
     host.close()                                           # releases every GL object
+
+Several canvases (the widgets of a notebook) may draw with one device, one GL context instead
+of one each: pass `device=first.device` to the others, and `share=ShareSettings(views)` (a
+`ViewShares`) to split one budget between them; each view plans with its own bytes (the
+ledger's owners, engine.memory.ledger). A device a host made is shut down when the last host
+drawing with it closes, in whatever order they close.
 """
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -29,6 +36,10 @@ from .frames import HostFrames, SceneFactory
 
 log = logging.getLogger(__name__)
 
+#: The open hosts drawing with each device a host made: such a device is shut down when the
+#: last of them closes, so hosts that share it may close in any order.
+_USERS: weakref.WeakKeyDictionary[Device, set[CanvasHost]] = weakref.WeakKeyDictionary()
+
 
 class CanvasHost:
     """Drives the engine's frame loop from a canvas's draw callback.
@@ -36,8 +47,9 @@ class CanvasHost:
     Each draw renders the next engine frame at the canvas's physical size and sets it as the
     canvas's bitmap. `continuous` asks the canvas for another draw after each one (an
     animation; the canvas's scheduler paces it), until `max_frames` frames (0: no limit).
-    `device`: draw with this device (kept open); by default a headless EGL device is made and
-    shut down by `close()`."""
+    `device`: draw with this device; by default a headless EGL device is made, and shut
+    down by the `close()` of the last host drawing with it (another host may draw with it:
+    `device=first.device`). A device the caller made stays open."""
 
     def __init__(self, canvas: Any, scene_factory: SceneFactory, *,
                  device: Device | None = None, budget: Any = "256MiB",
@@ -48,12 +60,18 @@ class CanvasHost:
         self.continuous = continuous
         self.max_frames = int(max_frames)
         self._loop_kw = dict(loop_kw, budget=budget, options=dict(options or {}))
-        self._own_device = device is None
         self.device = headless_device() if device is None else device
+        if device is None:
+            _USERS[self.device] = set()
+        self._users = _USERS.get(self.device)  # None: the caller's device
+        if self._users is not None:
+            self._users.add(self)
         self.frames: HostFrames | None = None
         self.last_image: np.ndarray | None = None
         self.last_record: dict[str, Any] | None = None
-        self.left: int | None = None  # GL objects alive at close (own device), else None
+        #: GL objects alive when this host's close shut its device down (0: nothing leaked);
+        #: None when the device stays open (the caller's, or other hosts still draw with it)
+        self.left: int | None = None
         self.drawn = 0  # engine frames drawn (kept after close)
         self.size: tuple[int, int] | None = None  # of the last frame
         self._closed = False
@@ -102,9 +120,9 @@ class CanvasHost:
         self.close()
 
     def close(self) -> int | None:
-        """Release the engine's objects (and its device when it made it). Returns the count
-        of GL objects that were still alive at shutdown (0: nothing leaked), or None when the
-        device is the caller's. Safe to call twice."""
+        """Release the engine's objects, and the device a host made when no other host draws
+        with it. Returns the count of GL objects that were still alive at its shutdown (0:
+        nothing leaked), or None when the device stays open. Safe to call twice."""
         if self._closed:
             return self.left
         self._closed = True
@@ -112,6 +130,8 @@ class CanvasHost:
             if self.frames is not None:
                 self.frames.release()
                 self.frames = None
-            if self._own_device:
-                self.left = len(self.device.shutdown())
+            if self._users is not None:
+                self._users.discard(self)
+                if not self._users:
+                    self.left = len(self.device.shutdown())
         return self.left

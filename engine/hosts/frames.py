@@ -51,7 +51,8 @@ class HostFrames:
         Returns the runner's record of the frame (bytes, scale, timing)."""
         if size is not None and _valid(size) != self.size:
             log.info("host resized the output to %dx%d", *_valid(size))
-            self.loop.renderer.set_output_size(_valid(size))
+            with self.loop.attributed():  # the new targets are this view's
+                self.loop.renderer.set_output_size(_valid(size))
         record = self.loop.step(self.frame)
         self.frame += 1
         return record
@@ -73,13 +74,15 @@ class HostFrames:
             return
         for _ in range(self.TRIM_FRAMES):
             self.render()
-            if self.device.ledger.total <= share.grant:
-                break
+            with self.loop.attributed():  # this view's bytes, not the whole device's
+                if self.device.ledger.total <= share.grant:
+                    break
 
     def image(self) -> np.ndarray:
         """The last frame as (H, W, 4) RGBA uint8, top row first, opaque (what a bitmap
         canvas or a notebook shows)."""
-        rgba = self.loop.renderer.read_output(components=4)
+        with self.loop.attributed():  # a read-back buffer is the view's
+            rgba = self.loop.renderer.read_output(components=4)
         rgba[..., 3] = 255
         return rgba
 
