@@ -1,4 +1,4 @@
-"""A photo browser widget in a Qt application (`pip install -e '.[qt]'`): `engine.ImageWall`
+"""A photo browser widget in a Qt application (`pip install 'vram-budget-renderer[qt]'`): `engine.ImageWall`
 in `engine.hosts.qt.EngineWidget`, the wheel zooming at the cursor, a left drag panning, a
 click showing the image and pixel under the cursor in a label.
 
