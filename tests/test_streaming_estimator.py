@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from pyglm import glm
 
-from engine.streaming.estimator import (
+from engine.streaming.levels.estimator import (
     CameraInput,
     InstanceArrays,
     TextureArrays,

@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.memory.sizes import texture_bytes
-from engine.streaming.policy import (
+from engine.streaming.levels.policy import (
     MipOp,
     PolicyConfig,
     StreamerState,

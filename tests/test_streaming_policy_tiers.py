@@ -10,13 +10,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyglm import glm
 
-from engine.streaming.estimator import (
+from engine.streaming.levels.estimator import (
     CameraInput,
     InstanceArrays,
     TextureArrays,
     estimate_mips,
 )
-from engine.streaming.policy import (
+from engine.streaming.levels.policy import (
     PolicyConfig,
     PrefetchConfig,
     StreamerState,

@@ -63,6 +63,7 @@ from typing import Any
 import numpy as np
 
 from ..gl.device import Device
+from ..streaming.provider import StreamingProvider
 from ..streaming.settings import StreamerSettings
 from .loop import FrameContext, FrameLoop, SceneFactory, make_governor
 from .run import finish_run
@@ -561,7 +562,7 @@ def run_soak(device: Device, scene_factory: SceneFactory, options: Mapping[str, 
     faults = _Faults(device, s)
     counter = _WarningCounter()
     faults.counter = counter
-    watched = [logging.getLogger("engine.streaming.provider"),
+    watched = [logging.getLogger("engine.streaming.levels.streamer"),
                logging.getLogger("engine.streaming.virtual.system"),
                logging.getLogger("engine.resolution.targets")]
     for lg in watched:
@@ -584,13 +585,13 @@ def run_soak(device: Device, scene_factory: SceneFactory, options: Mapping[str, 
     last_say = time.monotonic()
     loop = FrameLoop(device, governor, scene_factory, run, on_frame=hooks)
     try:
-        items = getattr(loop.provider, "items", [])
+        whole = loop.provider.levels if isinstance(loop.provider, StreamingProvider) else None
+        items = whole.items if whole is not None else []
         if items:
             state["largest"] = max(sum(lv.nbytes for lv in it.tf.levels) for it in items)
         faults.items = {it.key: it for it in items}
-        handles = getattr(loop.provider, "handles", None)
-        if items and handles is not None and hasattr(handles, "drop"):
-            faults.watch_handles(handles)
+        if items:
+            faults.watch_handles(whole.handles)
 
         def floors() -> dict[str, int]:
             out = loop.renderer.output_size
@@ -752,11 +753,8 @@ def provider_idle(provider: Any) -> bool:
     asked for no tile this frame (it asks for every wanted tile it has room for) and holds
     none waiting for a slot. (Not `pending_count`: the streamer keeps a texture's next finer
     level in hand while the plan does not want it, and counts it there for good.)"""
-    io = getattr(provider, "io", None)
-    if io is not None and hasattr(io, "stats"):
-        ios = io.stats()
-        if int(getattr(ios, "pending", 0)) or int(getattr(ios, "in_progress", 0)):
-            return False
+    if isinstance(provider, StreamingProvider) and provider.pending_reads():
+        return False
     table = provider.resident_textures()
     if len(table.min_lod) and not np.allclose(np.asarray(table.min_lod, np.float64),
                                               np.asarray(table.finest, np.float64)):

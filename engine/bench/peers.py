@@ -33,8 +33,8 @@ from ..gl.device import Device
 from ..gl.peers import lend_context_to_moderngl_window
 from ..memory.ledger import Category
 from ..memory.sizes import format_bytes, mip_count, texture_bytes
-from ..streaming.backends import CATEGORY
-from ..streaming.provider import TextureStreamer
+from ..streaming.levels.backends import CATEGORY
+from ..streaming.levels.streamer import LevelStreamer
 from .common import SuiteResult
 from .startup import NAIVE, NaiveProvider, naive_pngs
 from .streaming import (
@@ -154,7 +154,7 @@ def _loader_rows(device: Device, paths: Sequence[Path], pngs: Sequence[Path]
     finally:
         naive.release()
     loaders.append(("naive (PNG, RGBA8_SRGB + mips)", seconds, rgba_bytes))
-    streamer = TextureStreamer(device)
+    streamer = LevelStreamer(device)
     try:
         register_s, _ = _timed_loads(device, lambda p: streamer.register(p.stem, p), paths)
         tails = device.ledger.category_total(CATEGORY) / len(paths)

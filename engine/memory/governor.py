@@ -42,7 +42,7 @@ between, the last plan is kept, and the pool alone absorbs what the camera asks 
 Ownership. The governor owns the `Budget` and the source of outside pressure (a VRAM reading
 callable); nothing else in the engine reads either. Each frame the app asks `split(...)` with the
 ledger's usage and the resolution controller's target curve, and hands the two allowances on:
-`pool_allowance` to the streamer (`TextureStreamer.grant`), `targets_allowance` to the
+`pool_allowance` to the streamer (`LevelStreamer.grant`), `targets_allowance` to the
 resolution controller, which sizes the render targets. A budget change (a key, a hook, a host
 calling `set_budget`) therefore reaches both only through the next split.
 

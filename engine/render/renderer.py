@@ -24,7 +24,12 @@ from ..gl.indirect import batched_frame_supported
 from ..gl.timing import GpuTimer
 from ..resolution.targets import RenderTargetSet, ResizeEvent, default_targets_spec
 from ..resolution.targets_spec import TargetSpec, TargetsSpec
-from ..streaming.contract import FrameView, TextureProvider, VirtualTextureHost
+from ..streaming.contract import (
+    FrameView,
+    TextureProvider,
+    VirtualTextureHost,
+    VirtualTextures,
+)
 from .batch import (
     BatchedPass,
     TextureMode,
@@ -318,12 +323,12 @@ class Renderer:
         self._cpu_ms = (time.perf_counter() - self._t_render) * 1000.0
 
     # ------------------------------------------------------------------ virtual textures
-    def _virtual_system(self) -> Any | None:
+    def _virtual_system(self) -> VirtualTextures | None:
         """The provider's virtual texture system when some of its ids are virtual."""
         p = self.provider
         return p.virtual_system() if isinstance(p, VirtualTextureHost) else None
 
-    def _vt_feedback(self, scene: Scene, vts: Any) -> None:
+    def _vt_feedback(self, scene: Scene, vts: VirtualTextures) -> None:
         """The tile feedback pass (vt_feedback.py), after the scene pass: its readback is
         polled by the system's next begin_frame. Without the batched frame there is none
         (virtual textures then stay at their pinned coarsest tiles: logged once)."""
@@ -355,7 +360,7 @@ class Renderer:
         for name, unit in _VT_UNITS.items():
             p.set(name, unit)
 
-    def _render_batched(self, scene: Scene, vts: Any | None = None) -> None:
+    def _render_batched(self, scene: Scene, vts: VirtualTextures | None = None) -> None:
         """Every object in one buffer write and one multi-draw (bindless) or one per texture
         set (bound): see batch.py. Virtual textures' ids carry their vt id in the texture
         rows; the page cache, table and LOD proxy are bound once here."""
@@ -385,7 +390,8 @@ class Renderer:
                          vt_program=vt_prog.prog if vt_prog is not None else None,
                          vt_objects=vt_objects, cull=self.settings.cull)
 
-    def _render_per_object(self, scene: Scene, vts: Any | None = None) -> None:
+    def _render_per_object(self, scene: Scene,
+                           vts: VirtualTextures | None = None) -> None:
         """The old path: uniforms and a draw call per object (the benchmark baseline).
         Materials with a virtual texture are drawn with a variant compiled with vt_sample
         (VT_SLOTS); the others keep the plain program (llvmpipe would run the page-cache

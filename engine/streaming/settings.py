@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .policy import PolicyConfig
+from .levels.policy import PolicyConfig
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ Rules, each one exactly true of every plan (tests/test_streaming_policy.py):
   camera a short time ahead, or a neighbour of what is visible; see `predict_prefetch`);
   RECENT when its texture was ever seen; NONE otherwise.
 - Importance of one level (t, l), compared as a tuple, larger is more important:
-  (tier, frame t was last visible, l is needed (l >= target), l is acceptable (l >= target
+  (-tier, frame t was last visible, l is needed (l >= target), l is acceptable (l >= target
   + 2, or the tail), -bytes of l). Loads go most important first; evictions take the finest
   level of the least important texture first; so visible textures all reach their acceptable
   level before any is refined, smaller loads win ties, larger levels are dropped first, and
@@ -56,13 +56,13 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from enum import IntEnum
 from functools import cached_property
 
 import numpy as np
 
-from ..formats import PixelFormat
-from ..memory.sizes import mip_dims, texture_bytes
+from ...formats import PixelFormat
+from ...memory.sizes import mip_dims, texture_bytes
+from ..tiers import Tier
 from .estimator import (
     CameraInput,
     InstanceArrays,
@@ -76,16 +76,9 @@ from .estimator import (
 )
 
 #: Key of one level's importance; tuples compare lexicographically (see module docstring).
+#: Its first field is the urgency `-tier` (Tier ranks smaller first), so larger is more
+#: important in every field.
 Importance = tuple[int, int, bool, bool, int]
-
-
-class Tier(IntEnum):
-    """Priority tier of a level (see the module docstring); larger is more important."""
-
-    NONE = 0
-    RECENT = 1
-    PREFETCH = 2
-    VISIBLE = 3
 
 
 def tail_base_level(width: int, height: int, levels: int, *, max_tail_size: int = 64,
@@ -446,7 +439,7 @@ class _Planner:
 
     def importance(self, t: int, lvl: int) -> Importance:
         lb = int(self.storage[t, lvl] - self.storage[t, lvl + 1])
-        return (int(self.tier(t, lvl)), self.last[t], lvl >= self.tgt[t], lvl >= self.acc[t],
+        return (-int(self.tier(t, lvl)), self.last[t], lvl >= self.tgt[t], lvl >= self.acc[t],
                 -lb)
 
     def importance_columns(self, t: np.ndarray, lvl: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -463,7 +456,7 @@ class _Planner:
         flat = self.storage.ravel()
         row = t * self.storage.shape[1] + lvl
         lb = flat[row] - flat[row + 1]
-        return tier, last, needed, lvl >= self.acc_array[t], -lb
+        return -tier, last, needed, lvl >= self.acc_array[t], -lb
 
     def importance_order(self, t: np.ndarray, lvl: np.ndarray) -> tuple[np.ndarray, ...]:
         """Positions of (t, lvl) most important first, ties in the given order (what a
@@ -478,7 +471,7 @@ class _Planner:
         for a load that beats it on more than size (tier, recency, needed, acceptable): two
         visible textures never trade equally needed levels back and forth for a few bytes.
         Heap order stays valid: anything after a refused visible victim is refused too."""
-        if victim[0] == Tier.VISIBLE:
+        if victim[0] == -Tier.VISIBLE:
             return victim[:4] < load[:4]
         return victim < load
 
@@ -578,7 +571,7 @@ class _Planner:
             self.loaded.add(t)
             return True
         key = self.importance(t, self.res[t] - 1)
-        if key[0] < Tier.VISIBLE:
+        if key[0] < -Tier.VISIBLE:
             return False
         new: list[tuple[str, int]] = []
         trial_evict = dict(self.evict_to)
@@ -673,9 +666,9 @@ def _plan_loads(planner: _Planner, want: np.ndarray,
     res = state.resident_base
     lvl = res[want] - 1
     order, cols = planner.importance_order(want, lvl)
-    order = order[cols[0][order] >= Tier.PREFETCH]  # recent or never seen: nothing streams
+    order = order[cols[0][order] >= -Tier.PREFETCH]  # recent or never seen: nothing streams
     ts = want[order]
-    tiers = cols[0][order].tolist()
+    tiers = (-cols[0][order]).tolist()
     ups = (-cols[4][order]).tolist()
     rdy = np.ones(len(ts), bool) if ready is None else np.asarray(ready, bool)[ts]
     t_list, lvl_list, rdy_list = ts.tolist(), lvl[order].tolist(), rdy.tolist()
@@ -688,7 +681,7 @@ def _plan_loads(planner: _Planner, want: np.ndarray,
 
     def request(i: int) -> None:
         nonlocal prefetch_requests
-        prefetch = tiers[i] < Tier.VISIBLE
+        prefetch = tiers[i] > Tier.VISIBLE
         if len(requests) < config.max_requests and (
                 not prefetch or prefetch_requests < config.max_prefetch_requests):
             requests.append((t_list[i], lvl_list[i]))
