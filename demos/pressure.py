@@ -31,8 +31,7 @@ from typing import Any
 import numpy as np
 
 from engine.app.loop import FrameContext, FrameHook
-
-STREAMED = "texture.streamed"  # the streamer's ledger category
+from engine.memory.governor import above_tail_at_full_scale, budget_range, fixed_usage
 
 LOW = 0.4
 
@@ -77,19 +76,17 @@ def hooks(options: Mapping[str, Any]) -> list[FrameHook]:
         stats = ctx.provider.stats()
         scale = max(ctx.renderer.render_scale, 1e-3)
         tails = int(stats.min_bytes)
-        # The want at scale 1 (the governor's own coupling: detail above the tails ~ s^2).
-        wanted = tails + max(0, int(stats.wanted_bytes) - tails) / (scale * scale)
+        # The want at scale 1, by the governor's own coupling.
+        wanted = tails + above_tail_at_full_scale(int(stats.wanted_bytes), tails, scale)
         peak["wanted"] = max(peak["wanted"], int(wanted))
-        # What neither the render scale nor the streamer can give back (as the governor
-        # counts it: the output image is fixed); it only grows in a run (staging ring, HUD),
-        # so the largest seen so far.
-        ledger = ctx.device.ledger
-        now_fixed = ledger.total - ctx.renderer.target_bytes - ledger.category_total(STREAMED)
-        fixed = max(base.get("fixed", 0), now_fixed)
+        # What neither the render scale nor the streamer can give back, as the governor
+        # counts it; it only grows in a run (staging ring, HUD), so the largest seen so far.
+        fixed = max(base.get("fixed", 0), fixed_usage(ctx.device.ledger.by_category(),
+                                                      ctx.renderer.target_bytes))
         base["fixed"] = fixed
         spec, size = ctx.renderer.cost_spec, ctx.renderer.output_size
-        floor = fixed + spec.bytes_at(*size, FLOOR_SCALE) + tails
-        ceiling = max(floor, fixed + spec.bytes_at(*size, 1.0) + peak["wanted"])
+        floor, ceiling = budget_range(fixed, spec.bytes_at(*size, FLOOR_SCALE),
+                                      spec.bytes_at(*size, 1.0), tails, peak["wanted"])
         ctx.record["budget_fraction"] = budget_fraction(ctx.frame, period, swing=True)
         ctx.record["pressure_floor_bytes"] = floor
         ctx.record["pressure_ceiling_bytes"] = ceiling

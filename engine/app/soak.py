@@ -63,6 +63,7 @@ from typing import Any
 import numpy as np
 
 from ..gl.device import Device
+from ..memory.governor import above_tail_at_full_scale, budget_range, fixed_usage
 from ..streaming.provider import StreamingProvider
 from ..streaming.settings import StreamerSettings
 from .loop import FrameContext, FrameLoop, SceneFactory, make_governor
@@ -70,7 +71,6 @@ from .run import finish_run
 from .settings import RunSettings
 
 log = logging.getLogger(__name__)
-STREAMED = "texture.streamed"
 TARGET_LABEL = re.compile(r"texture 'scene\.(?P<name>\w+)'")
 STREAMED_LABEL = re.compile(r"'(?P<key>[^'@]+)@(?P<level>\d+)'")
 IO_FAULTS = ("vanish", "truncate", "unreadable")
@@ -517,19 +517,17 @@ def _budget_hook(settings: SoakSettings, faults: _Faults, state: dict[str, Any])
 
     def hook(ctx: FrameContext) -> None:
         stats = ctx.provider.stats()
-        ledger = ctx.device.ledger
         scale = max(ctx.renderer.render_scale, 1e-3)
         tails = int(stats.min_bytes)
-        wanted = tails + max(0, int(stats.wanted_bytes) - tails) / (scale * scale)
+        wanted = tails + above_tail_at_full_scale(int(stats.wanted_bytes), tails, scale)
         state["wanted"] = max(state.get("wanted", 0), int(wanted))
-        fixed = ledger.total - ctx.renderer.target_bytes - ledger.category_total(STREAMED)
+        fixed = fixed_usage(ctx.device.ledger.by_category(), ctx.renderer.target_bytes)
         state["fixed"] = max(state.get("fixed", 0), fixed)
         spec, size = ctx.renderer.cost_spec, ctx.renderer.output_size
-        min_scale = state["min_scale"]
-        floor = state["fixed"] + spec.bytes_at(*size, min_scale) + tails
         # The ceiling also pays for a realloc's transient copy of the largest texture.
-        ceiling = max(floor, state["fixed"] + spec.bytes_at(*size, 1.0) + state["wanted"]
-                      + state.get("largest", 0))
+        floor, ceiling = budget_range(state["fixed"], spec.bytes_at(*size, state["min_scale"]),
+                                      spec.bytes_at(*size, 1.0), tails, state["wanted"],
+                                      extra=state.get("largest", 0))
         nxt = ctx.frame + 1
         if nxt >= quiet_from:
             target = ceiling
