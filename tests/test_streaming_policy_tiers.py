@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyglm import glm
 
+from engine.bench.baselines import bias_for_pool, register_baselines
 from engine.streaming.levels.estimator import (
     CameraInput,
     InstanceArrays,
@@ -25,10 +26,10 @@ from engine.streaming.levels.policy import (
     Tier,
     _Planner,
     apply_ops,
-    bias_for_pool,
     extrapolate_camera,
     make_plan,
     plan_fits,
+    planner_for,
     predict_prefetch,
     resident_bytes,
     tail_reserve,
@@ -37,6 +38,7 @@ from engine.streaming.levels.policy import (
 )
 
 KIB = 1 << 10
+register_baselines()  # "lru-whole" and "global-bias" as PolicyConfig.policy
 
 
 def table_of(count: int, size: int = 256) -> TextureTable:
@@ -45,7 +47,7 @@ def table_of(count: int, size: int = 256) -> TextureTable:
 
 def step(state, table, mip, visible, frame, pool, config, prefetch=None, ready=None):
     state = update_state(state, table, mip, visible, frame, config, prefetch)
-    plan = make_plan(state, table, frame, pool, 0, config, ready)
+    plan = planner_for(config.policy).plan(state, table, frame, pool, 0, config, ready)
     return state, plan
 
 

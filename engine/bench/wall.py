@@ -39,6 +39,7 @@ from ..app.run import FrameContext, run_scene
 from ..gl.device import Device
 from ..memory.sizes import format_bytes
 from ..streaming.levels.streamer import LevelStreamer
+from .baselines import register_baselines
 from ..textures.quality import psnr
 from .common import SuiteResult
 from .streaming import IDENTICAL_DB, WallClockPacer, drop_page_cache, is_software, mib
@@ -123,6 +124,8 @@ class FixedPoolStreamer(LevelStreamer):
 def use_wall_streamer(policy: str, pool: int, prefetch: bool = True) -> str:
     """Register a fixed-pool streamer running `policy` and return its provider name."""
     from ..streaming.levels.policy import PolicyConfig
+
+    register_baselines()
 
     name = f"bench-wall-{policy}-{pool}-{'pf' if prefetch else 'nopf'}"
 

@@ -57,7 +57,7 @@ from .policy import (
     apply_ops,
     estimate_with_prefetch,
     fade_min_lod,
-    make_plan,
+    planner_for,
     resident_bytes,
     tail_base_level,
     update_state,
@@ -143,6 +143,7 @@ class LevelStreamer:
         # conservative for sparse ones (a commit has no old + new transient); a sparse
         # streamer still reallocates the textures sparse pages do not suit (small, arrays).
         self.config = cfg.policy
+        self.planner = planner_for(cfg.policy.policy)
         self._pool = 0  # the governor's streaming allowance, granted each frame
         #: bytes of the streamed ledger category held by others (set by the streaming provider)
         self.shared_bytes: Callable[[], int] = lambda: 0
@@ -419,7 +420,7 @@ class LevelStreamer:
         ahead and the view's neighbours; the baselines have no such notion, so they run
         without it). The same inputs (instances, this and the last camera, bias) give the
         same numbers, so a still view reuses the last frame's."""
-        prefetch = self.config.prefetch and self.config.policy == "tiered"
+        prefetch = self.config.prefetch and self.planner.predicts
         prev = self._prev_camera if prefetch else None
         key = (_camera_key(cam), _camera_key(prev), prefetch, float(self.mip_bias))
         cached = self._est_cache
@@ -455,7 +456,7 @@ class LevelStreamer:
         ready[list(self._partials)] = True
         pool = self._pool
         in_flight = sum(self._transient(p) for p in self._partials.values())
-        plan = make_plan(st, table, self._frame, pool, in_flight, self.config, ready)
+        plan = self.planner.plan(st, table, self._frame, pool, in_flight, self.config, ready)
         if plan.over_budget:  # the budget fell: unfinished loads give their memory back first
             for t in list(self._partials):
                 self._abort_partial(t)
