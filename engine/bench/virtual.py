@@ -21,7 +21,7 @@ Measured in one run, side by side:
     GPU ms of the feedback pass (GL timer queries around its clear, draw and PBO copy,
     collected frames late: p50/p95), tiles uploaded per frame and tile upload throughput
     against a synchronous upload loop. `python -m engine.bench.vt_cpu` replays the same
-    flight's feedback through the CPU path before and after its rewrite, side by side.
+    flight's feedback through the CPU path alone.
 
 `--quick`: 16 textures of 1024^2 through 1 MiB at 320x180 (a smoke run). Default: 64 of
 4096^2 through 3 MiB at 480x270 (llvmpipe). The full size for a GPU is set with
