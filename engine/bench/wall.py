@@ -451,7 +451,7 @@ def _wall_rows(device: Device, profile: WallProfile,
 def _wall_scale_rows(device: Device, profile: WallProfile) -> tuple[list[dict], list[str]]:
     import tracemalloc
 
-    from ..streaming.handles import HeaderTable
+    from .headers import HeaderTable
     from .scaling import measure, scaling_textures
 
     paths = scaling_textures(profile.scale_count)
@@ -478,7 +478,7 @@ def _wall_scale_rows(device: Device, profile: WallProfile) -> tuple[list[dict], 
              "streamer_rss_bytes_per_texture": (row["rss_mib"] or 0) * (1 << 20) / len(table),
              "streamer_frame_ms_p50": row["begin_frame_ms"],
              "streamer_frame_ms_p95": row["begin_frame_p95_ms"]}]
-    notes = [("scale: headers_s = bulk header registration (streaming.handles.HeaderTable, "
+    notes = [("scale: headers_s = bulk header registration (bench.headers.HeaderTable, "
              "numpy columns) of every file, reader_s = engine.textures.open per file; "
              "streamer_register_s = LevelStreamer.register_many of every file in one batch "
              "(header, tail read and GPU tail of each); "
