@@ -24,6 +24,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 from pathlib import Path
 
 from .. import textures
@@ -108,6 +109,10 @@ class HandleCache:
             raise TextureFormatError(Path(key), f"file truncated (wanted {length} bytes at "
                                                 f"offset {offset}, got {len(data)})")
         return data
+
+    def read_level(self, tf: textures.TextureFile, level: int) -> bytes:
+        """`read_level` through this cache: the `LevelFiles` surface."""
+        return read_level(tf, level, self)
 
     def drop(self, path: str | Path) -> None:
         """Close a file's descriptor (it changed on disk, or its cached pages are dropped)."""
@@ -301,6 +306,22 @@ def _copy_ktx2(model: Ktx2File, path: Path) -> Ktx2File:
     tf.path = path
     tf.extra = dict(model.extra)
     return tf
+
+
+class LevelFiles(Protocol):
+    """Where the whole-level streamer's workers read level bytes from: the open-file cache
+    (`HandleCache`) by default; a caller that must see or shape those reads (the soak, a
+    test) hands in its own, wrapping it."""
+
+    def read_level(self, tf: textures.TextureFile, level: int) -> bytes:
+        """The stored bytes of `level` of `tf` (worker threads call this)."""
+        ...
+
+    def drop(self, path: str | Path) -> None:
+        """Forget an open descriptor of `path` (the file was replaced or damaged)."""
+        ...
+
+    def close(self) -> None: ...
 
 
 def read_level(tf: textures.TextureFile, level: int, handles: HandleCache) -> bytes:

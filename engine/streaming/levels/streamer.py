@@ -26,14 +26,14 @@ from typing import Any, Protocol
 import numpy as np
 
 from ... import textures
-from ...errors import GLError, GLOutOfMemoryError
+from ...errors import FaultKind, GLError, GLOutOfMemoryError
 from ...gl.device import Device
 from ...gl.staging import StagingRing
 from ...gl.textures import GpuTexture
 from ...memory.sizes import level_bytes
 from ..cache import LevelCache
 from ..contract import FrameView, Residency, ResidentTextures
-from ..handles import HandleCache, HeadReader, read_level
+from ..handles import HandleCache, HeadReader, LevelFiles
 from ..inline_io import InlineLevelIO
 from ..io import LevelIO, Reader, ReadResult, RequestKey
 from ..settings import StreamerSettings
@@ -123,11 +123,13 @@ class LevelStreamer:
     `settings` (StreamerSettings) may be varied by keyword: `LevelStreamer(dev,
     backend="realloc")` is `LevelStreamer(dev, replace(StreamerSettings(), backend=...))`.
     `clock` gives seconds (fade-in, upload time caps); `io` makes the level source (default:
-    `settings.io_workers` reader threads; `InlineLevelIO` for deterministic runs)."""
+    `settings.io_workers` reader threads; `InlineLevelIO` for deterministic runs); `files` is
+    where those read level bytes (default: an open-file cache of 64 descriptors). `files`
+    may be replaced (wrapped) before the first frame reads anything."""
 
     def __init__(self, device: Device, settings: StreamerSettings | None = None, *,
                  clock: Clock = time.perf_counter, io: LevelSourceFactory | None = None,
-                 **overrides: Any) -> None:
+                 files: LevelFiles | None = None, **overrides: Any) -> None:
         self.settings = replace(settings or StreamerSettings(), **overrides)
         cfg = self.settings
         self.device = device
@@ -170,7 +172,7 @@ class LevelStreamer:
         self._frame = 0
         self._t0 = clock()
         self.cache = LevelCache(cfg.ram_cache_bytes)
-        self.handles = HandleCache(64)  # open files, least recently used closed first
+        self.files: LevelFiles = files if files is not None else HandleCache(64)
         self._prev_camera: CameraInput | None = None
         if io is not None:
             self.io: LevelSource = io(self._read, self.cache)
@@ -272,10 +274,10 @@ class LevelStreamer:
         return self._tail(Streamed("", tf))
 
     def _read(self, tid: int, level: int) -> bytes:
-        """Worker-thread reader: only file I/O and decompression, never GL. Plain KTX2 levels
-        are read through the open-file LRU (a bounded number of descriptors, no open/close
-        per read); anything else the usual way."""
-        return read_level(self.items[tid].tf, level, self.handles)
+        """Worker-thread reader: only file I/O and decompression, never GL, through `files`
+        (by default plain KTX2 levels through the open-file LRU: a bounded number of
+        descriptors, no open/close per read; anything else the usual way)."""
+        return self.files.read_level(self.items[tid].tf, level)
 
     def resident_levels(self) -> np.ndarray:
         """Finest resident level per texture: what is in memory (`residency` adds the fade)."""
@@ -431,6 +433,14 @@ class LevelStreamer:
         self._est_cache = ((prep, *key), est, mips)
         return est, mips
 
+    def _upload_failed(self, t: int, exc: Exception) -> None:
+        """An upload or allocation failed: the texture keeps what is resident, reported once."""
+        item = self.items[t]
+        if not item.failed:
+            log.warning("streaming %s failed: %s", item.key, exc)
+            self.device.faults.report(FaultKind.LEVEL_UPLOAD, item.key, exc)
+        self._mark_failed(t)
+
     def _mark_failed(self, t: int) -> None:
         self.items[t].failed = True
         self._failed[t] = True
@@ -440,10 +450,11 @@ class LevelStreamer:
             if res.ok:
                 self._ready[(res.texture_id, res.level)] = res.data
             elif not self.items[res.texture_id].failed:
+                item = self.items[res.texture_id]
                 self._mark_failed(res.texture_id)
                 self.stats_.io_errors += 1
-                log.warning("texture %s stays at level %d: %s", self.items[res.texture_id].key,
-                            self.items[res.texture_id].base, res.error)
+                log.warning("texture %s stays at level %d: %s", item.key, item.base, res.error)
+                self.device.faults.report(FaultKind.LEVEL_READ, item.key, res.error)
 
     def _execute(self, now: float) -> None:
         st, table = self._state, self._table
@@ -498,9 +509,7 @@ class LevelStreamer:
                 else:
                     self._backend_for(item).change(item, op.new_base, data, self.uploader)
             except Exception as exc:  # GL OOM etc.: keep what is resident, report once
-                if not item.failed:
-                    log.warning("streaming %s failed: %s", item.key, exc)
-                self._mark_failed(op.texture)
+                self._upload_failed(op.texture, exc)
                 continue
             done.append(op)
         self.uploader.end_frame()
@@ -575,8 +584,7 @@ class LevelStreamer:
             try:
                 budget -= self._upload_band(p, budget)
             except Exception as exc:  # GL error: the load was aborted; keep what is resident
-                log.warning("streaming %s failed: %s", self.items[t].key, exc)
-                self._mark_failed(t)
+                self._upload_failed(t, exc)
                 continue
             if p.done:
                 finished.append(self._finish_partial(t))
@@ -696,7 +704,7 @@ class LevelStreamer:
 
     def release(self) -> None:
         self.io.close()
-        self.handles.close()
+        self.files.close()
         for t in list(self._partials):
             self._abort_partial(t)
         for item in self.items:
