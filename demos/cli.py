@@ -20,7 +20,7 @@ from engine.demos import DEMOS
 
 from engine.app.providers import PROVIDERS
 from engine.app.run import progress_hook, run_scene
-from engine.cli import (
+from engine.cli_args import (
     budget_arg,
     input_file,
     output_file,
@@ -40,7 +40,7 @@ PROGRESS_EVERY_S = 5.0
 
 
 def parse_size(text: str) -> tuple[int, int]:
-    """"1280x720" -> (1280, 720); kept for callers of the old name (engine.cli.size_arg)."""
+    """"1280x720" -> (1280, 720); kept for callers of the old name (engine.cli_args.size_arg)."""
     return size_arg(text)
 
 

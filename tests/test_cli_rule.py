@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from engine import cli
+from engine import cli, cli_args
 from engine.textures.bake import build_bake_parser
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -125,11 +125,11 @@ def test_budget_values(budget, capsys):
 def test_size_too_large(capsys):
     rc, err = _run_main(["demo", "gallery", "--size", "99999x99999"], capsys)
     line = _assert_user_error(rc, err, "--size")
-    assert str(cli.MAX_OUTPUT_EDGE) in line
+    assert str(cli_args.MAX_OUTPUT_EDGE) in line
 
 
 def test_size_beyond_memory(capsys, monkeypatch):
-    monkeypatch.setattr(cli, "machine_memory", lambda: 64 << 20)
+    monkeypatch.setattr(cli_args, "machine_memory", lambda: 64 << 20)
     rc, err = _run_main(["demo", "gallery", "--size", "4096x4096"], capsys)
     assert "memory" in _assert_user_error(rc, err, "--size")
 
@@ -191,7 +191,7 @@ def test_unwritable_output_folder(capsys, tmp_path, monkeypatch):
     folder = tmp_path / "ro"
     folder.mkdir()
     real = os.access
-    monkeypatch.setattr(cli.os, "access", lambda p, mode: False if Path(p) == folder
+    monkeypatch.setattr(cli_args.os, "access", lambda p, mode: False if Path(p) == folder
                         else real(p, mode))
     rc, err = _run_main(["demo", "gallery", "--screenshot", str(folder / "s.png")], capsys)
     assert "not writable" in _assert_user_error(rc, err, "--screenshot")
@@ -315,7 +315,7 @@ def test_run_scene_checks_the_drivers_size_limit_before_making_anything(device):
     from engine.gl.limits import max_output_size
 
     mw, mh = max_output_size(device)
-    assert mw >= cli.MAX_OUTPUT_EDGE and mh >= cli.MAX_OUTPUT_EDGE  # GL 4.5's minimum holds
+    assert mw >= cli_args.MAX_OUTPUT_EDGE and mh >= cli_args.MAX_OUTPUT_EDGE  # GL 4.5's minimum holds
     built = []
     before = device.ledger.total
     with pytest.raises(UsageError, match=f"at most {mw}x{mh}"):

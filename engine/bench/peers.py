@@ -30,7 +30,7 @@ from pathlib import Path
 
 from .. import textures
 from ..gl.device import Device
-from ..gl.peers import lend_context_to_moderngl_window
+from ..gl.peers import moderngl_window_loader
 from ..memory.ledger import Category
 from ..memory.sizes import format_bytes, mip_count, texture_bytes
 from ..streaming.levels.backends import CATEGORY
@@ -128,25 +128,20 @@ def _loader_rows(device: Device, paths: Sequence[Path], pngs: Sequence[Path]
     loaders: list[tuple[str, float, float]] = []
     notes: list[str] = []
     try:
-        import moderngl_window
-        from moderngl_window import resources
-        from moderngl_window.meta import TextureDescription
+        version, mglw_load = moderngl_window_loader(device)  # its headless setting: our context
     except ImportError as exc:
         notes.append(f"moderngl-window not installed ({exc}): its loader was not measured")
     else:
-        lend_context_to_moderngl_window(device)  # its headless setting: our context
-
         def load(png: Path):
-            tex = resources.textures.load(TextureDescription(path=str(png), mipmap=True))
-            return device.track_user_object(tex, "texture", rgba_bytes, f"mglw {png.name}",
-                                            category=Category.USER)
+            return device.track_user_object(mglw_load(png), "texture", rgba_bytes,
+                                            f"mglw {png.name}", category=Category.USER)
         made: list = []
         try:
             seconds, made = _timed_loads(device, load, pngs)
         finally:
             for tex in made:
                 device.release(tex)
-        loaders.append((f"moderngl-window {moderngl_window.__version__} (PNG, RGBA8 + mips)",
+        loaders.append((f"moderngl-window {version} (PNG, RGBA8 + mips)",
                         seconds, rgba_bytes))
     naive = NaiveProvider(device)
     try:

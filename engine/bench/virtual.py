@@ -45,7 +45,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import textures
-from ..cli import size_arg
+from ..cli_args import size_arg
 from ..formats import PixelFormat
 from ..gl.device import Device
 from ..gl.timing import GpuTimer

@@ -29,7 +29,8 @@ from pathlib import Path
 
 from .. import textures
 from ..errors import TextureFormatError
-from ..textures.ktx2 import MAX_PREFIX, Ktx2File, parse_ktx2
+from ..textures.ktx2 import MAX_PREFIX, parse_ktx2
+from ..textures.ktx2_file import Ktx2File
 
 log = logging.getLogger(__name__)
 
