@@ -56,18 +56,17 @@ class RendererSettings:
     indirect multi-draws (engine/render/batch.py); "per_object" is the old loop of uniform
     writes and one draw call per object, kept as the benchmark baseline and for drivers
     without indirect draws. `force_bound`: use the bound-texture fallback of the batched path
-    even where bindless textures exist (both must give the same picture). `gpu_timing`: GL
-    timer queries per frame (read a few frames late; `frame_stats()["gpu_ms"]`)."""
+    even where bindless textures exist (both must give the same picture). The GPU time of
+    each frame comes from GL timer queries, read a few frames late
+    (`frame_stats()["gpu_ms"]`); the fade-in clamp uses ARB_sparse_texture_clamp's
+    textureClampARB where the driver has it."""
 
     path: RenderPath = "batched"
     force_bound: bool = False
     #: fade-in clamp in the shader: None = where needed (bindless; bound textures keep the
     #: sampler's own min LOD), True = always (tests compare it with the sampler's clamp)
     shader_lod_clamp: bool | None = None
-    #: use ARB_sparse_texture_clamp's textureClampARB for that clamp where the driver has it
-    clamp_ext: bool = True
     cull: bool = True
-    gpu_timing: bool = True
     #: render-size fraction of the virtual-texture feedback pass (scenes with virtual
     #: textures only; 1/4 .. 1/8: docs/virtual_texturing.md)
     vt_feedback_scale: float = 0.25
@@ -158,7 +157,7 @@ class Renderer:
             self._batched: _Program | None = None
             if self.path == "batched":
                 self._setup_batched()
-            self.timer = GpuTimer(device) if self.settings.gpu_timing else None
+            self.timer: GpuTimer | None = GpuTimer(device)
         except BaseException:
             self.release()
             raise
@@ -192,8 +191,7 @@ class Renderer:
         self.texture_mode = choose_texture_mode(self.settings, bindless,
                                                 provider_gives_textures(self.provider))
         use_bindless = self.texture_mode == "bindless"
-        clamp_ext = "GL_ARB_sparse_texture_clamp" in self.device.caps.extensions \
-            and self.settings.clamp_ext
+        clamp_ext = "GL_ARB_sparse_texture_clamp" in self.device.caps.extensions
         self._batched_flags = (use_bindless, clamp_ext)
         self._batched_variants: dict[int, _Program] = {}
         self._vt_slots_key: tuple | None = None

@@ -24,7 +24,6 @@ class StreamerSettings:
     #: added to every wanted level (the render scale's own bias, log2(1/scale), is already in
     #: the estimate: the FrameView carries the render scale)
     mip_bias: float = 0.0
-    max_staging_segment: int = 32 << 20
     #: levels larger than this go up in bands over several frames (frame pacing). Measured on
     #: the H200 (benchmarks/*band4mib*): 4 MiB bands for 4096^2 BC7 levels cut upload
     #: throughput from 67% to 48% of a raw loop without a clear p99 gain, so by default only

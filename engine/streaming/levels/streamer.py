@@ -68,6 +68,8 @@ log = logging.getLogger(__name__)
 
 Clock = Callable[[], float]
 
+#: the staging ring's segments grow to the largest level, up to this
+MAX_STAGING_SEGMENT = 32 << 20
 #: seconds each new level takes to fade in (fade_min_lod's default)
 _FADE_SECONDS = 0.3
 
@@ -182,7 +184,6 @@ class LevelStreamer:
             self.io = LevelIO(self._read, self.cache, workers=cfg.io_workers,
                               latency_ms=cfg.io_latency_ms)
         self.staging_bytes = cfg.staging_bytes if device.caps.buffer_storage else 0
-        self.max_staging_segment = cfg.max_staging_segment
         self.max_band_bytes = cfg.max_band_bytes
         self._partials: dict[int, _Partial] = {}
         self._failed = np.zeros(0, bool)  # per texture: a read or upload failed, stays put
@@ -323,7 +324,7 @@ class LevelStreamer:
         if ring is None:
             return
         largest = max(lv.nbytes for it in self.items for lv in it.tf.levels)
-        want = min(largest, self.max_staging_segment)
+        want = min(largest, MAX_STAGING_SEGMENT)
         if want <= ring.segment_bytes:
             return
         room = self._pool - self._held()
