@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import struct
-from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
