@@ -126,7 +126,7 @@ def test_vanished_and_truncated_files_are_survived(device, gov, tmp_path, caplog
 def test_thousands_of_level_changes_leave_no_leaks(device, gov, files):
     full = texture_bytes("BC1_RGBA", 256, 256, levels=9) * COUNT
     s = LevelStreamer(device, backend="realloc",
-                        policy=__import__("engine.streaming.levels.policy", fromlist=["x"]).PolicyConfig(
+                        policy=__import__("engine.streaming.levels.state", fromlist=["x"]).PolicyConfig(
                             evict_delay_frames=1, max_ops=64))
     try:
         for i, p in enumerate(files):

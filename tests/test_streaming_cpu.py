@@ -21,26 +21,24 @@ from engine.streaming.levels.estimator import (
     prepare_instances,
     spheres_visible,
 )
-from engine.streaming.levels.policy import (
-    MipOp,
-    Plan,
-    PolicyConfig,
+from engine.streaming.levels.fade import fade_min_lod
+from engine.streaming.levels.ops import MipOp, Plan, apply_ops, step_peaks
+from engine.streaming.levels.planner import _Planner, make_plan
+from engine.streaming.levels.prefetch import (
     PrefetchConfig,
+    estimate_with_prefetch,
+    extrapolate_camera,
+    predict_prefetch,
+)
+from engine.streaming.levels.state import (
+    PolicyConfig,
     StreamerState,
     TextureSpec,
     TextureTable,
-    Tier,
-    _Planner,
-    apply_ops,
-    estimate_with_prefetch,
-    extrapolate_camera,
-    fade_min_lod,
-    make_plan,
-    predict_prefetch,
     resident_bytes,
-    step_peaks,
     update_state,
 )
+from engine.streaming.tiers import Tier
 
 
 # ---------------------------------------------------------------------------- oracles

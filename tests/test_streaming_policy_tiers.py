@@ -17,25 +17,23 @@ from engine.streaming.levels.estimator import (
     TextureArrays,
     estimate_mips,
 )
-from engine.streaming.levels.policy import (
-    PolicyConfig,
+from engine.streaming.levels.ops import apply_ops, plan_fits, tail_reserve
+from engine.streaming.levels.planner import _Planner, make_plan, planner_for
+from engine.streaming.levels.prefetch import (
     PrefetchConfig,
+    extrapolate_camera,
+    predict_prefetch,
+)
+from engine.streaming.levels.state import (
+    PolicyConfig,
     StreamerState,
     TextureSpec,
     TextureTable,
-    Tier,
-    _Planner,
-    apply_ops,
-    extrapolate_camera,
-    make_plan,
-    plan_fits,
-    planner_for,
-    predict_prefetch,
     resident_bytes,
-    tail_reserve,
     update_state,
     wanted_bytes,
 )
+from engine.streaming.tiers import Tier
 
 KIB = 1 << 10
 register_baselines()  # "lru-whole" and "global-bias" as PolicyConfig.policy

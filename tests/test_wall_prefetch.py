@@ -18,7 +18,7 @@ from engine.render.camera import mat_to_numpy
 from engine.streaming.contract import TEXTURE_SLOTS, FrameView
 from engine.streaming.inline_io import InlineLevelIO
 from engine.streaming.levels.metrics import measure_view
-from engine.streaming.levels.policy import PolicyConfig
+from engine.streaming.levels.state import PolicyConfig
 from engine.streaming.levels.streamer import LevelStreamer
 from engine.streaming.settings import StreamerSettings
 

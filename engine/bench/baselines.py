@@ -12,17 +12,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..streaming.levels.policy import (
-    MipOp,
-    Plan,
-    PolicyConfig,
-    StreamerState,
-    TextureTable,
-    register_planner,
-    resident_bytes,
-    step_peaks,
-    tail_reserve,
-)
+from ..streaming.levels.ops import MipOp, Plan, step_peaks, tail_reserve
+from ..streaming.levels.planner import register_planner
+from ..streaming.levels.state import PolicyConfig, StreamerState, TextureTable, resident_bytes
 
 
 def _baseline_plan(state: StreamerState, table: TextureTable, pool: int, start: int,

@@ -123,7 +123,7 @@ class FixedPoolStreamer(LevelStreamer):
 
 def use_wall_streamer(policy: str, pool: int, prefetch: bool = True) -> str:
     """Register a fixed-pool streamer running `policy` and return its provider name."""
-    from ..streaming.levels.policy import PolicyConfig
+    from ..streaming.levels.state import PolicyConfig
 
     register_baselines()
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .levels.policy import PolicyConfig
+from .levels.state import PolicyConfig
 
 
 @dataclass(frozen=True)

@@ -49,15 +49,13 @@ from .estimator import (
     prepare_instances,
 )
 from .feedback import combine
-from .policy import (
-    MipOp,
-    PrefetchConfig,
+from .fade import fade_min_lod
+from .ops import MipOp, apply_ops
+from .planner import planner_for
+from .prefetch import PrefetchConfig, estimate_with_prefetch
+from .state import (
     StreamerState,
     TextureTable,
-    apply_ops,
-    estimate_with_prefetch,
-    fade_min_lod,
-    planner_for,
     resident_bytes,
     tail_base_level,
     update_state,
