@@ -32,7 +32,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("engine.app",),
     ("engine.hosts",),
     ("engine.testing", "engine.pytest_plugin", "engine.demos", "engine.bench", "engine.cli",
-     "engine.cli_args",
+     "engine.cli_args", "engine.cli_process",
      "engine.__main__", "engine.shaders", "engine.assets"),
 )
 GL_ONLY_MODULES = ("moderngl", "moderngl_window", "glcontext")
