@@ -17,8 +17,6 @@ from engine.render.batch import (
     ROW_FLOATS,
     FrameLayout,
     TextureState,
-    cull_spheres,
-    frustum_planes,
     pack_rows,
     texture_rows,
     texture_set_order,
@@ -27,6 +25,7 @@ from engine.render.camera import Camera, mat_to_numpy
 from engine.render.material import Material
 from engine.render.objects import FLAG_ALBEDO, FLAG_NORMAL, ObjectArrays
 from engine.render.renderer import RendererSettings, choose_path, choose_texture_mode
+from engine.streaming.culling import cull_spheres, frustum_planes
 
 
 # ---------------------------------------------------------------------- pure

@@ -11,15 +11,14 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from engine.streaming.culling import frustum_planes, spheres_visible
 from engine.streaming.levels.estimator import (
     CameraInput,
     InstanceArrays,
     MipEstimate,
     TextureArrays,
     estimate_mips,
-    frustum_planes,
     prepare_instances,
-    spheres_visible,
 )
 from engine.streaming.levels.fade import fade_min_lod
 from engine.streaming.levels.ops import MipOp, Plan, apply_ops, step_peaks

@@ -40,6 +40,7 @@ from ..gl.indirect import (
     bind_storage,
 )
 from ..streaming.contract import TextureTable, VirtualTextureHost
+from ..streaming.culling import cull_spheres, frustum_planes
 from .mesh import VERTEX_ATTRIBUTES, VERTEX_FORMAT, Mesh
 from .objects import ObjectArrays
 
@@ -53,30 +54,6 @@ TextureMode = Literal["bindless", "bound", "none"]
 
 
 # ---------------------------------------------------------------------- pure policy
-def frustum_planes(view_proj: np.ndarray) -> np.ndarray:
-    """The six planes (a, b, c, d), normals pointing inside and normalised, of a row-major
-    view-projection matrix (Gribb & Hartmann)."""
-    m = np.asarray(view_proj, np.float64)
-    planes = np.stack([m[3] + m[0], m[3] - m[0], m[3] + m[1], m[3] - m[1],
-                       m[3] + m[2], m[3] - m[2]])
-    return planes / np.linalg.norm(planes[:, :3], axis=1, keepdims=True)
-
-
-def cull_spheres(planes: np.ndarray, centers: np.ndarray, radii: np.ndarray,
-                 centers_t: np.ndarray | None = None) -> np.ndarray:
-    """Visible mask: a sphere is out when it lies wholly behind any plane. `centers_t`, the
-    centres transposed to a contiguous (3, N) array, may be passed (the pass caches it):
-    then the six distances of every sphere are one (6, 3) @ (3, N) product."""
-    if len(centers) == 0:
-        return np.zeros(0, bool)
-    ct = np.ascontiguousarray(np.asarray(centers, np.float32).T) if centers_t is None \
-        else centers_t
-    dist = planes[:, :3].astype(np.float32) @ ct
-    dist += planes[:, 3:4].astype(np.float32)
-    dist += np.asarray(radii, np.float32)
-    return (dist >= 0.0).all(axis=0)
-
-
 def texture_set_order(texture_ids: np.ndarray, texture_count: int) -> tuple[np.ndarray,
                                                                               np.ndarray]:
     """Order objects by texture set (the bound path binds once per set): returns the
