@@ -33,7 +33,7 @@ from .. import textures
 from ..formats import PixelFormat
 from ..gl.device import Device
 from ..memory.split import MIN_STREAM_SLOTS, CacheNeeds, share_pool
-from .contract import FrameView, ProviderStats, Residency, ResidentTextures
+from .contract import FrameView, Residency, ResidentTextures
 from .levels.streamer import Clock, LevelSourceFactory, LevelStreamer
 from .settings import StreamerSettings
 from .stats import StreamingStats
