@@ -327,20 +327,6 @@ class StreamingProvider:
         self.levels.end_frame()
 
     # ------------------------------------------------------------------ queries
-    def preload(self, keys: list[str] | None = None, level: int = 0,
-                timeout: float = 10.0) -> bool:
-        """Make the given whole-level textures (default: all of them) resident down to
-        `level` without rendering (`LevelStreamer.preload`); virtual textures stream by what
-        the screen shows and are not preloaded here."""
-        whole = [k for k in keys if not self._entries[self._ids[k]].virtual] \
-            if keys is not None else None
-        return self.levels.preload(whole, level, timeout)
-
-    @property
-    def residency_changes(self) -> int:
-        """Whole-level storage changes so far (loads and evictions run)."""
-        return self.levels.residency_changes
-
     def pending_reads(self) -> int:
         """Whole-level reads queued or running now."""
         ios = self.levels.io.stats()

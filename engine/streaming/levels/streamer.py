@@ -45,7 +45,6 @@ from .estimator import (
     MipEstimate,
     PreparedInstances,
     TextureArrays,
-    estimate_prepared,
     prepare_instances,
 )
 from .feedback import combine
@@ -380,12 +379,6 @@ class LevelStreamer:
         self._execute(now)
         self._fade(now)
         self.stats_.frame_ms = (self.clock() - t_begin) * 1000.0
-
-    def _estimate(self, view: FrameView) -> MipEstimate:
-        return estimate_prepared(self._prepared(view), self._camera(view), self.mip_bias)
-
-    def _frame_inputs(self, view: FrameView) -> tuple[InstanceArrays, CameraInput]:
-        return self._instances(view), self._camera(view)
 
     @staticmethod
     def _instances(view: FrameView) -> InstanceArrays:
