@@ -7,6 +7,9 @@ Rules (docs/ARCHITECTURE.md explains them):
 - Nothing outside engine/gl imports moderngl, moderngl_window or glcontext, reaches into a
   device's private GL parts (`_ctx`, `_raw`, `_alloc`, `_cmds`, `_thread`, or `.ctx` / `.raw`
   of a device), or calls a raw GL entry point (`glSomething(...)`).
+- The two streaming executors are wings that never import each other: whole levels
+  (engine.streaming.levels) and virtual textures (engine.streaming.virtual); what both use
+  lives in engine.streaming itself.
 - No `importlib.import_module("a.literal.name")`: a name known when the code is written is a
   plain import, which this check (and a reader) can see.
 - The import graph of the engine's modules has no cycle inside a layer either (layer order
@@ -36,6 +39,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
      "engine.__main__", "engine.shaders", "engine.assets"),
 )
 GL_ONLY_MODULES = ("moderngl", "moderngl_window", "glcontext")
+#: Packages of one layer that must not import each other.
+WINGS: tuple[tuple[str, str], ...] = (("engine.streaming.levels", "engine.streaming.virtual"),)
 PRIVATE_GL_ATTRS = ("_ctx", "_raw", "_alloc", "_cmds", "_thread")
 DEVICE_NAMES = ("device", "dev", "_device")
 
@@ -191,6 +196,10 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return sorted(out)
 
 
+def _within(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
 def _is_device(node: ast.AST) -> bool:
     if isinstance(node, ast.Name):
         return node.id in DEVICE_NAMES
@@ -243,6 +252,11 @@ def check_tree(root: Path, mapped: dict[str, str] | None = None) -> list[Violati
                 violations.append(Violation(module, line, f"imports {target} outside engine/gl"))
             if top != "engine" or own is None:
                 continue
+            for wing in WINGS:
+                for mine, other in (wing, wing[::-1]):
+                    if _within(module, mine) and _within(target, other):
+                        violations.append(Violation(module, line, f"imports {target}: {mine} "
+                                                    f"and {other} do not import each other"))
             theirs = layer_of(target)
             if theirs is not None and theirs > own:
                 violations.append(Violation(

@@ -101,3 +101,15 @@ def test_moderngl_window_and_glcontext_outside_gl_fail(tmp_path):
     })
     found = sorted((v.module, v.line) for v in check_tree(root, mapped={}))
     assert found == [("engine.app.host", 1), ("engine.app.host", 1), ("engine.bench.peer", 2)]
+
+
+def test_the_two_streaming_wings_do_not_import_each_other(tmp_path):
+    root = _tree(tmp_path, {
+        "engine/streaming/levels/planner.py": "from ..virtual.policy import TilePolicy\n",
+        "engine/streaming/virtual/policy.py": "from ..tiers import Tier\n",
+        "engine/streaming/tiers.py": "",
+        "engine/streaming/provider.py": "from .levels import planner\nfrom .virtual import policy\n",
+    })
+    found = check_tree(root, mapped={})
+    assert {(v.module, v.line) for v in found} == {("engine.streaming.levels.planner", 1)}
+    assert "do not import each other" in found[0].message
