@@ -164,7 +164,7 @@ class WallProbe:
         self.frame_tracker = CutTracker()  # frames
 
     def __call__(self, ctx: FrameContext) -> None:
-        from ..streaming.contract import TextureTable
+        from ..streaming.contract import ResidentTexturesSource
         from ..streaming.levels.metrics import measure_view, texture_geometry
 
         image = ctx.renderer.read_output()
@@ -179,7 +179,7 @@ class WallProbe:
         if self.geometry is None or self.geometry.levels.size != count:
             self.geometry = texture_geometry(ctx.provider, count)
         sampled = None
-        if isinstance(ctx.provider, TextureTable):  # one array read, not 10,000 calls
+        if isinstance(ctx.provider, ResidentTexturesSource):  # one array read, not 10,000 calls
             sampled = np.asarray(ctx.provider.resident_textures().min_lod[:count], np.float64)
         cov, _ = measure_view(view, ctx.provider, count, geometry=self.geometry,
                               sampled=sampled)

@@ -39,7 +39,7 @@ from ..gl.indirect import (
     batched_frame_supported,
     bind_storage,
 )
-from ..streaming.contract import TextureTable, VirtualTextureHost
+from ..streaming.contract import ResidentTexturesSource, VirtualTextureHost
 from ..streaming.culling import cull_spheres, frustum_planes
 from .mesh import VERTEX_ATTRIBUTES, VERTEX_FORMAT, Mesh
 from .objects import ObjectArrays
@@ -180,14 +180,14 @@ def virtual_slots(texture_ids: np.ndarray, vt_ids: np.ndarray | None) -> int:
 def provider_gives_textures(provider: Any) -> bool:
     """Whether the tracker can reach the provider's GL textures (bindless needs them to make
     handles); a provider that only binds gets the bound path."""
-    return isinstance(provider, TextureTable)
+    return isinstance(provider, ResidentTexturesSource)
 
 
 class TextureTracker:
     """Reads the provider's textures and min LODs into arrays each frame, as cheaply as the
-    provider allows: `resident_textures()` (engine.streaming.contract.TextureTable), whose
-    texture list is re-read only when its version moved; else one `residency()` call per
-    texture (no GL textures: bound path)."""
+    provider allows: `resident_textures()` (engine.streaming.contract.ResidentTexturesSource),
+    whose texture list is re-read only when its version moved; else one `residency()` call
+    per texture (no GL textures: bound path)."""
 
     def __init__(self, provider: Any, views: bool = False, shader_clamp: bool = True) -> None:
         self.provider = provider
@@ -227,7 +227,7 @@ class TextureTracker:
     def state(self) -> TextureState:
         p = self.provider
         self.changed = np.zeros(0, np.intp)
-        if isinstance(p, TextureTable):
+        if isinstance(p, ResidentTexturesSource):
             table = p.resident_textures()
             if self._key != table.version or len(table.textures) != len(self._textures):
                 self._set_textures(list(table.textures), list(table.finest))

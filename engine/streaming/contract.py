@@ -151,7 +151,7 @@ class ResidentTextures:
 
 
 @runtime_checkable
-class TextureTable(Protocol):
+class ResidentTexturesSource(Protocol):
     """A provider that can give all its resident textures at once."""
 
     def resident_textures(self) -> ResidentTextures: ...
