@@ -67,6 +67,7 @@ import numpy as np
 from ..errors import FaultEvent, FaultKind
 from ..gl.device import Device
 from ..memory.governor import above_tail_at_full_scale, budget_range, fixed_usage
+from ..streaming.contract import VirtualTextureHost
 from ..streaming.handles import LevelFiles
 from ..streaming.levels.streamer import LevelStreamer
 from ..streaming.provider import StreamingProvider
@@ -793,8 +794,9 @@ def _looping(factory: SceneFactory) -> SceneFactory:
 
 
 def _virtual_system(provider: Any) -> Any:
-    system = getattr(provider, "virtual_system", None)
-    return system() if callable(system) else None
+    """The provider's virtual texture system (the soak reads more of it than the renderer's
+    `VirtualTextures` protocol names: its textures, sources and failures)."""
+    return provider.virtual_system() if isinstance(provider, VirtualTextureHost) else None
 
 
 def _clean_settled(device: Device, factory: SceneFactory, run: RunSettings, budget: int,
