@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 from pyglm import glm
 
-from engine.streaming.estimator import CameraInput, InstanceArrays
-from engine.streaming.metrics import (
+from engine.streaming.levels.estimator import CameraInput, InstanceArrays
+from engine.streaming.levels.metrics import (
     CutTracker,
     coverage,
     efficiency,
