@@ -29,7 +29,7 @@ from ..gl.device import Device
 from ..memory.budget import Budget
 from ..errors import BudgetError
 from ..memory.governor import BudgetSplit, Governor, split_usage
-from ..memory.shares import join_share
+from ..memory.group import join_share
 from ..memory.sizes import format_bytes, format_exact
 from ..render.feedback import FeedbackPass
 from ..render.renderer import Renderer

@@ -22,6 +22,9 @@ its claim counts as hidden (its floor) until it exchanges again.
 
 The group budget is set by the member that finds no live member in the file; a member joining
 an existing group with another budget follows the group's (and says so in the log).
+
+`join_share` is the one way in for a run: it seats a governor on an in-process board
+(`engine.memory.shares.ViewShares`) or in a named group here, so it lives above both.
 """
 from __future__ import annotations
 
@@ -31,13 +34,22 @@ import os
 import select
 import struct
 import time
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import BudgetError
-from .shares import Claim, Seat, ShareSettings, check_group_name, settle
+from .shares import (
+    Claim,
+    Seat,
+    ShareMember,
+    ShareSettings,
+    ViewShares,
+    check_group_name,
+    settle,
+)
 from .sizes import format_bytes
 
 log = logging.getLogger(__name__)
@@ -369,3 +381,31 @@ def members(name: str) -> list[Row]:
     finally:
         file.close()
         liveness.close()
+
+
+#: Who holds a seat now, by what tells its governor what it holds (a device's ledger): two
+#: governors counting one ledger would each take the other's memory for their own.
+#: By id, since a ledger is not hashable; the weak reference tells a reused id apart.
+_SEATED: dict[int, tuple[weakref.ref, ShareMember]] = {}
+
+
+def join_share(spec: str | ViewShares | ShareSettings, budget: int,
+               holder: object | None = None) -> ShareMember:
+    """A seat for `spec`: on the in-process board it names, or in the named group on this
+    machine (made with `budget` bytes if no live member has it). `holder`: the ledger the
+    seat's governor reads; one seat per ledger at a time (BudgetError otherwise)."""
+    settings = ShareSettings.of(spec)
+    seated = _SEATED.get(id(holder)) if holder is not None else None
+    if seated is not None and seated[0]() is holder and not seated[1].left:
+        raise BudgetError("this device already has a seat on a share board: views that share "
+                          "a budget need a device (GL context) each, since a device's ledger "
+                          "counts everything drawn with it")
+    if isinstance(settings.group, ViewShares):
+        member: ShareMember = settings.group.join(settings)
+    else:
+        member = join_group(settings, budget)
+    if holder is not None:
+        for key in [k for k, (ref, m) in _SEATED.items() if ref() is None or m.left]:
+            del _SEATED[key]
+        _SEATED[id(holder)] = (weakref.ref(holder), member)
+    return member

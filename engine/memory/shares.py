@@ -30,7 +30,6 @@ import logging
 import math
 import re
 import threading
-import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -279,32 +278,3 @@ class ViewSeat:
         if not self._left:
             self._left = True
             self._board._leave(self._key)
-
-
-#: Who holds a seat now, by what tells its governor what it holds (a device's ledger): two
-#: governors counting one ledger would each take the other's memory for their own.
-#: By id, since a ledger is not hashable; the weak reference tells a reused id apart.
-_SEATED: dict[int, tuple[weakref.ref, ShareMember]] = {}
-
-
-def join_share(spec: str | ViewShares | ShareSettings, budget: int,
-               holder: object | None = None) -> ShareMember:
-    """A seat for `spec`: on the in-process board it names, or in the named group on this
-    machine (made with `budget` bytes if no live member has it). `holder`: the ledger the
-    seat's governor reads; one seat per ledger at a time (BudgetError otherwise)."""
-    settings = ShareSettings.of(spec)
-    seated = _SEATED.get(id(holder)) if holder is not None else None
-    if seated is not None and seated[0]() is holder and not seated[1].left:
-        raise BudgetError("this device already has a seat on a share board: views that share "
-                          "a budget need a device (GL context) each, since a device's ledger "
-                          "counts everything drawn with it")
-    if isinstance(settings.group, ViewShares):
-        member: ShareMember = settings.group.join(settings)
-    else:
-        from .group import join_group  # the OS side (files, locks) only when a group is named
-        member = join_group(settings, budget)
-    if holder is not None:
-        for key in [k for k, (ref, m) in _SEATED.items() if ref() is None or m.left]:
-            del _SEATED[key]
-        _SEATED[id(holder)] = (weakref.ref(holder), member)
-    return member
