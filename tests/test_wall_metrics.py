@@ -1,4 +1,4 @@
-"""The streaming quality metrics (engine/streaming/metrics.py): pure, no GL."""
+"""The streaming quality metrics (engine/streaming/levels/metrics.py): pure, no GL."""
 from __future__ import annotations
 
 import numpy as np

@@ -346,7 +346,7 @@ class ImageWall:
                                                 if shown else 1.0)
             ctx.record["view_images"] = len(self.items)
             if metrics:
-                from ..streaming.metrics import measure_view
+                from ..streaming.levels.metrics import measure_view
 
                 fv = ctx.renderer.frame_view(ctx.scene, ctx.frame, ctx.time)
                 count = int(fv.texture_ids.max(initial=-1)) + 1
