@@ -5,10 +5,10 @@ Why one provider with two executors: the renderer and the frame loop talk to ONE
 (register, bind, residency, begin_frame, end_frame, stats, release, grant). Behind it two
 executors share the one streaming pool:
 
-  - the whole-level `LevelStreamer` (engine.streaming.levels: small textures,
-    non-power-of-two ones, other formats);
-  - the `VirtualTextureSystem` (engine.streaming.virtual: large power-of-two 2D textures of
-    one BCn format), whose tiles live in a page cache sized by its allowance.
+  - the whole-level `LevelStreamer` (engine.streaming.levels: small textures, other
+    formats);
+  - the `VirtualTextureSystem` (engine.streaming.virtual: large 2D textures of one BCn
+    format, of any size), whose tiles live in a page cache sized by its allowance.
 
 The decision is per texture at `register` (`decide_virtual`, pure). Ids are the provider's
 own, in registration order (one id space); `virtual_ids()` tells the renderer which ones
