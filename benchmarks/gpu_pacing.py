@@ -26,10 +26,10 @@ def main() -> int:
     from engine.bench.streaming import WallClockPacer
     from engine.app.run import run_scene
     from engine.app.providers import register_provider
-    from engine.streaming.provider import TextureStreamer
+    from engine.streaming.levels.streamer import LevelStreamer
 
-    register_provider("realloc", lambda d, s, c: TextureStreamer(d, backend="realloc"))
-    register_provider("sparse", lambda d, s, c: TextureStreamer(d, backend="sparse"))
+    register_provider("realloc", lambda d, s, c: LevelStreamer(d, backend="realloc"))
+    register_provider("sparse", lambda d, s, c: LevelStreamer(d, backend="sparse"))
     rows = []
     for provider in ("static", "streaming", "sparse", "realloc"):
         streamer_ms: list[float] = []

@@ -22,10 +22,10 @@ from engine.demos.pressure import BIND_FRACTION, binding_hooks
 
 from engine.app.providers import PROVIDERS
 from engine.app.run import progress_hook, run_scene
-from engine.cli import (
-    _examples,
+from engine.cli_args import (
     add_trace_option,
     budget_arg,
+    examples,
     input_file,
     output_file,
     positive_int,
@@ -45,7 +45,7 @@ PROGRESS_EVERY_S = 5.0
 
 
 def parse_size(text: str) -> tuple[int, int]:
-    """"1280x720" -> (1280, 720); kept for callers of the old name (engine.cli.size_arg)."""
+    """"1280x720" -> (1280, 720); kept for callers of the old name (engine.cli_args.size_arg)."""
     return size_arg(text)
 
 
@@ -102,7 +102,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-@_examples("viewers", "../x", "", "-a", "a" * 65)
+@examples("viewers", "../x", "", "-a", "a" * 65)
 def share_group_arg(text: str) -> str:
     """A share group name (engine.memory.shares.check_group_name's rule)."""
     from engine.memory.shares import check_group_name
@@ -114,7 +114,7 @@ def share_group_arg(text: str) -> str:
     return text
 
 
-@_examples("2", "0", "-1", "nan", "inf", "heavy")
+@examples("2", "0", "-1", "nan", "inf", "heavy")
 def share_weight_arg(text: str) -> float:
     """A weight in a share group: a finite number > 0."""
     from engine.memory.shares import check_weight
@@ -126,7 +126,7 @@ def share_weight_arg(text: str) -> float:
                                          f"{text!r}") from None
 
 
-@_examples("64MiB", "-5", "lots", "80%")
+@examples("64MiB", "-5", "lots", "80%")
 def share_floor_arg(text: str) -> int:
     """A floor: bytes >= 0 ("64MiB")."""
     from engine.memory.shares import size_bytes

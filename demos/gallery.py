@@ -22,7 +22,6 @@ from engine.render.material import Material
 from engine.render.mesh import Mesh, box, quad
 from engine.render.scene import PointLight, Scene
 from engine.streaming.contract import TextureProvider
-from engine.streaming.provider import register_all
 
 DEFAULTS = {"count": 200, "texture_size": 4096, "format": "bc7", "speed": 2.5}
 SPACING = 4.0  # metres between panels along a wall
@@ -78,7 +77,7 @@ def _populate(scene: Scene, provider: TextureProvider, paths, speed: float) -> N
     end = scene.add_mesh(Mesh(device, box((2 * HALF_WIDTH + 0.4, 4.2, 0.2)), label="end"))
     for z in (mid - length / 2 - 4.1, mid + length / 2 + 4.1):
         scene.add(end, plaster, glm.translate(glm.vec3(0, 2.0, z)))
-    ids = register_all(provider, [(path.stem, path) for path in paths])
+    ids = provider.register_many([(path.stem, path) for path in paths])
     for i, (path, tid) in enumerate(zip(paths, ids)):
         mat = Material(path.stem, albedo=tid, roughness=0.45 + 0.4 * ((i * 7) % 5) / 4)
         scene.materials.append(mat)

@@ -14,7 +14,8 @@ from pyglm import glm
 
 from engine import assets
 from engine.gl.device import Device
-from engine.render.gltf import add_to_scene, load_gltf
+from engine.render.gltf import load_gltf
+from engine.render.gltf_scene import add_to_scene
 from engine.render.scene import Scene
 from engine.streaming.contract import TextureProvider
 

@@ -31,8 +31,7 @@ from typing import Any
 import numpy as np
 
 from engine.app.loop import FrameContext, FrameHook
-
-STREAMED = "texture.streamed"  # the streamer's ledger category
+from engine.memory.governor import above_tail_at_full_scale, budget_range, fixed_usage
 
 LOW = 0.4
 
@@ -72,19 +71,16 @@ class Demand:
         stats = ctx.provider.stats()
         scale = max(ctx.renderer.render_scale, 1e-3)
         tails = int(stats.min_bytes)
-        # The want at scale 1 (the governor's own coupling: detail above the tails ~ s^2).
-        wanted = tails + max(0, int(stats.wanted_bytes) - tails) / (scale * scale)
+        # The want at scale 1, by the governor's own coupling.
+        wanted = tails + above_tail_at_full_scale(int(stats.wanted_bytes), tails, scale)
         self.wanted = max(self.wanted, int(wanted))
-        # What neither the render scale nor the streamer can give back (as the governor
-        # counts it: the output image is fixed); it only grows in a run (staging ring, HUD),
-        # so the largest seen so far.
-        ledger = ctx.device.ledger
-        now_fixed = ledger.total - ctx.renderer.target_bytes - ledger.category_total(STREAMED)
-        self.fixed = max(self.fixed, now_fixed)
+        # What neither the render scale nor the streamer can give back, as the governor
+        # counts it; it only grows in a run (staging ring, HUD), so the largest seen so far.
+        self.fixed = max(self.fixed, fixed_usage(ctx.device.ledger.by_category(),
+                                                 ctx.renderer.target_bytes))
         spec, size = ctx.renderer.cost_spec, ctx.renderer.output_size
-        floor = self.fixed + spec.bytes_at(*size, FLOOR_SCALE) + tails
-        ceiling = max(floor, self.fixed + spec.bytes_at(*size, 1.0) + self.wanted)
-        return floor, ceiling
+        return budget_range(self.fixed, spec.bytes_at(*size, FLOOR_SCALE),
+                            spec.bytes_at(*size, 1.0), tails, self.wanted)
 
 
 def hooks(options: Mapping[str, Any]) -> list[FrameHook]:

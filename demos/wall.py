@@ -37,8 +37,7 @@ from engine.render.material import Material
 from engine.render.mesh import Mesh, quad
 from engine.render.scene import Scene
 from engine.streaming.contract import TextureProvider
-from engine.streaming.metrics import CutTracker, measure_view
-from engine.streaming.provider import register_all
+from engine.streaming.levels.metrics import CutTracker, measure_view
 
 from .wall_assets import wall_textures
 
@@ -283,7 +282,7 @@ def build(device: Device, provider: TextureProvider, options: Mapping[str, Any])
         script = WallScript(grid, size, int(opts["viewport_height"]), cuts=int(opts["cuts"]),
                             duration=frames / FPS if frames > 0 else None)
         mesh = scene.add_mesh(Mesh(device, quad(IMAGE, IMAGE), label="wall-image"))
-        ids = register_all(provider, [(path.stem, path) for path in assets.paths])
+        ids = provider.register_many([(path.stem, path) for path in assets.paths])
         for i, (path, tid) in enumerate(zip(assets.paths, ids)):
             mat = Material(path.stem, albedo=tid, roughness=1.0)
             scene.materials.append(mat)

@@ -1,7 +1,7 @@
 """A moderngl render engine that lives inside a GPU-memory budget.
 
 The names users touch are importable from here: `engine.Device`, `engine.open_texture`,
-`engine.TextureStreamer`, `engine.run_scene`, `engine.RunSettings`, ... They are resolved on
+`engine.StreamingProvider`, `engine.run_scene`, `engine.RunSettings`, ... They are resolved on
 first use (PEP 562), so `import engine` stays cheap and a lower layer importing
 `engine.__version__` never drags the upper ones in.
 """
@@ -32,7 +32,7 @@ _API: dict[str, str] = {
     "Ledger": "engine.memory.ledger",
     "LeakTracker": "engine.memory.leaks",
     # streaming
-    "TextureStreamer": "engine.streaming.provider",
+    "StreamingProvider": "engine.streaming.provider",
     "StreamerSettings": "engine.streaming.settings",
     "StaticTextureProvider": "engine.streaming.static",
     "TextureProvider": "engine.streaming.contract",

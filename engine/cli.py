@@ -27,140 +27,26 @@ import os
 import re
 import signal
 import sys
-import time
-from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from . import inputs
+from .cli_args import (
+    add_trace_option,
+    budget_arg,
+    examples,
+    input_file,
+    output_file,
+    positive_int,
+    probability_arg,
+    seed_arg,
+    size_arg,
+    texture_size_arg,
+)
+from .cli_process import Interrupted, install_signal_handlers, stopping
 from .errors import BudgetError, EngineError, OutputExistsError, UsageError
 from .memory.sizes import format_bytes
 
 log = logging.getLogger(__name__)
-
-# --------------------------------------------------------------------------- argument types
-#: Bytes of render targets and read-backs per output pixel, an upper estimate: HDR colour
-#: (RGBA16F, 8) + depth (4) + output (RGBA8, 4) + the FSR input and intermediate (8) + the
-#: RGB read-back (3) = 27, rounded up. A size whose targets would not fit half the machine's
-#: memory is refused (llvmpipe keeps "VRAM" in system memory; a run then checks the device's
-#: own limits and memory, engine.app.run.check_output_size).
-BYTES_PER_OUTPUT_PIXEL = 32
-
-
-def _examples(good: str, *bad: str) -> Callable[[Callable[[str], Any]], Callable[[str], Any]]:
-    """Attach a valid value and values the type must refuse to an argument type: the CLI rule
-    test feeds every option its bad values, so a new option is tested as soon as it exists."""
-    def mark(fn: Callable[[str], Any]) -> Callable[[str], Any]:
-        fn.good_example = good  # type: ignore[attr-defined]
-        fn.bad_examples = bad  # type: ignore[attr-defined]
-        return fn
-    return mark
-
-
-def machine_memory() -> int:
-    """Physical memory in bytes (0 when the system does not say)."""
-    try:
-        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
-    except (ValueError, OSError, AttributeError):
-        return 0
-
-
-def _checked(check: Callable[[str], Any], name: str) -> Callable[[str], Any]:
-    """An argparse type from one of engine.inputs' checks (the API's checks too): its
-    UsageError becomes argparse's one-line error naming the option."""
-    def parse(text: str) -> Any:
-        try:
-            return check(text)
-        except UsageError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-    parse.__name__ = name
-    return parse
-
-
-budget_arg = _examples("80%", "abc", "-5%", "150%", "nan%", "0", "0%", "512", "512M", "0MiB")(
-    _checked(inputs.budget, "budget_arg"))
-positive_int = _examples("3", "0", "-3", "x", "1.5")(_checked(inputs.positive_int, "positive_int"))
-seed_arg = _examples("7", "x", "-1", "1.5")(_checked(inputs.seed, "seed_arg"))
-probability_arg = _examples("0.5", "x", "-0.1", "1.5", "nan")(
-    _checked(inputs.probability, "probability_arg"))
-texture_size_arg = _examples("64", "3", "100", "0", "x", str(2 * inputs.MAX_OUTPUT_EDGE))(
-    _checked(inputs.texture_edge, "texture_size_arg"))
-
-
-@_examples("320x180", "99999x99999", "0x10", "-5x10", "big", "nan")
-def size_arg(text: str) -> tuple[int, int]:
-    """An output size WIDTHxHEIGHT (engine.inputs.output_size), within the machine's memory."""
-    try:
-        w, h = inputs.output_size(text)
-    except UsageError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    memory = machine_memory()
-    need = w * h * BYTES_PER_OUTPUT_PIXEL
-    if memory and need > memory // 2:
-        raise argparse.ArgumentTypeError(
-            f"{w}x{h} needs about {format_bytes(need)} of render targets, more than half this "
-            f"machine's {format_bytes(memory)}; accepted: WIDTHxHEIGHT within memory")
-    return w, h
-
-
-def registry_arg(what: str, names: Callable[[], Sequence[str]]) -> Callable[[str], str]:
-    """A name that must be in a registry (providers, upscalers, demos), read when parsing so
-    names registered later are accepted."""
-    @_examples("", "bogus")
-    def check(text: str) -> str:
-        known = sorted(names())
-        if text not in known:
-            raise argparse.ArgumentTypeError(f"unknown {what} {text!r}; accepted: "
-                                             f"{', '.join(known)}")
-        return text
-    check.good_example = min(names())  # type: ignore[attr-defined]
-    check.__name__ = what.replace(" ", "_")
-    return check
-
-
-def _first_existing(path: Path) -> Path:
-    probe = path.absolute()
-    while not probe.exists() and probe != probe.parent:
-        probe = probe.parent
-    return probe
-
-
-def check_output_dir(path: Path) -> None:
-    """UsageError unless a file can be made in folder `path` (it may not exist yet)."""
-    path = Path(path)
-    if path.exists() and not path.is_dir():
-        raise UsageError(f"{path} exists and is not a folder")
-    base = _first_existing(path)
-    if not base.is_dir():
-        raise UsageError(f"{path}: {base} is not a folder")
-    if not os.access(base, os.W_OK | os.X_OK):
-        raise UsageError(f"{path}: {base} is not writable")
-
-
-@_examples("out/result.json", "/dev/null/x.out")
-def output_file(text: str) -> Path:
-    """A file this command will write: its folder must exist or be creatable and writable,
-    and the path must not be a folder."""
-    path = Path(text)
-    try:
-        if path.is_dir():
-            raise UsageError(f"{path} is a folder")
-        check_output_dir(path.parent if str(path.parent) else Path("."))
-    except UsageError as exc:
-        raise argparse.ArgumentTypeError(f"cannot write {text!r} ({exc}); accepted: a file "
-                                         f"path in a writable folder") from None
-    return path
-
-
-@_examples(__file__, "/nonexistent/file.bin")
-def input_file(text: str) -> Path:
-    """A file this command reads: it must exist and be a file."""
-    path = Path(text)
-    if not path.is_file():
-        why = "is a folder" if path.is_dir() else "does not exist"
-        raise argparse.ArgumentTypeError(f"{text!r} {why}; accepted: an existing file")
-    return path
-
 
 class OneLineParser(argparse.ArgumentParser):
     """argparse, but a parse error is raised as UsageError (one line from main, exit 2)
@@ -264,7 +150,7 @@ def _harden_report(parser: argparse.ArgumentParser) -> None:
     that cannot see this module): give its options the same checked types here."""
     from .diagnostics.timeline import parse_size as timeline_size
 
-    @_examples("1200x720", "99999x99999", "1x1", "big")
+    @examples("1200x720", "99999x99999", "1x1", "big")
     def picture_size(text: str) -> str:
         try:
             timeline_size(text)
@@ -280,15 +166,6 @@ def _harden_report(parser: argparse.ArgumentParser) -> None:
             action.type = input_file
         elif action.dest == "output":
             action.type = output_file
-
-
-def add_trace_option(parser: argparse.ArgumentParser) -> None:
-    """`--trace FILE` for a command that runs frames (demo, soak, view): one spelling and
-    one check for all of them; the run gets it as `RunSettings.trace`
-    (engine.diagnostics.trace says what the file holds)."""
-    parser.add_argument("--trace", type=output_file, metavar="FILE",
-                        help="write a Chrome trace-event JSON of the run: open it in "
-                             "https://ui.perfetto.dev (Open trace file) or chrome://tracing")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -431,95 +308,6 @@ def _atomic_text(path: Path, text: str) -> None:
         raise
 
 
-# --------------------------------------------------------------------------- signals
-class Interrupted(BaseException):
-    """SIGINT or SIGTERM arrived: unwinds the main thread (a BaseException, so library code
-    catching Exception does not swallow it) and ends the command with 128 + signal."""
-
-    def __init__(self, signum: int) -> None:
-        self.signum = signum
-        super().__init__(signal.Signals(signum).name)
-
-    @property
-    def status(self) -> int:
-        return 128 + self.signum
-
-
-_MAIN_PID: int | None = None
-_stopping = False
-
-
-def child_pids(pid: int | None = None) -> list[int]:
-    """Live child processes of `pid` (default: this process), from /proc."""
-    pid = os.getpid() if pid is None else pid
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2:].split()
-        if int(fields[1]) == pid and fields[0] != "Z":
-            found.append(int(entry))
-    return found
-
-
-def stop_children(grace: float = 0.3) -> list[int]:
-    """SIGTERM this process's children (pool workers), then SIGKILL those still alive after
-    `grace` seconds: a worker inside a long C call (an encoder) runs no Python handler until
-    it returns. The multiprocessing resource tracker is left to exit on its own."""
-    pids = []
-    for pid in child_pids():
-        try:
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:
-            continue
-        if b"resource_tracker" in cmd:
-            continue
-        pids.append(pid)
-        try:
-            os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-    deadline = time.monotonic() + grace
-    alive = set(pids)
-    while alive and time.monotonic() < deadline:
-        alive = {p for p in alive if set(child_pids()) & {p}}
-        if alive:
-            time.sleep(0.02)
-    for pid in alive:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    return pids
-
-
-def _on_signal(signum: int, frame: Any) -> None:
-    global _stopping
-    if os.getpid() != _MAIN_PID:
-        # A forked worker (process pools fork with our handlers): the parent is stopping;
-        # leave quietly instead of printing a KeyboardInterrupt traceback per worker.
-        os._exit(128 + signum)
-    if _stopping:  # a second signal while cleaning up: stop now
-        os._exit(128 + signum)
-    _stopping = True
-    stop_children()
-    raise Interrupted(signum)
-
-
-def install_signal_handlers() -> dict[int, Any]:
-    """SIGINT/SIGTERM -> Interrupted in the main thread; returns the previous handlers."""
-    global _MAIN_PID, _stopping
-    _MAIN_PID, _stopping = os.getpid(), False
-    previous = {}
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        previous[sig] = signal.signal(sig, _on_signal)
-    return previous
-
-
 # --------------------------------------------------------------------------- main
 #: Errors that are the user's to fix (an argument, a file they named): one line, exit 2.
 USER_ERRORS: tuple[type[BaseException], ...] = (UsageError, BudgetError, OutputExistsError,
@@ -617,7 +405,7 @@ def entry_point() -> NoReturn:
     what it made, and the interpreter's own exit would join threads a killed process pool
     may have left blocked forever (engine.textures.bake.closing_pool)."""
     status = main()
-    if _stopping:
+    if stopping():
         logging.shutdown()
         for stream in (sys.stdout, sys.stderr):
             try:

@@ -5,6 +5,10 @@ never a bare KeyError/struct.error/zlib.error leaking out of a parser or GL call
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+
 
 class EngineError(Exception):
     """Base class of every error the engine raises on purpose."""
@@ -115,3 +119,47 @@ def install_hint(extra: str) -> str:
     """The command an installed user runs to get an optional extra: every message that
     names a missing optional feature says it this one way."""
     return f"pip install '{DISTRIBUTION}[{extra}]'"
+
+
+class FaultKind(str, Enum):
+    """What kind of failure the engine survived and reported (a `FaultEvent`)."""
+
+    #: a whole-level read failed: the texture stays at the levels it holds
+    LEVEL_READ = "level_read"
+    #: a whole-level upload or allocation failed (GL OOM etc.): the texture stays put
+    LEVEL_UPLOAD = "level_upload"
+    #: a virtual texture's tile read failed: it keeps its resident tiles
+    TILE_READ = "tile_read"
+    #: render targets at a scale could not be allocated
+    TARGET_ALLOC = "target_alloc"
+    #: ... and a smaller scale was taken instead
+    TARGET_FALLBACK = "target_fallback"
+
+
+@dataclass(frozen=True)
+class FaultEvent:
+    """One failure the engine degraded around, as data: `subject` names what it hit (a
+    texture key, a virtual texture's path, a target set's label)."""
+
+    kind: FaultKind
+    subject: str
+    detail: str = ""
+
+
+class FaultReport:
+    """The stream of `FaultEvent`s of one device: the parts that survive a failure report it
+    here (besides their log line), and whoever needs to count faults (the soak, a host's
+    monitor) subscribes, so no one has to parse log messages."""
+
+    def __init__(self) -> None:
+        self._listeners: list[Callable[[FaultEvent], None]] = []
+
+    def subscribe(self, listener: Callable[[FaultEvent], None]) -> Callable[[], None]:
+        """Call `listener` with every event from now on; returns the unsubscribe call."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener)
+
+    def report(self, kind: FaultKind, subject: object, detail: object = "") -> None:
+        event = FaultEvent(kind, str(subject), str(detail))
+        for listener in list(self._listeners):
+            listener(event)

@@ -1,6 +1,6 @@
-"""A photo browser widget in a Qt application (`pip install 'vram-budget-renderer[qt]'`): `engine.ImageWall`
-in `engine.hosts.qt.EngineWidget`, the wheel zooming at the cursor, a left drag panning, a
-click showing the image and pixel under the cursor in a label.
+"""A photo browser widget in a Qt application (`pip install 'vram-budget-renderer[qt]'`):
+`engine.ImageWall` in `engine.hosts.qt.EngineWidget`, the wheel zooming at the cursor, a left
+drag panning, a click showing the image and pixel under the cursor in a label.
 
     python examples/view_qt.py photos/
     python examples/view_qt.py photos/ --frames 5     # draw 5 frames, then quit

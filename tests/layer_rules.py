@@ -4,10 +4,17 @@ Rules (docs/ARCHITECTURE.md explains them):
 - Every module belongs to one layer; a module may import only from its own layer or lower
   ones. Every import statement counts, including those inside functions, so a dependency
   cannot hide from the check the way it can hide from a reader.
-- Nothing outside engine/gl imports moderngl or glcontext, reaches into a device's private GL
-  parts (`_ctx`, `_raw`, `_alloc`, `_cmds`, `_thread`, or `.ctx` / `.raw` of a device), or calls
-  a raw GL entry point (`glSomething(...)`).
-Layer order implies the package graph has no cycles.
+- Nothing outside engine/gl imports moderngl, moderngl_window or glcontext, reaches into a
+  device's private GL parts (`_ctx`, `_raw`, `_alloc`, `_cmds`, `_thread`, or `.ctx` / `.raw`
+  of a device), or calls a raw GL entry point (`glSomething(...)`).
+- The two streaming executors are wings that never import each other: whole levels
+  (engine.streaming.levels) and virtual textures (engine.streaming.virtual); what both use
+  lives in engine.streaming itself.
+- No `importlib.import_module("a.literal.name")`: a name known when the code is written is a
+  plain import, which this check (and a reader) can see.
+- The import graph of the engine's modules has no cycle inside a layer either (layer order
+  rules out the cycles between layers). Every import counts, those inside functions
+  included; only imports under `if TYPE_CHECKING:` (never run) are left out.
 """
 from __future__ import annotations
 
@@ -28,10 +35,12 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("engine.app",),
     ("engine.hosts",),
     ("engine.testing", "engine.pytest_plugin", "engine.demos", "engine.bench", "engine.cli",
-     "engine.view",
+     "engine.view", "engine.cli_args", "engine.cli_process",
      "engine.__main__", "engine.shaders", "engine.assets"),
 )
-GL_ONLY_MODULES = ("moderngl", "glcontext")
+GL_ONLY_MODULES = ("moderngl", "moderngl_window", "glcontext")
+#: Packages of one layer that must not import each other.
+WINGS: tuple[tuple[str, str], ...] = (("engine.streaming.levels", "engine.streaming.virtual"),)
 PRIVATE_GL_ATTRS = ("_ctx", "_raw", "_alloc", "_cmds", "_thread")
 DEVICE_NAMES = ("device", "dev", "_device")
 
@@ -94,6 +103,103 @@ def imports_of(module: str, is_package: bool, tree: ast.AST) -> list[tuple[str, 
     return out
 
 
+def _type_checking_only(tree: ast.AST) -> set[int]:
+    """ids of the import nodes under `if TYPE_CHECKING:` (typing-only: never executed)."""
+    out: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and (
+                (isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING")
+                or (isinstance(node.test, ast.Attribute) and node.test.attr == "TYPE_CHECKING")):
+            for stmt in node.body:
+                out.update(id(n) for n in ast.walk(stmt)
+                           if isinstance(n, (ast.Import, ast.ImportFrom)))
+    return out
+
+
+def literal_import_modules(tree: ast.AST) -> list[tuple[int, str]]:
+    """`importlib.import_module("name")` (or a bare `import_module("name")`) calls whose
+    name is a string literal, with the line."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and node.args:
+            f = node.func
+            named = (isinstance(f, ast.Attribute) and f.attr == "import_module") or \
+                (isinstance(f, ast.Name) and f.id == "import_module")
+            arg = node.args[0]
+            if named and isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+                found.append((node.lineno, arg.value))
+    return found
+
+
+def import_graph(modules: dict[str, ast.AST], packages: set[str]) -> dict[str, set[str]]:
+    """module -> the engine modules it imports (run-time imports only: see the rules). An
+    import of a higher layer is left out: it is a violation of its own, and without such
+    edges a cycle can only lie inside one layer."""
+    graph: dict[str, set[str]] = {}
+    for module, tree in modules.items():
+        skip = _type_checking_only(tree)
+        edges: set[str] = set()
+        for node in ast.walk(tree):
+            if id(node) in skip:
+                continue
+            if isinstance(node, ast.Import):
+                edges.update(a.name for a in node.names if a.name in modules)
+            elif isinstance(node, ast.ImportFrom):
+                target = _resolve(module, module in packages, node)
+                for alias in node.names:
+                    sub = f"{target}.{alias.name}"
+                    if sub in modules:
+                        edges.add(sub)
+                    elif target in modules:
+                        edges.add(target)
+        edges.discard(module)
+        own = layer_of(module)
+        graph[module] = {e for e in edges if own is None or (layer_of(e) or 0) <= own}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+    counter = 0
+
+    def visit(v: str) -> None:
+        nonlocal counter
+        index[v] = low[v] = counter
+        counter += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(out)
+
+
+def _within(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
 def _is_device(node: ast.AST) -> bool:
     if isinstance(node, ast.Name):
         return node.id in DEVICE_NAMES
@@ -127,9 +233,17 @@ def check_tree(root: Path, mapped: dict[str, str] | None = None) -> list[Violati
         if (root / folder).is_dir():
             files += sorted((root / folder).rglob("*.py"))
     violations: list[Violation] = []
+    parsed: dict[str, ast.AST] = {}
+    packages: set[str] = set()
     for path in files:
         module = module_name(root, path, mapped)
         tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        parsed[module] = tree
+        if path.name == "__init__.py":
+            packages.add(module)
+        violations += [Violation(module, line, f"imports {name!r} through "
+                                 "importlib.import_module with a literal name (use an import)")
+                       for line, name in literal_import_modules(tree)]
         own = layer_of(module)
         in_gl = module == "engine.gl" or module.startswith("engine.gl.")
         for target, line in imports_of(module, path.name == "__init__.py", tree):
@@ -138,6 +252,11 @@ def check_tree(root: Path, mapped: dict[str, str] | None = None) -> list[Violati
                 violations.append(Violation(module, line, f"imports {target} outside engine/gl"))
             if top != "engine" or own is None:
                 continue
+            for wing in WINGS:
+                for mine, other in (wing, wing[::-1]):
+                    if _within(module, mine) and _within(target, other):
+                        violations.append(Violation(module, line, f"imports {target}: {mine} "
+                                                    f"and {other} do not import each other"))
             theirs = layer_of(target)
             if theirs is not None and theirs > own:
                 violations.append(Violation(
@@ -145,4 +264,6 @@ def check_tree(root: Path, mapped: dict[str, str] | None = None) -> list[Violati
                     f"({' / '.join(LAYERS[theirs])} above {' / '.join(LAYERS[own])})"))
         if not in_gl:
             violations += [Violation(module, line, msg) for line, msg in gl_access(tree)]
+    for comp in cycles(import_graph(parsed, packages)):
+        violations.append(Violation(comp[0], 0, "import cycle: " + " <-> ".join(comp)))
     return violations

@@ -17,8 +17,6 @@ from engine.render.batch import (
     ROW_FLOATS,
     FrameLayout,
     TextureState,
-    cull_spheres,
-    frustum_planes,
     pack_rows,
     texture_rows,
     texture_set_order,
@@ -27,6 +25,7 @@ from engine.render.camera import Camera, mat_to_numpy
 from engine.render.material import Material
 from engine.render.objects import FLAG_ALBEDO, FLAG_NORMAL, ObjectArrays
 from engine.render.renderer import RendererSettings, choose_path, choose_texture_mode
+from engine.streaming.culling import cull_spheres, frustum_planes
 
 
 # ---------------------------------------------------------------------- pure
@@ -280,11 +279,11 @@ def test_streamed_fade_in_same_picture_on_both_paths(dev, texture_files) -> None
     from the next fade step, so the per-object path shows the new level unclamped for that one
     frame (a pop the shader clamp does not have); those frames are not compared."""
     from engine.render.renderer import Renderer
-    from engine.streaming.provider import TextureStreamer
+    from engine.streaming.levels.streamer import LevelStreamer
 
     now = [0.0]  # a frame clock and inline reads: the fades depend on the frame number only
     with dev.leak_check():
-        provider = TextureStreamer(dev, backend="realloc", max_tail_size=8, io_workers=0,
+        provider = LevelStreamer(dev, backend="realloc", max_tail_size=8, io_workers=0,
                                    clock=lambda: now[0])
         scene = _scene(dev, provider, texture_files)
         settings = [RendererSettings(path="per_object"), RendererSettings(force_bound=True),

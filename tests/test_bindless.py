@@ -40,13 +40,13 @@ def _files(d: Path, n: int, size: int) -> list[Path]:
 def test_streamed_bindless_fade_in_matches_per_object(dev, tmp_path, backend) -> None:
     """The shader's fade clamp against the sampler's, frame by frame (frames in which a
     texture was reallocated are skipped: see test_batch's streamed test)."""
-    from engine.streaming.provider import TextureStreamer
+    from engine.streaming.levels.streamer import LevelStreamer
 
     if backend == "sparse" and not dev.caps.sparse_texture:
         pytest.skip("no ARB_sparse_texture")
     files = _files(tmp_path, 6, 512 if backend == "sparse" else 64)
     with dev.leak_check():
-        provider = TextureStreamer(dev, backend=backend, max_tail_size=8)
+        provider = LevelStreamer(dev, backend=backend, max_tail_size=8)
         scene = _scene(dev, provider, files)
         rs = [Renderer(dev, provider, (W, H), settings=RendererSettings(path="per_object")),
               Renderer(dev, provider, (W, H))]
@@ -79,11 +79,11 @@ def test_handles_never_outlive_textures_over_thousands_of_residency_changes(
     from engine.render.material import Material
     from engine.render.mesh import Mesh, quad
     from engine.render.scene import Scene
-    from engine.streaming.provider import TextureStreamer
+    from engine.streaming.levels.streamer import LevelStreamer
 
     files = _files(tmp_path, 64, 64)
     with dev.leak_check():
-        provider = TextureStreamer(dev, backend="realloc", max_tail_size=4)
+        provider = LevelStreamer(dev, backend="realloc", max_tail_size=4)
         scene = Scene(dev)
         panel = scene.add_mesh(Mesh(dev, quad(1.0, 1.0)))
         for i, p in enumerate(files):

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from engine import cli, inputs
+from engine import cli, cli_args, inputs
 from engine.textures.bake import build_bake_parser
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -129,7 +129,7 @@ def test_size_too_large(capsys):
 
 
 def test_size_beyond_memory(capsys, monkeypatch):
-    monkeypatch.setattr(cli, "machine_memory", lambda: 64 << 20)
+    monkeypatch.setattr(cli_args, "machine_memory", lambda: 64 << 20)
     rc, err = _run_main(["demo", "gallery", "--size", "4096x4096"], capsys)
     assert "memory" in _assert_user_error(rc, err, "--size")
 
@@ -191,7 +191,7 @@ def test_unwritable_output_folder(capsys, tmp_path, monkeypatch):
     folder = tmp_path / "ro"
     folder.mkdir()
     real = os.access
-    monkeypatch.setattr(cli.os, "access", lambda p, mode: False if Path(p) == folder
+    monkeypatch.setattr(cli_args.os, "access", lambda p, mode: False if Path(p) == folder
                         else real(p, mode))
     rc, err = _run_main(["demo", "gallery", "--screenshot", str(folder / "s.png")], capsys)
     assert "not writable" in _assert_user_error(rc, err, "--screenshot")

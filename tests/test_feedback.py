@@ -13,14 +13,14 @@ from engine.render.material import Material
 from engine.render.mesh import Mesh, quad
 from engine.render.scene import Scene
 from engine.streaming.static import StaticTextureProvider
-from engine.streaming.estimator import (
+from engine.streaming.levels.estimator import (
     CameraInput,
     InstanceArrays,
     TextureArrays,
     estimate_mips,
 )
 from engine.render.feedback import FeedbackPass
-from engine.streaming.feedback import combine, feedback_size, reduce_feedback
+from engine.streaming.levels.feedback import combine, feedback_size, reduce_feedback
 
 RENDER = (320, 240)
 FRONT, HIDDEN, SIDE = 0, 1, 2  # texture ids of the three quads

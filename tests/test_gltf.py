@@ -11,14 +11,9 @@ import numpy as np
 import pytest
 from texture_helpers import BOX_MODEL
 
-from engine.render.gltf import (
-    GltfError,
-    UnsupportedGltfError,
-    _triangles,
-    add_to_scene,
-    image_ktx2,
-    load_gltf,
-)
+from engine.render.gltf import GltfError, UnsupportedGltfError, _triangles, load_gltf
+from engine.render.gltf_images import image_ktx2
+from engine.render.gltf_scene import add_to_scene
 
 MODEL = BOX_MODEL
 pytestmark = pytest.mark.usefixtures("isolated_cache")

@@ -13,13 +13,8 @@ import pytest
 from texture_helpers import BOX_MODEL, texconv_dds
 
 from engine import textures
-from engine.render.gltf import (
-    ENGINE_KTX2,
-    KHR_BASISU,
-    UV_IDENTITY,
-    image_ktx2,
-    load_gltf,
-)
+from engine.render.gltf import ENGINE_KTX2, KHR_BASISU, UV_IDENTITY, load_gltf
+from engine.render.gltf_images import image_ktx2
 from engine.render.gltf_bake import bake_gltf
 from engine.textures import basis
 
@@ -72,7 +67,7 @@ def test_texture_transform_offset_scale_and_default(tmp_path):
 
 # ---------------------------------------------------------------------------- DDS
 def test_msft_texture_dds_is_preferred(device, tmp_path):
-    from engine.render.gltf import add_to_scene
+    from engine.render.gltf_scene import add_to_scene
     from engine.render.scene import Scene
     from engine.streaming.static import StaticTextureProvider
 

@@ -8,7 +8,7 @@ import pytest
 from streaming_helpers import make_textures, row_view, step
 
 from engine.memory.governor import Governor
-from engine.streaming.provider import TextureStreamer
+from engine.streaming.levels.streamer import LevelStreamer
 
 pytestmark = pytest.mark.gpu
 
@@ -17,7 +17,7 @@ def test_sparse_backend_streams_under_budget(device, tmp_path):
     if not device.caps.sparse_texture:
         pytest.skip("driver has no ARB_sparse_texture")
     paths = make_textures(tmp_path, 12, 1024, "BC7")
-    s = TextureStreamer(device, backend="sparse")
+    s = LevelStreamer(device, backend="sparse")
     gov = Governor(budget="1GiB")
     try:
         for i, p in enumerate(paths):

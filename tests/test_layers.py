@@ -64,3 +64,52 @@ def test_layers_are_ordered_as_documented():
              "engine.diagnostics.hud", "engine.app.loop", "engine.hosts.frames", "engine.cli"]
     assert [layer_of(m) for m in order] == sorted(layer_of(m) for m in order)
     assert layer_of("engine") is None
+
+
+def test_an_import_cycle_fails_even_inside_a_layer_and_in_functions(tmp_path):
+    root = _tree(tmp_path, {
+        "engine/__init__.py": "",
+        "engine/textures/__init__.py": "",
+        "engine/textures/a.py": "def f():\n    from . import b\n",
+        "engine/textures/b.py": "from .a import f\n",
+        "engine/textures/c.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                "    from .d import D\n",
+        "engine/textures/d.py": "from .c import TYPE_CHECKING\n",
+    })
+    found = check_tree(root, mapped={})
+    assert [v.message for v in found] == [
+        "import cycle: engine.textures.a <-> engine.textures.b"]  # c <- d only: typing
+
+
+def test_a_literal_import_module_fails(tmp_path):
+    root = _tree(tmp_path, {
+        "engine/render/x.py": ("import importlib\n"
+                               "def f(name):\n"
+                               "    importlib.import_module(name)\n"
+                               "    return importlib.import_module('engine.app.loop')\n"),
+    })
+    found = check_tree(root, mapped={})
+    assert [(v.module, v.line) for v in found] == [("engine.render.x", 4)]
+    assert "literal" in found[0].message
+
+
+def test_moderngl_window_and_glcontext_outside_gl_fail(tmp_path):
+    root = _tree(tmp_path, {
+        "engine/bench/peer.py": "def f():\n    import moderngl_window\n",
+        "engine/app/host.py": "from glcontext import egl\n",
+        "engine/gl/peers.py": "import moderngl_window\nimport glcontext\n",
+    })
+    found = sorted((v.module, v.line) for v in check_tree(root, mapped={}))
+    assert found == [("engine.app.host", 1), ("engine.app.host", 1), ("engine.bench.peer", 2)]
+
+
+def test_the_two_streaming_wings_do_not_import_each_other(tmp_path):
+    root = _tree(tmp_path, {
+        "engine/streaming/levels/planner.py": "from ..virtual.policy import TilePolicy\n",
+        "engine/streaming/virtual/policy.py": "from ..tiers import Tier\n",
+        "engine/streaming/tiers.py": "",
+        "engine/streaming/provider.py": "from .levels import planner\nfrom .virtual import policy\n",
+    })
+    found = check_tree(root, mapped={})
+    assert {(v.module, v.line) for v in found} == {("engine.streaming.levels.planner", 1)}
+    assert "do not import each other" in found[0].message

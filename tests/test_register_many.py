@@ -1,4 +1,4 @@
-"""Bulk registration (`TextureStreamer.register_many`) and the batched level upload.
+"""Bulk registration (`LevelStreamer.register_many`) and the batched level upload.
 
 The bulk path reads each file once for its header and tail and shares one header parse
 among alike files; these tests hold it to exactly what the reader and the per-level path
@@ -19,9 +19,9 @@ from engine import textures
 from engine.errors import GLOutOfMemoryError, TextureFormatError
 from engine.memory.governor import Governor
 from engine.memory.sizes import level_bytes, mip_count, mip_dims
-from engine.streaming.backends import CATEGORY
+from engine.streaming.levels.backends import CATEGORY
 from engine.streaming.handles import HeadReader
-from engine.streaming.provider import TextureStreamer, register_all
+from engine.streaming.levels.streamer import LevelStreamer
 from engine.textures.ktx2_write import write_ktx2
 
 
@@ -51,8 +51,8 @@ def mixed(tmp_path_factory) -> list[Path]:
     return paths + [dds]
 
 
-def _streamer(device) -> TextureStreamer:
-    return TextureStreamer(device, backend="realloc", staging_bytes=64 << 10, io_workers=0)
+def _streamer(device) -> LevelStreamer:
+    return LevelStreamer(device, backend="realloc", staging_bytes=64 << 10, io_workers=0)
 
 
 def _gpu_level(device, tex, tf, level: int) -> bytes:
@@ -209,23 +209,19 @@ def test_head_reader_shares_one_parse_and_reads_once(mixed):
     assert data[1] == textures.open(rgba).read_level_all(1)
 
 
-def test_register_all_falls_back_to_register():
-    """Providers without their own register_many (static) register one by one."""
-    class OneByOne:
-        def __init__(self):
-            self.calls = []
+def test_every_provider_registers_in_batches(device, mixed):
+    """`register_many` is part of the provider contract: the static provider, which makes
+    every texture whole anyway, registers one by one, same key same id."""
+    from engine.streaming.contract import TextureProvider
+    from engine.streaming.static import StaticTextureProvider
 
-        def register(self, key, path):
-            self.calls.append(key)
-            return len(self.calls) - 1
-
-    class Forwarding(OneByOne):  # forwards other names to an inner streamer (as mixed does)
-        def __getattr__(self, name):
-            raise AssertionError(f"register_all reached the inner {name}")
-
-    for p in (OneByOne(), Forwarding()):
-        assert register_all(p, [("a", Path("x")), ("b", Path("y"))]) == [0, 1]
-        assert p.calls == ["a", "b"]
+    p = StaticTextureProvider(device)
+    try:
+        assert isinstance(p, TextureProvider)
+        assert p.register_many([("a", mixed[0]), ("b", mixed[1]), ("a", mixed[0])]) == [0, 1, 0]
+        assert p.register("b", mixed[1]) == 1
+    finally:
+        p.release()
 
 
 # ---------------------------------------------------------------------- upload_levels
@@ -283,11 +279,11 @@ def test_upload_levels_checks_sizes_before_any_upload(device):
         device.release(tex)
 
 
-def test_mixed_provider_batches_and_refuses_a_bad_file_whole(device, mixed, tmp_path):
-    """The mixed provider opens and sorts every file of a batch before making anything: a
+def test_streaming_provider_batches_and_refuses_a_bad_file_whole(device, mixed, tmp_path):
+    """The streaming provider opens and sorts every file of a batch before making anything: a
     bad file raises with nothing of the batch registered; a good batch gives composite ids
     in order, the big BC7 texture virtual, the rest by whole levels, as one by one."""
-    from engine.streaming.mixed import MixedTextureProvider
+    from engine.streaming.provider import StreamingProvider
     from engine.streaming.settings import StreamerSettings
 
     big = tmp_path / "big.ktx2"
@@ -295,13 +291,13 @@ def test_mixed_provider_batches_and_refuses_a_bad_file_whole(device, mixed, tmp_
     bad = tmp_path / "bad.ktx2"
     _corrupt(bad, "truncated", mixed[0])
     cfg = StreamerSettings(backend="realloc", io_workers=0)
-    m = MixedTextureProvider(device, TextureStreamer(device, cfg), cfg, deterministic=True)
+    m = StreamingProvider(device, cfg, deterministic=True)
     try:
         batch = [("a", mixed[0]), ("big", big), ("b", mixed[1])]
         with pytest.raises(TextureFormatError):
             m.register_many([*batch, ("bad", bad)])
         assert m.stats().textures == 0 and m.virtual_system() is None
-        assert register_all(m, batch) == [0, 1, 2]
+        assert m.register_many(batch) == [0, 1, 2]
         assert list(m.virtual_ids()) == [-1, 0, -1]
         assert m.register("b", mixed[1]) == 2 and m.register("c", mixed[2]) == 3
     finally:

@@ -16,7 +16,7 @@ import pytest
 
 from process_helpers import headless_env
 
-from engine.cli import child_pids
+from engine.cli_process import child_pids
 
 pytestmark = pytest.mark.slow
 

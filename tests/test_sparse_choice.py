@@ -8,7 +8,7 @@ import pytest
 from engine.formats import get as get_format
 from engine.gl.sparse import PAGE_BYTES, layout
 from engine.memory.sizes import level_bytes, mip_count, mip_dims
-from engine.streaming.backends import SparseBackend
+from engine.streaming.levels.backends import SparseBackend
 
 BC7 = get_format("BC7")
 PAGE = (256, 256)

@@ -7,13 +7,12 @@ from dataclasses import replace
 from engine.app.providers import register_provider
 from engine.bench.startup import measure_startup
 from engine.bench.streaming import QUICK
-from engine.streaming.mixed import MixedTextureProvider
-from engine.streaming.provider import TextureStreamer
+from engine.streaming.provider import StreamingProvider
 
 
 def _always_virtual(device, settings, clock):
     cfg = replace(settings.streamer, virtual="always")
-    return MixedTextureProvider(device, TextureStreamer(device, cfg), cfg)
+    return StreamingProvider(device, cfg)
 
 
 def test_startup_reaches_full_quality_with_every_texture_virtual(device):

@@ -10,7 +10,7 @@ from streaming_helpers import make_textures, row_view, step
 
 from engine.memory.governor import Governor
 from engine.memory.sizes import texture_bytes
-from engine.streaming.provider import TextureStreamer
+from engine.streaming.levels.streamer import LevelStreamer
 
 COUNT = 24
 
@@ -41,7 +41,7 @@ def run_frames(dev, gov, streamer, frames, eye_fn, budget_fn=None, start=0):
 
 def test_streams_visible_detail_and_respects_budget(device, gov, files):
     full = texture_bytes("BC1_RGBA", 256, 256, levels=9) * COUNT
-    s = TextureStreamer(device, backend="realloc", staging_bytes=64 << 10)
+    s = LevelStreamer(device, backend="realloc", staging_bytes=64 << 10)
     try:
         gov.set_budget(device.ledger.total + full // 3)  # the ring is part of the budget
         for i, p in enumerate(files):
@@ -58,7 +58,7 @@ def test_streams_visible_detail_and_respects_budget(device, gov, files):
 
 
 def test_still_camera_makes_zero_changes(device, gov, files):
-    s = TextureStreamer(device, backend="realloc")
+    s = LevelStreamer(device, backend="realloc")
     try:
         for i, p in enumerate(files):
             s.register(f"t{i}", p)
@@ -77,7 +77,7 @@ def test_still_camera_makes_zero_changes(device, gov, files):
 def test_random_budget_stress_with_io_latency(device, gov, files):
     full = texture_bytes("BC1_RGBA", 256, 256, levels=9) * COUNT
     rng = random.Random(3)
-    s = TextureStreamer(device, backend="realloc", io_latency_ms=(0.0, 4.0))
+    s = LevelStreamer(device, backend="realloc", io_latency_ms=(0.0, 4.0))
     budgets_seq = {}
     try:
         for i, p in enumerate(files):
@@ -104,7 +104,7 @@ def test_random_budget_stress_with_io_latency(device, gov, files):
 
 def test_vanished_and_truncated_files_are_survived(device, gov, tmp_path, caplog):
     paths = make_textures(tmp_path, 4, 256)
-    s = TextureStreamer(device, backend="realloc")
+    s = LevelStreamer(device, backend="realloc")
     try:
         for i, p in enumerate(paths):
             s.register(f"t{i}", p)
@@ -125,8 +125,8 @@ def test_vanished_and_truncated_files_are_survived(device, gov, tmp_path, caplog
 
 def test_thousands_of_level_changes_leave_no_leaks(device, gov, files):
     full = texture_bytes("BC1_RGBA", 256, 256, levels=9) * COUNT
-    s = TextureStreamer(device, backend="realloc",
-                        policy=__import__("engine.streaming.policy", fromlist=["x"]).PolicyConfig(
+    s = LevelStreamer(device, backend="realloc",
+                        policy=__import__("engine.streaming.levels.state", fromlist=["x"]).PolicyConfig(
                             evict_delay_frames=1, max_ops=64))
     try:
         for i, p in enumerate(files):
@@ -148,7 +148,7 @@ def test_big_levels_go_up_in_bands_within_budget(device, gov, tmp_path):
     """Levels above max_band_bytes upload in bands over several frames: the texture ends
     bit-exact, the budget holds on every frame, a budget cut mid-load aborts it cleanly."""
     paths = make_textures(tmp_path, 6, 256, "BC7")
-    s = TextureStreamer(device, backend="realloc", max_band_bytes=8 << 10)
+    s = LevelStreamer(device, backend="realloc", max_band_bytes=8 << 10)
     try:
         for i, p in enumerate(paths):
             s.register(f"b{i}", p)
@@ -184,7 +184,7 @@ def test_big_levels_go_up_in_bands_within_budget(device, gov, tmp_path):
 def test_preload_makes_every_texture_resident(device, files):
     """Without any frame drawn, preload streams every chain in (the tiered policy must treat
     the preloaded textures as visible, not as merely recent)."""
-    s = TextureStreamer(device, backend="realloc")
+    s = LevelStreamer(device, backend="realloc")
     try:
         for i, p in enumerate(files[:6]):
             s.register(f"p{i}", p)

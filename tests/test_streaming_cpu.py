@@ -11,36 +11,33 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from engine.streaming.estimator import (
+from engine.streaming.culling import frustum_planes, spheres_visible
+from engine.streaming.levels.estimator import (
     CameraInput,
     InstanceArrays,
     MipEstimate,
     TextureArrays,
     estimate_mips,
-    frustum_planes,
     prepare_instances,
-    spheres_visible,
 )
-from engine.streaming.policy import (
-    MipOp,
-    Plan,
-    PolicyConfig,
+from engine.streaming.levels.fade import fade_min_lod
+from engine.streaming.levels.ops import MipOp, Plan, apply_ops, step_peaks
+from engine.streaming.levels.planner import _Planner, make_plan
+from engine.streaming.levels.prefetch import (
     PrefetchConfig,
+    estimate_with_prefetch,
+    extrapolate_camera,
+    predict_prefetch,
+)
+from engine.streaming.levels.state import (
+    PolicyConfig,
     StreamerState,
     TextureSpec,
     TextureTable,
-    Tier,
-    _Planner,
-    apply_ops,
-    estimate_with_prefetch,
-    extrapolate_camera,
-    fade_min_lod,
-    make_plan,
-    predict_prefetch,
     resident_bytes,
-    step_peaks,
     update_state,
 )
+from engine.streaming.tiers import Tier
 
 
 # ---------------------------------------------------------------------------- oracles
@@ -120,10 +117,10 @@ def reference_plan(state: StreamerState, table: TextureTable, frame: int, pool: 
     for i in order:
         t = int(want[i])
         up = int(table.storage[t, res[t] - 1] - table.storage[t, res[t]])
-        if t in planner.evict_to or keys[i][0] < Tier.PREFETCH:
+        if t in planner.evict_to or -keys[i][0] > Tier.PREFETCH:
             continue
         if ready is not None and not ready[t]:
-            prefetch = keys[i][0] < Tier.VISIBLE
+            prefetch = -keys[i][0] > Tier.VISIBLE
             if len(requests) < config.max_requests and (
                     not prefetch or prefetch_requests < config.max_prefetch_requests):
                 requests.append((t, int(res[t]) - 1))
@@ -337,9 +334,9 @@ def test_streamer_reuses_estimates_only_while_their_inputs_repeat(device, tmp_pa
     equal a fresh computation from that frame's view."""
     from streaming_helpers import make_textures, row_view
 
-    from engine.streaming.provider import TextureStreamer
+    from engine.streaming.levels.streamer import LevelStreamer
 
-    s = TextureStreamer(device, backend="realloc", io_workers=0)
+    s = LevelStreamer(device, backend="realloc", io_workers=0)
     try:
         for i, p in enumerate(make_textures(tmp_path, 6, 64)):
             s.register(f"t{i}", p)

@@ -8,13 +8,12 @@ import numpy as np
 import pytest
 from pyglm import glm
 
-from engine.streaming.estimator import (
+from engine.streaming.culling import frustum_planes, spheres_visible
+from engine.streaming.levels.estimator import (
     CameraInput,
     InstanceArrays,
     TextureArrays,
     estimate_mips,
-    frustum_planes,
-    spheres_visible,
 )
 
 FOVY = math.radians(60.0)

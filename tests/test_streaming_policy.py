@@ -7,18 +7,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.memory.sizes import texture_bytes
-from engine.streaming.policy import (
-    MipOp,
+from engine.streaming.levels.fade import fade_min_lod
+from engine.streaming.levels.ops import MipOp, apply_ops, plan_fits, step_peaks
+from engine.streaming.levels.planner import make_plan
+from engine.streaming.levels.state import (
     PolicyConfig,
     StreamerState,
     TextureSpec,
     TextureTable,
-    apply_ops,
-    fade_min_lod,
-    make_plan,
-    plan_fits,
     resident_bytes,
-    step_peaks,
     tail_base_level,
     update_state,
 )

@@ -10,33 +10,33 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyglm import glm
 
-from engine.streaming.estimator import (
+from engine.bench.baselines import bias_for_pool, register_baselines
+from engine.streaming.levels.estimator import (
     CameraInput,
     InstanceArrays,
     TextureArrays,
     estimate_mips,
 )
-from engine.streaming.policy import (
-    PolicyConfig,
+from engine.streaming.levels.ops import apply_ops, plan_fits, tail_reserve
+from engine.streaming.levels.planner import _Planner, make_plan, planner_for
+from engine.streaming.levels.prefetch import (
     PrefetchConfig,
+    extrapolate_camera,
+    predict_prefetch,
+)
+from engine.streaming.levels.state import (
+    PolicyConfig,
     StreamerState,
     TextureSpec,
     TextureTable,
-    Tier,
-    _Planner,
-    apply_ops,
-    bias_for_pool,
-    extrapolate_camera,
-    make_plan,
-    plan_fits,
-    predict_prefetch,
     resident_bytes,
-    tail_reserve,
     update_state,
     wanted_bytes,
 )
+from engine.streaming.tiers import Tier
 
 KIB = 1 << 10
+register_baselines()  # "lru-whole" and "global-bias" as PolicyConfig.policy
 
 
 def table_of(count: int, size: int = 256) -> TextureTable:
@@ -45,7 +45,7 @@ def table_of(count: int, size: int = 256) -> TextureTable:
 
 def step(state, table, mip, visible, frame, pool, config, prefetch=None, ready=None):
     state = update_state(state, table, mip, visible, frame, config, prefetch)
-    plan = make_plan(state, table, frame, pool, 0, config, ready)
+    plan = planner_for(config.policy).plan(state, table, frame, pool, 0, config, ready)
     return state, plan
 
 

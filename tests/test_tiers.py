@@ -7,7 +7,7 @@ import numpy as np
 from engine.diagnostics.hud import Hud
 from engine.diagnostics.report import build_report
 from engine.diagnostics.timeline import _Pillow
-from engine.streaming.policy import (
+from engine.streaming.levels.state import (
     StreamerState,
     TextureSpec,
     TextureTable,

@@ -13,7 +13,7 @@ from vt_helpers import bc7_file, headless_device
 
 from engine import textures
 from engine.errors import TextureFormatError
-from engine.streaming.mixed import settle_allowance
+from engine.memory.split import settle_allowance
 from engine.streaming.virtual.io import TileSource
 from engine.streaming.virtual.keys import level_of, pack as pack_feedback, vt_of
 from engine.streaming.virtual.policy import Tier, TilePolicy

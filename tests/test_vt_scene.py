@@ -31,14 +31,8 @@ from engine.render.renderer import Renderer, RendererSettings
 from engine.render.scene import Scene
 from engine.streaming.contract import TextureProvider
 from engine.streaming.inline_io import InlineLevelIO
-from engine.streaming.mixed import (
-    MIN_STREAM_SLOTS,
-    MixedTextureProvider,
-    decide_virtual,
-    settle_allowance,
-    split_pool,
-)
-from engine.streaming.provider import TextureStreamer
+from engine.memory.split import MIN_STREAM_SLOTS, settle_allowance, split_pool
+from engine.streaming.provider import StreamingProvider, decide_virtual
 from engine.streaming.settings import StreamerSettings
 from engine.streaming.static import StaticTextureProvider
 from engine.testing import assert_no_leaks
@@ -104,7 +98,7 @@ class VtProbe:
 
     def __call__(self, ctx: FrameContext) -> None:
         p = ctx.provider
-        assert isinstance(p, MixedTextureProvider)
+        assert isinstance(p, StreamingProvider)
         vts = p.virtual_system()
         assert vts is not None
         self.virtual = [int(v) for v in p.virtual_ids()]
@@ -113,9 +107,9 @@ class VtProbe:
             "frame": ctx.frame, "cache_bytes": vts.nbytes,
             "streamed": int(ctx.device.ledger.category_total("texture.streamed")),
             "resident": st.resident_bytes, "min": st.min_bytes, "wanted": st.wanted_bytes,
-            "whole_resident": p.streamer.stats().resident_bytes,
+            "whole_resident": p.levels.stats().resident_bytes,
             "tiles": vts.resident_tiles(), "uploads": vts.stats.tiles_uploaded,
-            "allowance": p.vt_allowance, "total": int(ctx.record["total_bytes"]),
+            "allowance": p.cache_allowance, "total": int(ctx.record["total_bytes"]),
             "budget": int(ctx.record["budget_bytes"]),
         })
 
@@ -161,7 +155,7 @@ def test_whole_level_feedback_pass_with_virtual_textures_in_the_mix(device: Devi
     seen: list[np.ndarray] = []
 
     def hook(ctx: FrameContext) -> None:
-        fb = ctx.provider.streamer.feedback_mips
+        fb = ctx.provider.feedback_mips
         if fb is not None:
             seen.append(fb.copy())
 
@@ -199,7 +193,7 @@ def test_both_render_paths_sample_virtual_textures(device: Device, assets, path:
         renderer = Renderer(device, provider, (W, H), settings=RendererSettings(path=path))
         try:
             for f in range(frames):
-                if isinstance(provider, MixedTextureProvider):
+                if isinstance(provider, StreamingProvider):
                     provider.grant(64 << 20)
                 provider.begin_frame(renderer.frame_view(scene, f, f / 60))
                 renderer.render(scene)
@@ -213,8 +207,7 @@ def test_both_render_paths_sample_virtual_textures(device: Device, assets, path:
             provider.release()
 
     static = run(StaticTextureProvider(device), 1)
-    streamer = TextureStreamer(device, MIXED, io=InlineLevelIO)
-    mixed = run(MixedTextureProvider(device, streamer, MIXED, deterministic=True), 8)
+    mixed = run(StreamingProvider(device, MIXED, io=InlineLevelIO, deterministic=True), 8)
     result = compare(mixed, static)
     assert result.ok, result
 

@@ -20,7 +20,7 @@ from demos.wall import (
 )
 from demos.wall_assets import WallLayout, assignment, wall_textures
 from engine import textures
-from engine.streaming.estimator import (
+from engine.streaming.levels.estimator import (
     CameraInput,
     InstanceArrays,
     TextureArrays,

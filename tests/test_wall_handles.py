@@ -13,7 +13,8 @@ from engine import textures
 from engine.errors import TextureFormatError
 from engine.formats import get as get_format
 from engine.memory.sizes import level_bytes
-from engine.streaming.handles import HandleCache, HeaderTable, read_level
+from engine.bench.headers import HeaderTable
+from engine.streaming.handles import HandleCache, read_level
 from engine.textures.ktx2_write import write_ktx2
 
 

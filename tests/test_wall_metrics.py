@@ -1,12 +1,12 @@
-"""The streaming quality metrics (engine/streaming/metrics.py): pure, no GL."""
+"""The streaming quality metrics (engine/streaming/levels/metrics.py): pure, no GL."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 from pyglm import glm
 
-from engine.streaming.estimator import CameraInput, InstanceArrays
-from engine.streaming.metrics import (
+from engine.streaming.levels.estimator import CameraInput, InstanceArrays
+from engine.streaming.levels.metrics import (
     CutTracker,
     coverage,
     efficiency,

@@ -1,4 +1,4 @@
-"""Prefetch in the streamer (policy tiers wired into TextureStreamer): panning along a row of
+"""Prefetch in the streamer (policy tiers wired into LevelStreamer): panning along a row of
 wall images at full size, images ahead are streamed before they enter the view; without
 prefetch each arrives coarse and sharpens on screen. Deterministic (frame clock, inline
 reads), no renderer: the streamer is driven with FrameViews."""
@@ -17,9 +17,9 @@ from engine.gl.device import Device
 from engine.render.camera import mat_to_numpy
 from engine.streaming.contract import TEXTURE_SLOTS, FrameView
 from engine.streaming.inline_io import InlineLevelIO
-from engine.streaming.metrics import measure_view
-from engine.streaming.policy import PolicyConfig
-from engine.streaming.provider import TextureStreamer
+from engine.streaming.levels.metrics import measure_view
+from engine.streaming.levels.state import PolicyConfig
+from engine.streaming.levels.streamer import LevelStreamer
 from engine.streaming.settings import StreamerSettings
 
 COUNT, SIZE, VIEWPORT = 24, 256, (192, 108)
@@ -54,7 +54,7 @@ def pan(device: Device, paths: list[Path], prefetch: bool) -> tuple[float, int]:
     reached level 0."""
     now = [0.0]
     settings = StreamerSettings(policy=PolicyConfig(prefetch=prefetch), io_workers=0)
-    streamer = TextureStreamer(device, settings, clock=lambda: now[0], io=InlineLevelIO)
+    streamer = LevelStreamer(device, settings, clock=lambda: now[0], io=InlineLevelIO)
     streamer.grant(1 << 30)
     try:
         for i, p in enumerate(paths):

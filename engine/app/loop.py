@@ -30,8 +30,8 @@ from ..gl.device import Device
 from ..memory.budget import Budget
 from ..errors import BudgetError
 from ..memory.governor import BudgetSplit, Governor, split_usage
+from ..memory.group import join_share
 from ..memory.ledger import Owner
-from ..memory.shares import join_share
 from ..memory.sizes import format_bytes, format_exact
 from ..render.feedback import FeedbackPass
 from ..render.renderer import Renderer
@@ -126,6 +126,15 @@ def make_governor(device: Device, settings: RunSettings) -> Governor:
     return Governor(settings.governor, budget=budget, pressure=pressure, share=share)
 
 
+def grant(provider: PooledProvider, alloc: BudgetSplit) -> None:
+    """Hand a pooled provider its streaming allowance, and its page cache's share when the
+    split holds one (a provider without a page cache is granted its pool alone)."""
+    if alloc.cache_allowance is None:
+        provider.grant(alloc.pool_allowance)
+    else:
+        provider.grant(alloc.pool_allowance, alloc.cache_allowance)
+
+
 class MemoryReaction:
     """The executor of the one-budget policy for a run: each frame the governor splits the
     budget, the resolution controller picks the largest render scale whose exact target bytes
@@ -151,7 +160,7 @@ class MemoryReaction:
             target_curve=self.controller.target_curve(*self.renderer.output_size),
             stream_wanted=stats.wanted_bytes, stream_min=stats.min_bytes,
             stream_wanted_scale=self.renderer.render_scale, scale_cap=self.controller.scale_cap,
-            resizable_target_bytes=targets)
+            resizable_target_bytes=targets, cache=stats.cache)
         # The allowance may count memory the streamer has just been told to give back but
         # still holds (the pool shrank this frame; it evicts after this). Targets must never
         # grow into it: even released first, a new set larger than the old one plus what is
@@ -165,7 +174,7 @@ class MemoryReaction:
                 decision = self.controller.on_alloc_failed(decision.scale)
                 self.renderer.set_scale(decision.scale, release_first=True)
         if isinstance(provider, PooledProvider):
-            provider.grant(alloc.pool_allowance)
+            grant(provider, alloc)
         return alloc, decision
 
 
@@ -295,8 +304,8 @@ class FrameLoop:
         if self.reaction is not None:
             allocation, decision = self.reaction.update(self.provider, self._last_ms)
         elif isinstance(self.provider, PooledProvider):
-            self.provider.grant(self.governor.split(self.device.ledger.by_category())
-                                .pool_allowance)
+            grant(self.provider, self.governor.split(self.device.ledger.by_category(),
+                                                     cache=self.provider.stats().cache))
         phases.append(("scene update", time.perf_counter()))
         self.scene.update(t)
         if camera_override is not None:

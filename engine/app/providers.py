@@ -12,8 +12,8 @@ from dataclasses import replace
 from ..gl.device import Device
 from ..streaming.contract import TextureProvider
 from ..streaming.inline_io import InlineLevelIO
-from ..streaming.mixed import MixedTextureProvider
-from ..streaming.provider import Clock, TextureStreamer
+from ..streaming.levels.streamer import Clock
+from ..streaming.provider import StreamingProvider
 from ..streaming.static import StaticTextureProvider
 from .settings import RunSettings
 
@@ -23,14 +23,11 @@ ProviderFactory = Callable[[Device, RunSettings, Clock], TextureProvider]
 def _streamer(**overrides) -> ProviderFactory:
     def make(device: Device, settings: RunSettings, clock: Clock) -> TextureProvider:
         cfg = replace(settings.streamer, **overrides)
+        # Per texture at register: whole levels or virtual tiles (none with virtual "off").
         if settings.deterministic:
-            streamer = TextureStreamer(device, cfg, clock=clock, io=InlineLevelIO)
-        else:
-            streamer = TextureStreamer(device, cfg)
-        if cfg.virtual == "off":
-            return streamer
-        # Per texture at register: whole levels or virtual tiles, behind one provider.
-        return MixedTextureProvider(device, streamer, cfg, deterministic=settings.deterministic)
+            return StreamingProvider(device, cfg, clock=clock, io=InlineLevelIO,
+                                     deterministic=True)
+        return StreamingProvider(device, cfg)
     return make
 
 

@@ -28,13 +28,15 @@ What is checked (SoakReport.checks), all of it printed by the CLI:
 - no GL object leaked once the run's objects are released;
 - RSS growth from the end of warm-up to the end below `rss_growth_limit` (5%): records are
   bounded (`keep_frames`, the ledger's history_limit), so 100,000 frames cost what 10,000 do;
-- every injected fault reported exactly once: each texture whose read failed is reported by
-  the streamer in exactly one warning and counted once in `io_errors`; every streamed texture
+- every injected fault reported exactly once, as the engine's fault events (`Device.faults`)
+  tell: each texture whose read failed (seen through the streamer's level files, which the
+  soak wraps) is reported by the streamer in exactly one event and counted once in
+  `io_errors`; every streamed texture
   hit by an injected OOM is reported (marked failed) exactly once; every failed render-target
   allocation is answered by a fallback (the resolution controller's out-of-memory ceiling);
   faults that no read ever met (the texture was not read again) are listed, not counted;
-  each virtual texture whose tile read met its damaged file is reported once ("virtual
-  texture P stays at its resident tiles") and counted once in the system's `io_errors`;
+  each virtual texture whose tile read met its damaged file is reported once (a TILE_READ
+  event) and counted once in the system's `io_errors`;
 - recovery (`last_frame`): both runs settled, no pure-black pixels beyond the clean run's,
   and the same picture: at most 0.1% of pixels off by more than 5/255 (Filament's rule). The
   clean run reads no tiles of the virtual textures the soak broke either (a broken file is
@@ -62,14 +64,19 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import FaultEvent, FaultKind
 from ..gl.device import Device
+from ..memory.governor import above_tail_at_full_scale, budget_range, fixed_usage
+from ..streaming.contract import VirtualTextureHost
+from ..streaming.handles import LevelFiles
+from ..streaming.levels.streamer import LevelStreamer
+from ..streaming.provider import StreamingProvider
 from ..streaming.settings import StreamerSettings
 from .loop import FrameContext, FrameLoop, SceneFactory, make_governor
 from .run import finish_run
 from .settings import RunSettings
 
 log = logging.getLogger(__name__)
-STREAMED = "texture.streamed"
 TARGET_LABEL = re.compile(r"texture 'scene\.(?P<name>\w+)'")
 STREAMED_LABEL = re.compile(r"'(?P<key>[^'@]+)@(?P<level>\d+)'")
 IO_FAULTS = ("vanish", "truncate", "unreadable")
@@ -127,27 +134,26 @@ def rss_bytes() -> int:
         return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-class _WarningCounter(logging.Handler):
-    """Counts the streamer's and the target set's fault warnings, and matches each injected
-    render-target OOM with its report.
+class _FaultCounter:
+    """Counts the fault events the engine reports (`Device.faults`), and matches each
+    injected render-target OOM with its report.
 
-    A failed target allocation logs "targets at scale S failed" once; a release-first
-    failure then tries smaller scales, whose own failures are not logged one by one, and ends
-    with "fell back to scale S". So an injection outside a fallback must be answered by the
-    next "failed" warning, and one inside it by the fallback's end. The frame loop may retry
-    a resize in the same frame (MemoryReaction), so a "failed" warning arriving while its
-    injection was booked as inside a fallback re-books that injection as a fresh failure."""
+    A failed target allocation reports TARGET_ALLOC once; a release-first failure then tries
+    smaller scales, whose own failures are not reported one by one, and ends with
+    TARGET_FALLBACK. So an injection outside a fallback must be answered by the next
+    TARGET_ALLOC, and one inside it by the fallback's end. The frame loop may retry a resize
+    in the same frame (MemoryReaction), so a TARGET_ALLOC arriving while its injection was
+    booked as inside a fallback re-books that injection as a fresh failure."""
 
     def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.io = Counter()  # key -> "texture K stays at level" warnings
-        self.tiles = Counter()  # path -> "virtual texture P stays at its resident tiles"
-        self.oom = Counter()  # key -> "streaming K failed" warnings
-        self.targets = 0  # "targets at scale S failed" warnings
-        self.fell_back = 0  # "fell back to scale S" warnings
-        self.target_reported = 0  # injections answered by their "failed" warning
+        self.io = Counter()  # key -> LEVEL_READ events
+        self.tiles = Counter()  # path -> TILE_READ events
+        self.oom = Counter()  # key -> LEVEL_UPLOAD events
+        self.targets = 0  # TARGET_ALLOC events
+        self.fell_back = 0  # TARGET_FALLBACK events
+        self.target_reported = 0  # injections answered by their TARGET_ALLOC
         self.target_in_fallback = 0  # injections inside a fallback
-        self.unexplained = 0  # "failed" warnings with no injection behind them
+        self.unexplained = 0  # TARGET_ALLOC events with no injection behind them
         self.in_fallback = False
         self._pending = 0
         self._recent_fallback = 0
@@ -167,15 +173,14 @@ class _WarningCounter(logging.Handler):
     def unanswered(self) -> int:
         return self._pending
 
-    def emit(self, record: logging.LogRecord) -> None:
-        msg = record.msg if isinstance(record.msg, str) else ""
-        if msg.startswith("texture %s stays at level"):
-            self.io[str(record.args[0])] += 1
-        elif msg.startswith("virtual texture %s stays at its resident tiles"):
-            self.tiles[str(record.args[0])] += 1
-        elif msg.startswith("streaming %s failed"):
-            self.oom[str(record.args[0])] += 1
-        elif "targets at scale" in msg:
+    def __call__(self, event: FaultEvent) -> None:
+        if event.kind is FaultKind.LEVEL_READ:
+            self.io[event.subject] += 1
+        elif event.kind is FaultKind.TILE_READ:
+            self.tiles[event.subject] += 1
+        elif event.kind is FaultKind.LEVEL_UPLOAD:
+            self.oom[event.subject] += 1
+        elif event.kind is FaultKind.TARGET_ALLOC:
             self.targets += 1
             if self._pending:
                 self._pending -= 1
@@ -188,9 +193,33 @@ class _WarningCounter(logging.Handler):
                 self.unexplained += 1
             self.in_fallback = True
             self._recent_fallback = 0
-        elif "fell back to scale" in msg:
+        elif event.kind is FaultKind.TARGET_FALLBACK:
             self.fell_back += 1
             self.in_fallback = False
+
+
+class _ObservedFiles:
+    """The streamer's level files, wrapped: a read of a file the soak damaged that fails is
+    noted as met (the soak's own observation, checked against what the engine reports)."""
+
+    def __init__(self, inner: LevelFiles, faults: _Faults) -> None:
+        self.inner = inner
+        self.faults = faults
+
+    def read_level(self, tf: Any, level: int) -> bytes:
+        try:
+            return self.inner.read_level(tf, level)
+        except Exception:
+            key = self.faults.damaged.get(os.fspath(tf.path))
+            if key is not None:
+                self.faults.met.add(key)
+            raise
+
+    def drop(self, path: Any) -> None:
+        self.inner.drop(path)
+
+    def close(self) -> None:
+        self.inner.close()
 
 
 @dataclass
@@ -360,14 +389,14 @@ class _Faults:
         self.io: list[dict[str, Any]] = []
         self.met: set[str] = set()  # keys whose read failed after their fault
         self.tile_io: list[dict[str, Any]] = []
-        self.handles: Any = None  # the streamer's open-file cache (its reads go through it)
-        self._paths: dict[str, str] = {}  # damaged path -> texture key
+        self.files: LevelFiles | None = None  # the streamer's level files (reads go through)
+        self.damaged: dict[str, str] = {}  # damaged path -> texture key
         self.tile_met: set[str] = set()  # virtual textures (paths) whose tile read failed
         self.items: dict[str, Any] = {}  # key -> the streamer's item
         self.spared_evictions = 0
         self.target_floor: dict[str, int] = {}  # target name -> its bytes at the min scale
         self.spared_min_scale = 0
-        self.counter: _WarningCounter | None = None
+        self.counter: _FaultCounter | None = None
 
     def inject_oom(self, what: str, nbytes: int) -> bool:
         if not self.active or self.rng.random() >= self.settings.oom_probability:
@@ -403,23 +432,6 @@ class _Faults:
             return True
         return False
 
-    def watch(self, item: Any) -> None:
-        """Wrap one texture's level reader to see whether a read met its fault."""
-        tf = item.tf
-        original = tf.read_level_all
-        key = item.key
-
-        def read(level: int) -> bytes:
-            try:
-                return original(level)
-            except Exception:
-                self.met.add(key)
-                raise
-        try:
-            tf.read_level_all = read  # the streamer's reader looks it up per read
-        except AttributeError:  # a slotted file object: faults are still injected and
-            pass  # reported, only "met" cannot be told
-
     def inject_io(self, frame: int, items: list[Any]) -> None:
         faulted = {f["key"] for f in self.io}
         if len(faulted) >= max(1, len(items) // 2):
@@ -443,27 +455,14 @@ class _Faults:
         else:  # unreadable, also for root: the path is now a folder
             path.unlink()
             path.mkdir()
-        self.watch(item)
-        self._paths[os.fspath(path)] = item.key
-        if self.handles is not None:  # its open descriptor would still read the old file
-            self.handles.drop(path)
+        self.damaged[os.fspath(path)] = item.key
+        if self.files is not None:  # its open descriptor would still read the old file
+            self.files.drop(path)
         self.io.append({"frame": frame, "kind": kind, "key": item.key, "path": str(path)})
 
-    def watch_handles(self, handles: Any) -> None:
-        """See whether a level read through the streamer's open-file cache met a fault."""
-        self.handles = handles
-        original = handles.pread
-
-        def pread(path: Any, offset: int, length: int) -> bytes:
-            try:
-                return original(path, offset, length)
-            except Exception:
-                key = self._paths.get(os.fspath(path))
-                if key is not None:
-                    self.met.add(key)
-                raise
-        handles.pread = pread  # read_level looks the method up per read
-
+    def watch_files(self, streamer: LevelStreamer) -> None:
+        """Read the streamer's levels through `_ObservedFiles` (before the first frame)."""
+        self.files = streamer.files = _ObservedFiles(streamer.files, self)
 
     def inject_tile_io(self, frame: int, vts: Any) -> None:
         """Damage one virtual texture's file while its tiles are being read: vanished,
@@ -518,19 +517,17 @@ def _budget_hook(settings: SoakSettings, faults: _Faults, state: dict[str, Any])
 
     def hook(ctx: FrameContext) -> None:
         stats = ctx.provider.stats()
-        ledger = ctx.device.ledger
         scale = max(ctx.renderer.render_scale, 1e-3)
         tails = int(stats.min_bytes)
-        wanted = tails + max(0, int(stats.wanted_bytes) - tails) / (scale * scale)
+        wanted = tails + above_tail_at_full_scale(int(stats.wanted_bytes), tails, scale)
         state["wanted"] = max(state.get("wanted", 0), int(wanted))
-        fixed = ledger.total - ctx.renderer.target_bytes - ledger.category_total(STREAMED)
+        fixed = fixed_usage(ctx.device.ledger.by_category(), ctx.renderer.target_bytes)
         state["fixed"] = max(state.get("fixed", 0), fixed)
         spec, size = ctx.renderer.cost_spec, ctx.renderer.output_size
-        min_scale = state["min_scale"]
-        floor = state["fixed"] + spec.bytes_at(*size, min_scale) + tails
         # The ceiling also pays for a realloc's transient copy of the largest texture.
-        ceiling = max(floor, state["fixed"] + spec.bytes_at(*size, 1.0) + state["wanted"]
-                      + state.get("largest", 0))
+        floor, ceiling = budget_range(state["fixed"], spec.bytes_at(*size, state["min_scale"]),
+                                      spec.bytes_at(*size, 1.0), tails, state["wanted"],
+                                      extra=state.get("largest", 0))
         nxt = ctx.frame + 1
         if nxt >= quiet_from:
             target = ceiling
@@ -561,13 +558,9 @@ def run_soak(device: Device, scene_factory: SceneFactory, options: Mapping[str, 
                       streamer=replace(StreamerSettings(), io_latency_ms=s.io_latency_ms,
                                        ram_cache_bytes=0))  # every read meets the file
     faults = _Faults(device, s)
-    counter = _WarningCounter()
+    counter = _FaultCounter()
     faults.counter = counter
-    watched = [logging.getLogger("engine.streaming.provider"),
-               logging.getLogger("engine.streaming.virtual.system"),
-               logging.getLogger("engine.resolution.targets")]
-    for lg in watched:
-        lg.addHandler(counter)
+    unsubscribe = device.faults.subscribe(counter)
     device.ledger.history_limit = min(device.ledger.history_limit, 2 * s.keep_frames)
     governor = make_governor(device, run)
     mark = device.tracker.mark()
@@ -586,13 +579,13 @@ def run_soak(device: Device, scene_factory: SceneFactory, options: Mapping[str, 
     last_say = time.monotonic()
     loop = FrameLoop(device, governor, scene_factory, run, on_frame=hooks)
     try:
-        items = getattr(loop.provider, "items", [])
+        whole = loop.provider.levels if isinstance(loop.provider, StreamingProvider) else None
+        items = whole.items if whole is not None else []
         if items:
             state["largest"] = max(sum(lv.nbytes for lv in it.tf.levels) for it in items)
         faults.items = {it.key: it for it in items}
-        handles = getattr(loop.provider, "handles", None)
-        if items and handles is not None and hasattr(handles, "drop"):
-            faults.watch_handles(handles)
+        if whole is not None:
+            faults.watch_files(whole)
 
         def floors() -> dict[str, int]:
             out = loop.renderer.output_size
@@ -663,8 +656,7 @@ def run_soak(device: Device, scene_factory: SceneFactory, options: Mapping[str, 
     finally:
         device.fault_injector = None
         loop.release()
-        for lg in watched:
-            lg.removeHandler(counter)
+        unsubscribe()
     leaked = finish_run(device, mark)
     wall = time.perf_counter() - t0
 
@@ -707,8 +699,7 @@ def run_soak(device: Device, scene_factory: SceneFactory, options: Mapping[str, 
         "rss_flat": report.rss_growth < s.rss_growth_limit,
         # Every read that met a fault is reported, once, and counted once; nothing else is.
         # (a texture an injected OOM failed first was reported then, and is not again)
-        "io_faults_reported_once": (faults.met - set(counter.oom) <= io_keys
-                                    or not _watchable(items))
+        "io_faults_reported_once": faults.met - set(counter.oom) <= io_keys
         and all(v == 1 for v in counter.io.values())
         and io_errors == len(io_keys)
         and io_keys <= {f["key"] for f in faults.io},
@@ -754,11 +745,8 @@ def provider_idle(provider: Any) -> bool:
     asked for no tile this frame (it asks for every wanted tile it has room for) and holds
     none waiting for a slot. (Not `pending_count`: the streamer keeps a texture's next finer
     level in hand while the plan does not want it, and counts it there for good.)"""
-    io = getattr(provider, "io", None)
-    if io is not None and hasattr(io, "stats"):
-        ios = io.stats()
-        if int(getattr(ios, "pending", 0)) or int(getattr(ios, "in_progress", 0)):
-            return False
+    if isinstance(provider, StreamingProvider) and provider.pending_reads():
+        return False
     table = provider.resident_textures()
     if len(table.min_lod) and not np.allclose(np.asarray(table.min_lod, np.float64),
                                               np.asarray(table.finest, np.float64)):
@@ -807,13 +795,10 @@ def _looping(factory: SceneFactory) -> SceneFactory:
     return build
 
 
-def _watchable(items: list[Any]) -> bool:
-    return not items or not hasattr(type(items[0].tf), "__slots__")
-
-
 def _virtual_system(provider: Any) -> Any:
-    system = getattr(provider, "virtual_system", None)
-    return system() if callable(system) else None
+    """The provider's virtual texture system (the soak reads more of it than the renderer's
+    `VirtualTextures` protocol names: its textures, sources and failures)."""
+    return provider.virtual_system() if isinstance(provider, VirtualTextureHost) else None
 
 
 def _clean_settled(device: Device, factory: SceneFactory, run: RunSettings, budget: int,

@@ -37,7 +37,6 @@ from pyglm import glm
 from ..gl.bindless import bindless_supported
 from ..gl.device import Device
 from ..memory.sizes import level_bytes, mip_dims
-from ..streaming.provider import register_all
 from ..textures.ktx2_write import write_ktx2
 from .common import SuiteResult, random_blocks
 
@@ -71,7 +70,7 @@ def _scene(device: Device, provider, n: int, path: Path):
     panel = scene.add_mesh(Mesh(device, quad(0.9, 0.9), label="panel"))
     side = math.ceil(math.sqrt(n * 16 / 9))
     rows = math.ceil(n / side)
-    ids = register_all(provider, [(f"obj{i}", path) for i in range(n)])
+    ids = provider.register_many([(f"obj{i}", path) for i in range(n)])
     for i, tid in enumerate(ids):
         x, y = i % side - (side - 1) / 2, i // side - (rows - 1) / 2
         scene.add(panel, Material(f"m{i}", albedo=tid, roughness=0.6),
@@ -90,9 +89,9 @@ def measure(device: Device, n: int, path: str, frames: int, size: tuple[int, int
             texture: Path, force_bound: bool = False, backend: str = "realloc") -> dict:
     """One (N, path) cell: per-frame CPU and GPU times, p50 and p99."""
     from ..render.renderer import Renderer, RendererSettings
-    from ..streaming.provider import TextureStreamer
+    from ..streaming.levels.streamer import LevelStreamer
 
-    provider = TextureStreamer(device, backend=backend)
+    provider = LevelStreamer(device, backend=backend)
     scene = renderer = None
     try:
         scene = _scene(device, provider, n, texture)
@@ -188,11 +187,11 @@ def profile_streamer(device: Device, n: int = 10000, frames: int = 200,
     import pstats
 
     from ..render.renderer import Renderer
-    from ..streaming.provider import TextureStreamer
+    from ..streaming.levels.streamer import LevelStreamer
 
     with tempfile.TemporaryDirectory() as tmp:
         texture = _texture_file(Path(tmp))
-        provider = TextureStreamer(device, backend="realloc")
+        provider = LevelStreamer(device, backend="realloc")
         scene = renderer = None
         try:
             scene = _scene(device, provider, n, texture)

@@ -58,7 +58,7 @@ def bench_main(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub) -> None:
-    from ..cli import budget_arg, output_file, registry_arg
+    from ..cli_args import budget_arg, output_file, registry_arg
 
     p = sub.add_parser("bench", help="benchmarks: ratios side by side in one run")
     p.add_argument("suites", nargs="*", type=registry_arg("suite", lambda: SUITES),

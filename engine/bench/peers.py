@@ -31,12 +31,12 @@ from pathlib import Path
 from .. import textures
 from ..errors import BudgetError
 from ..gl.device import Device
-from ..gl.peers import lend_context_to_moderngl_window
+from ..gl.peers import moderngl_window_loader
 from ..gl.tracking import UserObject
 from ..memory.ledger import Category
 from ..memory.sizes import format_bytes, mip_count, texture_bytes
-from ..streaming.backends import CATEGORY
-from ..streaming.provider import TextureStreamer
+from ..streaming.levels.backends import CATEGORY
+from ..streaming.levels.streamer import LevelStreamer
 from .common import SuiteResult
 from .startup import NAIVE, NaiveProvider, naive_pngs
 from .streaming import (
@@ -138,16 +138,12 @@ def _loader_rows(device: Device, paths: Sequence[Path], pngs: Sequence[Path]
     loaders: list[tuple[str, float, float]] = []
     notes: list[str] = []
     try:
-        import moderngl_window
-        from moderngl_window import resources
-        from moderngl_window.meta import TextureDescription
+        version, mglw_load = moderngl_window_loader(device)  # its headless setting: our context
     except ImportError as exc:
         notes.append(f"moderngl-window not installed ({exc}): its loader was not measured")
     else:
-        lend_context_to_moderngl_window(device)  # its headless setting: our context
-
         def load(png: Path):
-            tex = resources.textures.load(TextureDescription(path=str(png), mipmap=True))
+            tex = mglw_load(png)
             device.track_user_object(UserObject(tex), "texture", rgba_bytes,
                                      f"mglw {png.name}", category=Category.USER)
             return tex
@@ -158,7 +154,7 @@ def _loader_rows(device: Device, paths: Sequence[Path], pngs: Sequence[Path]
             for tex in made:
                 tex.release()
             device.flush_releases()  # the ledger forgets what was released behind its back
-        loaders.append((f"moderngl-window {moderngl_window.__version__} (PNG, RGBA8 + mips)",
+        loaders.append((f"moderngl-window {version} (PNG, RGBA8 + mips)",
                         seconds, rgba_bytes))
     naive = NaiveProvider(device)
     try:
@@ -166,7 +162,7 @@ def _loader_rows(device: Device, paths: Sequence[Path], pngs: Sequence[Path]
     finally:
         naive.release()
     loaders.append(("naive (PNG, RGBA8_SRGB + mips)", seconds, rgba_bytes))
-    streamer = TextureStreamer(device)
+    streamer = LevelStreamer(device)
     try:
         register_s, _ = _timed_loads(device, lambda p: streamer.register(p.stem, p), paths)
         tails = device.ledger.category_total(CATEGORY) / len(paths)

@@ -1,7 +1,7 @@
 """Scaling: how the streamer's costs grow with the number of textures, 50 to 5,000.
 
 For each count N: registration time (open each file's header, make and fill its tail), the
-streamer's per-frame cost (`TextureStreamer.begin_frame`: estimate, plan, uploads) with all N
+streamer's per-frame cost (`LevelStreamer.begin_frame`: estimate, plan, uploads) with all N
 instances on a grid in view of a slowly panning camera, GPU memory (ledger) and host memory
 (resident set growth). Every figure is also given relative to the smallest N, next to the
 count ratio: linear growth shows as equal ratios, anything above it is a scaling problem.
@@ -27,8 +27,8 @@ from ..memory.sizes import level_bytes, mip_count, mip_dims
 from ..render.camera import mat_to_numpy
 from ..streaming.contract import TEXTURE_SLOTS, FrameView
 from ..textures.cachedir import cache_root
-from ..streaming.backends import CATEGORY
-from ..streaming.provider import TextureStreamer
+from ..streaming.levels.backends import CATEGORY
+from ..streaming.levels.streamer import LevelStreamer
 from ..textures.ktx2_write import write_ktx2
 from .common import SuiteResult
 from .streaming import mib
@@ -97,7 +97,7 @@ def measure(device: Device, count: int, frames: int, warmup: int) -> dict:
     paths = scaling_textures(count)
     rss0 = rss_bytes()
     ledger0 = device.ledger.total
-    streamer = TextureStreamer(device)
+    streamer = LevelStreamer(device)
     try:
         start = time.perf_counter()
         streamer.register_many([(f"s{i}", path) for i, path in enumerate(paths)])

@@ -29,7 +29,7 @@ from ..textures.cachedir import cache_root
 from ..app.run import FrameLoop, finish_run
 from ..app.providers import register_provider
 from ..memory.ledger import Category
-from ..streaming.mixed import MixedTextureProvider
+from ..streaming.provider import StreamingProvider
 from ..streaming.static import StaticTextureProvider
 from .common import SuiteResult
 from .streaming import (
@@ -132,11 +132,10 @@ class Startup:
 
 def _full_quality(provider) -> bool:
     """Every visible texture at its desired level and nothing in flight: whole-level
-    textures hold what they want, no tile shown now is missing from a page cache. (The mixed
-    provider's wanted bytes include the page cache's target size, which its held size need
-    not equal: comparing those made the H200's gallery, whose 4096^2 textures stream as
-    tiles, "never" reach full quality.)"""
-    whole = provider.streamer if isinstance(provider, MixedTextureProvider) else provider
+    textures hold what they want, no tile shown now is missing from a page cache. (The
+    streaming provider's wanted bytes include the page cache's target size, which its held
+    size need not equal, so the whole levels are asked on their own.)"""
+    whole = provider.levels if isinstance(provider, StreamingProvider) else provider
     w = whole.stats()
     stats = provider.stats()
     return (int(w.wanted_bytes) == int(w.resident_bytes) and stats.pending_uploads == 0

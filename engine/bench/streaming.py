@@ -34,7 +34,7 @@ from ..gl.device import Device
 from ..memory.sizes import texture_bytes
 from ..render.camera import mat_to_numpy
 from ..streaming.contract import TEXTURE_SLOTS, FrameView
-from ..streaming.provider import TextureStreamer
+from ..streaming.levels.streamer import LevelStreamer
 from ..textures.quality import psnr
 from .common import SuiteResult
 
@@ -138,7 +138,7 @@ def use_bench_streamer(footprint: int) -> str:
     is the default 4 MiB; only the tiny CI gallery, whose whole footprint is smaller than the
     default ring, gets a smaller one, so that its budgets still leave room to stream."""
     staging = min(DEFAULT_STAGING, max(1 << 16, footprint // 100))
-    register_provider(BENCH_STREAMING, lambda device, settings, clock: TextureStreamer(
+    register_provider(BENCH_STREAMING, lambda device, settings, clock: LevelStreamer(
         device, settings.streamer, staging_bytes=staging))
     return BENCH_STREAMING
 
@@ -254,7 +254,7 @@ class Driver:
     """Runs a streamer without a renderer: begin_frame/end_frame with synthetic views, the
     GPU finished every frame so that a frame's time covers its uploads' real cost."""
 
-    def __init__(self, device: Device, streamer: TextureStreamer) -> None:
+    def __init__(self, device: Device, streamer: LevelStreamer) -> None:
         self.device = device
         self.streamer = streamer
         self.frame = 0
@@ -286,12 +286,12 @@ class Driver:
         return time.perf_counter() - start, frames, busy, moved
 
 
-def bench_streamer(device: Device, paths: Sequence[Path]) -> TextureStreamer:
+def bench_streamer(device: Device, paths: Sequence[Path]) -> LevelStreamer:
     """A streamer over `paths` whose pool and RAM cache hold everything (these measurements
     are about speed, not budgets) and which drops a texture's detail the frame after it
     leaves the view (so a measurement can start again from the tail)."""
     full = chain_bytes(paths)
-    streamer = TextureStreamer(device, ram_cache_bytes=2 * full + (64 << 20))
+    streamer = LevelStreamer(device, ram_cache_bytes=2 * full + (64 << 20))
     streamer.grant(2 * full + (64 << 20))  # a fixed pool: no budget in these measurements
     streamer.config = dataclasses.replace(streamer.config, recent_frames=0,
                                           evict_delay_frames=0)
@@ -304,7 +304,7 @@ def bench_streamer(device: Device, paths: Sequence[Path]) -> TextureStreamer:
     return streamer
 
 
-def _at(streamer: TextureStreamer, ids: Sequence[int], bases: Sequence[int]) -> Callable[[], bool]:
+def _at(streamer: LevelStreamer, ids: Sequence[int], bases: Sequence[int]) -> Callable[[], bool]:
     return lambda: all(streamer.items[t].base == b for t, b in zip(ids, bases))
 
 

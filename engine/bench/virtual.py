@@ -21,7 +21,7 @@ Measured in one run, side by side:
     GPU ms of the feedback pass (GL timer queries around its clear, draw and PBO copy,
     collected frames late: p50/p95), tiles uploaded per frame and tile upload throughput
     against a synchronous upload loop. `python -m engine.bench.vt_cpu` replays the same
-    flight's feedback through the CPU path before and after its rewrite, side by side.
+    flight's feedback through the CPU path alone.
 
 Tiles are read from tile-contiguous copies in the cache folder (one positioned read a tile,
 made before the flight on first use and kept; `--no-tiled` reads the files as they are).
@@ -48,7 +48,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import textures
-from ..cli import size_arg
+from ..cli_args import size_arg
 from ..formats import PixelFormat
 from ..gl.device import Device
 from ..gl.timing import GpuTimer

@@ -1,26 +1,24 @@
-"""Virtual texturing's per-frame CPU at the 4K feedback size, before and after, side by side.
+"""Virtual texturing's per-frame CPU at the 4K feedback size, against its goal.
 
-The H200 run of `engine.bench.virtual` (3840x2160, feedback at 1/8: 480x270 keys) measured
-2.8 ms a frame of CPU for feedback reduction + planning + page-table update (goal <= 1 ms).
-This benchmark isolates that CPU path so its cost can be compared, in one process, between
-the code before the rewrite (`vt_cpu_baseline.py`, frozen) and the live code:
+The H200 run of `engine.bench.virtual` (3840x2160, feedback at 1/8: 480x270 keys) spends CPU
+each frame on feedback reduction + planning + page-table update (goal <= 1 ms). This
+benchmark isolates that CPU path (the code before its rewrite is gone from the package; the
+tests hold its recorded outputs, tests/data/vt_cpu_oracle.npz):
 
 1. record: the virtual bench's flight (same seed, wall and camera stops) drives the real GL
    feedback pass at the chosen output size and feedback scale; each frame keeps the image
    the PBO ring returned (a frame late, as the system sees it). Only the feedback pass is
    drawn: the colour pass does not change which tiles are asked for, and skipping it makes
    a 4K flight affordable on a software rasterizer.
-2. replay (pure CPU, no GL): both pipelines take the same images, frame by frame, in
-   alternating order (so a noisy neighbour slows both alike): reduce -> expand -> drop the
+2. replay (pure CPU, no GL): the pipeline takes the images frame by frame: reduce -> expand -> drop the
    packed coarsest tiles -> plan (timed: the system's `feedback_ms` without the PBO poll and
    the I/O queue), then the previous frame's missing tiles "arrive" (up to `max_uploads`,
    admitted by the live `admit_many`, untimed: the system counts admission as upload work),
    then every texture whose residency changed is written to the page table (timed: the
    system's `table_ms`, without the GL row upload).
 
-Reported per pipeline: p50/p95/mean ms of the sum and of each part; the p50 ratio; how many
-frames' requests were identical between the two (the reduction and expansion must agree
-exactly); and whether the live page table equals a full recompute at the end.
+Reported: p50/p95/mean ms of the sum and of each part, and whether the incrementally
+updated page table equals one built from scratch at the end.
 """
 from __future__ import annotations
 
@@ -55,12 +53,6 @@ from .virtual import (
     stop_views,
     wall_extent,
     write_doc,
-)
-from .vt_cpu_baseline import (
-    PageTableV0,
-    TilePolicyV0,
-    expand_requests_v0,
-    reduce_feedback_v0,
 )
 
 log = logging.getLogger(__name__)
@@ -206,16 +198,8 @@ def _step(p: _Pipeline, frame: int, image: np.ndarray | None, levels: np.ndarray
     return fresh
 
 
-def _same(a: TileRequests | None, b: TileRequests | None) -> bool:
-    if a is None or b is None:
-        return a is b
-    return all(np.array_equal(getattr(a, f), getattr(b, f)) and
-               getattr(a, f).dtype == getattr(b, f).dtype for f in ("keys", "tiers", "pixels"))
-
-
-def replay(rec: Recording, max_uploads: int) -> tuple[_Pipeline, _Pipeline, int]:
-    """Both pipelines over the recorded images, alternating which goes first each frame.
-    Returns (before, after, frames whose requests were identical)."""
+def replay(rec: Recording, max_uploads: int) -> _Pipeline:
+    """The pipeline over the recorded images, frame by frame."""
     levels = np.array([lay.levels for lay in rec.layouts], np.int64)
     grids = np.ones((len(rec.layouts), MAX_LEVELS, 2), np.int64)
     for i, lay in enumerate(rec.layouts):
@@ -223,22 +207,16 @@ def replay(rec: Recording, max_uploads: int) -> tuple[_Pipeline, _Pipeline, int]
             grids[i, lvl] = lay.grid(lvl)
     tail_keys = np.array(sorted(rec.tails), np.uint32)
     ts = rec.tail_slots
-    before = _make_pipeline("before", rec, reduce_feedback_v0, expand_requests_v0,
-                            TilePolicyV0, PageTableV0, ts)
-    after = _make_pipeline("after", rec, reduce_feedback, expand_requests, TilePolicy,
-                           PageTable, ts)
-    same = 0
+    live = _make_pipeline("live", rec, reduce_feedback, expand_requests, TilePolicy,
+                          PageTable, ts)
     for frame, image in enumerate(rec.images):
-        order = (before, after) if frame % 2 == 0 else (after, before)
-        out = {p.name: _step(p, frame, image, levels, grids, tail_keys, max_uploads, ts)
-               for p in order}
-        same += _same(out["before"], out["after"])
-    return before, after, same
+        _step(live, frame, image, levels, grids, tail_keys, max_uploads, ts)
+    return live
 
 
 def matches_full_recompute(p: _Pipeline) -> bool:
-    """The incrementally updated table equals one recomputed from scratch."""
-    fresh = PageTableV0()
+    """The incrementally updated table equals one built from scratch."""
+    fresh = PageTable()
     for vt, lay in enumerate(p.table.layouts):
         fresh.add(lay)
         fresh.set_residency(vt, p.resident[vt])
@@ -252,29 +230,23 @@ def _summary(values: list[float]) -> dict[str, float]:
 
 def run_replay(rec: Recording, max_uploads: int) -> SuiteResult:
     res = SuiteResult("vt_cpu")
-    before, after, same = replay(rec, max_uploads)
+    live = replay(rec, max_uploads)
     frames_with_image = sum(img is not None for img in rec.images)
     row: dict[str, object] = {
         "frames": len(rec.images), "feedback_images": frames_with_image,
         "feedback_size": "x".join(map(str, rec.feedback_size)),
         "textures": len(rec.layouts), "slots": rec.slots,
     }
-    for p in (before, after):
-        for part, values in (("cpu", p.cpu_ms), ("feedback", p.feedback_ms),
-                             ("table", p.table_ms)):
-            for stat, v in _summary(values).items():
-                row[f"{p.name}_{part}_ms_{stat}"] = v
-    b50, a50 = _pct(before.cpu_ms, 50), _pct(after.cpu_ms, 50)
-    row["cpu_p50_ratio_before_over_after"] = round(b50 / a50, 2) if a50 > 0 else math.inf
-    row["cpu_mean_ratio_before_over_after"] = round(
-        statistics.fmean(before.cpu_ms) / statistics.fmean(after.cpu_ms), 2)
-    row["requests_identical_frames"] = same
-    row["table_matches_full_recompute"] = matches_full_recompute(after)
+    for part, values in (("cpu", live.cpu_ms), ("feedback", live.feedback_ms),
+                         ("table", live.table_ms)):
+        for stat, v in _summary(values).items():
+            row[f"{part}_ms_{stat}"] = v
+    p50 = _pct(live.cpu_ms, 50)
+    row["table_matches_full_recompute"] = matches_full_recompute(live)
     res.rows.append(row)
     res.notes.append(
-        f"CPU per frame (reduce + expand + plan + page table), p50: before {b50:.3f} ms, "
-        f"after {a50:.3f} ms; goal <= {CPU_GOAL_MS} ms on the H200 host "
-        f"({'met' if a50 <= CPU_GOAL_MS else 'NOT met'} here)")
+        f"CPU per frame (reduce + expand + plan + page table), p50 {p50:.3f} ms; goal <= "
+        f"{CPU_GOAL_MS} ms on the H200 host ({'met' if p50 <= CPU_GOAL_MS else 'NOT met'} here)")
     res.notes.append("not in these figures (they are in the system's): the PBO poll (a "
                      "map of the finished buffer) and the I/O queue requests")
     return res

@@ -38,7 +38,8 @@ from ..app.providers import register_provider
 from ..app.run import FrameContext, run_scene
 from ..gl.device import Device
 from ..memory.sizes import format_bytes
-from ..streaming.provider import TextureStreamer
+from ..streaming.levels.streamer import LevelStreamer
+from .baselines import register_baselines
 from ..textures.quality import psnr
 from .common import SuiteResult
 from .streaming import IDENTICAL_DB, WallClockPacer, drop_page_cache, is_software, mib
@@ -104,24 +105,27 @@ def wall_demo():
     return DEMOS["wall"]
 
 
-class FixedPoolStreamer(TextureStreamer):
+class FixedPoolStreamer(LevelStreamer):
     """The shipped streamer with a fixed pool instead of the governor's allowance: the wall
     flights hold the render scale at 1 (no memory reaction), so the pool is the budget the
     texture policy alone must live in, and the pictures differ from the all-resident ones
     only by texture detail."""
 
     def __init__(self, device: Device, settings, pool: int, **kw) -> None:
-        self.fixed_pool = int(pool)
         super().__init__(device, settings, **kw)
-        self.grant(self.fixed_pool)
+        self.fixed_pool = int(pool)
+        super().grant(self.fixed_pool)
 
-    def grant(self, pool_bytes: int) -> None:
-        super().grant(getattr(self, "fixed_pool", pool_bytes))
+    def grant(self, pool_bytes: int, cache_bytes: int | None = None) -> None:
+        """The fixed pool, whatever the governor grants."""
+        super().grant(self.fixed_pool)
 
 
 def use_wall_streamer(policy: str, pool: int, prefetch: bool = True) -> str:
     """Register a fixed-pool streamer running `policy` and return its provider name."""
-    from ..streaming.policy import PolicyConfig
+    from ..streaming.levels.state import PolicyConfig
+
+    register_baselines()
 
     name = f"bench-wall-{policy}-{pool}-{'pf' if prefetch else 'nopf'}"
 
@@ -155,13 +159,13 @@ class WallProbe:
     geometry: object = None  # the flight's texture sizes, read once (metrics.texture_geometry)
 
     def __post_init__(self) -> None:
-        from ..streaming.metrics import CutTracker
+        from ..streaming.levels.metrics import CutTracker
         self.tracker = CutTracker()  # wall-clock seconds
         self.frame_tracker = CutTracker()  # frames
 
     def __call__(self, ctx: FrameContext) -> None:
-        from ..streaming.contract import TextureTable
-        from ..streaming.metrics import measure_view, texture_geometry
+        from ..streaming.contract import ResidentTexturesSource
+        from ..streaming.levels.metrics import measure_view, texture_geometry
 
         image = ctx.renderer.read_output()
         row: dict = {"frame": ctx.frame, "segment": ctx.record.get("wall_segment", ""),
@@ -175,13 +179,13 @@ class WallProbe:
         if self.geometry is None or self.geometry.levels.size != count:
             self.geometry = texture_geometry(ctx.provider, count)
         sampled = None
-        if isinstance(ctx.provider, TextureTable):  # one array read, not 10,000 calls
+        if isinstance(ctx.provider, ResidentTexturesSource):  # one array read, not 10,000 calls
             sampled = np.asarray(ctx.provider.resident_textures().min_lod[:count], np.float64)
         cov, _ = measure_view(view, ctx.provider, count, geometry=self.geometry,
                               sampled=sampled)
         row.update(cov.as_record())
         arrived = cov
-        if isinstance(ctx.provider, TextureStreamer):
+        if isinstance(ctx.provider, LevelStreamer):
             arrived, _ = measure_view(view, ctx.provider, count, geometry=self.geometry,
                                       resident=ctx.provider.resident_levels())
         row["resident_at_wanted_fraction"] = arrived.at_wanted
@@ -189,7 +193,7 @@ class WallProbe:
         row["resident_bytes"] = int(stats.resident_bytes)
         row["wanted_bytes"] = int(stats.wanted_bytes)
         row["min_bytes"] = int(stats.min_bytes)
-        if isinstance(ctx.provider, TextureStreamer):
+        if isinstance(ctx.provider, LevelStreamer):
             streamed = ctx.device.ledger.category_total("texture.streamed")
             pool = ctx.provider.pool_bytes
             # this frame's refusals (the counter is cumulative: read as a total it marked
@@ -285,7 +289,7 @@ def _flight_row(probe: WallProbe, policy: str, fraction: float | None, pool: int
 
 
 def _efficiency_rows(probe: WallProbe, profile: WallProfile, label: str) -> list[dict]:
-    from ..streaming.metrics import efficiency
+    from ..streaming.levels.metrics import efficiency
 
     pixels = profile.size[0] * profile.size[1]
     out = []
@@ -447,7 +451,7 @@ def _wall_rows(device: Device, profile: WallProfile,
 def _wall_scale_rows(device: Device, profile: WallProfile) -> tuple[list[dict], list[str]]:
     import tracemalloc
 
-    from ..streaming.handles import HeaderTable
+    from .headers import HeaderTable
     from .scaling import measure, scaling_textures
 
     paths = scaling_textures(profile.scale_count)
@@ -474,9 +478,9 @@ def _wall_scale_rows(device: Device, profile: WallProfile) -> tuple[list[dict], 
              "streamer_rss_bytes_per_texture": (row["rss_mib"] or 0) * (1 << 20) / len(table),
              "streamer_frame_ms_p50": row["begin_frame_ms"],
              "streamer_frame_ms_p95": row["begin_frame_p95_ms"]}]
-    notes = [("scale: headers_s = bulk header registration (streaming.handles.HeaderTable, "
+    notes = [("scale: headers_s = bulk header registration (bench.headers.HeaderTable, "
              "numpy columns) of every file, reader_s = engine.textures.open per file; "
-             "streamer_register_s = TextureStreamer.register_many of every file in one batch "
+             "streamer_register_s = LevelStreamer.register_many of every file in one batch "
              "(header, tail read and GPU tail of each); "
              "streamer frame = begin_frame on the scaling bench's grid camera")]
     return rows, notes

@@ -102,7 +102,7 @@ def _page_cache(provider: TextureProvider | None) -> dict[str, Any] | None:
     if vts is None or vts.cache is None or vts.policy is None:
         return None
     pol, tails = vts.policy, vts.tail_slots
-    tier_letter = np.array(["V", "F", "R"])  # virtual.policy.Tier: VISIBLE, PREFETCH, RECENT
+    tier_letter = np.array(["V", "F", "R"])  # streaming.tiers.Tier: VISIBLE, PREFETCH, RECENT
     letters = np.where(pol.slot_key == 0, ".",
                        np.where(pol.pinned, "P", tier_letter[np.clip(pol.tiers(), 0, 2)]))
     used = vts.cache.slots_x * vts.cache.slots_y

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ..errors import GLError, GLOutOfMemoryError
+from ..errors import FaultReport, GLError, GLOutOfMemoryError
 from ..memory import events
 from ..memory.ledger import CURRENT, Allocation, Category, Owner
 from ..memory.leaks import TrackedObject
@@ -89,6 +89,11 @@ class FaultInjection:
     def fault_injector(self, inject: FaultInjector | None) -> None:
         self._alloc.fault_injector = inject
 
+    @property
+    def faults(self) -> FaultReport:
+        """The failures the engine survived on this device, as an event stream."""
+        return self._alloc.faults
+
 
 def _oom_event(what: str, nbytes: int, *, injected: bool) -> None:
     """An out-of-memory allocation, for a trace being recorded."""
@@ -119,6 +124,7 @@ class Allocator:
         self._by_obj: dict[int, int] = {}  # id(obj) -> serial
         self._pending: queue.SimpleQueue = queue.SimpleQueue()
         self.fault_injector: FaultInjector | None = None
+        self.faults = FaultReport()
         #: called before an object is destroyed (the device unbinds a dying framebuffer)
         self.before_destroy: Callable[[Allocation, Any], None] | None = None
 

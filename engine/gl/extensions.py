@@ -55,11 +55,6 @@ def raw_of(device: Any) -> Any:
     return device._raw
 
 
-def ctx_of(device: Any) -> Any:
-    """The device's moderngl context (engine/gl only)."""
-    return device._ctx
-
-
 def guarded(device: Any, what: str, nbytes: int, make, destroy) -> Any:
     """Run an allocation under the device's GL-error guard (typed error, nothing left)."""
     return device._alloc.guarded(what, nbytes, make, destroy)
@@ -101,6 +96,3 @@ def extensions(device: Any) -> Extensions:
         device._frame_extensions = ext
     return ext
 
-
-def has_extension(device: Any, name: str) -> bool:
-    return name in device.caps.extensions

@@ -104,9 +104,3 @@ class DrawSession:
         self._raw.glBindBuffer(DRAW_INDIRECT_BUFFER, 0)
         self._ext.glBindVertexArray(0)
 
-
-def multi_draw(device: Any, program_glo: int, vao_glo: int, buffer_glo: int, offset: int,
-               count: int) -> None:
-    """One glMultiDrawElementsIndirect with its own state binding (see DrawSession)."""
-    with DrawSession(device, program_glo, vao_glo, buffer_glo) as d:
-        d.indirect(offset, count)

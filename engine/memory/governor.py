@@ -42,7 +42,8 @@ between, the last plan is kept, and the pool alone absorbs what the camera asks 
 Ownership. The governor owns the `Budget` and the source of outside pressure (a VRAM reading
 callable); nothing else in the engine reads either. Each frame the app asks `split(...)` with the
 ledger's usage and the resolution controller's target curve, and hands the two allowances on:
-`pool_allowance` to the streamer (`TextureStreamer.grant`), `targets_allowance` to the
+`pool_allowance` to the streaming provider (`StreamingProvider.grant`, with the page cache's
+share of it, `cache_allowance`, by the pure split of engine.memory.split), `targets_allowance` to the
 resolution controller, which sizes the render targets. A budget change (a key, a hook, a host
 calling `set_budget`) therefore reaches both only through the next split.
 
@@ -63,6 +64,7 @@ from .ledger import Category
 from .probe import VramReading
 from .shares import ShareMember
 from .sizes import format_bytes
+from .split import CacheNeeds, share_pool
 
 log = logging.getLogger(__name__)
 
@@ -77,12 +79,36 @@ def check_bytes(name: str, value: float) -> int:
     return int(value)
 
 
+def above_tail_at_full_scale(stream_wanted: float, stream_min: float, scale: float) -> float:
+    """The streamer's want above its tails at render scale 1, from its want at `scale`:
+    the scale-squared coupling of the module docstring, undone."""
+    return max(0, stream_wanted - stream_min) / (scale ** 2)
+
+
+def budget_range(fixed: int, floor_target_bytes: int, full_target_bytes: int,
+                 stream_min: int, wanted_at_full_scale: int, extra: int = 0
+                 ) -> tuple[int, int]:
+    """(floor, ceiling) of the budgets a run can meet: the floor holds the fixed bytes, the
+    targets at the lowest scale and the tails; the ceiling the targets at full scale and all
+    the texture detail the screen wants there (plus `extra`, e.g. a realloc's transient
+    copy). Pressure demos and the soak move the budget between the two."""
+    floor = fixed + floor_target_bytes + stream_min
+    return floor, max(floor, fixed + full_target_bytes + wanted_at_full_scale + extra)
+
+
 def split_usage(by_category: Mapping[str, int]) -> tuple[int, int, int]:
     """(fixed, target, streamed) bytes from the ledger's per-category totals. Everything the
     governor cannot resize (buffers, static textures, staging, other) counts as fixed."""
     target = by_category.get(Category.TARGET, 0)
     streamed = by_category.get(Category.STREAMED, 0)
     return sum(by_category.values()) - target - streamed, target, streamed
+
+
+def fixed_usage(by_category: Mapping[str, int], resizable_target_bytes: int) -> int:
+    """The bytes the governor counts as fixed: all but the resizable render targets and
+    the streamed textures (`split`'s own reading of the ledger)."""
+    fixed, targets, _ = split_usage(by_category)
+    return fixed + targets - resizable_target_bytes
 
 
 #: Reads outside pressure: the driver's VRAM figures now, or None where there is no probe.
@@ -148,6 +174,8 @@ class GovernorInputs:
     scale_cap: float = 1.0
     vram_available: int | None = None
     vram_total: int | None = None
+    #: what the provider's virtual-texture page cache needs of the pool (None: no cache)
+    cache: CacheNeeds | None = None
 
     def validated(self) -> GovernorInputs:
         """A copy with every number checked and ints normalised; raises BudgetError."""
@@ -174,6 +202,7 @@ class GovernorInputs:
             scale_cap=_check_scale("scale_cap", self.scale_cap),
             vram_available=available,
             vram_total=total,
+            cache=self.cache,
         )
 
     @property
@@ -187,6 +216,8 @@ class BudgetSplit:
 
     free_bytes: budget not used by anything right now; the resolution controller swaps targets
         with old and new alive together only if the new set fits in it.
+    cache_allowance: the virtual-texture page cache's share of `pool_allowance`
+        (engine.memory.split), or None when no cache needs were given.
     external_pressure_bytes: how far other programs pushed the effective budget below the
         user's budget.
     """
@@ -201,6 +232,7 @@ class BudgetSplit:
     over_budget: bool
     reason: str
     notes: tuple[str, ...] = field(default_factory=tuple)
+    cache_allowance: int | None = None
 
 
 @dataclass(frozen=True)
@@ -261,16 +293,19 @@ class Governor:
     def split(self, by_category: Mapping[str, int], *,
               target_curve: Sequence[tuple[float, int]] = NO_TARGETS,
               stream_wanted: int = 0, stream_min: int = 0, stream_wanted_scale: float = 1.0,
-              scale_cap: float = 1.0, resizable_target_bytes: int | None = None) -> BudgetSplit:
+              scale_cap: float = 1.0, resizable_target_bytes: int | None = None,
+              cache: CacheNeeds | None = None) -> BudgetSplit:
         """This frame's split from the ledger's usage by category, the budget in force and the
         outside pressure read now. The one place the streaming pool is computed.
 
         `resizable_target_bytes`: the part of the `target` category the target curve prices
         (the scaled render targets); target-category memory of fixed size (the output image at
-        output resolution) then counts as fixed. Default: the whole category is resizable."""
+        output resolution) then counts as fixed. Default: the whole category is resizable.
+        `cache`: the provider's page-cache needs (`ProviderStats.cache`), whose share of the
+        pool the split then holds (`cache_allowance`)."""
         fixed, targets, streamed = split_usage(by_category)
         if resizable_target_bytes is not None:
-            fixed += targets - resizable_target_bytes
+            fixed = fixed_usage(by_category, resizable_target_bytes)
             targets = resizable_target_bytes
         reading = self._pressure() if self._pressure is not None else None
         inputs = GovernorInputs(
@@ -279,7 +314,7 @@ class Governor:
             stream_wanted=stream_wanted if streamed else 0, stream_min=stream_min,
             stream_wanted_scale=stream_wanted_scale, scale_cap=scale_cap,
             vram_available=reading.available_bytes if reading is not None else None,
-            vram_total=reading.total_bytes if reading is not None else None)
+            vram_total=reading.total_bytes if reading is not None else None, cache=cache)
         if self.share is not None:
             grant = self.share.exchange(*self.claim(inputs.validated()), inputs.used_bytes)
             inputs = replace(inputs, budget_bytes=min(inputs.budget_bytes, grant))
@@ -352,18 +387,19 @@ class Governor:
 
         free = max(0, effective - x.used_bytes)
         self._log_changes(effective, over, reason)
+        cache = share_pool(pool_allowance, x.cache) if x.cache is not None else None
         return BudgetSplit(effective_budget=effective, fixed=x.fixed_bytes,
                           targets_allowance=targets_allowance, pool_allowance=pool_allowance,
                           planned_scale=planned, free_bytes=free,
                           external_pressure_bytes=pressure, over_budget=over, reason=reason,
-                          notes=tuple(notes))
+                          notes=tuple(notes), cache_allowance=cache)
 
     def _plan(self, x: GovernorInputs, room: int, effective: int) -> _Split:
         """The split of `room` for these inputs (the module docstring's rule)."""
         curve = x.target_curve
         tail = x.stream_min
         # The streamer's want at scale 1.0, undoing the s**2 coupling at its current scale.
-        above_tail_at_1 = max(0, x.stream_wanted - tail) / (x.stream_wanted_scale ** 2)
+        above_tail_at_1 = above_tail_at_full_scale(x.stream_wanted, tail, x.stream_wanted_scale)
         candidates = [c for c in curve if c[0] <= x.scale_cap + 1e-9] or [curve[0]]
         for scale, tbytes in reversed(candidates):
             detail_reserve = (1.0 - self.settings.prefer) * above_tail_at_1 * scale * scale

@@ -22,6 +22,9 @@ its claim counts as hidden (its floor) until it exchanges again.
 
 The group budget is set by the member that finds no live member in the file; a member joining
 an existing group with another budget follows the group's (and says so in the log).
+
+`join_share` is the one way in for a run: it seats a governor on an in-process board
+(`engine.memory.shares.ViewShares`) or in a named group here, so it lives above both.
 """
 from __future__ import annotations
 
@@ -37,7 +40,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import BudgetError
-from .shares import Claim, Seat, ShareSettings, check_group_name, settle
+from .shares import (
+    Claim,
+    Seat,
+    ShareMember,
+    ShareSettings,
+    ViewShares,
+    check_group_name,
+    settle,
+)
 from .sizes import format_bytes
 
 log = logging.getLogger(__name__)
@@ -369,3 +380,15 @@ def members(name: str) -> list[Row]:
     finally:
         file.close()
         liveness.close()
+
+
+def join_share(spec: str | ViewShares | ShareSettings, budget: int) -> ShareMember:
+    """A seat for `spec`: on the in-process board it names, or in the named group on this
+    machine (made with `budget` bytes if no live member has it). Views drawing with one
+    device each take a seat of their own: the device's ledger tells each governor its own
+    bytes (engine.memory.ledger, "Owners"). Here rather than in shares.py, which stays free of
+    the OS side (files, locks) that a named group needs."""
+    settings = ShareSettings.of(spec)
+    if isinstance(settings.group, ViewShares):
+        return settings.group.join(settings)
+    return join_group(settings, budget)

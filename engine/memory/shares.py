@@ -278,15 +278,3 @@ class ViewSeat:
         if not self._left:
             self._left = True
             self._board._leave(self._key)
-
-
-def join_share(spec: str | ViewShares | ShareSettings, budget: int) -> ShareMember:
-    """A seat for `spec`: on the in-process board it names, or in the named group on this
-    machine (made with `budget` bytes if no live member has it). Views drawing with one
-    device each take a seat of their own: the device's ledger tells each governor its own
-    bytes (engine.memory.ledger, "Owners")."""
-    settings = ShareSettings.of(spec)
-    if isinstance(settings.group, ViewShares):
-        return settings.group.join(settings)
-    from .group import join_group  # the OS side (files, locks) only when a group is named
-    return join_group(settings, budget)

@@ -39,7 +39,8 @@ from ..gl.indirect import (
     batched_frame_supported,
     bind_storage,
 )
-from ..streaming.contract import TextureTable, VirtualTextureHost
+from ..streaming.contract import ResidentTexturesSource, VirtualTextureHost
+from ..streaming.culling import cull_spheres, frustum_planes
 from .mesh import VERTEX_ATTRIBUTES, VERTEX_FORMAT, Mesh
 from .objects import ObjectArrays
 
@@ -53,30 +54,6 @@ TextureMode = Literal["bindless", "bound", "none"]
 
 
 # ---------------------------------------------------------------------- pure policy
-def frustum_planes(view_proj: np.ndarray) -> np.ndarray:
-    """The six planes (a, b, c, d), normals pointing inside and normalised, of a row-major
-    view-projection matrix (Gribb & Hartmann)."""
-    m = np.asarray(view_proj, np.float64)
-    planes = np.stack([m[3] + m[0], m[3] - m[0], m[3] + m[1], m[3] - m[1],
-                       m[3] + m[2], m[3] - m[2]])
-    return planes / np.linalg.norm(planes[:, :3], axis=1, keepdims=True)
-
-
-def cull_spheres(planes: np.ndarray, centers: np.ndarray, radii: np.ndarray,
-                 centers_t: np.ndarray | None = None) -> np.ndarray:
-    """Visible mask: a sphere is out when it lies wholly behind any plane. `centers_t`, the
-    centres transposed to a contiguous (3, N) array, may be passed (the pass caches it):
-    then the six distances of every sphere are one (6, 3) @ (3, N) product."""
-    if len(centers) == 0:
-        return np.zeros(0, bool)
-    ct = np.ascontiguousarray(np.asarray(centers, np.float32).T) if centers_t is None \
-        else centers_t
-    dist = planes[:, :3].astype(np.float32) @ ct
-    dist += planes[:, 3:4].astype(np.float32)
-    dist += np.asarray(radii, np.float32)
-    return (dist >= 0.0).all(axis=0)
-
-
 def texture_set_order(texture_ids: np.ndarray, texture_count: int) -> tuple[np.ndarray,
                                                                               np.ndarray]:
     """Order objects by texture set (the bound path binds once per set): returns the
@@ -203,14 +180,14 @@ def virtual_slots(texture_ids: np.ndarray, vt_ids: np.ndarray | None) -> int:
 def provider_gives_textures(provider: Any) -> bool:
     """Whether the tracker can reach the provider's GL textures (bindless needs them to make
     handles); a provider that only binds gets the bound path."""
-    return isinstance(provider, TextureTable)
+    return isinstance(provider, ResidentTexturesSource)
 
 
 class TextureTracker:
     """Reads the provider's textures and min LODs into arrays each frame, as cheaply as the
-    provider allows: `resident_textures()` (engine.streaming.contract.TextureTable), whose
-    texture list is re-read only when its version moved; else one `residency()` call per
-    texture (no GL textures: bound path)."""
+    provider allows: `resident_textures()` (engine.streaming.contract.ResidentTexturesSource),
+    whose texture list is re-read only when its version moved; else one `residency()` call
+    per texture (no GL textures: bound path)."""
 
     def __init__(self, provider: Any, views: bool = False, shader_clamp: bool = True) -> None:
         self.provider = provider
@@ -250,7 +227,7 @@ class TextureTracker:
     def state(self) -> TextureState:
         p = self.provider
         self.changed = np.zeros(0, np.intp)
-        if isinstance(p, TextureTable):
+        if isinstance(p, ResidentTexturesSource):
             table = p.resident_textures()
             if self._key != table.version or len(table.textures) != len(self._textures):
                 self._set_textures(list(table.textures), list(table.finest))

@@ -35,7 +35,7 @@ from ..gl.readback import ReadbackRing
 from ..gl.types import Framebuffer, Renderbuffer, Texture, VertexArray
 from ..memory.ledger import Category
 from ..streaming.contract import TextureProvider
-from ..streaming.feedback import PIXEL_BYTES, feedback_size, reduce_feedback
+from ..streaming.levels.feedback import PIXEL_BYTES, feedback_size, reduce_feedback
 from .batch import BatchedPass, feedback_pass
 from .camera import mat_to_numpy
 from .material import Material

@@ -5,8 +5,8 @@ maintained glTF library; this module turns its objects into the engine's data: n
 geometry as the renderer's own `MeshData`, materials as factors plus image indices and a
 UV transform, and the node hierarchy flattened into world-space instances. No GL is
 touched, so loading can happen anywhere and tests need no context. `add_to_scene(asset,
-scene, provider)` then makes the GPU meshes through the scene's device and registers the
-images with the texture provider.
+scene, provider)` (gltf_scene.py) then makes the GPU meshes through the scene's device and
+registers the images with the texture provider.
 
 Texture extensions: a texture's image is taken, in order of preference, from the engine's
 own BC7 KTX2 (ENGINE_texture_ktx2_bcn, written by `engine bake scene.gltf`), MSFT_texture_dds
@@ -16,9 +16,7 @@ engine.textures.basis when its extra is installed), and finally the core `source
 transform (and its texCoord override is honoured for TEXCOORD_0 only).
 
 Images reach the provider as texture files (KTX2 or DDS), because providers read single mip
-levels from files: PNG/JPEG images are baked to BC7 once and cached under the engine cache
-directory by a hash of their bytes (a re-import costs a file check); KTX2/DDS images on disk
-are used as they are, embedded ones are written out to the cache once.
+levels from files (gltf_images.py bakes and caches those that are not).
 
 Files are treated as hostile: pygltflib does not validate, so every index, offset and count
 is checked against what exists, node graphs may not loop, and external URIs may not leave
@@ -27,8 +25,6 @@ the model's folder. Any problem is a `GltfError` naming the file and the field.
 from __future__ import annotations
 
 import base64
-import hashlib
-import io
 import json
 import logging
 import math
@@ -40,18 +36,14 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 import numpy as np
-from pyglm import glm
 
 from ..errors import GltfError, UnsupportedGltfError
-from ..streaming.contract import TextureProvider
 from ..textures.dds import MAGIC as DDS_MAGIC
 from ..textures.ktx2 import IDENTIFIER as KTX2_IDENTIFIER
-from .material import Material
+from .mesh import MeshData
 
 if TYPE_CHECKING:
     import pygltflib
-from .mesh import Mesh, MeshData
-from .scene import Instance, Scene
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +66,6 @@ _SUPPORTED_REQUIRED = {KHR_BASISU, MSFT_DDS, KHR_TRANSFORM, ENGINE_KTX2,
 # Top-level arrays of objects, checked before pygltflib sees them (it assumes their shape).
 _ARRAYS = ("accessors", "animations", "buffers", "bufferViews", "cameras", "images",
            "materials", "meshes", "nodes", "samplers", "scenes", "skins", "textures")
-BAKE_VERSION = 1  # part of the cache key: bump when baking changes what it writes
 #: Identity UV transform, row-major 2x3: u' = a*u + b*v + c, v' = d*u + e*v + f.
 UV_IDENTITY = (1.0, 0.0, 0.0, 0.0, 1.0, 0.0)
 
@@ -636,92 +627,3 @@ def load_gltf(path: str | Path) -> GltfAsset:
     log.info("loaded %s: %d meshes, %d materials, %d images, %d instances", path.name,
              len(asset.meshes), len(asset.materials), len(asset.images), len(asset.instances))
     return asset
-
-
-# ---------------------------------------------------------------------------- textures
-def gltf_cache_dir() -> Path:
-    from ..textures.cachedir import cache_root
-    return cache_root() / "gltf"
-
-
-def image_ktx2(image: GltfImage, *, srgb: bool, normal_map: bool = False,
-               cache_dir: Path | None = None) -> Path:
-    """A texture file (KTX2 or DDS) with the image's pixels: the file itself for external
-    KTX2/DDS images, else a cached one (PNG/JPEG baked to BC7, embedded KTX2/DDS written
-    out), named by content hash."""
-    stored = image.mime_type in ("image/ktx2", "image/vnd-ms.dds")
-    if stored and image.source_path is not None:
-        return image.source_path
-    directory = cache_dir or gltf_cache_dir()
-    suffix = ".dds" if image.mime_type == "image/vnd-ms.dds" else ".ktx2"
-    kind = "stored" if stored else \
-        f"bc7-{'srgb' if srgb else 'linear'}-{'n' if normal_map else 'c'}-v{BAKE_VERSION}"
-    digest = hashlib.sha256(image.data).hexdigest()[:32]
-    out = directory / f"{digest}-{kind}{suffix}"
-    if out.is_file():
-        return out
-    directory.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(f".tmp{id(image)}")
-    if stored:
-        tmp.write_bytes(image.data)
-    else:
-        from ..textures.bake import bake_image
-        bake_image(decode_image(image), tmp, "bc7", srgb, normal_map=normal_map,
-                   source=image.name)
-    tmp.replace(out)  # atomic: a concurrent or interrupted import never sees half a file
-    return out
-
-
-def decode_image(image: GltfImage) -> np.ndarray:
-    """A PNG/JPEG image's pixels as (H, W, 4) uint8 RGBA."""
-    from PIL import Image, UnidentifiedImageError
-
-    try:
-        with Image.open(io.BytesIO(image.data)) as im:
-            return np.asarray(im.convert("RGBA"), np.uint8).copy()
-    except (OSError, UnidentifiedImageError, Image.DecompressionBombError) as exc:
-        raise GltfError(image.name, f"cannot decode {image.mime_type}: {exc}") from exc
-
-
-def add_to_scene(asset: GltfAsset, scene: Scene, provider: TextureProvider, *,
-                 transform: glm.mat4 | None = None, cache_dir: Path | None = None
-                 ) -> list[Instance]:
-    """Make GPU meshes (owned by the scene), materials with provider texture ids, and one
-    scene instance per (node, primitive). `transform` places the whole asset."""
-    from ..gl.basis_targets import configure
-
-    configure(scene.device)  # Basis images transcode to what this driver samples
-    base = np.array(transform.to_list(), np.float32).T if transform is not None else np.eye(4)
-    tex_ids: dict[tuple[int, bool, bool], int] = {}
-
-    def texture(index: int | None, srgb: bool, normal: bool = False) -> int:
-        if index is None:
-            return -1
-        key = (index, srgb, normal)
-        if key not in tex_ids:
-            path = image_ktx2(asset.images[index], srgb=srgb, normal_map=normal,
-                              cache_dir=cache_dir)
-            tex_ids[key] = provider.register(f"{asset.path.name}#{path.name}", path)
-        return tex_ids[key]
-
-    materials = [Material(
-        name=m.name, albedo=texture(m.base_color_image, True),
-        normal=texture(m.normal_image, False, True),
-        roughness_metal=texture(m.metallic_roughness_image, False),
-        albedo_factor=m.base_color_factor, roughness=m.roughness_factor,
-        metalness=m.metallic_factor, emissive=m.emissive_factor, normal_scale=m.normal_scale,
-        uv_transform=(m.uv_transform[:3], m.uv_transform[3:]))
-        for m in asset.materials]
-    default = Material(name="gltf-default", roughness=1.0, metalness=1.0)
-    scene.materials.extend(materials)
-    meshes: list[list[tuple[Mesh, Material]]] = []
-    for mi, m in enumerate(asset.meshes):
-        meshes.append([(scene.add_mesh(Mesh(scene.device, p.data, label=f"{m.name}.{pi}")),
-                        materials[p.material] if p.material is not None else default)
-                       for pi, p in enumerate(m.primitives)])
-    out = []
-    for inst in asset.instances:
-        world = base @ inst.world
-        model = glm.mat4(*world.T.ravel().tolist())  # glm takes columns
-        out.extend(scene.add(mesh, mat, model) for mesh, mat in meshes[inst.mesh])
-    return out

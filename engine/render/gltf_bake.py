@@ -33,10 +33,10 @@ from .gltf import (
     KHR_BASISU,
     GltfImage,
     _Reader,
-    decode_image,
     read_document,
     sniff_mime,
 )
+from .gltf_images import decode_image
 
 log = logging.getLogger(__name__)
 

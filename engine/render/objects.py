@@ -115,10 +115,6 @@ class ObjectArrays:
         else:
             self._dirty.add(row)
 
-    def mark_stale(self) -> None:
-        """Rebuild everything at the next sync (after editing instances behind our back)."""
-        self._stale = True
-
     def sync(self, instances: list[Instance]) -> None:
         n = len(instances)
         if self._stale or n != self.count or (n and instances[-1] is not self._last):

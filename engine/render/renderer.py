@@ -24,7 +24,12 @@ from ..gl.indirect import batched_frame_supported
 from ..gl.timing import GpuTimer
 from ..resolution.targets import RenderTargetSet, ResizeEvent, default_targets_spec
 from ..resolution.targets_spec import TargetSpec, TargetsSpec
-from ..streaming.contract import FrameView, TextureProvider, VirtualTextureHost
+from ..streaming.contract import (
+    FrameView,
+    TextureProvider,
+    VirtualTextureHost,
+    VirtualTextures,
+)
 from .batch import (
     BatchedPass,
     TextureMode,
@@ -51,18 +56,17 @@ class RendererSettings:
     indirect multi-draws (engine/render/batch.py); "per_object" is the old loop of uniform
     writes and one draw call per object, kept as the benchmark baseline and for drivers
     without indirect draws. `force_bound`: use the bound-texture fallback of the batched path
-    even where bindless textures exist (both must give the same picture). `gpu_timing`: GL
-    timer queries per frame (read a few frames late; `frame_stats()["gpu_ms"]`)."""
+    even where bindless textures exist (both must give the same picture). The GPU time of
+    each frame comes from GL timer queries, read a few frames late
+    (`frame_stats()["gpu_ms"]`); the fade-in clamp uses ARB_sparse_texture_clamp's
+    textureClampARB where the driver has it."""
 
     path: RenderPath = "batched"
     force_bound: bool = False
     #: fade-in clamp in the shader: None = where needed (bindless; bound textures keep the
     #: sampler's own min LOD), True = always (tests compare it with the sampler's clamp)
     shader_lod_clamp: bool | None = None
-    #: use ARB_sparse_texture_clamp's textureClampARB for that clamp where the driver has it
-    clamp_ext: bool = True
     cull: bool = True
-    gpu_timing: bool = True
     #: render-size fraction of the virtual-texture feedback pass (scenes with virtual
     #: textures only; 1/4 .. 1/8: docs/virtual_texturing.md)
     vt_feedback_scale: float = 0.25
@@ -154,7 +158,7 @@ class Renderer:
             self._batched: _Program | None = None
             if self.path == "batched":
                 self._setup_batched()
-            self.timer = GpuTimer(device) if self.settings.gpu_timing else None
+            self.timer: GpuTimer | None = GpuTimer(device)
         except BaseException:
             self.release()
             raise
@@ -188,8 +192,7 @@ class Renderer:
         self.texture_mode = choose_texture_mode(self.settings, bindless,
                                                 provider_gives_textures(self.provider))
         use_bindless = self.texture_mode == "bindless"
-        clamp_ext = "GL_ARB_sparse_texture_clamp" in self.device.caps.extensions \
-            and self.settings.clamp_ext
+        clamp_ext = "GL_ARB_sparse_texture_clamp" in self.device.caps.extensions
         self._batched_flags = (use_bindless, clamp_ext)
         self._batched_variants: dict[int, _Program] = {}
         self._vt_slots_key: tuple | None = None
@@ -320,12 +323,12 @@ class Renderer:
         self._cpu_ms = (time.perf_counter() - self._t_render) * 1000.0
 
     # ------------------------------------------------------------------ virtual textures
-    def _virtual_system(self) -> Any | None:
+    def _virtual_system(self) -> VirtualTextures | None:
         """The provider's virtual texture system when some of its ids are virtual."""
         p = self.provider
         return p.virtual_system() if isinstance(p, VirtualTextureHost) else None
 
-    def _vt_feedback(self, scene: Scene, vts: Any) -> None:
+    def _vt_feedback(self, scene: Scene, vts: VirtualTextures) -> None:
         """The tile feedback pass (vt_feedback.py), after the scene pass: its readback is
         polled by the system's next begin_frame. Without the batched frame there is none
         (virtual textures then stay at their pinned coarsest tiles: logged once)."""
@@ -357,7 +360,7 @@ class Renderer:
         for name, unit in _VT_UNITS.items():
             p.set(name, unit)
 
-    def _render_batched(self, scene: Scene, vts: Any | None = None) -> None:
+    def _render_batched(self, scene: Scene, vts: VirtualTextures | None = None) -> None:
         """Every object in one buffer write and one multi-draw (bindless) or one per texture
         set (bound): see batch.py. Virtual textures' ids carry their vt id in the texture
         rows; the page cache, table and LOD proxy are bound once here."""
@@ -387,7 +390,8 @@ class Renderer:
                          vt_program=vt_prog.prog if vt_prog is not None else None,
                          vt_objects=vt_objects, cull=self.settings.cull)
 
-    def _render_per_object(self, scene: Scene, vts: Any | None = None) -> None:
+    def _render_per_object(self, scene: Scene,
+                           vts: VirtualTextures | None = None) -> None:
         """The old path: uniforms and a draw call per object (the benchmark baseline).
         Materials with a virtual texture are drawn with a variant compiled with vt_sample
         (VT_SLOTS); the others keep the plain program (llvmpipe would run the page-cache

@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Any
-
 import numpy as np
 
 from ..gl.device import Device
 from ..gl.indirect import batched_frame_supported
+from ..streaming.contract import TextureProvider, VirtualTextures
 from .batch import feedback_pass
 from .scene import Scene
 
@@ -43,7 +42,7 @@ class VtFeedbackPass:
     """Draws a scene's objects with `vt_feedback.batched.frag.glsl` into a virtual texture
     system's feedback target."""
 
-    def __init__(self, device: Device, provider: Any, scale: float = 0.25) -> None:
+    def __init__(self, device: Device, provider: TextureProvider, scale: float = 0.25) -> None:
         if not batched_frame_supported(device):
             raise RuntimeError("the virtual-texture feedback pass needs the batched frame "
                                "(GL 4.3-class indirect draws)")
@@ -52,7 +51,7 @@ class VtFeedbackPass:
         self.prog, self.batch = feedback_pass(device, provider, "vt_feedback", "vt.feedback")
         self.passes = 0
 
-    def render(self, vts: Any, scene: Scene, render_size: tuple[int, int],
+    def render(self, vts: VirtualTextures, scene: Scene, render_size: tuple[int, int],
                view_proj: np.ndarray, view_proj_bytes: bytes, frame: int) -> bool:
         """Draw the pass for `frame`; False when every readback is still in flight."""
         size = vt_feedback_size(render_size, self.scale)

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import GLOutOfMemoryError
+from ..errors import FaultKind, GLOutOfMemoryError
 from ..formats import get as get_format
 from ..memory.ledger import Category
 from ..gl.device import Device, mgl_format
@@ -304,6 +304,7 @@ class RenderTargetSet:
         except GLOutOfMemoryError as exc:
             log.warning("'%s': targets at scale %g for %dx%d failed (%s)", self._label, scale,
                         *output_size, exc)
+            self._device.faults.report(FaultKind.TARGET_ALLOC, self._label, exc)
             if release_first:
                 self._live = self._fallback(output_size, scale, old_scale, old.output_size,
                                             meter, exc)
@@ -334,6 +335,7 @@ class RenderTargetSet:
             except GLOutOfMemoryError:
                 continue
             log.warning("'%s': fell back to scale %g", self._label, s)
+            self._device.faults.report(FaultKind.TARGET_FALLBACK, self._label, s)
             return live
         raise cause
 

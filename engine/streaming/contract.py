@@ -14,9 +14,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
+
+from ..memory.split import CacheNeeds
+
+if TYPE_CHECKING:  # the GL object type only names what the device hands out
+    from ..gl.types import Program
 
 # Texture slots of a material, in the column order of `FrameView.texture_ids`.
 TEXTURE_SLOTS: tuple[str, ...] = ("albedo", "normal", "roughness_metal")
@@ -71,6 +76,9 @@ class ProviderStats:
     bytes_uploaded: int = 0  # uploaded to the GPU since the provider was made
     cache_slots: int = 0  # virtual-texture page-cache slots (0: no page cache)
     cache_slots_used: int = 0  # of them, holding a tile
+    #: what a virtual-texture page cache needs of the pool (None without one): the
+    #: governor's input for the cache's share of it
+    cache: CacheNeeds | None = None
 
 
 @dataclass(frozen=True)
@@ -92,6 +100,11 @@ class TextureProvider(Protocol):
 
     def register(self, key: str, path: Path) -> int:
         """Make `path` known under `key`; returns the id materials use. Same key, same id."""
+        ...
+
+    def register_many(self, entries: Sequence[tuple[str, str | Path]]) -> list[int]:
+        """`register` of (key, path) pairs, in order; a provider may batch the work (one read
+        per file, one upload per texture, all or nothing). Scene builders call this."""
         ...
 
     def begin_frame(self, view: FrameView) -> None:
@@ -120,9 +133,10 @@ class TextureProvider(Protocol):
 @runtime_checkable
 class PooledProvider(Protocol):
     """A provider that fills a byte pool granted each frame (the streamer): the frame loop
-    hands it the governor's streaming allowance before `begin_frame`."""
+    hands it the governor's streaming allowance before `begin_frame`, and the page cache's
+    share of it (`BudgetSplit.cache_allowance`; None: the provider splits it itself)."""
 
-    def grant(self, pool_bytes: int) -> None: ...
+    def grant(self, pool_bytes: int, cache_bytes: int | None = None) -> None: ...
 
 
 @runtime_checkable
@@ -145,10 +159,29 @@ class ResidentTextures:
 
 
 @runtime_checkable
-class TextureTable(Protocol):
+class ResidentTexturesSource(Protocol):
     """A provider that can give all its resident textures at once."""
 
     def resident_textures(self) -> ResidentTextures: ...
+
+
+class VirtualTextures(Protocol):
+    """What the renderer needs of a virtual texture system (engine.streaming.virtual): the
+    page cache, page table and LOD proxy bound for a program, and the feedback target its
+    tile feedback pass draws into."""
+
+    def bind(self, program: Program) -> None:
+        """Bind the cache, table and proxy units and set `program`'s vt uniforms."""
+        ...
+
+    def feedback_begin(self, size: tuple[int, int]) -> bool:
+        """Make the feedback target of `size` current; False while every readback of the
+        ring is still in flight (the pass is skipped)."""
+        ...
+
+    def feedback_end(self, frame: int) -> None:
+        """Start the readback of the pass just drawn, for `frame`."""
+        ...
 
 
 @runtime_checkable
@@ -161,4 +194,4 @@ class VirtualTextureHost(Protocol):
         """Per provider id: its virtual-texture id (vt_sample's argument), or -1."""
         ...
 
-    def virtual_system(self) -> Any | None: ...
+    def virtual_system(self) -> VirtualTextures | None: ...

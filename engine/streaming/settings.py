@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .policy import PolicyConfig
+from .levels.state import PolicyConfig
 
 
 @dataclass(frozen=True)
@@ -24,7 +24,6 @@ class StreamerSettings:
     #: added to every wanted level (the render scale's own bias, log2(1/scale), is already in
     #: the estimate: the FrameView carries the render scale)
     mip_bias: float = 0.0
-    max_staging_segment: int = 32 << 20
     #: levels larger than this go up in bands over several frames (frame pacing). Measured on
     #: the H200 (benchmarks/*band4mib*): 4 MiB bands for 4096^2 BC7 levels cut upload
     #: throughput from 67% to 48% of a raw loop without a clear p99 gain, so by default only
@@ -37,7 +36,7 @@ class StreamerSettings:
     virtual: str = "auto"
     virtual_min_size: int = 1024
     #: the page cache's share of the pool: at most this many times the output's own need
-    #: (output pixels x bytes per texel of the virtual format); see engine.streaming.mixed
+    #: (output pixels x bytes per texel of the virtual format); see engine.memory.split
     virtual_screen_factor: float = 8.0
     #: tiles uploaded per frame at most (and 4x that many reads asked for)
     virtual_max_uploads: int = 32

@@ -6,6 +6,7 @@ correctly.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,6 +47,10 @@ class StaticTextureProvider:
         self._items.append(_Static(key, Path(path), tex, levels))
         self._ids[key] = len(self._items) - 1
         return self._ids[key]
+
+    def register_many(self, entries: Sequence[tuple[str, str | Path]]) -> list[int]:
+        """One `register` at a time: every texture is made whole anyway."""
+        return [self.register(key, Path(path)) for key, path in entries]
 
     def _upload(self, key: str, path: Path) -> tuple[GpuTexture, int]:
         """Make the whole texture resident; returns it and its level count."""

@@ -37,7 +37,7 @@ import numpy as np
 from ..errors import TextureFormatError, UnsupportedFormatError, install_hint
 from ..formats import BY_NAME, PixelFormat
 from .container import Level, check_geometry, level_geometry, read_prefix
-from .ktx2 import Ktx2File
+from .ktx2_file import Ktx2File
 from .supercompression import inflate_zlib, inflate_zstd
 
 log = logging.getLogger(__name__)

@@ -19,7 +19,14 @@ import warnings
 
 from ..app.providers import PROVIDERS
 from ..app.run import progress_hook, run_scene
-from ..cli import _examples, budget_arg, output_file, positive_int, registry_arg, size_arg
+from ..cli_args import (
+    budget_arg,
+    examples,
+    output_file,
+    positive_int,
+    registry_arg,
+    size_arg,
+)
 from ..errors import ContextError
 from .decode import MAX_PIXELS
 from .wall import FORMATS, LAYOUTS, ORDERS, ImageView, ImageWall
@@ -30,7 +37,7 @@ progress = logging.getLogger("engine.progress")
 PROGRESS_EVERY_S = 5.0
 
 
-@_examples(__file__, "")
+@examples(__file__, "")
 def path_arg(text: str) -> str:
     """A folder, file or glob pattern; what it finds is checked when the run starts."""
     if not text.strip():
@@ -39,7 +46,7 @@ def path_arg(text: str) -> str:
     return text
 
 
-@_examples("2000000000", "0", "-1", "x", "1.5")
+@examples("2000000000", "0", "-1", "x", "1.5")
 def pixels_arg(text: str) -> int:
     """A pixel count >= 1."""
     try:

@@ -39,7 +39,6 @@ from ..render.material import Material
 from ..render.mesh import Mesh, quad
 from ..render.scene import Scene
 from ..streaming.contract import TextureProvider
-from ..streaming.provider import register_all
 from ..textures.progress import Progress
 from . import cache
 from .decode import MAX_PIXELS
@@ -223,7 +222,7 @@ class ImageWall:
             for it in self.items:
                 firsts.append((f"view:{it.source}", it.source if it.entry is None else
                                cache.thumb_path(it.entry, self.thumb_edge)))
-            thumb_ids = register_all(provider, firsts)
+            thumb_ids = provider.register_many(firsts)
             ready: list[tuple[str, Path]] = []
             ready_chunks: list[Chunk] = []
             jobs: list[Job] = []
@@ -249,7 +248,7 @@ class ImageWall:
                     model = glm.translate(glm.vec3(*r.center, 0.0)) * \
                         glm.scale(glm.vec3(r.width, r.height, max(r.width, r.height)))
                     scene.add(mesh, c.material, model)
-            for c, tid in zip(ready_chunks, register_all(provider, ready)):
+            for c, tid in zip(ready_chunks, provider.register_many(ready)):
                 _show(c, tid)
             scene.sun.intensity = 0.0
             scene.ambient = (1.0, 1.0, 1.0)
@@ -299,7 +298,7 @@ class ImageWall:
             if c is not None:
                 entries.append((f"view:{path}", Path(path)))
                 chunks.append(c)
-        for c, tid in zip(chunks, register_all(scene.provider, entries)):
+        for c, tid in zip(chunks, scene.provider.register_many(entries)):
             _show(c, tid)
         for path, problem in enc.take_failures():
             self.problems.append((path, problem))
@@ -347,7 +346,7 @@ class ImageWall:
                                                 if shown else 1.0)
             ctx.record["view_images"] = len(self.items)
             if metrics:
-                from ..streaming.metrics import measure_view
+                from ..streaming.levels.metrics import measure_view
 
                 fv = ctx.renderer.frame_view(ctx.scene, ctx.frame, ctx.time)
                 count = int(fv.texture_ids.max(initial=-1)) + 1

@@ -23,11 +23,11 @@ fallback that keeps every lookup valid.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import IntEnum
 
 import numpy as np
 
 from ...errors import BudgetError
+from ..tiers import Tier
 from . import keys as tile_keys
 
 
@@ -47,12 +47,6 @@ def _may_evict(rank: int, score: int, tier: int, key: int) -> bool:
     if rank > 2 * int(tier):
         return True
     return rank == 0 and int(tier) == 0 and score > int(_badness(key))
-
-
-class Tier(IntEnum):
-    VISIBLE = 0
-    PREFETCH = 1
-    RECENT = 2
 
 
 _NEVER = -(1 << 40)

@@ -7,7 +7,7 @@ camera looking at it), drawn three ways with one vertex buffer:
   - `draw_feedback`: the packed tile keys the frame needs, at a fraction of the resolution;
   - `draw_reference`: the same quads sampled from fully resident textures with GL's own
     trilinear filtering: the picture the virtual path must reproduce.
-The renderer samples virtual textures too (engine/streaming/mixed.py, shaders/forward*.glsl,
+The renderer samples virtual textures too (engine/streaming/provider.py, shaders/forward*.glsl,
 engine/render/vt_feedback.py): docs/virtual_texturing.md, "In the renderer".
 """
 from __future__ import annotations

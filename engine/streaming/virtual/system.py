@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from ... import textures
-from ...errors import BudgetError, TextureFormatError
+from ...errors import BudgetError, FaultKind, TextureFormatError
 from ...formats import PixelFormat
 from ...gl.device import Device
 from ...memory import events
@@ -531,6 +531,7 @@ class VirtualTextureSystem:
         self.io_errors += 1
         log.warning("virtual texture %s stays at its resident tiles: %s",
                     self.textures[vt].path, error)
+        self.device.faults.report(FaultKind.TILE_READ, self.textures[vt].path, error)
 
     def mark_failed(self, vt: int, reason: str) -> None:
         """Read no more tiles of texture `vt` (what a failed read does; also for a reference

@@ -12,13 +12,13 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from ..gl.device import Device
-from ..gl.sparse import SparseLayout, commit, sparse_texture
-from ..gl.staging import StagingRing
-from ..gl.textures import GpuTexture
-from ..memory.sizes import texture_bytes
-from ..textures import TextureFile
-from ..memory.ledger import Category
+from ...gl.device import Device
+from ...gl.sparse import SparseLayout, commit, sparse_texture
+from ...gl.staging import StagingRing
+from ...gl.textures import GpuTexture
+from ...memory.sizes import texture_bytes
+from ...textures import TextureFile
+from ...memory.ledger import Category
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ import numpy as np
 from .estimator import CameraInput, InstanceArrays, TextureArrays, estimate_mips
 
 if TYPE_CHECKING:  # the provider contract; only its shape is used here
-    from .contract import FrameView, TextureProvider
+    from ..contract import FrameView, TextureProvider
 
 AT_WANTED_GOAL = 0.95
 
