@@ -24,6 +24,9 @@ from engine.streaming.virtual.tiles import (
     virtual_levels,
 )
 
+# Tile-contiguous copies (the default storage) go to a cache folder of each test's own.
+pytestmark = pytest.mark.usefixtures("isolated_cache")
+
 BC7 = get("BC7")
 SIZES = [(1024, 1024), (2048, 512), (512, 512)]
 

@@ -19,6 +19,9 @@ from engine.streaming.virtual.quads import QuadRenderer, quad_vertices, view_pro
 from engine.streaming.virtual.system import VirtualTextureSystem
 from engine.textures.ktx2_write import write_ktx2
 
+# Tile-contiguous copies (the default storage) go to a cache folder of each test's own.
+pytestmark = pytest.mark.usefixtures("isolated_cache")
+
 SIZE = (320, 240)
 CORNERS = np.array([(-1, -1, 0), (1, -1, 0), (1, 1, 0), (-1, 1, 0)], np.float32)
 OBLIQUE = view_projection((0.6, 0.3, 1.2), (0.0, 0.2, -0.5), SIZE[0] / SIZE[1])

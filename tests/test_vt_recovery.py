@@ -24,6 +24,9 @@ from engine.streaming.virtual.tiles import (
     virtual_levels,
 )
 
+# Tile-contiguous copies (the default storage) go to a cache folder of each test's own.
+pytestmark = pytest.mark.usefixtures("isolated_cache")
+
 
 def key(vt: int, level: int, x: int = 0, y: int = 0) -> int:
     return int(pack_feedback(np.array([vt]), np.array([level]), np.array([x]),

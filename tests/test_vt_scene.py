@@ -43,6 +43,9 @@ from engine.streaming.settings import StreamerSettings
 from engine.streaming.static import StaticTextureProvider
 from engine.testing import assert_no_leaks
 
+# Tile-contiguous copies (the default storage) go to a cache folder of each test's own.
+pytestmark = pytest.mark.usefixtures("isolated_cache")
+
 W, H = 160, 120
 BIG, SMALL = 256, 64  # virtual at virtual_min_size=BIG; whole levels
 MIXED = StreamerSettings(virtual_min_size=BIG)

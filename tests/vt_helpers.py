@@ -112,3 +112,16 @@ def paced_reads(vts, concurrency: int, latency: int) -> PacedReads:
     vts.io._io.close()
     vts.io._io = PacedReads(vts.io._read, concurrency, latency)
     return vts.io._io
+
+
+def wait_tiled(vts, seconds: float = 30.0) -> None:
+    """Wait until the system's tile-contiguous copies are made, and check every texture
+    reads from one (the default storage)."""
+    import time
+    cache = vts.io.tiled
+    assert cache is not None and cache.disabled is None, "tiled copies are off"
+    end = time.perf_counter() + seconds
+    while not cache.idle():
+        assert time.perf_counter() < end, "tiled copies not made in time"
+        time.sleep(0.01)
+    assert all(src.tiled for src in vts.io.sources)

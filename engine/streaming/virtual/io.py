@@ -36,7 +36,8 @@ import numpy as np
 
 from ...errors import TextureFormatError
 from ...textures import TextureFile
-from ...textures.tiled import TiledFile, TiledHeader, write_tiled
+from ...textures.cachedir import cache_root
+from ...textures.tiled import TiledFile, sidecar_path, tile_header, tile_records, write_tiled
 from ..cache import LevelCache, level_key
 from ..inline_io import InlineLevelIO
 from ..io import LevelIO, ReadResult
@@ -46,7 +47,6 @@ from .tiles import (
     VirtualLayout,
     column_runs,
     cut_tile,
-    slot_bytes,
     slot_shape,
 )
 
@@ -133,7 +133,7 @@ class TileSource:
 
     def attach_tiled(self, tiled: TiledFile) -> None:
         """Read from now on from `tiled`, a tile-contiguous copy of this file (made by
-        `tiled_records`); reads under way on the old path finish there."""
+        `TiledCache`); reads under way on the old path finish there."""
         old, self._tiled = self._tiled, tiled
         if old is not None:
             old.close()
@@ -245,30 +245,45 @@ def tile_index(layout: VirtualLayout, level: int, x: int, y: int) -> int:
     return layout.level_offsets()[level] - layout.base - DESCRIPTOR_WORDS + y * gx + x
 
 
-def tiled_records(tf: TextureFile, layout: VirtualLayout):
-    """Every tile's slot bytes in `tile_index` order: each level read once (inflated when
-    supercompressed) and cut into its tiles."""
-    for level in range(layout.levels):
-        data = tf.read_level(level)
-        gx, gy = layout.grid(level)
-        for y in range(gy):
-            for x in range(gx):
-                yield cut_tile(layout, level, x, y, data)
+def tiled_folder() -> Path:
+    """The folder of tile-contiguous copies: in the engine's cache folder ($ENGINE_CACHE)."""
+    return cache_root() / "vt_tiles"
+
+
+def _writable(folder: Path) -> str | None:
+    """None if files can be made in `folder` (made if missing), else why not."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / f".probe-{os.getpid()}-{threading.get_ident()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        return str(exc)
+    return None
 
 
 class TiledCache:
-    """Tile-contiguous copies of virtual textures in a cache folder, made once on first use
-    by one background thread (never on the render thread) and attached to their source when
-    complete; until then the source reads as before. A copy is named by the source's path,
-    size, mtime and wrap (the borders depend on it) and checked against the source when
-    opened, so an edited file is converted again."""
+    """Tile-contiguous copies of virtual textures, made once on first use by one
+    background thread (never on the render thread) and attached to their source when
+    complete; until then the source reads as before. A copy `engine bake` wrote beside the
+    file (`sidecar_path`) is used first; others live in `folder`, named by the source's
+    path, size, mtime and wrap (the borders depend on it), and every copy is checked against
+    the source when opened, so an edited file is converted again.
+
+    A folder that cannot be written (read-only, full, a file in the way) turns the making
+    off with one log line: copies already there are still used, the rest read as they are."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = Path(folder)
-        self._jobs: queue.SimpleQueue[TileSource | None] = queue.SimpleQueue()
-        self._stop = threading.Event()
         self.made = 0  # copies written by this cache
         self.failed = 0
+        #: Why no copies are made (None: they are).
+        self.disabled: str | None = _writable(self.folder)
+        if self.disabled is not None:
+            log.warning("tile-contiguous copies are not made (%s: %s); virtual textures "
+                        "read their files as they are", self.folder, self.disabled)
+        self._jobs: queue.SimpleQueue[TileSource | None] = queue.SimpleQueue()
+        self._stop = threading.Event()
         self._lock = threading.Lock()
         self._queued = 0  # copies asked for and not finished
         self._worker = threading.Thread(target=self._work, name="engine-vt-tiler",
@@ -282,19 +297,30 @@ class TiledCache:
         digest = hashlib.sha1(ident.encode()).hexdigest()[:16]
         return self.folder / f"{Path(src.path).stem}-{digest}.vttiles"
 
+    @staticmethod
+    def _attach_if_fits(src: TileSource, path: Path) -> bool:
+        if not path.exists():
+            return False
+        tiled = TiledFile(path)
+        meta = tiled.header.meta
+        if tiled.matches(src.path) and tiled.header.records == src.layout.entry_count \
+                and meta.get("levels") == src.layout.levels \
+                and meta.get("wrap") == int(src.layout.wrap):
+            src.attach_tiled(tiled)
+            return True
+        tiled.close()
+        return False
+
     def add(self, src: TileSource) -> None:
         """Attach an existing copy now (opening it reads its header only), else queue one."""
-        try:
-            path = self.path_for(src)
-            if path.exists():
-                tiled = TiledFile(path)
-                if tiled.matches(src.path) and tiled.header.records == \
-                        src.layout.entry_count:
-                    src.attach_tiled(tiled)
+        for path in (sidecar_path(src.path), self.path_for(src)):
+            try:
+                if self._attach_if_fits(src, path):
                     return
-                tiled.close()
-        except (OSError, TextureFormatError) as exc:
-            log.debug("%s: no usable tiled copy (%s); making one", src.path, exc)
+            except (OSError, TextureFormatError) as exc:
+                log.debug("%s: tiled copy %s not usable (%s)", src.path, path, exc)
+        if self.disabled is not None:
+            return
         with self._lock:
             self._queued += 1
         self._jobs.put(src)
@@ -308,29 +334,28 @@ class TiledCache:
                     self._queued -= 1
 
     def _make(self, src: TileSource) -> None:
-        if self._stop.is_set():
+        if self._stop.is_set() or self.disabled is not None:
             return
         lay = src.layout
         try:
-            st = os.stat(src.path)
-            header = TiledHeader(slot_bytes(lay.fmt), lay.entry_count, st.st_size,
-                                 st.st_mtime_ns, {"format": lay.fmt.name, "width": lay.width,
-                                                  "height": lay.height, "levels": lay.levels,
-                                                  "wrap": int(lay.wrap)})
-            path = write_tiled(self.path_for(src), header, self._records(src))
+            header = tile_header(src.tf, lay.levels, lay.wrap)
+            path = write_tiled(self.path_for(src), header,
+                               tile_records(src.tf, lay.levels, lay.wrap, self._stop.is_set))
             src.attach_tiled(TiledFile(path))
             self.made += 1
-        except _Stopped:
-            return
-        except (OSError, ValueError, TextureFormatError) as exc:
+        except OSError as exc:
+            self.failed += 1
+            if _writable(self.folder) is None:  # the source, not the folder
+                log.warning("%s: tiled copy not made, reading it as it is: %s", src.path, exc)
+                return
+            self.disabled = str(exc)  # the folder stopped taking files (full, read-only)
+            log.warning("tile-contiguous copies are no longer made (%s: %s); virtual "
+                        "textures read their files as they are", self.folder, exc)
+        except (ValueError, TextureFormatError) as exc:
+            if self._stop.is_set():  # closed while cutting: the half copy was removed
+                return
             self.failed += 1
             log.warning("%s: tiled copy not made, reading it as it is: %s", src.path, exc)
-
-    def _records(self, src: TileSource):
-        for rec in tiled_records(src.tf, src.layout):
-            if self._stop.is_set():
-                raise _Stopped
-            yield rec
 
     def idle(self) -> bool:
         """No copy queued or being made (tests and benchmarks wait for this)."""
@@ -344,20 +369,18 @@ class TiledCache:
         self._worker.join()
 
 
-class _Stopped(Exception):
-    """The cache was closed while a copy was being made."""
-
-
 class TileIO:
     """The I/O worker pool serving tile requests (keys as in `keys.pack`)."""
 
     def __init__(self, *, workers: int = 2, level_cache_bytes: int = 64 << 20,
                  latency_ms: tuple[float, float] | None = None, use_mmap: bool = True,
-                 tiled_dir: Path | None = None) -> None:
+                 tiled_dir: Path | bool = True) -> None:
         self.sources: list[TileSource] = []
         self.use_mmap = use_mmap
-        #: Tile-contiguous copies (one pread a tile), made in the background into this folder.
-        self.tiled = TiledCache(tiled_dir) if tiled_dir is not None else None
+        #: Tile-contiguous copies (one pread a tile), made in the background into
+        #: `tiled_dir` (True: the engine's cache folder, `tiled_folder()`; False: none).
+        folder = tiled_folder() if tiled_dir is True else tiled_dir
+        self.tiled = TiledCache(folder) if folder else None
         self.level_cache = LevelCache(level_cache_bytes)
         # workers=0: reads done on the render thread when polled, in priority order
         # (deterministic runs: a frame's tiles then depend on the frame number only)

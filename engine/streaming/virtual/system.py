@@ -113,7 +113,7 @@ class VirtualTextureSystem:
                  max_requests: int | None = None,
                  latency_ms: tuple[float, float] | None = None,
                  level_cache_bytes: int = 64 << 20, feedback_depth: bool = False,
-                 tiled_dir: Path | None = None) -> None:
+                 tiled_dir: Path | bool = True) -> None:
         self.device = device
         self.allowance = int(allowance_bytes)
         self.max_uploads = int(max_uploads)
@@ -128,8 +128,8 @@ class VirtualTextureSystem:
         self.max_requests = int(max_requests) if max_requests else 4 * self.max_uploads
         self.fmt: PixelFormat | None = None
         self.table = PageTable()
-        # tiled_dir: tile-contiguous copies of the files (one pread a tile, made once in
-        # the background; io.TiledCache) live there.
+        # tiled_dir: where tile-contiguous copies of the files (one pread a tile, made
+        # once in the background; io.TiledCache) live: True, the engine's cache folder.
         self.io = TileIO(workers=io_workers, latency_ms=latency_ms,
                          level_cache_bytes=level_cache_bytes, tiled_dir=tiled_dir)
         self.textures: list[_Texture] = []
