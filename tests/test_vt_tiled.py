@@ -203,3 +203,31 @@ def test_bake_writes_the_tiled_copy_of_a_texture_that_will_go_virtual(tmp_path):
     finally:
         cache.close()
         src.close()
+
+
+def test_neighbours_in_a_row_come_in_one_read_and_none_is_lost(tmp_path):
+    from engine.streaming.virtual import keys as tile_keys
+    path = bc7_file(tmp_path, "r.ktx2", 1024, seed=11)  # 8 x 8 tiles at level 0
+    plain = _source(path)
+    io = TileIO(workers=0, tiled_dir=tmp_path / "cache")
+    try:
+        src = io.add(textures.open(path), plain.layout)
+        _wait(io.tiled)
+        row = [tile_keys.pack_one(0, 0, x, 3) for x in range(8)]
+        for i, k in enumerate(row):
+            io.request(k, float(-i))
+        got = {int(r.level): r.data for r in io.poll(1 << 10)}
+        assert src._tiled.reads == 1  # eight tiles, one pread
+        assert all(got[k] == plain.read_tile(0, x, 3) for x, k in enumerate(row))
+        # A neighbour read with another tile and then cancelled is still delivered.
+        for k in row[:4]:
+            io.request(k, 1.0)
+        first = io.poll(1)
+        assert len(first) == 1 and src._tiled.reads == 2
+        io.retain([])
+        rest = io.poll(1 << 10)
+        assert sorted(int(r.level) for r in first + rest) == sorted(row[:4])
+        assert src._tiled.reads == 2
+    finally:
+        io.close()
+        plain.close()

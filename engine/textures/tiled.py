@@ -287,6 +287,19 @@ class TiledFile:
             raise TextureFormatError(self.path, f"record {index}: file truncated")
         return data
 
+    def read_run(self, first: int, count: int) -> list[bytes]:
+        """Records `first` .. `first + count - 1` in one positioned read."""
+        rb, n = self.header.record_bytes, self.header.records
+        if not (0 <= first and count >= 1 and first + count <= n):
+            raise ValueError(f"{self.path}: records {first}..{first + count - 1} outside "
+                             f"0..{n - 1}")
+        data = os.pread(self._fd, rb * count, self._base + first * rb)
+        self.reads += 1
+        if len(data) != rb * count:
+            raise TextureFormatError(self.path, f"records {first}+{count}: file truncated")
+        view = memoryview(data)
+        return [bytes(view[i * rb:(i + 1) * rb]) for i in range(count)]
+
     def close(self) -> None:
         if self._fd is not None:
             os.close(self._fd)
