@@ -140,7 +140,7 @@ class _Pipeline:
     table: PageTable
     resident: list[dict[tuple[int, int, int], int]]
     requests: TileRequests = field(default_factory=TileRequests.empty)
-    pending: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint32))
+    pending: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64))
     feedback_ms: list[float] = field(default_factory=list)
     table_ms: list[float] = field(default_factory=list)
 
@@ -221,7 +221,7 @@ def replay(rec: Recording, max_uploads: int) -> tuple[_Pipeline, _Pipeline, int]
     for i, lay in enumerate(rec.layouts):
         for lvl in range(lay.levels):
             grids[i, lvl] = lay.grid(lvl)
-    tail_keys = np.array(sorted(rec.tails), np.uint32)
+    tail_keys = np.array(sorted(rec.tails), np.uint64)
     ts = rec.tail_slots
     before = _make_pipeline("before", rec, reduce_feedback_v0, expand_requests_v0,
                             TilePolicyV0, PageTableV0, ts)

@@ -23,10 +23,10 @@ from ..streaming.virtual.keys import unpack as unpack_feedback
 
 def reduce_feedback_v0(image: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Run heads of the image, then `np.unique(return_inverse=True)` and a bincount."""
-    flat = np.asarray(image, np.uint32).ravel()
+    flat = np.asarray(image, np.uint64).ravel()
     n = flat.size
     if n == 0:
-        return np.zeros(0, np.uint32), np.zeros(0, np.int64)
+        return np.zeros(0, np.uint64), np.zeros(0, np.int64)
     change = np.empty(n, bool)
     change[0] = True
     np.not_equal(flat[1:], flat[:-1], out=change[1:])
@@ -36,16 +36,16 @@ def reduce_feedback_v0(image: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     keep = heads != 0
     heads, lengths = heads[keep], lengths[keep]
     if heads.size == 0:
-        return np.zeros(0, np.uint32), np.zeros(0, np.int64)
+        return np.zeros(0, np.uint64), np.zeros(0, np.int64)
     keys, inverse = np.unique(heads, return_inverse=True)
     counts = np.bincount(inverse, weights=lengths, minlength=keys.size).astype(np.int64)
-    return keys.astype(np.uint32), counts
+    return keys.astype(np.uint64), counts
 
 
 def expand_requests_v0(keys: np.ndarray, pixels: np.ndarray, levels_of_vt: np.ndarray,
                        grids: np.ndarray | None = None) -> TileRequests:
     """Ancestors by a loop over distances, one pack and one `np.full` per level."""
-    keys = np.asarray(keys, np.uint32)
+    keys = np.asarray(keys, np.uint64)
     pixels = np.asarray(pixels, np.int64)
     levels_of_vt = np.asarray(levels_of_vt, np.int64)
     vt, level, x, y = unpack_feedback(keys)
@@ -77,7 +77,7 @@ def expand_requests_v0(keys: np.ndarray, pixels: np.ndarray, levels_of_vt: np.nd
     starts = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]])
     tiers = np.minimum.reduceat(t_all[order], starts)
     px = np.add.reduceat(p_all[order], starts)
-    return TileRequests(ks[starts].astype(np.uint32), tiers.astype(np.int64),
+    return TileRequests(ks[starts].astype(np.uint64), tiers.astype(np.int64),
                         px.astype(np.int64))
 
 
@@ -89,7 +89,7 @@ class TilePolicyV0(TilePolicy):
     def plan(self, frame: int, keys: np.ndarray, tiers: np.ndarray,
              pixels: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         self.frame = int(frame)
-        keys = np.asarray(keys, np.uint32)
+        keys = np.asarray(keys, np.uint64)
         tiers = np.asarray(tiers, np.int64)
         pixels = np.zeros(keys.size, np.int64) if pixels is None else np.asarray(pixels,
                                                                                   np.int64)
@@ -112,7 +112,7 @@ class TilePolicyV0(TilePolicy):
         miss = np.flatnonzero(~resident)
         self.missing = int(miss.size)
         if miss.size == 0:
-            return np.zeros(0, np.uint32), np.zeros(0, np.float64)
+            return np.zeros(0, np.uint64), np.zeros(0, np.float64)
         _, level, _, _ = unpack_feedback(keys[miss])
         priority = (2 - tiers[miss]) * 1e6 + level * 1e4 + np.minimum(pixels[miss], 9999)
         order = np.argsort(-priority, kind="stable")

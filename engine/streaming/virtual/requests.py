@@ -20,13 +20,13 @@ from .policy import Tier
 class TileRequests:
     """Unique tile keys of one frame, each with its tier and the pixels that asked."""
 
-    keys: np.ndarray  # uint32, sorted
+    keys: np.ndarray  # keys.DTYPE (uint64), sorted
     tiers: np.ndarray  # int64 Tier values
     pixels: np.ndarray  # int64
 
     @staticmethod
     def empty() -> TileRequests:
-        return TileRequests(np.zeros(0, np.uint32), np.zeros(0, np.int64),
+        return TileRequests(np.zeros(0, tile_keys.DTYPE), np.zeros(0, np.int64),
                             np.zeros(0, np.int64))
 
     def __len__(self) -> int:
@@ -34,7 +34,8 @@ class TileRequests:
 
 
 def reduce_feedback(image: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Unique non-zero keys of a feedback image and how many pixels wrote each.
+    """Unique non-zero keys of a feedback image (keys, or the readback's (h, w, 2) uint32
+    words) and how many pixels wrote each.
 
     Neighbouring pixels mostly want the same tile, so the image is first cut into runs of
     equal keys (one vectorised compare, O(pixels)); only the run heads are reduced, by one
@@ -42,10 +43,13 @@ def reduce_feedback(image: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     ~9,000 runs, ~300 keys) the heads come in long ascending stretches, which the stable
     sort (timsort) merges in near-linear time; `np.unique(return_inverse=True)` of the same
     heads cost twice as much and was most of this function's time."""
-    flat = np.asarray(image, np.uint32).ravel()
+    image = np.asarray(image)
+    if image.dtype == np.uint32 and image.ndim == 3:  # the readback's word pairs
+        image = tile_keys.from_words(image)
+    flat = np.asarray(image, tile_keys.DTYPE).ravel()
     n = flat.size
     if n == 0:
-        return np.zeros(0, np.uint32), np.zeros(0, np.int64)
+        return np.zeros(0, tile_keys.DTYPE), np.zeros(0, np.int64)
     change = np.empty(n, bool)
     change[0] = True
     np.not_equal(flat[1:], flat[:-1], out=change[1:])
@@ -56,7 +60,7 @@ def reduce_feedback(image: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if not keep.all():
         heads, lengths = heads[keep], lengths[keep]
     if heads.size == 0:
-        return np.zeros(0, np.uint32), np.zeros(0, np.int64)
+        return np.zeros(0, tile_keys.DTYPE), np.zeros(0, np.int64)
     order = np.argsort(heads, kind="stable")
     ordered = heads[order]
     first = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
@@ -75,7 +79,7 @@ def expand_requests(keys: np.ndarray, pixels: np.ndarray, levels_of_vt: np.ndarr
     overhead was most of the cost. The rows are laid out k-major, so the flattened keys are
     a few nearly sorted runs, which the stable sort (timsort) merges in little more than
     linear time (a plain argsort of the same keys interleaved costs 5x more)."""
-    keys = np.asarray(keys, np.uint32)
+    keys = np.asarray(keys, tile_keys.DTYPE)
     pixels = np.asarray(pixels, np.int64)
     levels_of_vt = np.asarray(levels_of_vt, np.int64)
     if keys.size == 0:
@@ -95,7 +99,7 @@ def expand_requests(keys: np.ndarray, pixels: np.ndarray, levels_of_vt: np.ndarr
         if keys.size == 0:
             return TileRequests.empty()
     span = int((top - level).max()) + 1
-    k = np.arange(span, dtype=np.uint32)[:, None]
+    k = np.arange(span, dtype=tile_keys.DTYPE)[:, None]
     up = level + k.astype(np.int64) <= top  # (span, n): ancestor k of key i exists
     # Masked rows (level + k beyond the chain) are computed but never kept.
     ancestors = tile_keys.ancestors(keys, k)[up]

@@ -158,7 +158,7 @@ class VirtualTextureSystem:
         self._first_packed = np.zeros(0, np.int64)  # per texture: its first packed level
         self._tail_slots = 0
         #: The newest feedback reduced to (unique keys, pixels) and the frame it showed.
-        self.last_feedback: tuple[np.ndarray, np.ndarray] = (np.zeros(0, np.uint32),
+        self.last_feedback: tuple[np.ndarray, np.ndarray] = (np.zeros(0, tile_keys.DTYPE),
                                                              np.zeros(0, np.int64))
         self.feedback_frame = -1
         #: Textures whose tile reads failed (vt id -> the error): reported once, asked for no
@@ -236,6 +236,10 @@ class VirtualTextureSystem:
         manages the rest, its slot i being cache slot i + `_tail_slots`."""
         if self.fmt is None:
             raise BudgetError("no virtual texture registered yet")
+        if self.table.rows > self.device.caps.max_texture_size:
+            raise BudgetError(f"the page table of {len(self.textures)} textures needs "
+                              f"{self.table.rows} rows of {TABLE_WIDTH} words; this driver's "
+                              f"textures have at most {self.device.caps.max_texture_size}")
         self._release_gpu()
         slots = self._slot_count()
         sx, sy = cache_grid(slots, SLOT_TEXELS, self.device.caps.max_texture_size)
@@ -549,14 +553,14 @@ class VirtualTextureSystem:
         """Make the given tiles resident now (tests, benchmarks, a level start): they are
         asked for as visible until all are in or `timeout` seconds passed. True if all are
         (False too when the cache cannot hold them)."""
-        keys = np.unique(np.asarray(keys, np.uint32))
+        keys = np.unique(np.asarray(keys, tile_keys.DTYPE))
         saved = self._requests
         self._requests = TileRequests(keys, np.zeros(keys.size, np.int64),
                                       np.ones(keys.size, np.int64))
         end = time.perf_counter() + timeout
         try:
             while True:
-                self.begin_frame(self.frame + 1, feedback=np.zeros(0, np.uint32))
+                self.begin_frame(self.frame + 1, feedback=np.zeros(0, tile_keys.DTYPE))
                 self.update()
                 if all(self.is_resident(k) for k in keys.tolist()):
                     return True
