@@ -196,3 +196,23 @@ def test_side_by_side_replay_agrees_and_reports_both():
         assert row[f"{side}_cpu_ms_mean"] == pytest.approx(
             row[f"{side}_feedback_ms_mean"] + row[f"{side}_table_ms_mean"], abs=2e-3)
     assert row["cpu_p50_ratio_before_over_after"] > 0
+
+
+def test_scale_wall_plans_from_the_feedback_and_keeps_the_table_exact():
+    """engine.bench.vt_scale's wall: frames over a few thousand registered textures fill
+    the cache with what the feedback showed, and the incrementally kept page table equals
+    one rebuilt from the final residency (each texture's entries recomputed in full)."""
+    from engine.bench.vt_scale import Wall, feedback_image, flight
+    from engine.streaming.virtual.pagetable import PageTable
+    wall = Wall(3000, 256, 300)
+    for f, (cx, cy, across, dx, dy, k) in enumerate(flight(30, seed=4)):
+        image = feedback_image(wall.side, wall.count, 256, (480, 270),
+                               cx * wall.side + dx * k / 20, cy * wall.side + dy * k / 20,
+                               across)
+        wall.step(f, image, 64)
+    assert wall.policy.occupied > 50
+    fresh = PageTable()
+    for vt, lay in enumerate(wall.table.layouts):
+        fresh.add(lay)
+        fresh._recompute(vt, wall.resident[vt])
+    assert np.array_equal(fresh.words[:fresh.used], wall.table.words[:wall.table.used])

@@ -85,6 +85,15 @@ class PageTable:
         """The word holding texture `vt`'s base."""
         return int(self.words[vt // CHUNK_TEXTURES]) + vt % CHUNK_TEXTURES
 
+    def level_offsets(self, vt: np.ndarray, level: np.ndarray) -> np.ndarray:
+        """Table index of the first entry of level `level` of texture `vt`, element-wise,
+        read from the directory and the descriptors (as the shader does): no per-texture
+        array that grows with the textures registered."""
+        vt = np.asarray(vt, np.int64)
+        w = self.words
+        d = w[vt // CHUNK_TEXTURES].astype(np.int64) + vt % CHUNK_TEXTURES
+        return w[w[d].astype(np.int64) + 4 + np.asarray(level, np.int64)].astype(np.int64)
+
     def add(self, layout: VirtualLayout) -> int:
         """Append a texture's range (its entries all zero until `set_residency`); its id."""
         if layout.base != self.next_base():
@@ -125,7 +134,9 @@ class PageTable:
         if (top, 0, 0) not in slots:
             raise ValueError(f"virtual texture {vt}: its coarsest tile is not resident")
         prev = self._applied.get(vt)
-        if prev is None or prev.get((top, 0, 0)) != slots[(top, 0, 0)]:
+        if prev is None and all(lay.grid(level) == (1, 1) for level, _, _ in slots):
+            changed = self._first_fill(lay, slots)
+        elif prev is None or prev.get((top, 0, 0)) != slots[(top, 0, 0)]:
             changed = self._recompute(vt, slots)
         else:
             gone = prev.items() - slots.items()
@@ -140,6 +151,25 @@ class PageTable:
                     changed += self._admit(lay, level, x, y, pack_entry(slot, level))
         self._applied[vt] = dict(slots)
         return changed
+
+    def _first_fill(self, lay: VirtualLayout, slots: dict[tuple[int, int, int], int]) -> int:
+        """A texture's first residency of single-tile levels only (what registration pins):
+        each level's entries all name the finest resident level at or above it, one fill
+        for the whole range (a full recompute per texture was most of registering a
+        million)."""
+        entry, entries = 0, []
+        for level in range(lay.levels - 1, -1, -1):
+            slot = slots.get((level, 0, 0))
+            if slot is not None:
+                entry = pack_entry(slot, level)
+            entries.append(entry)
+        counts = [lay.tiles(level) for level in range(lay.levels - 1, -1, -1)]
+        lo = lay.base + DESCRIPTOR_WORDS
+        hi = lo + lay.entry_count
+        # levels are stored finest first: reverse the coarsest-first lists
+        self.words[lo:hi] = np.repeat(np.array(entries[::-1], np.uint32), counts[::-1])
+        self._mark(lo, hi)
+        return lay.entry_count
 
     def _evict(self, lay: VirtualLayout, level: int, x: int, y: int, entry: int) -> int:
         """Tile (level, x, y) left: entries naming it take its parent's entry."""

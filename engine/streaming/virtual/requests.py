@@ -14,6 +14,7 @@ import numpy as np
 
 from . import keys as tile_keys
 from .policy import Tier
+from .tiles import TextureGrids
 
 
 @dataclass(frozen=True)
@@ -67,12 +68,23 @@ def reduce_feedback(image: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return ordered[first], np.add.reduceat(lengths[order], first).astype(np.int64)
 
 
+def _grid(grids, vt: np.ndarray, level: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Tiles (x, y) of (vt, level), element-wise, from a `TextureGrids` or an array of
+    shape (textures, levels, 2)."""
+    if isinstance(grids, TextureGrids):
+        return grids.grid(vt, level)
+    g = np.asarray(grids, np.int64)
+    lvl = np.minimum(level, g.shape[1] - 1)
+    return g[vt, lvl, 0], g[vt, lvl, 1]
+
+
 def expand_requests(keys: np.ndarray, pixels: np.ndarray, levels_of_vt: np.ndarray,
-                    grids: np.ndarray | None = None) -> TileRequests:
+                    grids: TextureGrids | np.ndarray | None = None) -> TileRequests:
     """Add every ancestor of the asked-for tiles (parent VISIBLE, the rest PREFETCH) and
     merge duplicates, keeping the best tier and summing pixels. Keys naming a texture,
-    level or (with `grids`, shape (textures, levels, 2): tiles x, y per level) tile that
-    does not exist (a stale or corrupt readback) are dropped.
+    level or (with `grids`: a `TextureGrids`, or tiles x, y per texture and level in an
+    array of shape (textures, levels, 2)) tile that does not exist (a stale or corrupt
+    readback) are dropped.
 
     All ancestors come from one broadcast (distance k = 0..span down the rows, keys along
     the columns) instead of a Python loop of packs per level: at 4K that loop's call
@@ -81,18 +93,17 @@ def expand_requests(keys: np.ndarray, pixels: np.ndarray, levels_of_vt: np.ndarr
     linear time (a plain argsort of the same keys interleaved costs 5x more)."""
     keys = np.asarray(keys, tile_keys.DTYPE)
     pixels = np.asarray(pixels, np.int64)
-    levels_of_vt = np.asarray(levels_of_vt, np.int64)
+    levels_of_vt = np.asarray(levels_of_vt)  # indexed below: never converted whole
     if keys.size == 0:
         return TileRequests.empty()
     vt, level, x, y = tile_keys.unpack(keys)
     ok = (vt >= 0) & (vt < levels_of_vt.size)
     vt = np.where(ok, vt, 0)
-    top = levels_of_vt[vt] - 1
+    top = levels_of_vt[vt].astype(np.int64) - 1
     ok &= level <= top
     if grids is not None:
-        g = np.asarray(grids, np.int64)
-        lvl = np.minimum(level, g.shape[1] - 1)
-        ok &= (x < g[vt, lvl, 0]) & (y < g[vt, lvl, 1])
+        gx, gy = _grid(grids, vt, level)
+        ok &= (x < gx) & (y < gy)
     if not ok.all():
         keys, pixels, vt, level, x, y, top = (a[ok] for a in (keys, pixels, vt, level, x, y,
                                                                top))
@@ -111,7 +122,7 @@ def expand_requests(keys: np.ndarray, pixels: np.ndarray, levels_of_vt: np.ndarr
         k_up = np.broadcast_to(k, up.shape)[up].astype(np.int64)
         x_k, y_k = np.broadcast_to(x, up.shape)[up] >> k_up, \
             np.broadcast_to(y, up.shape)[up] >> k_up
-        gx, gy = g[vt_k, lvl_k, 0], g[vt_k, lvl_k, 1]
+        gx, gy = _grid(grids, vt_k, lvl_k)
         off = (x_k >= gx) | (y_k >= gy)
         if off.any():
             ancestors[off] = tile_keys.pack(vt_k[off], lvl_k[off],

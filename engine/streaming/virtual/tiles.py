@@ -25,6 +25,7 @@ all a trilinear lookup needs, except for a texture smaller than 4 pixels on scre
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -89,17 +90,16 @@ class VirtualLayout:
             raise ValueError(f"level count {self.levels} outside 1..{MAX_LEVELS}")
         if SLOT_TEXELS % self.fmt.block_w or BORDER_TEXELS % self.fmt.block_w:
             raise ValueError(f"{self.fmt.name}: block size does not divide the tile border")
-        # Derived geometry, computed once: the system asks for it every frame.
-        sizes = tuple(mip_dims(self.width, self.height, lvl) for lvl in range(self.levels))
-        grids = tuple(tile_grid(w, h) for w, h in sizes)
-        offsets, at = [], self.base + DESCRIPTOR_WORDS
-        for gx, gy in grids:
-            offsets.append(at)
-            at += gx * gy
+        # Derived geometry, computed once per shape (a wall registers many of one shape)
+        # and looked up every frame.
+        sizes, grids, rel, entries, packed = _geometry(self.fmt, self.width, self.height,
+                                                       self.levels)
+        at = self.base + DESCRIPTOR_WORDS
         object.__setattr__(self, "_sizes", sizes)
         object.__setattr__(self, "_grids", grids)
-        object.__setattr__(self, "_offsets", tuple(offsets))
-        object.__setattr__(self, "_entries", at - self.base - DESCRIPTOR_WORDS)
+        object.__setattr__(self, "_offsets", tuple(at + r for r in rel))
+        object.__setattr__(self, "_entries", entries)
+        object.__setattr__(self, "_packed", packed)
         gx, gy = grids[0]
         if max(gx, gy) > MAX_TILES_PER_AXIS:
             raise ValueError(f"{self.width}x{self.height}: more than {MAX_TILES_PER_AXIS} "
@@ -125,12 +125,7 @@ class VirtualLayout:
     def packed_levels(self) -> list[tuple[int, int]]:
         """(level, size class) of the levels small enough to share slots (tail_class): a
         suffix of the chain, coarsest last; each is one tile, pinned in a cell."""
-        out = []
-        for level in range(self.levels):
-            k = tail_class(self.fmt, *self.level_size(level))
-            if k is not None and self.grid(level) == (1, 1):
-                out.append((level, k))
-        return out
+        return list(self._packed)
 
     @property
     def table_words(self) -> int:
@@ -155,6 +150,24 @@ class VirtualLayout:
         """Block columns and rows of the source level that fill the slot's used region
         (payload plus one border block each side), after the wrap rule."""
         return source_indices(self.fmt, *self.level_size(level), x, y, self.wrap)
+
+
+@functools.lru_cache(maxsize=256)
+def _geometry(fmt: PixelFormat, width: int, height: int, levels: int):
+    """(level sizes, tile grids, level offsets from the first entry, entry count, packed
+    levels) of a texture shape."""
+    sizes = tuple(mip_dims(width, height, lvl) for lvl in range(levels))
+    grids = tuple(tile_grid(w, h) for w, h in sizes)
+    rel, at = [], 0
+    for gx, gy in grids:
+        rel.append(at)
+        at += gx * gy
+    packed = []
+    for level in range(levels):
+        k = tail_class(fmt, *sizes[level])
+        if k is not None and grids[level] == (1, 1):
+            packed.append((level, k))
+    return sizes, grids, tuple(rel), at, tuple(packed)
 
 
 def tail_class(fmt: PixelFormat, width: int, height: int) -> int | None:
@@ -219,3 +232,49 @@ def pack_entry(slot: int, level: int) -> int:
 def unpack_entry(entry: np.ndarray | int) -> tuple[np.ndarray, np.ndarray]:
     e = np.asarray(entry, np.uint32)
     return e & 0xFFFFFF, e >> 24
+
+
+class TextureGrids:
+    """Per registered texture its level-0 size, level count and first packed level, in
+    arrays that grow as textures register (13 bytes a texture); the tile grid of any
+    (texture, level) is computed for the keys a frame asks about. Why not a table of grids
+    per texture and level: at a million textures that is 256 MB, and rebuilding it when a
+    texture registers costs the frame time of every texture, where this costs the keys'."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._w = np.zeros(16, np.int32)
+        self._h = np.zeros(16, np.int32)
+        self._levels = np.zeros(16, np.int8)
+        self._first_packed = np.zeros(16, np.int8)
+
+    def append(self, layout: VirtualLayout) -> None:
+        if self.count == self._w.size:  # doubling: n registrations cost O(n) copies
+            for name in ("_w", "_h", "_levels", "_first_packed"):
+                old = getattr(self, name)
+                grown = np.zeros(2 * old.size, old.dtype)
+                grown[:old.size] = old
+                setattr(self, name, grown)
+        i = self.count
+        self._w[i], self._h[i], self._levels[i] = layout.width, layout.height, layout.levels
+        self._first_packed[i] = min((lv for lv, _ in layout.packed_levels()),
+                                    default=layout.levels)
+        self.count += 1
+
+    @property
+    def levels(self) -> np.ndarray:
+        """Level count per texture (a view)."""
+        return self._levels[:self.count]
+
+    @property
+    def first_packed(self) -> np.ndarray:
+        """First packed small level per texture (its level count if none; a view)."""
+        return self._first_packed[:self.count]
+
+    def grid(self, vt: np.ndarray, level: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Tiles (x, y) of level `level` of texture `vt`, element-wise (int64)."""
+        vt = np.asarray(vt, np.int64)
+        level = np.asarray(level, np.int64)
+        w = np.maximum(self._w[vt].astype(np.int64) >> level, 1)
+        h = np.maximum(self._h[vt].astype(np.int64) >> level, 1)
+        return -(-w // TILE_TEXELS), -(-h // TILE_TEXELS)
