@@ -44,7 +44,7 @@ from ..streaming.virtual.requests import TileRequests, expand_requests, reduce_f
 from ..streaming.virtual.system import VirtualTextureSystem
 from ..streaming.virtual import keys as tile_keys
 from ..streaming.virtual.keys import MAX_LEVELS
-from ..streaming.virtual.tiles import TAIL_FLAG, TextureGrids, VirtualLayout
+from ..streaming.virtual.tiles import TAIL_FLAG, VirtualLayout
 from .common import SuiteResult
 from .virtual import (
     VirtualProfile,
@@ -239,13 +239,15 @@ def replay(rec: Recording, max_uploads: int) -> tuple[_Pipeline, _Pipeline, int]
                             TilePolicyV0, PageTableV0, ts)
     after = _make_pipeline("after", rec, reduce_feedback, expand_requests, TilePolicy,
                            PageTable, ts)
-    sizes = TextureGrids()
-    for lay in rec.layouts:
-        sizes.append(lay)
+    # The recording's packed levels (a suffix of each chain) as each texture's first one.
+    first_packed = levels.copy()
+    for key in rec.tails:
+        vt, level, _, _ = tile_keys.unpack_one(key)
+        first_packed[vt] = min(first_packed[vt], level)
 
     def drop_packed(keys: np.ndarray) -> np.ndarray:
         vt, level, _, _ = tile_keys.unpack(keys)
-        return level < sizes.first_packed[vt]
+        return level < first_packed[vt]
 
     after.drop_packed = drop_packed
     same = 0
