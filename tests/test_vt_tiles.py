@@ -12,6 +12,7 @@ from engine.streaming.virtual.pagetable import PageTable
 from engine.streaming.virtual.policy import Tier
 from engine.streaming.virtual.requests import expand_requests, reduce_feedback
 from engine.streaming.virtual.tiles import (
+    DESCRIPTOR_WORDS,
     SLOT_TEXELS,
     VirtualLayout,
     Wrap,
@@ -51,7 +52,8 @@ def test_geometry_of_a_2048_bc7_texture():
         [(16, 16), (8, 8), (4, 4), (2, 2)] + [(1, 1)] * 6
     assert lay.entry_count == 256 + 64 + 16 + 4 + 6
     offs = lay.level_offsets()
-    assert offs[0] == 32 and offs[1] == 32 + 256 and offs[-1] == 32 + lay.entry_count - 1
+    assert offs[0] == DESCRIPTOR_WORDS and offs[1] == DESCRIPTOR_WORDS + 256
+    assert offs[-1] == DESCRIPTOR_WORDS + lay.entry_count - 1
     assert slot_bytes(BC7) == 136 * 136  # one byte per texel
     npot = VirtualLayout(BC7, 1000, 600, 3, Wrap.CLAMP, 0)  # any size: GL's level sizes
     assert [npot.grid(i) for i in range(3)] == [(8, 5), (4, 3), (2, 2)]

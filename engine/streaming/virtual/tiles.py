@@ -49,7 +49,7 @@ from ...textures.tiled import (  # the geometry a tiled file shares with the pag
 from .keys import MAX_LEVELS, MAX_TILES_PER_AXIS
 
 #: uint32 words of one texture's descriptor in the shared page table (see `descriptor`).
-DESCRIPTOR_WORDS = 32
+DESCRIPTOR_WORDS = 4 + MAX_LEVELS  # width, height, levels, wrap, level offsets
 #: Entry slot bit marking a packed small level ("tail"): the slot field then names a cell
 #: of the cache's first slots, its size class in bits TAIL_CLASS_SHIFT.. and its index below.
 TAIL_FLAG = 1 << 23
