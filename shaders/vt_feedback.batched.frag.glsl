@@ -14,7 +14,7 @@ flat in vec2 v_vt_size[3];
 uniform float u_vt_lod_bias;  // -log2(render size / this pass's size)
 uniform int u_vt_frame;
 
-out uint f_key;
+out uvec2 f_key;
 
 void main() {
     vec3 lod = vec3(vt_lod_implicit(v_uv, ivec2(v_vt_size[0])),
@@ -31,7 +31,7 @@ void main() {
         }
     }
     if (n == 0) {
-        f_key = 0u;  // nothing virtual: depth only (it still occludes)
+        f_key = uvec2(0u);  // nothing virtual: depth only (it still occludes)
         return;
     }
     ivec2 q = ivec2(gl_FragCoord.xy) / 2;

@@ -4,7 +4,7 @@
 in vec2 v_uv;
 flat in uint v_vt;
 uniform float u_vt_lod_bias;  // -log2(downscale of this pass)
-out uint f_key;
+out uvec2 f_key;
 
 void main() {
     f_key = vt_feedback_key(v_vt, v_uv, u_vt_lod_bias);

@@ -3,7 +3,8 @@
 // (textureQueryLod), so the picture equals GL's trilinear filtering of the whole texture on
 // every driver; 3.30 shaders get log2 of the footprint (exact maths, which drivers round
 // differently: llvmpipe uses a piecewise-linear log2). The frame binds:
-//   u_vt_table  R32UI page table: row 0 a directory (word vt = base of texture vt), then per
+//   u_vt_table  R32UI page table: row 0 a directory of chunks (word c = where chunk c of
+//               2048 texture bases starts; vt_base), then per
 //               texture a descriptor (width, height, levels, wrap, level offsets[16]) and one
 //               entry per tile: slot (bits 0..23) | level of the tile in that slot (24..31);
 //               slot bit 23 set: a packed coarsest tile in a small cell of the first slots.
@@ -22,8 +23,18 @@ const int VT_TILE = 128;
 const int VT_BORDER = 4;
 const int VT_SLOT = VT_TILE + 2 * VT_BORDER;
 
+const int VT_TABLE_SHIFT = 11;  // rows of 2048 words (pagetable.py TABLE_WIDTH)
+const uint VT_CHUNK_SHIFT = 11u;  // textures per directory chunk (pagetable.py CHUNK_TEXTURES)
+
 uint vt_word(int i) {
-    return texelFetch(u_vt_table, ivec2(i & 1023, i >> 10), 0).r;
+    return texelFetch(u_vt_table, ivec2(i & ((1 << VT_TABLE_SHIFT) - 1), i >> VT_TABLE_SHIFT),
+                      0).r;
+}
+
+// Where texture vt's range starts: row 0 names the directory chunk, the chunk the base.
+int vt_base(uint vt) {
+    return int(vt_word(int(vt_word(int(vt >> VT_CHUNK_SHIFT)))
+                       + int(vt & ((1u << VT_CHUNK_SHIFT) - 1u))));
 }
 
 // Texel position in a level of `ls` texels, with the sampler's wrap rule: repeat keeps the
@@ -106,7 +117,7 @@ vec4 vt_sample_lod(int base, ivec2 size0, int levels, bool repeat_, vec2 uv, flo
 
 // vt_sample with explicit gradients and a minimum level of detail (GL_TEXTURE_MIN_LOD).
 vec4 vt_sample_grad(uint vt, vec2 uv, vec2 dx, vec2 dy, float min_lod) {
-    int base = int(vt_word(int(vt)));
+    int base = vt_base(vt);
     ivec2 size0 = ivec2(int(vt_word(base)), int(vt_word(base + 1)));
     return vt_sample_lod(base, size0, int(vt_word(base + 2)), vt_word(base + 3) == 1u, uv,
                          max(vt_lod(dx, dy, size0), min_lod));
@@ -114,7 +125,7 @@ vec4 vt_sample_grad(uint vt, vec2 uv, vec2 dx, vec2 dy, float min_lod) {
 
 // The drop-in for texture(sampler, uv) on a virtual texture, with a minimum LOD.
 vec4 vt_sample_min(uint vt, vec2 uv, float min_lod) {
-    int base = int(vt_word(int(vt)));
+    int base = vt_base(vt);
     ivec2 size0 = ivec2(int(vt_word(base)), int(vt_word(base + 1)));
     float lambda = vt_lod_implicit(uv, size0);
     return vt_sample_lod(base, size0, int(vt_word(base + 2)), vt_word(base + 3) == 1u, uv,
@@ -130,15 +141,16 @@ vec4 vt_sample(uint vt, vec2 uv) {
 // llvmpipe a helper pixel of a quad that straddles a triangle edge reads zeros from storage
 // buffers, so derivatives taken after a branch on storage-buffer data are wrong there.
 vec4 vt_sample_at(uint vt, vec2 uv, float lambda) {
-    int base = int(vt_word(int(vt)));
+    int base = vt_base(vt);
     ivec2 size0 = ivec2(int(vt_word(base)), int(vt_word(base + 1)));
     return vt_sample_lod(base, size0, int(vt_word(base + 2)), vt_word(base + 3) == 1u, uv,
                          lambda);
 }
 
-// The feedback key at a level of detail found elsewhere (bias included): see vt_sample_at.
-uint vt_feedback_key_at(uint vt, vec2 uv, float lod) {
-    int base = int(vt_word(int(vt)));
+// The feedback key (low word, high word) at a level of detail found elsewhere (bias
+// included): see vt_sample_at.
+uvec2 vt_feedback_key_at(uint vt, vec2 uv, float lod) {
+    int base = vt_base(vt);
     ivec2 size0 = ivec2(int(vt_word(base)), int(vt_word(base + 1)));
     int levels = int(vt_word(base + 2));
     bool repeat_ = vt_word(base + 3) == 1u;
@@ -147,14 +159,15 @@ uint vt_feedback_key_at(uint vt, vec2 uv, float lod) {
     ivec2 ls = max(size0 >> level, ivec2(1));
     ivec2 grid = (ls + (VT_TILE - 1)) / VT_TILE;
     ivec2 t = min(ivec2(vt_level_pos(uv, ls, repeat_)) / VT_TILE, grid - 1);
-    return ((vt + 1u) << 20) | (uint(level) << 16) | (uint(t.y) << 8) | uint(t.x);
+    return uvec2((uint(level) << 24) | (uint(t.y) << 12) | uint(t.x), vt + 1u);
 }
 
 // What the feedback pass writes for one pixel: the tile the finer level of this lookup
-// reads, packed as engine/streaming/virtual/tiles.py pack_feedback does. `lod_bias` is
+// reads, packed as engine/streaming/virtual/keys.py pack does (low word: level, tile y and
+// x; high word: vt + 1), into an RG32UI target. `lod_bias` is
 // -log2(downscale) for a pass drawn at 1/downscale of the output resolution.
-uint vt_feedback_key(uint vt, vec2 uv, float lod_bias) {
-    int base = int(vt_word(int(vt)));
+uvec2 vt_feedback_key(uint vt, vec2 uv, float lod_bias) {
+    int base = vt_base(vt);
     ivec2 size0 = ivec2(int(vt_word(base)), int(vt_word(base + 1)));
     return vt_feedback_key_at(vt, uv, vt_lod_implicit(uv, size0) + lod_bias);
 }

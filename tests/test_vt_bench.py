@@ -8,6 +8,9 @@ from vt_helpers import headless_device
 
 from engine.bench.virtual import VirtualProfile, run_profile
 
+# Tile-contiguous copies (the default storage) go to a cache folder of each test's own.
+pytestmark = pytest.mark.usefixtures("isolated_cache")
+
 
 def test_tiny_virtual_bench(tmp_path):
     pytest.importorskip("demos.gallery_assets")

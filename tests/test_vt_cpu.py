@@ -25,6 +25,9 @@ from engine.streaming.virtual.tiles import (
     virtual_levels,
 )
 
+# Tile-contiguous copies (the default storage) go to a cache folder of each test's own.
+pytestmark = pytest.mark.usefixtures("isolated_cache")
+
 BC7 = get("BC7")
 SIZES = [(1024, 1024), (2048, 512), (512, 512)]
 #: What the pre-rewrite code (a full page-table recompute, the isin-based plan) gave on the
@@ -50,14 +53,14 @@ def _random_keys(rng, layouts, n) -> np.ndarray:
         lvl = int(rng.integers(lay.levels))
         gx, gy = lay.grid(lvl)
         keys.append(int(pack_feedback(vt, lvl, int(rng.integers(gx)), int(rng.integers(gy)))))
-    return np.array(keys, np.uint32)
+    return np.array(keys, np.uint64)
 
 
 def _blocky_image(rng, palette: np.ndarray, shape=(90, 160)) -> np.ndarray:
     """Runs of equal keys (as a feedback pass gives), with empty (0) pixels between."""
     cells = rng.integers(0, palette.size + 1, (shape[0] // 6 + 1, shape[1] // 5 + 1))
     img = np.where(cells == palette.size, 0, palette[np.minimum(cells, palette.size - 1)])
-    return np.repeat(np.repeat(img, 6, 0), 5, 1)[:shape[0], :shape[1]].astype(np.uint32)
+    return np.repeat(np.repeat(img, 6, 0), 5, 1)[:shape[0], :shape[1]].astype(np.uint64)
 
 
 def test_reduce_feedback_gives_each_key_and_its_pixel_count():
@@ -67,9 +70,9 @@ def test_reduce_feedback_gives_each_key_and_its_pixel_count():
         img = _blocky_image(rng, _random_keys(rng, layouts, 40))
         keys, counts = reduce_feedback(img)
         want_k, want_c = np.unique(img[img != 0], return_counts=True)
-        assert keys.dtype == np.uint32 and counts.dtype == np.int64
+        assert keys.dtype == np.uint64 and counts.dtype == np.int64
         assert keys.tolist() == want_k.tolist() and counts.tolist() == want_c.tolist()
-    empty = reduce_feedback(np.zeros((4, 4), np.uint32))
+    empty = reduce_feedback(np.zeros((4, 4), np.uint64))
     assert empty[0].size == 0 and empty[1].size == 0
 
 
@@ -87,7 +90,7 @@ def test_expand_requests_adds_every_ancestor_with_tier_and_pixels():
     # The plain definition: walk each key up to its texture's coarsest level.
     want: dict[int, list[int]] = {}
     for k, px in zip(keys.tolist(), pixels.tolist(), strict=True):
-        vt, lvl, x, y = (int(v) for v in unpack_feedback(np.uint32(k)))
+        vt, lvl, x, y = (int(v) for v in unpack_feedback(np.uint64(k)))
         for d in range(levels[vt] - lvl):
             a = int(pack_feedback(vt, lvl + d, x >> d, y >> d))
             tier = Tier.VISIBLE if d <= 1 else Tier.PREFETCH
@@ -101,7 +104,7 @@ def test_expand_requests_adds_every_ancestor_with_tier_and_pixels():
     # grid are dropped, and the rest still expand.
     lay = layouts[1]
     bad = np.array([int(pack_feedback(7, 0, 0, 0)), int(pack_feedback(1, lay.levels, 0, 0)),
-                    int(pack_feedback(1, 0, 0, lay.grid(0)[1])), int(keys[0])], np.uint32)
+                    int(pack_feedback(1, 0, 0, lay.grid(0)[1])), int(keys[0])], np.uint64)
     got = expand_requests(bad, np.ones(4, np.int64), levels, grids)
     vt0, lvl0, _, _ = (int(v) for v in unpack_feedback(keys[0]))
     assert len(got) == levels[vt0] - lvl0 and int(keys[0]) in got.keys.tolist()
@@ -196,3 +199,23 @@ def test_replay_reports_the_cpu_path_and_keeps_the_table_exact():
     # the sum's mean is the parts' means added (each frame's figure is their sum)
     assert row["cpu_ms_mean"] == pytest.approx(
         row["feedback_ms_mean"] + row["table_ms_mean"], abs=2e-3)
+
+
+def test_scale_wall_plans_from_the_feedback_and_keeps_the_table_exact():
+    """engine.bench.vt_scale's wall: frames over a few thousand registered textures fill
+    the cache with what the feedback showed, and the incrementally kept page table equals
+    one rebuilt from the final residency (each texture's entries recomputed in full)."""
+    from engine.bench.vt_scale import Wall, feedback_image, flight
+    from engine.streaming.virtual.pagetable import PageTable
+    wall = Wall(3000, 256, 300)
+    for f, (cx, cy, across, dx, dy, k) in enumerate(flight(30, seed=4)):
+        image = feedback_image(wall.side, wall.count, 256, (480, 270),
+                               cx * wall.side + dx * k / 20, cy * wall.side + dy * k / 20,
+                               across)
+        wall.step(f, image, 64)
+    assert wall.policy.occupied > 50
+    fresh = PageTable()
+    for vt, lay in enumerate(wall.table.layouts):
+        fresh.add(lay)
+        fresh._recompute(vt, wall.resident[vt])
+    assert np.array_equal(fresh.words[:fresh.used], wall.table.words[:wall.table.used])

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from vt_helpers import bc7_file, paced_reads
+from vt_helpers import bc7_file, paced_reads, wait_tiled
 
 from engine.bench.virtual import stop_views, wall_extent
 from engine.gl.vt import QuadBatch
 from engine.streaming.virtual import keys as tile_keys
 from engine.streaming.virtual.quads import QuadRenderer, view_projection, wall
 from engine.streaming.virtual.system import VirtualTextureSystem
+
+# Tile-contiguous copies (the default storage) go to a cache folder of each test's own.
+pytestmark = pytest.mark.usefixtures("isolated_cache")
 
 OUTPUT = (480, 270)
 PANELS = 60
@@ -43,6 +46,7 @@ def fly(dev, paths, allowance, concurrency, latency, stops=6, seed=13):
     quads = None
     try:
         ids = [vts.register(paths[i % len(paths)]) for i in range(PANELS)]
+        wait_tiled(vts)  # the flight reads the default storage
         columns, rows = wall_extent(PANELS)
         quads = QuadBatch(dev, wall(columns, rows, ids, size=1.0, gap=0.1))
         vts.update()
@@ -100,7 +104,9 @@ def test_the_feedback_shader_writes_the_key_layout(dev, wall_files):
             got = vts.feedback.poll()
             image = got if got is not None else image
         assert image is not None
-        keys = np.unique(image[image != 0])
+        assert image.shape == (64, 64, 2)  # RG32UI: low word, high word
+        keys = np.unique(tile_keys.from_words(image))
+        keys = keys[keys != 0]
         vt, level, x, y = tile_keys.unpack(keys)
         assert set(vt.tolist()) == set(ids)
         lay = vts.textures[0].layout

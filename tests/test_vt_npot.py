@@ -16,8 +16,12 @@ from engine.gl.upload import upload_texture_file
 from engine.gl.vt import QuadBatch, set_wrap
 from engine.render.imagecompare import compare
 from engine.streaming.virtual.quads import QuadRenderer, quad_vertices, view_projection
+from engine.streaming.virtual import keys as tile_keys
 from engine.streaming.virtual.system import VirtualTextureSystem
 from engine.textures.ktx2_write import write_ktx2
+
+# Tile-contiguous copies (the default storage) go to a cache folder of each test's own.
+pytestmark = pytest.mark.usefixtures("isolated_cache")
 
 SIZE = (320, 240)
 CORNERS = np.array([(-1, -1, 0), (1, -1, 0), (1, 1, 0), (-1, 1, 0)], np.float32)
@@ -142,3 +146,48 @@ def test_larger_than_the_driver_maximum(dev, files, renderer, small_driver, k):
     assert result.ok, str(result)
     if k:
         assert not compare(virtual[..., :3], full[..., :3]).ok
+
+
+def test_a_65536_texture_wider_than_any_key_of_before(dev, renderer, tmp_path):
+    """512 tiles a side (the key's old 8 bits held 256): a 65536^2 BC1 file, sparse and
+    periodic, its viewed window real, draws GL's trilinear picture of its 256^2 period with
+    repeat wrap at 256x the UV, across level-0 tile edges (UV 0.5 is one)."""
+    from vt_helpers import sparse_periodic_ktx2
+    big, period = 65536, 256
+    small = [encode("BC1_RGBA", period >> lv, period >> lv, seed=90 + lv)
+             for lv in range(period.bit_length())]
+    path = sparse_periodic_ktx2(tmp_path / "wide.ktx2", "BC1_RGBA", big, small, period,
+                                (0.48, 0.52), levels=5)
+    small_path = tmp_path / "period.ktx2"
+    write_ktx2(small_path, "BC1_RGBA", period, period, small)
+    corners = CORNERS * np.float32([100.0, 100.0, 1.0])  # UV 0..1 over 200 units
+    view = view_projection((0.4, 0.3, 0.9), (0.0, 0.0, 0.0), SIZE[0] / SIZE[1])
+    with dev.leak_check():
+        vts = VirtualTextureSystem(dev, 8 << 20, tiled_dir=False)  # no 2.8 GB copy
+        quads = ref_quads = ref = None
+        try:
+            vt = vts.register(path, wrap="clamp")
+            assert vts.textures[vt].layout.grid(0) == (512, 512)
+            quads = QuadBatch(dev, quad_vertices(corners, vt, 1.0))
+            for frame in range(60):
+                vts.begin_frame(frame)
+                vts.update()
+                renderer.draw_feedback(vts, quads, view, frame)
+                if frame > 4 and vts.wanted_resident_fraction() == 1.0:
+                    break
+            assert vts.wanted_resident_fraction() == 1.0
+            keys = vts.last_feedback[0]
+            assert tile_keys.unpack(keys)[2].max() >= 256  # tiles past the old 8-bit x
+            virtual = renderer.draw_virtual(vts, quads, view)
+            ref = _reference(dev, small_path, period.bit_length() - 2, "repeat")
+            ref_quads = QuadBatch(dev, quad_vertices(corners, 0, big / period))
+            expected = renderer.draw_reference(ref_quads, view, [ref], [0])
+        finally:
+            for q in (quads, ref_quads):
+                if q is not None:
+                    q.release()
+            dev.release(ref)
+            vts.release()
+    result = compare(virtual[..., :3], expected[..., :3])
+    assert result.ok, str(result)
+    assert (expected[..., :3].max(-1) > 0).mean() > 0.9

@@ -15,7 +15,7 @@ def key(vt, level, x, y):
 
 
 def plan(policy, frame, wanted):
-    keys = np.array(sorted(wanted), np.uint32)
+    keys = np.array(sorted(wanted), np.uint64)
     tiers = np.array([wanted[int(k)] for k in keys], np.int64)
     return policy.plan(frame, keys, tiers)
 

@@ -24,6 +24,9 @@ from engine.streaming.virtual.tiles import (
     virtual_levels,
 )
 
+# Tile-contiguous copies (the default storage) go to a cache folder of each test's own.
+pytestmark = pytest.mark.usefixtures("isolated_cache")
+
 
 def key(vt: int, level: int, x: int = 0, y: int = 0) -> int:
     return int(pack_feedback(np.array([vt]), np.array([level]), np.array([x]),
@@ -109,7 +112,7 @@ def test_broken_file_is_reported_once_and_read_no_more(tmp_path, caplog):
 
 
 def _run(policy: TilePolicy, frame: int, wanted: dict[int, Tier], arrivals: list[int]) -> None:
-    keys = np.array(sorted(wanted), np.uint32)
+    keys = np.array(sorted(wanted), np.uint64)
     tiers = np.array([wanted[int(k)] for k in keys], np.int64)
     missing, _ = policy.plan(frame, keys, tiers)
     order = [k for k in arrivals if k in set(missing.tolist())]
@@ -133,7 +136,7 @@ def test_a_full_cache_converges_to_the_same_tiles_whatever_came_first():
             arrivals = list(wanted)
             rng.shuffle(arrivals)
             _run(p, frame, wanted, arrivals)
-        missing, _ = p.plan(40, np.array(sorted(wanted), np.uint32),
+        missing, _ = p.plan(40, np.array(sorted(wanted), np.uint64),
                             np.zeros(len(wanted), np.int64))
         assert missing.size == 0  # settled: nothing left that could take a slot
         ends.append(sorted(p.where))

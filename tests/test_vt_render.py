@@ -20,6 +20,9 @@ from engine.streaming.virtual.quads import (
 from engine.streaming.virtual.system import VirtualTextureSystem
 from engine.streaming.virtual.tiles import TAIL_CLASS_SHIFT, slot_bytes
 
+# Tile-contiguous copies (the default storage) go to a cache folder of each test's own.
+pytestmark = pytest.mark.usefixtures("isolated_cache")
+
 SIZE = (320, 240)
 CORNERS = np.array([(-1, -1, 0), (1, -1, 0), (1, 1, 0), (-1, 1, 0)], np.float32)
 # An oblique view: magnified texels near the camera, several levels of minification behind,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from vt_helpers import bc7_file
+from vt_helpers import bc7_file, wait_tiled
 
 from engine.gl.vt import QuadBatch
 from engine.streaming.virtual.pagetable import TABLE_WIDTH
@@ -14,7 +14,7 @@ from engine.streaming.virtual.quads import QuadRenderer, view_projection, wall
 from engine.streaming.virtual.system import VirtualTextureSystem
 from engine.streaming.virtual.tiles import TAIL_FLAG, slot_bytes, unpack_entry
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("isolated_cache")]
 
 
 def check_table(vts: VirtualTextureSystem) -> None:
@@ -57,6 +57,7 @@ def test_random_budgets_and_cameras(dev, tmp_path_factory, seed):
         quads = None
         try:
             ids = [vts.register(p, wrap=str(rng.choice(["repeat", "clamp"]))) for p in paths]
+            wait_tiled(vts)  # the stress runs on the default storage
             quads = QuadBatch(dev, wall(3, 2, ids, size=1.0, gap=0.1,
                                         uv_scale=float(rng.choice([1.0, 2.0]))))
             vts.update()

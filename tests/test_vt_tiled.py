@@ -1,19 +1,29 @@
 """Tile-contiguous copies (engine/textures/tiled.py, streaming/virtual/io.py TiledCache):
 made once in the background, byte-identical tiles to the strided reads, one read a tile,
-supercompressed files included, stale or broken copies never used."""
+supercompressed files included, stale or broken copies never used; on by default in the
+engine's cache folder, degrading to the files' own reads where it cannot be written; a
+copy baked beside the file used first."""
 from __future__ import annotations
 
 import os
 import time
 
+import numpy as np
 import pytest
 from vt_helpers import bc7_file
 
 from engine import textures
 from engine.errors import TextureFormatError
-from engine.streaming.virtual.io import TiledCache, TileSource
+from engine.streaming.virtual import io as vt_io
+from engine.streaming.virtual.io import TiledCache, TileIO, TileSource
 from engine.streaming.virtual.tiles import VirtualLayout, Wrap, virtual_levels
-from engine.textures.tiled import TiledFile, TiledHeader, write_tiled
+from engine.textures.tiled import (
+    TiledFile,
+    TiledHeader,
+    sidecar_path,
+    write_sidecar,
+    write_tiled,
+)
 
 
 def _source(path, wrap=Wrap.REPEAT):
@@ -100,3 +110,124 @@ def test_bad_tiled_files_are_typed_errors(tmp_path):
     with pytest.raises(ValueError):  # the writer checks the count: no half file appears
         write_tiled(tmp_path / "short.vttiles", header, [b"\0" * 16])
     assert not (tmp_path / "short.vttiles").exists()
+
+
+def test_the_default_is_tiled_copies_in_the_engine_cache(tmp_path, isolated_cache):
+    path = bc7_file(tmp_path, "d.ktx2", 512, seed=6)
+    io = TileIO(workers=0)
+    try:
+        src = io.add(textures.open(path), _source(path).layout)
+        assert io.tiled is not None and io.tiled.folder == isolated_cache / "vt_tiles"
+        _wait(io.tiled)
+        assert src.tiled and src.tiled_path.parent == isolated_cache / "vt_tiles"
+        assert src.read_tile(0, 1, 2) == _source(path).read_tile(0, 1, 2)
+    finally:
+        io.close()
+
+
+def test_an_unwritable_cache_reads_the_files_with_one_warning(tmp_path, monkeypatch, caplog):
+    path = bc7_file(tmp_path, "u.ktx2", 256, seed=7)
+    blocker = tmp_path / "a-file"
+    blocker.write_bytes(b"")
+    monkeypatch.setenv("ENGINE_CACHE", str(blocker / "cache"))  # cannot be made
+    with caplog.at_level("WARNING", logger="engine.streaming.virtual.io"):
+        io = TileIO(workers=0)
+        try:
+            srcs = [io.add(textures.open(path), _source(path).layout) for _ in range(3)]
+            assert io.tiled.disabled and io.tiled.idle()
+            assert not any(s.tiled for s in srcs)
+            assert srcs[0].read_tile(0, 1, 1) == _source(path).read_tile(0, 1, 1)
+        finally:
+            io.close()
+    assert len([r for r in caplog.records if "not made" in r.getMessage()]) == 1
+
+
+def test_a_read_only_cache_still_serves_its_copies(tmp_path, monkeypatch):
+    old, new = bc7_file(tmp_path, "o.ktx2", 256, seed=8), bc7_file(tmp_path, "n.ktx2", 256,
+                                                                   seed=9)
+    folder = tmp_path / "cache"
+    cache = TiledCache(folder)
+    cache.add(_source(old))
+    _wait(cache)
+    cache.close()
+    # Running as root, a chmod would not stop writes: the folder check says read-only.
+    monkeypatch.setattr(vt_io, "_writable", lambda folder: "read-only file system")
+    cache = TiledCache(folder)
+    try:
+        a, b = _source(old), _source(new)
+        cache.add(a)
+        cache.add(b)
+        assert cache.disabled and cache.idle()
+        assert a.tiled and not b.tiled
+        assert b.read_tile(0, 0, 0) == _source(new).read_tile(0, 0, 0)
+    finally:
+        cache.close()
+
+
+def test_a_baked_sidecar_is_used_at_once(tmp_path):
+    path = bc7_file(tmp_path, "s.ktx2", 512, seed=10)
+    assert write_sidecar(path) > 0 and sidecar_path(path).is_file()
+    cache = TiledCache(tmp_path / "cache")
+    try:
+        src, plain = _source(path), _source(path)
+        cache.add(src)
+        assert src.tiled and cache.idle() and cache.made == 0
+        assert src.tiled_path == sidecar_path(path)
+        lay = src.layout
+        for level in range(lay.levels):
+            gx, gy = lay.grid(level)
+            assert src.read_tile(level, gx - 1, gy - 1) == plain.read_tile(level, gx - 1,
+                                                                           gy - 1)
+        clamp = _source(path, Wrap.CLAMP)  # other borders: not the sidecar's
+        cache.add(clamp)
+        _wait(cache)
+        assert clamp.tiled_path != sidecar_path(path) and cache.made == 1
+    finally:
+        cache.close()
+
+
+def test_bake_writes_the_tiled_copy_of_a_texture_that_will_go_virtual(tmp_path):
+    from engine.textures.bake import bake_image
+    from engine.textures.tiled import BAKE_MIN_SIZE
+    rng = np.random.default_rng(3)
+    big = rng.integers(0, 256, (8, BAKE_MIN_SIZE, 4), np.uint8)
+    res = bake_image(big, tmp_path / "big.ktx2", fmt="bc1")
+    small = bake_image(big[:, :BAKE_MIN_SIZE // 2], tmp_path / "small.ktx2", fmt="bc1")
+    assert sidecar_path(res.output).is_file() and not sidecar_path(small.output).exists()
+    assert res.bytes == os.path.getsize(res.output)
+    src = _source(res.output)
+    cache = TiledCache(tmp_path / "cache")
+    try:
+        cache.add(src)
+        assert src.tiled and src.tiled_path == sidecar_path(res.output)
+    finally:
+        cache.close()
+        src.close()
+
+
+def test_neighbours_in_a_row_come_in_one_read_and_none_is_lost(tmp_path):
+    from engine.streaming.virtual import keys as tile_keys
+    path = bc7_file(tmp_path, "r.ktx2", 1024, seed=11)  # 8 x 8 tiles at level 0
+    plain = _source(path)
+    io = TileIO(workers=0, tiled_dir=tmp_path / "cache")
+    try:
+        src = io.add(textures.open(path), plain.layout)
+        _wait(io.tiled)
+        row = [tile_keys.pack_one(0, 0, x, 3) for x in range(8)]
+        for i, k in enumerate(row):
+            io.request(k, float(-i))
+        got = {int(r.level): r.data for r in io.poll(1 << 10)}
+        assert src._tiled.reads == 1  # eight tiles, one pread
+        assert all(got[k] == plain.read_tile(0, x, 3) for x, k in enumerate(row))
+        # A neighbour read with another tile and then cancelled is still delivered.
+        for k in row[:4]:
+            io.request(k, 1.0)
+        first = io.poll(1)
+        assert len(first) == 1 and src._tiled.reads == 2
+        io.retain([])
+        rest = io.poll(1 << 10)
+        assert sorted(int(r.level) for r in first + rest) == sorted(row[:4])
+        assert src._tiled.reads == 2
+    finally:
+        io.close()
+        plain.close()

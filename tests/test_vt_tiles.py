@@ -12,6 +12,7 @@ from engine.streaming.virtual.pagetable import PageTable
 from engine.streaming.virtual.policy import Tier
 from engine.streaming.virtual.requests import expand_requests, reduce_feedback
 from engine.streaming.virtual.tiles import (
+    DESCRIPTOR_WORDS,
     SLOT_TEXELS,
     VirtualLayout,
     Wrap,
@@ -51,12 +52,15 @@ def test_geometry_of_a_2048_bc7_texture():
         [(16, 16), (8, 8), (4, 4), (2, 2)] + [(1, 1)] * 6
     assert lay.entry_count == 256 + 64 + 16 + 4 + 6
     offs = lay.level_offsets()
-    assert offs[0] == 32 and offs[1] == 32 + 256 and offs[-1] == 32 + lay.entry_count - 1
+    assert offs[0] == DESCRIPTOR_WORDS and offs[1] == DESCRIPTOR_WORDS + 256
+    assert offs[-1] == DESCRIPTOR_WORDS + lay.entry_count - 1
     assert slot_bytes(BC7) == 136 * 136  # one byte per texel
     npot = VirtualLayout(BC7, 1000, 600, 3, Wrap.CLAMP, 0)  # any size: GL's level sizes
     assert [npot.grid(i) for i in range(3)] == [(8, 5), (4, 3), (2, 2)]
+    wide = VirtualLayout(BC7, 65536, 65536, 15, Wrap.CLAMP, 0)  # 512 tiles a side
+    assert wide.grid(0) == (512, 512)
     with pytest.raises(ValueError):  # more tiles along a side than a key can name
-        VirtualLayout(BC7, 40000, 64, 3, Wrap.CLAMP, 0)
+        VirtualLayout(BC7, 128 * 4096 + 1, 64, 3, Wrap.CLAMP, 0)
 
 
 @pytest.mark.parametrize("wrap", [Wrap.REPEAT, Wrap.CLAMP])
@@ -118,14 +122,14 @@ def test_page_table_points_missing_tiles_at_the_finest_resident_ancestor():
     # A second texture's range follows the first; the descriptor names its levels.
     lay2 = VirtualLayout(BC7, 256, 256, 7, Wrap.CLAMP, table.next_base())
     assert table.add(lay2) == 1 and lay2.base == lay.base + lay.table_words
-    assert table.words[:2].tolist() == [lay.base, lay2.base]
+    assert [table.words[table.directory_index(i)] for i in (0, 1)] == [lay.base, lay2.base]
     assert table.words[lay2.base:lay2.base + 4].tolist() == [256, 256, 7, 0]
 
 
 def test_feedback_reduction_and_ancestors():
     keys = pack_feedback(np.array([0, 0, 1, 0]), np.array([0, 0, 2, 0]),
                          np.array([5, 5, 1, 6]), np.array([3, 3, 0, 3]))
-    image = np.concatenate([keys, np.zeros(10, np.uint32)])
+    image = np.concatenate([keys, np.zeros(10, np.uint64)])
     uniq, counts = reduce_feedback(image)
     assert uniq.size == 3 and sorted(counts.tolist()) == [1, 1, 2]
     req = expand_requests(uniq, counts, np.array([4, 4]))
@@ -209,7 +213,7 @@ def test_run_based_reduction_equals_unique_on_random_images():
     rng = np.random.default_rng(5)
     for _ in range(20):
         h, w = int(rng.integers(1, 40)), int(rng.integers(1, 60))
-        img = rng.integers(0, 6, (h, w)).astype(np.uint32)
+        img = rng.integers(0, 6, (h, w)).astype(np.uint64)
         img = np.repeat(img, int(rng.integers(1, 4)), axis=1)  # runs, as real images have
         keys, counts = reduce_feedback(img)
         flat = img[img != 0]

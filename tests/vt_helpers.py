@@ -112,3 +112,61 @@ def paced_reads(vts, concurrency: int, latency: int) -> PacedReads:
     vts.io._io.close()
     vts.io._io = PacedReads(vts.io._read, concurrency, latency)
     return vts.io._io
+
+
+def wait_tiled(vts, seconds: float = 30.0) -> None:
+    """Wait until the system's tile-contiguous copies are made, and check every texture
+    reads from one (the default storage)."""
+    import time
+    cache = vts.io.tiled
+    assert cache is not None and cache.disabled is None, "tiled copies are off"
+    end = time.perf_counter() + seconds
+    while not cache.idle():
+        assert time.perf_counter() < end, "tiled copies not made in time"
+        time.sleep(0.01)
+    assert all(src.tiled for src in vts.io.sources)
+
+
+def sparse_periodic_ktx2(path: Path, fmt_name: str, size: int, small: list[bytes],
+                         period: int, window: tuple[float, float], levels: int) -> Path:
+    """A size^2 KTX2 file (no supercompression) whose levels are the small chain `small`
+    (a period^2 texture's levels) repeated, written only inside the UV `window` (lo, hi) of
+    each of the first `levels` levels: the rest of the file is a hole (zero blocks, no
+    disk). Cheap stand-in for a huge image whose viewed part is exact: drawing it equals
+    drawing the small texture with repeat wrap at `size / period` times the UV there."""
+    import os
+    import struct
+
+    from engine.formats import get
+    from engine.memory.sizes import level_bytes, mip_dims
+    from engine.textures import ktx2_write as kw
+
+    fmt = get(fmt_name)
+    bw, bb = fmt.block_w, fmt.block_bytes
+    count = size.bit_length()  # a power of two: down to 1x1
+    sizes = [level_bytes(fmt, *mip_dims(size, size, i)) for i in range(count)]
+    dfd, kvd = kw.data_format_descriptor(fmt), kw.key_value_data(kw.default_kv())
+    dfd_offset = kw.HEADER_BYTES + kw.LEVEL_INDEX_ENTRY_BYTES * count
+    end = dfd_offset + len(dfd) + len(kvd)
+    offsets = [0] * count
+    for i in reversed(range(count)):  # smallest level first, as write_ktx2 lays it out
+        end += -end % bb
+        offsets[i] = end
+        end += sizes[i]
+    head = kw.KTX2_IDENTIFIER + struct.pack("<9I", fmt.vk_format, 1, size, size, 0, 0, 1,
+                                            count, kw.SUPERCOMPRESSION_NONE)
+    head += struct.pack("<IIIIQQ", dfd_offset, len(dfd), dfd_offset + len(dfd), len(kvd), 0, 0)
+    head += b"".join(struct.pack("<QQQ", offsets[i], sizes[i], sizes[i]) for i in range(count))
+    with open(path, "wb") as fh:
+        fh.write(head + dfd + kvd)
+        fh.truncate(end)
+        for lv in range(min(levels, count)):
+            side = size >> lv
+            nb, pb = side // bw, (period >> lv) // bw  # blocks a side: level, small level
+            blocks = np.frombuffer(small[lv], np.uint8).reshape(pb, pb, bb)
+            b0, b1 = int(window[0] * nb), min(nb, int(np.ceil(window[1] * nb)))
+            cols = np.arange(b0, b1) % pb
+            for by in range(b0, b1):
+                os.pwrite(fh.fileno(), blocks[by % pb, cols].tobytes(),
+                          offsets[lv] + (by * nb + b0) * bb)
+    return path

@@ -59,7 +59,6 @@ from ..streaming.virtual.quads import QuadRenderer, view_projection, wall
 from ..streaming.virtual.system import VirtualTextureSystem
 from ..streaming.virtual.keys import unpack as unpack_keys
 from ..streaming.virtual.tiles import SLOT_TEXELS, slot_bytes
-from ..textures.cachedir import cache_root
 from ..textures.quality import psnr
 from .common import SuiteResult
 
@@ -215,7 +214,7 @@ def run_profile(device: Device, prof: VirtualProfile) -> SuiteResult:
     rng = np.random.default_rng(prof.seed)
     vts = VirtualTextureSystem(device, prof.allowance, max_uploads=prof.max_uploads,
                                upload_budget_ms=prof.upload_ms, io_workers=prof.io_workers,
-                               tiled_dir=cache_root() / "vt_tiles" if prof.tiled else None)
+                               tiled_dir=prof.tiled)
     renderer = QuadRenderer(device, prof.output, feedback_scale=prof.feedback_scale)
     quads = None
     refs: OrderedDict[int, object] = OrderedDict()

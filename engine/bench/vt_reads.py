@@ -12,6 +12,12 @@ host may still hold them, which the figures then understate).
 
 Reported per mode, state and thread count: tiles/s (median of `--repeats`), and the ratio to
 the mapped gather in the same run.
+
+A second table ("cuts") reads what a camera cut asks for, through the system's own `TileIO`
+(its worker pool and queue): per file a rectangle of neighbouring tiles, all asked for at
+once, most wanted first. It compares the mapped gather, the tiled copy read a tile at a
+time (`run_tiles` 1), and the tiled copy with neighbours batched into one read (the
+default `RUN_TILES`).
 """
 from __future__ import annotations
 
@@ -26,12 +32,14 @@ from pathlib import Path
 import numpy as np
 
 from .. import textures
-from ..streaming.virtual.io import TiledCache, TileSource
+from ..streaming.virtual import keys as tile_keys
+from ..streaming.virtual.io import RUN_TILES, TiledCache, TileIO, TileSource
 from ..streaming.virtual.tiles import VirtualLayout, Wrap, virtual_levels
 from ..textures.ktx2_write import write_ktx2
 from .virtual import _drop_os_cache, write_doc
 
 MODES = ("mapped", "pread_rows", "tiled")
+CUT_MODES = ("mapped", "tiled_each", "tiled_runs")
 
 
 def _make_files(folder: Path, count: int, size: int, seed: int) -> list[Path]:
@@ -73,8 +81,80 @@ def _time_reads(sources: list[TileSource], tiles: list[tuple[int, int, int, int]
     return time.perf_counter() - t0
 
 
+def _cut_keys(layouts: list[VirtualLayout], rng: np.random.Generator,
+              panel: int) -> list[int]:
+    """Keys of one cut: per file a `panel` x `panel` rectangle of level 0 or 1 tiles at a
+    random place (what a panel on screen asks for), in the order the requests rank them."""
+    out = []
+    for vt, lay in enumerate(layouts):
+        level = int(rng.integers(0, min(2, lay.levels)))
+        gx, gy = lay.grid(level)
+        w, h = min(panel, gx), min(panel, gy)
+        x0, y0 = int(rng.integers(0, gx - w + 1)), int(rng.integers(0, gy - h + 1))
+        out += [tile_keys.pack_one(vt, level, x, y) for y in range(y0, y0 + h)
+                for x in range(x0, x0 + w)]
+    rng.shuffle(out)
+    return out
+
+
+def _time_cut(io: TileIO, keys: list[int]) -> float:
+    """Seconds until every tile of the cut arrived through `io`."""
+    t0 = time.perf_counter()
+    for i, k in enumerate(keys):
+        io.request(k, float(len(keys) - i))
+    want = set(keys)
+    while want:
+        for res in io.poll(1 << 30):
+            assert res.ok, res.error
+            want.discard(int(res.level))
+        time.sleep(0.0002)
+    return time.perf_counter() - t0
+
+
+def _cut_rows(paths: list[Path], folder: Path, threads: list[int], repeats: int,
+              panel: int, seed: int) -> list[dict]:
+    rows = []
+    for state in ("cold", "warm"):
+        for n in threads:
+            row: dict = {"state": state, "threads": n}
+            for mode in CUT_MODES:
+                io = TileIO(workers=n, tiled_dir=False if mode == "mapped" else folder)
+                for i, p in enumerate(paths):
+                    tf = textures.open(p)
+                    io.add(tf, VirtualLayout(tf.pixel_format, tf.width, tf.height,
+                                             virtual_levels(tf.pixel_format, tf.width,
+                                                            tf.height, len(tf.levels)),
+                                             Wrap.REPEAT, 1024 + i * 4096))
+                if io.tiled is not None:
+                    while not io.tiled.idle():
+                        time.sleep(0.01)
+                io.run_tiles = 1 if mode == "tiled_each" else RUN_TILES
+                files = paths + [s.tiled_path for s in io.sources if s.tiled_path]
+                rng = np.random.default_rng(seed)
+                secs, count = [], 0
+                for _ in range(repeats):
+                    keys = _cut_keys([s.layout for s in io.sources], rng, panel)
+                    count = len(keys)
+                    if state == "cold":
+                        _drop_os_cache(files)
+                    else:
+                        _time_cut(io, keys)
+                    secs.append(_time_cut(io, keys))
+                row[f"{mode}_tiles_per_s"] = round(count / statistics.median(secs))
+                if mode != "mapped":
+                    reads = sum(s._tiled.reads for s in io.sources if s._tiled)
+                    row[f"{mode}_reads_per_tile"] = round(
+                        reads / (count * repeats * (1 if state == "cold" else 2)), 2)
+                io.close()
+            base = row["mapped_tiles_per_s"]
+            for mode in CUT_MODES[1:]:
+                row[f"{mode}_over_mapped"] = round(row[f"{mode}_tiles_per_s"] / base, 2)
+            rows.append(row)
+    return rows
+
+
 def run(files: int, size: int, tile_count: int, threads: list[int], repeats: int,
-        seed: int) -> dict:
+        seed: int, panel: int = 6) -> dict:
     with tempfile.TemporaryDirectory(prefix="vt_reads_") as tmp:
         folder = Path(tmp)
         paths = _make_files(folder, files, size, seed)
@@ -119,8 +199,10 @@ def run(files: int, size: int, tile_count: int, threads: list[int], repeats: int
         for src in tiled:
             src.close()
         cache.close()
+        cuts = _cut_rows(paths, folder / "tiles", threads, repeats, panel, seed + 2)
     return {"files": files, "size": size, "tiles": tile_count, "repeats": repeats,
-            "tiled_over_source_bytes": round(tiled_bytes / source_bytes, 2), "rows": rows}
+            "tiled_over_source_bytes": round(tiled_bytes / source_bytes, 2), "rows": rows,
+            "cut_panel_tiles": panel, "run_tiles": RUN_TILES, "cuts": cuts}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -131,9 +213,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, nargs="+", default=[2, 12])
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--seed", type=int, default=5)
+    p.add_argument("--panel", type=int, default=6,
+                   help="tiles a side of each file's rectangle in the cut table")
     p.add_argument("--json")
     a = p.parse_args(argv)
-    write_doc(run(a.files, a.size, a.tiles, a.threads, a.repeats, a.seed), a.json)
+    write_doc(run(a.files, a.size, a.tiles, a.threads, a.repeats, a.seed, a.panel), a.json)
     return 0
 
 

@@ -234,7 +234,8 @@ def bind_vt(program: moderngl.Program, cache: PageCache, table: PageTableTexture
 
 # ---------------------------------------------------------------------------- feedback
 class FeedbackTarget:
-    """An R32UI target the feedback pass draws into, read back through a `ReadbackRing`:
+    """An RG32UI target the feedback pass draws into (a 64-bit tile key a pixel: low word,
+    high word), read back through a `ReadbackRing` as (h, w, 2) uint32:
     `begin` binds and clears it, the caller draws, `end` starts the copy, and a later
     `poll` returns the newest finished image without ever waiting (None when none is)."""
 
@@ -252,7 +253,7 @@ class FeedbackTarget:
         if self._fbo is not None and size == self.size:
             return self._fbo
         self._release_target()
-        self._color = self.device.texture(size, 1, dtype="u4", category=Category.TARGET,
+        self._color = self.device.texture(size, 2, dtype="u4", category=Category.TARGET,
                                           label=self.label)
         self._fbo = self.device.framebuffer([self._color], self._make_depth(size),
                                             label=f"{self.label}.fbo")
@@ -280,7 +281,7 @@ class FeedbackTarget:
         return True
 
     def end(self, frame: int) -> None:
-        self._ring.start(self._fbo, self.size, 1, frame)
+        self._ring.start(self._fbo, self.size, 2, frame)
 
     def poll(self) -> np.ndarray | None:
         got = self._ring.poll()

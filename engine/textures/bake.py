@@ -44,6 +44,7 @@ import numpy as np
 from ..errors import TextureFormatError, install_hint
 from ..formats import get
 from ..memory.sizes import format_bytes
+from . import tiled
 from .decode import decode_image
 from .encode import encode_image
 from .ktx2_write import write_ktx2
@@ -261,13 +262,16 @@ def _encode_task(pieces: list[_Piece], fmt_name: str,
 
 def _write_task(out_path: Path, fmt_name: str, width: int, height: int, levels: list[bytes],
                 zstd_level: int | None) -> tuple[int, float]:
-    """Worker entry: write the KTX2 file; returns (file bytes, CPU seconds)."""
+    """Worker entry: write the KTX2 file, and beside it the tile-contiguous copy of a
+    texture that will stream virtually; returns (file bytes, CPU seconds)."""
     start = time.process_time()
     if zstd_level is None:
         nbytes = write_ktx2(out_path, fmt_name, width, height, levels)
     else:
         nbytes = write_ktx2(out_path, fmt_name, width, height, levels, supercompression="zstd",
                             zstd_level=zstd_level)
+    if max(width, height) >= tiled.BAKE_MIN_SIZE:
+        tiled.write_sidecar(out_path)
     return nbytes, time.process_time() - start
 
 

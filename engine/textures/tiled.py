@@ -14,20 +14,179 @@ payload and border blocks, level by level, row-major); this module owns the cont
 
 A file is written to a temporary name and renamed into place, so a reader never sees half
 of one.
+
+The tile geometry lives here too (tile and border size, which source blocks fill a slot,
+the records of a whole file), below engine/streaming: `engine bake` writes the tiled copy
+of a texture that will stream virtually (`write_sidecar`, next to the baked file) with the
+same code the virtual texture system uses to make one on first use.
 """
 from __future__ import annotations
 
 import json
 import os
 import struct
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from enum import IntEnum
 from pathlib import Path
 
+import numpy as np
+
 from ..errors import TextureFormatError
+from ..formats import PixelFormat
+from ..memory.sizes import mip_dims
+from .container import TextureFile
 
 MAGIC = b"ENGTILE1"
 ALIGN = 4096
+#: Payload texels of a tile along each axis (a power of two).
+TILE_TEXELS = 128
+#: Border texels on each side of the payload (one BCn block).
+BORDER_TEXELS = 4
+#: Texels of one cache slot (one record) along each axis.
+SLOT_TEXELS = TILE_TEXELS + 2 * BORDER_TEXELS
+#: Textures at least this wide or high get a tiled copy from `engine bake`: the streamer's
+#: default `virtual_min_size`, the size from which textures stream virtually.
+BAKE_MIN_SIZE = 1024
+#: Suffix of the tiled copy `engine bake` writes beside a texture ("rock.ktx2.vttiles").
+SIDECAR_SUFFIX = ".vttiles"
+
+
+class Wrap(IntEnum):
+    CLAMP = 0
+    REPEAT = 1
+
+
+def slot_shape(fmt: PixelFormat) -> tuple[int, int, int]:
+    """(block rows, block columns, block bytes) of a slot."""
+    return SLOT_TEXELS // fmt.block_h, SLOT_TEXELS // fmt.block_w, fmt.block_bytes
+
+
+def slot_bytes(fmt: PixelFormat) -> int:
+    """Bytes of one slot (the payload plus its border), in `fmt`."""
+    rows, cols, bb = slot_shape(fmt)
+    return rows * cols * bb
+
+
+def tile_levels(fmt: PixelFormat, width: int, height: int, file_levels: int) -> int:
+    """Levels a tiled texture has: down to the last one at least one block in both
+    directions (a smaller level has no whole block to cut), no more than the file holds."""
+    n = 0
+    while n < file_levels:
+        w, h = mip_dims(width, height, n)
+        if w < fmt.block_w or h < fmt.block_h:
+            break
+        n += 1
+    return n
+
+
+def tile_grid(width: int, height: int) -> tuple[int, int]:
+    """Tiles (x, y) of a level of `width` x `height` texels."""
+    return -(-width // TILE_TEXELS), -(-height // TILE_TEXELS)
+
+
+def payload_blocks(fmt: PixelFormat, width: int, height: int, x: int,
+                   y: int) -> tuple[int, int, int, int]:
+    """(first block column, first block row, columns, rows) of tile (x, y)'s payload in a
+    level of `width` x `height` texels."""
+    nbx, nby = -(-width // fmt.block_w), -(-height // fmt.block_h)
+    tb_x, tb_y = TILE_TEXELS // fmt.block_w, TILE_TEXELS // fmt.block_h
+    bx, by = x * tb_x, y * tb_y
+    if not (0 <= bx < nbx and 0 <= by < nby):
+        raise ValueError(f"tile ({x}, {y}) outside a {width}x{height} level's grid "
+                         f"{tile_grid(width, height)}")
+    return bx, by, min(tb_x, nbx - bx), min(tb_y, nby - by)
+
+
+def source_indices(fmt: PixelFormat, width: int, height: int, x: int, y: int,
+                   wrap: Wrap) -> tuple[np.ndarray, np.ndarray]:
+    """Block columns and rows of the source level that fill the slot's used region
+    (payload plus one border block each side), after the wrap rule: `repeat` gathers the
+    wrapped blocks, `clamp` replicates the edge ones."""
+    nbx, nby = -(-width // fmt.block_w), -(-height // fmt.block_h)
+    bx, by, cw, ch = payload_blocks(fmt, width, height, x, y)
+    border_x, border_y = BORDER_TEXELS // fmt.block_w, BORDER_TEXELS // fmt.block_h
+    cols = np.arange(bx - border_x, bx + cw + border_x)
+    rows = np.arange(by - border_y, by + ch + border_y)
+    if wrap == Wrap.REPEAT:
+        return cols % nbx, rows % nby
+    return np.clip(cols, 0, nbx - 1), np.clip(rows, 0, nby - 1)
+
+
+def level_blocks(fmt: PixelFormat, width: int, height: int, data: bytes) -> np.ndarray:
+    """A level's bytes as a (block rows, block columns, block bytes) view."""
+    nbx, nby = -(-width // fmt.block_w), -(-height // fmt.block_h)
+    arr = np.frombuffer(data, np.uint8)
+    if arr.size != nbx * nby * fmt.block_bytes:
+        raise ValueError(f"level of {width}x{height} {fmt.name} needs "
+                         f"{nbx * nby * fmt.block_bytes} bytes, got {arr.size}")
+    return arr.reshape(nby, nbx, fmt.block_bytes)
+
+
+def cut_slot(fmt: PixelFormat, width: int, height: int, x: int, y: int, wrap: Wrap,
+             blocks: np.ndarray) -> bytes:
+    """The slot bytes of tile (x, y) from a level's blocks (`level_blocks`): payload and
+    border at the slot's top-left, the unused rest of a small level's slot zero."""
+    cols, rows = source_indices(fmt, width, height, x, y, wrap)
+    slot = np.zeros(slot_shape(fmt), np.uint8)
+    slot[:rows.size, :cols.size] = blocks[np.ix_(rows, cols)]
+    return slot.tobytes()
+
+
+def tile_records(tf: TextureFile, levels: int, wrap: Wrap,
+                 stop: Callable[[], bool] | None = None) -> Iterator[bytes]:
+    """Every tile's slot bytes, level by level, row-major (the page table's entry order):
+    each level read once (inflated when supercompressed) and cut into its tiles. Between
+    tiles the GIL is handed over, so a copy made beside a render thread never holds it for
+    a whole level's cutting."""
+    fmt = tf.pixel_format
+    for level in range(levels):
+        w, h = mip_dims(tf.width, tf.height, level)
+        blocks = level_blocks(fmt, w, h, tf.read_level(level))
+        gx, gy = tile_grid(w, h)
+        for y in range(gy):
+            for x in range(gx):
+                if stop is not None and stop():
+                    return
+                yield cut_slot(fmt, w, h, x, y, wrap, blocks)
+                time.sleep(0)
+
+
+def tile_header(tf: TextureFile, levels: int, wrap: Wrap) -> TiledHeader:
+    """The header of `tf`'s tiled copy with `levels` levels and `wrap` borders."""
+    fmt = tf.pixel_format
+    st = os.stat(tf.path)
+    count = sum(tile_grid(*mip_dims(tf.width, tf.height, lvl))[0]
+                * tile_grid(*mip_dims(tf.width, tf.height, lvl))[1] for lvl in range(levels))
+    return TiledHeader(slot_bytes(fmt), count, st.st_size, st.st_mtime_ns,
+                       {"format": fmt.name, "width": tf.width, "height": tf.height,
+                        "levels": levels, "wrap": int(wrap)})
+
+
+def sidecar_path(path: Path) -> Path:
+    """Where `engine bake` puts the tiled copy of `path`: beside it."""
+    path = Path(path)
+    return path.with_name(path.name + SIDECAR_SUFFIX)
+
+
+def write_sidecar(path: Path, wrap: Wrap = Wrap.REPEAT) -> int:
+    """Write the tiled copy of the texture file at `path` beside it, with `wrap` borders
+    (`repeat`, the virtual texture system's default); its bytes, 0 for a texture that
+    cannot stream as tiles (arrays, cube maps, 3D, block sizes that do not divide the
+    border)."""
+    from .reader import open_texture
+    tf = open_texture(path)
+    fmt = tf.pixel_format
+    if tf.layers != 1 or tf.faces != 1 or tf.depth != 1 or BORDER_TEXELS % fmt.block_w \
+            or BORDER_TEXELS % fmt.block_h:
+        return 0
+    levels = tile_levels(fmt, tf.width, tf.height, len(tf.levels))
+    if levels == 0:
+        return 0
+    out = write_tiled(sidecar_path(path), tile_header(tf, levels, wrap),
+                      tile_records(tf, levels, wrap))
+    return out.stat().st_size
 
 
 @dataclass(frozen=True)
@@ -56,7 +215,8 @@ class TiledHeader:
 
 def write_tiled(path: Path, header: TiledHeader, records: Iterable[bytes]) -> Path:
     """Write `records` (exactly `header.records` of `header.record_bytes`) after the header;
-    the file appears at `path` only once complete."""
+    the file appears at `path` only once complete (fewer records, as from a generator
+    stopped early, is a ValueError and leaves nothing)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -126,6 +286,19 @@ class TiledFile:
         if len(data) != rb:
             raise TextureFormatError(self.path, f"record {index}: file truncated")
         return data
+
+    def read_run(self, first: int, count: int) -> list[bytes]:
+        """Records `first` .. `first + count - 1` in one positioned read."""
+        rb, n = self.header.record_bytes, self.header.records
+        if not (0 <= first and count >= 1 and first + count <= n):
+            raise ValueError(f"{self.path}: records {first}..{first + count - 1} outside "
+                             f"0..{n - 1}")
+        data = os.pread(self._fd, rb * count, self._base + first * rb)
+        self.reads += 1
+        if len(data) != rb * count:
+            raise TextureFormatError(self.path, f"records {first}+{count}: file truncated")
+        view = memoryview(data)
+        return [bytes(view[i * rb:(i + 1) * rb]) for i in range(count)]
 
     def close(self) -> None:
         if self._fd is not None:

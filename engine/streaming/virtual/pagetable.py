@@ -1,8 +1,11 @@
 """The shared page table on the CPU: one uint32 array for every virtual texture.
 
-Layout (what shaders/vt_sample.glsl reads): the first DIRECTORY_WORDS words are a directory
-(word `vt` = where texture `vt`'s range starts), so shaders name a texture by its id. Each
-texture owns a contiguous range starting at
+Layout (what shaders/vt_sample.glsl reads): rows of TABLE_WIDTH words (a 2D texture, so
+it holds up to TABLE_WIDTH x GL_MAX_TEXTURE_SIZE words). The first row is a directory of
+chunks: word c = where chunk c starts, a block of CHUNK_TEXTURES words (word i = where
+texture c * CHUNK_TEXTURES + i's range starts), made when its first texture registers; so
+shaders name a texture by its id, for up to TABLE_WIDTH * CHUNK_TEXTURES textures, while a
+table of a few textures costs two rows. Each texture owns a contiguous range starting at
 its `VirtualLayout.base`: a descriptor of DESCRIPTOR_WORDS words, then one entry per tile of
 each level, level 0 first, row-major. An entry names a cache slot and the level of the tile
 in that slot. A tile that is not resident holds its finest resident ancestor's entry, so the
@@ -25,12 +28,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from .tiles import VirtualLayout, ancestor_index, pack_entry
+from .tiles import DESCRIPTOR_WORDS, VirtualLayout, ancestor_index, pack_entry
 
-#: Width of the page-table texture in entries (rows of this many words).
-TABLE_WIDTH = 1024
-#: The directory row: word `vt` holds texture vt's base; also the most textures a table holds.
+#: Width of the page-table texture in entries (rows of this many words; a power of two,
+#: shaders/vt_sample.glsl VT_TABLE_SHIFT).
+TABLE_WIDTH = 2048
+#: The directory row: word c holds where chunk c of the texture directory starts.
 DIRECTORY_WORDS = TABLE_WIDTH
+#: Textures per directory chunk (a power of two, shaders/vt_sample.glsl VT_CHUNK_SHIFT).
+CHUNK_TEXTURES = 2048
+#: The most textures a table holds (and a key names: keys.MAX_TEXTURES is larger).
+MAX_TABLE_TEXTURES = DIRECTORY_WORDS * CHUNK_TEXTURES
 #: Above this many changed tiles in one texture, one full recompute beats the per-tile steps.
 FULL_REWRITE_TILES = 24
 
@@ -43,6 +51,7 @@ class PageTable:
         self.layouts: list[VirtualLayout] = []
         self._dirty: tuple[int, int] | None = None
         self._used = DIRECTORY_WORDS
+        self._chunks = 0  # directory chunks made
         # Per texture, the residency {(level, x, y): slot} its entries show now.
         self._applied: dict[int, dict[tuple[int, int, int], int]] = {}
 
@@ -56,28 +65,58 @@ class PageTable:
         """Rows of the table texture the current contents need (at least one)."""
         return max(1, -(-self.used // TABLE_WIDTH))
 
+    def _new_chunk(self) -> bool:
+        """Whether the next texture opens a directory chunk."""
+        return len(self.layouts) % CHUNK_TEXTURES == 0
+
     def next_base(self) -> int:
-        return self.used
+        """Where the next texture's range will start (after its directory chunk, if it
+        opens one)."""
+        return self.used + (CHUNK_TEXTURES if self._new_chunk() else 0)
+
+    def _grow(self, need: int) -> None:
+        need = -(-need // TABLE_WIDTH) * TABLE_WIDTH
+        if self.words.size < need:  # doubling: registering n textures costs O(n) copies
+            grown = np.zeros(max(need, 2 * self.words.size), np.uint32)
+            grown[:self.words.size] = self.words
+            self.words = grown
+
+    def directory_index(self, vt: int) -> int:
+        """The word holding texture `vt`'s base."""
+        return int(self.words[vt // CHUNK_TEXTURES]) + vt % CHUNK_TEXTURES
+
+    def level_offsets(self, vt: np.ndarray, level: np.ndarray) -> np.ndarray:
+        """Table index of the first entry of level `level` of texture `vt`, element-wise,
+        read from the directory and the descriptors (as the shader does): no per-texture
+        array that grows with the textures registered."""
+        vt = np.asarray(vt, np.int64)
+        w = self.words
+        d = w[vt // CHUNK_TEXTURES].astype(np.int64) + vt % CHUNK_TEXTURES
+        return w[w[d].astype(np.int64) + 4 + np.asarray(level, np.int64)].astype(np.int64)
 
     def add(self, layout: VirtualLayout) -> int:
         """Append a texture's range (its entries all zero until `set_residency`); its id."""
-        if layout.base != self.used:
-            raise ValueError(f"layout base {layout.base} != next free word {self.used}")
-        if len(self.layouts) >= DIRECTORY_WORDS:
-            raise ValueError(f"a page table holds at most {DIRECTORY_WORDS} textures")
+        if layout.base != self.next_base():
+            raise ValueError(f"layout base {layout.base} != next free word {self.next_base()}")
+        if len(self.layouts) >= MAX_TABLE_TEXTURES:
+            raise ValueError(f"a page table holds at most {MAX_TABLE_TEXTURES} textures")
+        vt = len(self.layouts)
+        if self._new_chunk():
+            chunk = vt // CHUNK_TEXTURES
+            self._grow(self._used + CHUNK_TEXTURES)
+            self.words[chunk] = self._used
+            self._mark(chunk, chunk + 1)
+            self._used += CHUNK_TEXTURES
+            self._chunks += 1
         self.layouts.append(layout)
         self._used += layout.table_words
-        need = self.rows * TABLE_WIDTH
-        if self.words.size < need:
-            grown = np.zeros(need, np.uint32)
-            grown[:self.words.size] = self.words
-            self.words = grown
-        self.words[layout.base:layout.base + layout.table_words] = 0
-        self.words[layout.base:layout.base + layout.table_words][:len(layout.descriptor())] = \
-            layout.descriptor()
-        vt = len(self.layouts) - 1
-        self.words[vt] = layout.base
-        self._mark(vt, vt + 1)
+        self._grow(self._used)
+        rng = self.words[layout.base:layout.base + layout.table_words]
+        rng[:] = 0
+        rng[:DESCRIPTOR_WORDS] = layout.descriptor()
+        d = self.directory_index(vt)
+        self.words[d] = layout.base
+        self._mark(d, d + 1)
         self._mark(layout.base, layout.base + layout.table_words)
         return vt
 
@@ -95,7 +134,9 @@ class PageTable:
         if (top, 0, 0) not in slots:
             raise ValueError(f"virtual texture {vt}: its coarsest tile is not resident")
         prev = self._applied.get(vt)
-        if prev is None or prev.get((top, 0, 0)) != slots[(top, 0, 0)]:
+        if prev is None and all(lay.grid(level) == (1, 1) for level, _, _ in slots):
+            changed = self._first_fill(lay, slots)
+        elif prev is None or prev.get((top, 0, 0)) != slots[(top, 0, 0)]:
             changed = self._recompute(vt, slots)
         else:
             gone = prev.items() - slots.items()
@@ -110,6 +151,25 @@ class PageTable:
                     changed += self._admit(lay, level, x, y, pack_entry(slot, level))
         self._applied[vt] = dict(slots)
         return changed
+
+    def _first_fill(self, lay: VirtualLayout, slots: dict[tuple[int, int, int], int]) -> int:
+        """A texture's first residency of single-tile levels only (what registration pins):
+        each level's entries all name the finest resident level at or above it, one fill
+        for the whole range (a full recompute per texture was most of registering a
+        million)."""
+        entry, entries = 0, []
+        for level in range(lay.levels - 1, -1, -1):
+            slot = slots.get((level, 0, 0))
+            if slot is not None:
+                entry = pack_entry(slot, level)
+            entries.append(entry)
+        counts = [lay.tiles(level) for level in range(lay.levels - 1, -1, -1)]
+        lo = lay.base + DESCRIPTOR_WORDS
+        hi = lo + lay.entry_count
+        # levels are stored finest first: reverse the coarsest-first lists
+        self.words[lo:hi] = np.repeat(np.array(entries[::-1], np.uint32), counts[::-1])
+        self._mark(lo, hi)
+        return lay.entry_count
 
     def _evict(self, lay: VirtualLayout, level: int, x: int, y: int, entry: int) -> int:
         """Tile (level, x, y) left: entries naming it take its parent's entry."""

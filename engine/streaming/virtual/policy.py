@@ -1,7 +1,7 @@
 """Which tiles to read, which to keep, which to evict: the pure residency policy.
 
 Numbers in, decisions out; no GL, no files (tested without either). Tiles are named by their
-packed uint32 key (`keys.pack`: the very value the feedback pass writes), so a
+packed 64-bit key (`keys.pack`: the very value the feedback pass writes), so a
 frame's requests stay numpy arrays from the readback to here.
 
 Tiers, as Neuroglancer and the whole-level streamer rank work: VISIBLE (a feedback pixel
@@ -37,7 +37,7 @@ def _badness(keys: np.ndarray | int) -> np.ndarray:
     that wants more than the cache holds converges to the same tiles whatever came first:
     every texture's coarser fallback before any texture's finer detail (the wall's overview
     kept level 4 of some images and showed the 4-texel tail of others), and the same picture
-    after a soak as after a fresh start. (< 2**36: below every rank > 0 eviction score.)"""
+    after a soak as after a fresh start. (< 2**56: below every rank > 0 eviction score.)"""
     return tile_keys.fine_first(keys)
 
 
@@ -90,7 +90,7 @@ class TilePolicy:
         self._reset(int(slots))
         # The newest plan's wanted tiles: sorted keys and their tiers as arrays; the dict
         # behind `tier_of` is built only when a frame asks (tiles arrived), not every plan.
-        self._want_keys = np.zeros(0, np.uint32)
+        self._want_keys = np.zeros(0, tile_keys.DTYPE)
         self._want_tiers = np.zeros(0, np.int64)
         self._want_map: dict[int, int] | None = {}
         self.frame = 0
@@ -99,7 +99,7 @@ class TilePolicy:
 
     def _reset(self, slots: int) -> None:
         self.slots = slots
-        self.slot_key = np.zeros(slots, np.uint32)  # 0 = free
+        self.slot_key = np.zeros(slots, tile_keys.DTYPE)  # 0 = free
         self.pinned = np.zeros(slots, bool)
         self.last_visible = np.full(slots, _NEVER, np.int64)
         self.last_wanted = np.full(slots, _NEVER, np.int64)
@@ -171,7 +171,7 @@ class TilePolicy:
         and "which wanted keys are resident" (two `np.isin` did it before), the slot ranks
         are computed once, and the key -> tier dict is left to the frames that need it."""
         self.frame = int(frame)
-        keys = np.asarray(keys, np.uint32)
+        keys = np.asarray(keys, tile_keys.DTYPE)
         tiers = np.asarray(tiers, np.int64)
         pixels = np.zeros(keys.size, np.int64) if pixels is None else np.asarray(pixels,
                                                                                   np.int64)
@@ -200,7 +200,7 @@ class TilePolicy:
         self.missing = int(miss.size)
         self.visible_missing = int(np.count_nonzero(tiers[miss] == Tier.VISIBLE))
         if miss.size == 0:
-            return np.zeros(0, np.uint32), np.zeros(0, np.float64)
+            return np.zeros(0, tile_keys.DTYPE), np.zeros(0, np.float64)
         miss_keys, miss_tiers = keys[miss], tiers[miss]
         level = tile_keys.level_of(miss_keys)
         loss = pixels[miss] * (1 if deficit is None else np.maximum(
@@ -335,7 +335,7 @@ class TilePolicy:
         visible now (rank 0) last, finest level first, then highest key (`_badness`);
         pinned and free slots never (-1)."""
         age = self.frame - self.last_wanted
-        score = np.where(rank > 0, rank * (1 << 42) + np.minimum(age, 1 << 41),
+        score = np.where(rank > 0, rank * (1 << 57) + np.minimum(age, 1 << 41),
                          _badness(self.slot_key))
         return np.where(self.pinned | (self.slot_key == 0), -1, score)
 

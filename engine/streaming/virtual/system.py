@@ -47,9 +47,9 @@ from .io import TileIO
 from .pagetable import TABLE_WIDTH, PageTable
 from .policy import Tier, TilePolicy
 from .requests import TileRequests, expand_requests, reduce_feedback
-from .keys import MAX_LEVELS
 from .tiles import (
     SLOT_TEXELS,
+    TextureGrids,
     TAIL_CLASS_SHIFT,
     TAIL_CLASSES,
     TAIL_FLAG,
@@ -114,7 +114,7 @@ class VirtualTextureSystem:
                  max_requests: int | None = None,
                  latency_ms: tuple[float, float] | None = None,
                  level_cache_bytes: int = 64 << 20, feedback_depth: bool = False,
-                 tiled_dir: Path | None = None) -> None:
+                 tiled_dir: Path | bool = True) -> None:
         self.device = device
         self.allowance = int(allowance_bytes)
         self.max_uploads = int(max_uploads)
@@ -129,8 +129,8 @@ class VirtualTextureSystem:
         self.max_requests = int(max_requests) if max_requests else 4 * self.max_uploads
         self.fmt: PixelFormat | None = None
         self.table = PageTable()
-        # tiled_dir: tile-contiguous copies of the files (one pread a tile, made once in
-        # the background; io.TiledCache) live there.
+        # tiled_dir: where tile-contiguous copies of the files (one pread a tile, made
+        # once in the background; io.TiledCache) live: True, the engine's cache folder.
         self.io = TileIO(workers=io_workers, latency_ms=latency_ms,
                          level_cache_bytes=level_cache_bytes, tiled_dir=tiled_dir)
         self.textures: list[_Texture] = []
@@ -150,16 +150,13 @@ class VirtualTextureSystem:
         self._ready: dict[int, bytes] = {}  # tiles read, not yet uploaded
         self._deferred: set[int] = set()  # of those, the ones that found no slot last frame
         self._asked: set[int] = set()  # reads the I/O was asked for and has not finished
-        self._levels = np.zeros(0, np.int64)  # per texture: levels, and tile grids per level
-        self._grids: np.ndarray | None = None
-        self._offsets = np.zeros((0, MAX_LEVELS), np.int64)  # table index of each level
+        self._grids = TextureGrids()  # per texture: size, levels, first packed level
         self._tails: dict[int, int] = {}  # packed small level key -> class << 20 | cell
         self._tail_count = [0] * TAIL_CLASSES  # cells in use per size class
         self._tail_bases = [0] * TAIL_CLASSES
-        self._first_packed = np.zeros(0, np.int64)  # per texture: its first packed level
         self._tail_slots = 0
         #: The newest feedback reduced to (unique keys, pixels) and the frame it showed.
-        self.last_feedback: tuple[np.ndarray, np.ndarray] = (np.zeros(0, np.uint32),
+        self.last_feedback: tuple[np.ndarray, np.ndarray] = (np.zeros(0, tile_keys.DTYPE),
                                                              np.zeros(0, np.int64))
         self.feedback_frame = -1
         #: Textures whose tile reads failed (vt id -> the error): reported once, asked for no
@@ -189,6 +186,7 @@ class VirtualTextureSystem:
                                self.table.next_base())
         source = self.io.add(tf, layout)
         vt = self.table.add(layout)
+        self._grids.append(layout)
         self.textures.append(_Texture(layout, tf.path))
         top = layout.levels - 1
         pinned = []
@@ -209,7 +207,6 @@ class VirtualTextureSystem:
             else:
                 for key in pinned:
                     self._pin(key)
-        self._grids = None
         return vt
 
     @staticmethod
@@ -237,6 +234,10 @@ class VirtualTextureSystem:
         manages the rest, its slot i being cache slot i + `_tail_slots`."""
         if self.fmt is None:
             raise BudgetError("no virtual texture registered yet")
+        if self.table.rows > self.device.caps.max_texture_size:
+            raise BudgetError(f"the page table of {len(self.textures)} textures needs "
+                              f"{self.table.rows} rows of {TABLE_WIDTH} words; this driver's "
+                              f"textures have at most {self.device.caps.max_texture_size}")
         self._release_gpu()
         slots = self._slot_count()
         sx, sy = cache_grid(slots, SLOT_TEXELS, self.device.caps.max_texture_size)
@@ -345,32 +346,14 @@ class VirtualTextureSystem:
             held |= np.isin(keys, self.policy.slot_key)
         return float(counts[held].sum() / counts.sum())
 
-    def _tables(self) -> None:
-        """Per-texture arrays the per-frame work indexes (levels, tile grids, table offsets,
-        first packed level), rebuilt when a texture was registered."""
-        if self._grids is not None and self._grids.shape[0] == len(self.textures):
-            return
-        n = len(self.textures)
-        self._levels = np.array([t.layout.levels for t in self.textures], np.int64)
-        self._grids = np.ones((n, MAX_LEVELS, 2), np.int64)
-        self._offsets = np.zeros((n, MAX_LEVELS), np.int64)
-        # Packed levels are a suffix of each chain, so "is packed" is one compare per key
-        # (no search among every texture's packed keys, which grow with the textures).
-        self._first_packed = np.zeros(n, np.int64)
-        for i, t in enumerate(self.textures):
-            lay = t.layout
-            for lvl in range(lay.levels):
-                self._grids[i, lvl] = lay.grid(lvl)
-            self._offsets[i, :lay.levels] = lay.level_offsets()
-            self._first_packed[i] = min((lv for lv, _ in lay.packed_levels()),
-                                        default=lay.levels)
-
     def _packed(self, keys: np.ndarray) -> np.ndarray:
-        """Which keys name a packed small level (always resident, never asked for)."""
-        self._tables()
+        """Which keys name a packed small level (always resident, never asked for).
+        Packed levels are a suffix of each chain, so this is one compare per key (no
+        search among every texture's packed keys, which grow with the textures)."""
         vt, level, _, _ = tile_keys.unpack(keys)
-        ok = (vt >= 0) & (vt < self._first_packed.size)
-        return ok & (level >= self._first_packed[np.where(ok, vt, 0)])
+        first = self._grids.first_packed
+        ok = (vt >= 0) & (vt < first.size)
+        return ok & (level >= first[np.where(ok, vt, 0)])
 
     # ------------------------------------------------------------------ per frame
     def begin_frame(self, frame: int, feedback: np.ndarray | None = None) -> None:
@@ -384,8 +367,7 @@ class VirtualTextureSystem:
         image = self.feedback.poll() if feedback is None else feedback
         if image is not None and image.size:
             keys, counts = reduce_feedback(image)
-            self._tables()
-            req = expand_requests(keys, counts, self._levels, self._grids)
+            req = expand_requests(keys, counts, self._grids.levels, self._grids)
             if self._tails:  # packed small levels are always resident, never asked for
                 keep = ~self._packed(req.keys)
                 req = TileRequests(req.keys[keep], req.tiers[keep], req.pixels[keep])
@@ -423,9 +405,8 @@ class VirtualTextureSystem:
         entry shows (its finest resident ancestor) minus its own (0: resident)."""
         if keys.size == 0:
             return None
-        self._tables()
         vt, level, x, y = tile_keys.unpack(keys)
-        index = self._offsets[vt, level] + y * self._grids[vt, level, 0] + x
+        index = self.table.level_offsets(vt, level) + y * self._grids.grid(vt, level)[0] + x
         return (self.table.words[index] >> 24).astype(np.int64) - level
 
     def _upload_count(self) -> int:
@@ -562,14 +543,14 @@ class VirtualTextureSystem:
         """Make the given tiles resident now (tests, benchmarks, a level start): they are
         asked for as visible until all are in or `timeout` seconds passed. True if all are
         (False too when the cache cannot hold them)."""
-        keys = np.unique(np.asarray(keys, np.uint32))
+        keys = np.unique(np.asarray(keys, tile_keys.DTYPE))
         saved = self._requests
         self._requests = TileRequests(keys, np.zeros(keys.size, np.int64),
                                       np.ones(keys.size, np.int64))
         end = time.perf_counter() + timeout
         try:
             while True:
-                self.begin_frame(self.frame + 1, feedback=np.zeros(0, np.uint32))
+                self.begin_frame(self.frame + 1, feedback=np.zeros(0, tile_keys.DTYPE))
                 self.update()
                 if all(self.is_resident(k) for k in keys.tolist()):
                     return True

@@ -25,34 +25,37 @@ all a trilinear lookup needs, except for a texture smaller than 4 pixels on scre
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
-from enum import IntEnum
 
 import numpy as np
 
 from ...formats import PixelFormat
 from ...memory.sizes import mip_dims
+from ...textures.tiled import (  # the geometry a tiled file shares with the page cache
+    BORDER_TEXELS,
+    SLOT_TEXELS,
+    TILE_TEXELS,
+    Wrap,
+    cut_slot,
+    level_blocks,
+    payload_blocks,
+    slot_bytes,
+    slot_shape,
+    source_indices,
+    tile_grid,
+    tile_levels,
+)
 from .keys import MAX_LEVELS, MAX_TILES_PER_AXIS
 
-#: Payload texels of a tile along each axis (a power of two).
-TILE_TEXELS = 128
-#: Border texels on each side of the payload (one BCn block).
-BORDER_TEXELS = 4
-#: Texels of one cache slot along each axis.
-SLOT_TEXELS = TILE_TEXELS + 2 * BORDER_TEXELS
 #: uint32 words of one texture's descriptor in the shared page table (see `descriptor`).
-DESCRIPTOR_WORDS = 32
+DESCRIPTOR_WORDS = 4 + MAX_LEVELS  # width, height, levels, wrap, level offsets
 #: Entry slot bit marking a packed small level ("tail"): the slot field then names a cell
 #: of the cache's first slots, its size class in bits TAIL_CLASS_SHIFT.. and its index below.
 TAIL_FLAG = 1 << 23
 TAIL_CLASS_SHIFT = 20
 #: Size classes of packed small levels: class k holds levels of at most (block << k) texels.
 TAIL_CLASSES = 4
-
-
-class Wrap(IntEnum):
-    CLAMP = 0
-    REPEAT = 1
 
 
 def ancestor_index(i, k, grid_k):
@@ -63,21 +66,10 @@ def ancestor_index(i, k, grid_k):
     return np.minimum(np.asarray(i) >> k, np.asarray(grid_k) - 1)
 
 
-def slot_bytes(fmt: PixelFormat) -> int:
-    """Bytes of one slot (the payload plus its border), in `fmt`."""
-    return (SLOT_TEXELS // fmt.block_w) * (SLOT_TEXELS // fmt.block_h) * fmt.block_bytes
-
-
 def virtual_levels(fmt: PixelFormat, width: int, height: int, file_levels: int) -> int:
     """How many chain levels the virtual texture uses: down to the last level that is at
-    least one block in both directions, and no more than the file holds."""
-    n = 0
-    while n < min(file_levels, MAX_LEVELS):
-        w, h = mip_dims(width, height, n)
-        if w < fmt.block_w or h < fmt.block_h:
-            break
-        n += 1
-    return n
+    least one block in both directions, and no more than the file holds or a key names."""
+    return tile_levels(fmt, width, height, min(file_levels, MAX_LEVELS))
 
 
 @dataclass(frozen=True)
@@ -98,17 +90,16 @@ class VirtualLayout:
             raise ValueError(f"level count {self.levels} outside 1..{MAX_LEVELS}")
         if SLOT_TEXELS % self.fmt.block_w or BORDER_TEXELS % self.fmt.block_w:
             raise ValueError(f"{self.fmt.name}: block size does not divide the tile border")
-        # Derived geometry, computed once: the system asks for it every frame.
-        sizes = tuple(mip_dims(self.width, self.height, lvl) for lvl in range(self.levels))
-        grids = tuple((-(-w // TILE_TEXELS), -(-h // TILE_TEXELS)) for w, h in sizes)
-        offsets, at = [], self.base + DESCRIPTOR_WORDS
-        for gx, gy in grids:
-            offsets.append(at)
-            at += gx * gy
+        # Derived geometry, computed once per shape (a wall registers many of one shape)
+        # and looked up every frame.
+        sizes, grids, rel, entries, packed = _geometry(self.fmt, self.width, self.height,
+                                                       self.levels)
+        at = self.base + DESCRIPTOR_WORDS
         object.__setattr__(self, "_sizes", sizes)
         object.__setattr__(self, "_grids", grids)
-        object.__setattr__(self, "_offsets", tuple(offsets))
-        object.__setattr__(self, "_entries", at - self.base - DESCRIPTOR_WORDS)
+        object.__setattr__(self, "_offsets", tuple(at + r for r in rel))
+        object.__setattr__(self, "_entries", entries)
+        object.__setattr__(self, "_packed", packed)
         gx, gy = grids[0]
         if max(gx, gy) > MAX_TILES_PER_AXIS:
             raise ValueError(f"{self.width}x{self.height}: more than {MAX_TILES_PER_AXIS} "
@@ -134,12 +125,7 @@ class VirtualLayout:
     def packed_levels(self) -> list[tuple[int, int]]:
         """(level, size class) of the levels small enough to share slots (tail_class): a
         suffix of the chain, coarsest last; each is one tile, pinned in a cell."""
-        out = []
-        for level in range(self.levels):
-            k = tail_class(self.fmt, *self.level_size(level))
-            if k is not None and self.grid(level) == (1, 1):
-                out.append((level, k))
-        return out
+        return list(self._packed)
 
     @property
     def table_words(self) -> int:
@@ -158,28 +144,30 @@ class VirtualLayout:
 
     def payload_blocks(self, level: int, x: int, y: int) -> tuple[int, int, int, int]:
         """(first block column, first block row, columns, rows) of a tile's payload."""
-        f = self.fmt
-        w, h = self.level_size(level)
-        nbx, nby = -(-w // f.block_w), -(-h // f.block_h)
-        tb_x, tb_y = TILE_TEXELS // f.block_w, TILE_TEXELS // f.block_h
-        bx, by = x * tb_x, y * tb_y
-        if not (0 <= bx < nbx and 0 <= by < nby):
-            raise ValueError(f"tile ({x}, {y}) outside level {level}'s grid {self.grid(level)}")
-        return bx, by, min(tb_x, nbx - bx), min(tb_y, nby - by)
+        return payload_blocks(self.fmt, *self.level_size(level), x, y)
 
     def source_indices(self, level: int, x: int, y: int) -> tuple[np.ndarray, np.ndarray]:
         """Block columns and rows of the source level that fill the slot's used region
         (payload plus one border block each side), after the wrap rule."""
-        f = self.fmt
-        w, h = self.level_size(level)
-        nbx, nby = -(-w // f.block_w), -(-h // f.block_h)
-        bx, by, cw, ch = self.payload_blocks(level, x, y)
-        border_x, border_y = BORDER_TEXELS // f.block_w, BORDER_TEXELS // f.block_h
-        cols = np.arange(bx - border_x, bx + cw + border_x)
-        rows = np.arange(by - border_y, by + ch + border_y)
-        if self.wrap == Wrap.REPEAT:
-            return cols % nbx, rows % nby
-        return np.clip(cols, 0, nbx - 1), np.clip(rows, 0, nby - 1)
+        return source_indices(self.fmt, *self.level_size(level), x, y, self.wrap)
+
+
+@functools.lru_cache(maxsize=256)
+def _geometry(fmt: PixelFormat, width: int, height: int, levels: int):
+    """(level sizes, tile grids, level offsets from the first entry, entry count, packed
+    levels) of a texture shape."""
+    sizes = tuple(mip_dims(width, height, lvl) for lvl in range(levels))
+    grids = tuple(tile_grid(w, h) for w, h in sizes)
+    rel, at = [], 0
+    for gx, gy in grids:
+        rel.append(at)
+        at += gx * gy
+    packed = []
+    for level in range(levels):
+        k = tail_class(fmt, *sizes[level])
+        if k is not None and grids[level] == (1, 1):
+            packed.append((level, k))
+    return sizes, grids, tuple(rel), at, tuple(packed)
 
 
 def tail_class(fmt: PixelFormat, width: int, height: int) -> int | None:
@@ -215,30 +203,12 @@ def tail_blocks(fmt: PixelFormat, slot_data: bytes, k: int = 0) -> bytes:
     return np.frombuffer(slot_data, np.uint8).reshape(slot_shape(fmt))[:n, :n].tobytes()
 
 
-def slot_shape(fmt: PixelFormat) -> tuple[int, int, int]:
-    """(block rows, block columns, block bytes) of a slot."""
-    return SLOT_TEXELS // fmt.block_h, SLOT_TEXELS // fmt.block_w, fmt.block_bytes
-
-
-def level_blocks(fmt: PixelFormat, width: int, height: int, data: bytes) -> np.ndarray:
-    """A level's bytes as a (block rows, block columns, block bytes) view."""
-    nbx, nby = -(-width // fmt.block_w), -(-height // fmt.block_h)
-    arr = np.frombuffer(data, np.uint8)
-    if arr.size != nbx * nby * fmt.block_bytes:
-        raise ValueError(f"level of {width}x{height} {fmt.name} needs "
-                         f"{nbx * nby * fmt.block_bytes} bytes, got {arr.size}")
-    return arr.reshape(nby, nbx, fmt.block_bytes)
-
-
 def cut_tile(layout: VirtualLayout, level: int, x: int, y: int, level_data: bytes) -> bytes:
     """The slot bytes of one tile, gathered from the whole level's bytes: payload and
     border blocks at the slot's top-left, the unused rest of a small level's slot zero."""
     w, h = layout.level_size(level)
-    blocks = level_blocks(layout.fmt, w, h, level_data)
-    cols, rows = layout.source_indices(level, x, y)
-    slot = np.zeros(slot_shape(layout.fmt), np.uint8)
-    slot[:rows.size, :cols.size] = blocks[np.ix_(rows, cols)]
-    return slot.tobytes()
+    return cut_slot(layout.fmt, w, h, x, y, layout.wrap, level_blocks(layout.fmt, w, h,
+                                                                      level_data))
 
 
 def column_runs(cols: np.ndarray) -> list[tuple[int, int, int]]:
@@ -262,3 +232,49 @@ def pack_entry(slot: int, level: int) -> int:
 def unpack_entry(entry: np.ndarray | int) -> tuple[np.ndarray, np.ndarray]:
     e = np.asarray(entry, np.uint32)
     return e & 0xFFFFFF, e >> 24
+
+
+class TextureGrids:
+    """Per registered texture its level-0 size, level count and first packed level, in
+    arrays that grow as textures register (13 bytes a texture); the tile grid of any
+    (texture, level) is computed for the keys a frame asks about. Why not a table of grids
+    per texture and level: at a million textures that is 256 MB, and rebuilding it when a
+    texture registers costs the frame time of every texture, where this costs the keys'."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._w = np.zeros(16, np.int32)
+        self._h = np.zeros(16, np.int32)
+        self._levels = np.zeros(16, np.int8)
+        self._first_packed = np.zeros(16, np.int8)
+
+    def append(self, layout: VirtualLayout) -> None:
+        if self.count == self._w.size:  # doubling: n registrations cost O(n) copies
+            for name in ("_w", "_h", "_levels", "_first_packed"):
+                old = getattr(self, name)
+                grown = np.zeros(2 * old.size, old.dtype)
+                grown[:old.size] = old
+                setattr(self, name, grown)
+        i = self.count
+        self._w[i], self._h[i], self._levels[i] = layout.width, layout.height, layout.levels
+        self._first_packed[i] = min((lv for lv, _ in layout.packed_levels()),
+                                    default=layout.levels)
+        self.count += 1
+
+    @property
+    def levels(self) -> np.ndarray:
+        """Level count per texture (a view)."""
+        return self._levels[:self.count]
+
+    @property
+    def first_packed(self) -> np.ndarray:
+        """First packed small level per texture (its level count if none; a view)."""
+        return self._first_packed[:self.count]
+
+    def grid(self, vt: np.ndarray, level: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Tiles (x, y) of level `level` of texture `vt`, element-wise (int64)."""
+        vt = np.asarray(vt, np.int64)
+        level = np.asarray(level, np.int64)
+        w = np.maximum(self._w[vt].astype(np.int64) >> level, 1)
+        h = np.maximum(self._h[vt].astype(np.int64) >> level, 1)
+        return -(-w // TILE_TEXELS), -(-h // TILE_TEXELS)
