@@ -34,7 +34,14 @@ from ..formats import get
 from ..memory.sizes import mip_count, mip_dims
 from . import strips
 from .ktx2_write import StreamedKtx2
-from .mipgen import ColorSpace, _box_weights, _downsample_axis, _to_rgba8, _to_working
+from .mipgen import (
+    ColorSpace,
+    _box_weights,
+    _downsample_axis,
+    _to_rgba8,
+    _to_working,
+    halve_rows,
+)
 from .progress import Progress
 
 log = logging.getLogger(__name__)
@@ -224,9 +231,15 @@ def bake_by_strips(path: str, out_path: Path, plan_: StripPlan, pool: Executor, 
             for y, strip in source:
                 hand_out(0, strip)
                 if count > 1:
-                    work = _to_working(strip, plan_.colorspace, plan_.weight_alpha)
-                    for i, filt in enumerate(filters, start=1):
-                        work = filt.feed(work)
+                    if height % 2 == 0:  # strips of even rows: level 1 straight from them
+                        work = halve_rows(strip, plan_.colorspace, plan_.weight_alpha)
+                        hand_out(1, _to_rgba8(work, plan_.colorspace, plan_.weight_alpha))
+                        first = 2
+                    else:
+                        work = _to_working(strip, plan_.colorspace, plan_.weight_alpha)
+                        first = 1
+                    for i in range(first, count):
+                        work = filters[i - 1].feed(work)
                         if not len(work):
                             break
                         hand_out(i, _to_rgba8(work, plan_.colorspace, plan_.weight_alpha))
@@ -249,8 +262,9 @@ def bake_by_strips(path: str, out_path: Path, plan_: StripPlan, pool: Executor, 
 
 
 def strip_rows(width: int) -> int:
-    """Source rows per strip for an image `width` wide."""
-    return max(2, min(256, STRIP_PIXELS // max(1, width)))
+    """Source rows per strip for an image `width` wide: an even number, so that every strip
+    of an even-height image halves into whole rows of level 1."""
+    return max(2, min(256, STRIP_PIXELS // max(1, width)) // 2 * 2)
 
 
 def qualifies(path: str, max_pixels: int) -> strips.StripInfo | None:
