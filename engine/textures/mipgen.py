@@ -91,7 +91,8 @@ def linear_to_srgb8(values: np.ndarray) -> np.ndarray:
     """Linear light float32 to sRGB bytes, exactly rint(linear_to_srgb(v) * 255) but by
     table: the power function is most of a mip chain's time otherwise."""
     v = np.clip(values, 0.0, 1.0, dtype=np.float32)
-    bucket = v.view(np.uint32) >> _SRGB8_SHIFT
+    v += np.float32(0.0)  # -0.0 (which the clip keeps) to +0.0
+    bucket = np.minimum(v.view(np.uint32) >> _SRGB8_SHIFT, len(_SRGB8_BASE) - 1)  # NaN: 255
     out = _SRGB8_BASE[bucket]
     out += v >= _SRGB8_STEP[bucket]
     return out
