@@ -51,7 +51,7 @@ log = logging.getLogger(__name__)
 STRIP_PIXELS = 1 << 20
 #: Pixels of the pieces waiting for or inside the encoders at most (4 bytes each in this
 #: process, once more in the pipe): what bounds memory when the encoders fall behind.
-INFLIGHT_PIXELS = 1 << 23
+INFLIGHT_PIXELS = 1 << 24
 #: Pixels per encode piece at most (the whole-image bake's BC1 pieces are 4x larger): what a
 #: worker holds is a few times this.
 PIECE_PIXELS = 1 << 20
