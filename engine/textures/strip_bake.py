@@ -157,8 +157,8 @@ def plan(path: str, fmt: str, srgb: bool, normal_map: bool, max_pixels: int) -> 
 
 
 def bake_by_strips(path: str, out_path: Path, plan_: StripPlan, pool: Executor, workers: int,
-                   max_pixels: int, *, progress: bool | None = None,
-                   encode: Callable | None = None) -> tuple[int, float, float, int, int, int]:
+                   max_pixels: int, *, encode: Callable,
+                   progress: bool | None = None) -> tuple[int, float, float, int, int, int]:
     """Bake `path` to `out_path` by strips over `pool`; returns (file bytes, CPU seconds of
     all the work, level-0 PSNR in dB, width, height, levels). On any failure the partial
     file is removed. `encode` is engine.textures.bake._encode_task (passed in: the baker
@@ -166,7 +166,6 @@ def bake_by_strips(path: str, out_path: Path, plan_: StripPlan, pool: Executor, 
     from .bake import _TASK_PIXELS, _DEFAULT_TASK_PIXELS
     from .quality import psnr_from_sse
 
-    assert encode is not None
     start_cpu = time.process_time()
     fmt_name = plan_.fmt_name
     width = strips.info(path, max_pixels).width
