@@ -5,13 +5,17 @@ a photograph of the repository scaled to EDGE^2, medians of REPS runs of CPU tim
     python benchmarks/bake_speed.py [--baseline REV] [--edge 1024] [--reps 3] [--json OUT]
 
 Prints one JSON object: Mpx/s per core for each stage and tree, and current/baseline ratios.
-The baseline's engine/textures/{mipgen,encode}.py are loaded from `git show REV:...`.
+The baseline's engine/textures/{mipgen,encode}.py are loaded from `git show REV:...`. The
+`bake_*` figures are whole bakes (`bake_image`: mips, encode, the level-0 PSNR scoring and
+the file write), the baseline's from its whole `engine` package (`git archive REV engine`),
+each tree in its own subprocess.
 """
 from __future__ import annotations
 
 import argparse
 import importlib.util
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -41,6 +45,31 @@ def _median_mpx(fn, pixels: int, reps: int) -> float:
         fn()
         times.append(time.process_time() - t)
     return pixels / 1e6 / statistics.median(times)
+
+
+_BAKE = """
+import json, statistics, sys, time
+import numpy as np
+from engine.textures.bake import bake_image
+img = np.load(sys.argv[1])
+out = {}
+for fmt in ("bc1", "bc7"):
+    times = []
+    for _ in range(int(sys.argv[3])):
+        t = time.process_time()
+        result = bake_image(img, sys.argv[2], fmt)
+        times.append(time.process_time() - t)
+    out[f"bake_{fmt}_psnr_db"] = result.psnr_db
+    out[f"bake_{fmt}_mpx_s"] = img.shape[0] * img.shape[1] / 1e6 / statistics.median(times)
+print(json.dumps(out))
+"""
+
+
+def _bake_figures(tree: Path, img_path: Path, out: Path, reps: int) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    proc = subprocess.run([sys.executable, "-c", _BAKE, str(img_path), str(out), str(reps)],
+                          cwd=tree, env=env, check=True, capture_output=True, text=True)
+    return json.loads(proc.stdout.splitlines()[-1])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -81,6 +110,18 @@ def main(argv: list[str] | None = None) -> int:
                                            px, args.reps),
         }
         out[label]["levels_identical_bytes"] = sum(lv.nbytes for lv in levels)
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(tmp) / "baseline"
+        base.mkdir()
+        archive = subprocess.run(["git", "archive", args.baseline, "engine"], cwd=ROOT,
+                                 check=True, capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(base)], input=archive, check=True)
+        np.save(Path(tmp) / "img.npy", img)
+        for label, tree in (("baseline", base), ("current", ROOT)):
+            out[label].update(_bake_figures(tree, Path(tmp) / "img.npy",
+                                            Path(tmp) / f"{label}.ktx2", args.reps))
     out["ratio"] = {k: out["current"][k] / out["baseline"][k] for k in out["current"]
                     if k.endswith("_mpx_s")}
     out["chain_pixels_per_level0_pixel"] = chain / px

@@ -125,3 +125,13 @@ def test_srgb_transfer_round_trips_every_byte() -> None:
 def test_rejects_non_rgba8() -> None:
     with pytest.raises(ValueError):
         generate_mips(np.zeros((4, 4, 3), np.uint8))
+
+
+def test_the_table_conversion_to_srgb_bytes_is_the_exact_one():
+    from engine.textures.mipgen import _srgb8_exact, linear_to_srgb8
+
+    one = int(np.float32(1.0).view(np.uint32))
+    every = np.arange(0, one + 1, 61, dtype=np.uint32).view(np.float32)  # 17M of the floats
+    edges = np.array([-1.0, -0.0, 0.0, 1.0, 1.5, np.inf], np.float32)
+    for v in (every, edges):
+        assert np.array_equal(linear_to_srgb8(v), _srgb8_exact(v))

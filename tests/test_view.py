@@ -126,7 +126,7 @@ def test_failed_thumbnail_leaves_no_folder(tmp_path):
 def test_strips_read_what_pillow_reads(mixed, tmp_path):
     """libvips's strips (the `huge` extra) are the same upright sRGB pixels as Pillow's
     whole decode, and the staging file made from them is too."""
-    from engine.view import strips
+    from engine.textures import strips
 
     if not strips.available():
         pytest.skip("pyvips not installed (the 'huge' extra)")

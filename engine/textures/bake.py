@@ -52,6 +52,7 @@ from .mipgen import ColorSpace, generate_mips, quantize_unorm8
 from .progress import Progress
 from .quality import psnr_from_sse, reference_squared_error, squared_error
 from .source_image import (
+    NAMED_FILE_MAX_PIXELS,
     TONEMAPS,
     SourceImage,
     Tonemap,
@@ -101,6 +102,7 @@ class _Options:
     zstd_level: int | None
     normal_map: bool
     tonemap: Tonemap | None = None
+    max_pixels: int = NAMED_FILE_MAX_PIXELS
 
 
 @dataclass
@@ -216,7 +218,7 @@ def _psnr_channels(fmt_name: str, rgba: np.ndarray) -> tuple[int, ...]:
 
 def _prepare(source: str, rgba: np.ndarray | None, opts: _Options) -> _Prepared:
     start = time.process_time()
-    src = read_image(source) if rgba is None else from_array(rgba, source)
+    src = read_image(source, opts.max_pixels) if rgba is None else from_array(rgba, source)
     # Transparency (BC1's variant, PSNR channels) is judged on the bytes level 0 will hold.
     probe = _to_bytes(src) if src.pixels.dtype != np.float32 else None
     if probe is None:
@@ -419,7 +421,8 @@ def _split_input(item: ImageInput) -> tuple[str, np.ndarray | None, str]:
 def bake_many(inputs: Sequence[ImageInput], out_dir: str | os.PathLike[str], fmt: str = "bc7",
               srgb: bool = True, zstd_level: int | None = None, *, normal_map: bool = False,
               executor: Executor | None = None, jobs: int | None = None,
-              progress: bool = True, tonemap: Tonemap | None = None) -> list[BakeResult]:
+              progress: bool = True, tonemap: Tonemap | None = None,
+              max_pixels: int = NAMED_FILE_MAX_PIXELS) -> list[BakeResult]:
     """Bake many images in parallel, over files and over the levels (and strips of levels)
     of each file. Inputs are image paths or (name, RGBA array) pairs; outputs go to
     `out_dir/<stem>.ktx2`; results come back in input order.
@@ -429,10 +432,17 @@ def bake_many(inputs: Sequence[ImageInput], out_dir: str | os.PathLike[str], fmt
     all cores) is made and shut down here. At most about `jobs` files are prepared ahead of
     the encoders, so memory stays bounded however many inputs there are. The first unreadable
     input raises TextureFormatError and cancels what is still queued.
+
+    Files of at least STRIP_BAKE_PIXELS pixels that libvips reads (the extra `huge`) are
+    baked by strips instead (engine.textures.strip_bake: the same bytes, memory that does
+    not grow with the image), one at a time over the same pool, unless `zstd_level` is set
+    (a supercompressed level's size is only known once it is whole). Files above
+    `max_pixels` are refused (Pillow's own guard, meant for files from strangers, is lifted
+    up to it).
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    opts = _Options(fmt, srgb, zstd_level, normal_map, tonemap)
+    opts = _Options(fmt, srgb, zstd_level, normal_map, tonemap, max_pixels)
     if fmt.lower() in BASIS_CHOICES:
         return _bake_basis_many(inputs, out, opts, executor, jobs, progress)
     choose_format(fmt, srgb, np.zeros((1, 1, 4), np.uint8))  # reject a bad name before any work
@@ -444,19 +454,63 @@ def bake_many(inputs: Sequence[ImageInput], out_dir: str | os.PathLike[str], fmt
     if dupes:
         raise ValueError(f"several inputs would write the same output: {', '.join(dupes)}")
 
+    huge = _strip_inputs(split, opts)
     workers = jobs or os.cpu_count() or 1
     own = executor is None
     pool = ProcessPoolExecutor(max_workers=workers) if own else executor
     assert pool is not None
     wall = time.perf_counter()
-    with closing_pool(pool) if own else nullcontext(pool), \
-            Progress(len(split), "bake", enabled=None if progress else False) as bar:
-        results = _run(pool, split, out, opts, max(2, workers), bar)
+    with closing_pool(pool) if own else nullcontext(pool):
+        by_strips = {i: _bake_strips(split[i][0], out / f"{split[i][2]}.ktx2", opts, pool,
+                                     workers, progress) for i in huge}
+        rest = [item for i, item in enumerate(split) if i not in by_strips]
+        whole: list[BakeResult] = []
+        if rest or not split:
+            with Progress(len(rest), "bake", enabled=None if progress else False) as bar:
+                whole = _run(pool, rest, out, opts, max(2, workers), bar)
+    done = iter(whole)
+    results = [by_strips[i] if i in by_strips else next(done) for i in range(len(split))]
     wall = time.perf_counter() - wall
     mpx = sum(r.width * r.height for r in results) / 1e6
     log.info("baked %d file(s), %.1f Mpx in %.2f s wall (%.1f Mpx/s)", len(results), mpx, wall,
              mpx / wall if wall > 0 else float("inf"))
     return results
+
+
+#: Files at least this large are baked by strips where libvips can read them: the
+#: whole-image bake holds about 20 bytes a pixel (a 4096 x 4096 image: about 320 MiB).
+STRIP_BAKE_PIXELS = 1 << 24
+
+
+def _strip_inputs(split: list[tuple[str, np.ndarray | None, str]], opts: _Options) -> list[int]:
+    """Indices of the inputs to bake by strips (see bake_many)."""
+    from .strip_bake import qualifies
+
+    if opts.zstd_level is not None:
+        return []
+    found = []
+    for i, (source, rgba, _) in enumerate(split):
+        if rgba is None:
+            info = qualifies(source, opts.max_pixels)
+            if info is not None and info.width * info.height >= STRIP_BAKE_PIXELS:
+                found.append(i)
+    return found
+
+
+def _bake_strips(source: str, out_path: Path, opts: _Options, pool: Executor, workers: int,
+                 progress: bool | None) -> BakeResult:
+    """One file through engine.textures.strip_bake, as a BakeResult."""
+    from .strip_bake import bake_by_strips, plan
+
+    found = plan(source, opts.fmt, opts.srgb, opts.normal_map, opts.max_pixels)
+    nbytes, seconds, psnr_db, w, h, count = bake_by_strips(
+        source, out_path, found, pool, workers, opts.max_pixels,
+        progress=None if progress else False, encode=_encode_task)
+    log.info("baked %s -> %s by strips (%s, %.1f dB)", source, out_path, found.fmt_name, psnr_db)
+    return BakeResult(source=source, output=out_path, format=found.fmt_name, width=w, height=h,
+                      levels=count, bytes=nbytes, seconds=seconds,
+                      mpx_per_s=(w * h / 1e6) / seconds if seconds > 0 else float("inf"),
+                      psnr_db=psnr_db)
 
 
 def _bake_basis_many(inputs: Sequence[ImageInput], out: Path, opts: _Options,
@@ -707,7 +761,7 @@ def build_bake_parser() -> argparse.ArgumentParser:
                "precision: inf only when stored exactly.")
     parser.add_argument("inputs", nargs="+", metavar="INPUT", type=_input_arg,
                         help="image files (PNG, JPEG, ...) or folders of them (walked "
-                             "recursively); files up to 2^30 pixels")
+                             "recursively); files up to --max-pixels")
     parser.add_argument("-o", "--out", required=True, metavar="OUTDIR", type=_out_dir_arg,
                         help="output directory")
     parser.add_argument("--format", default="bc7", choices=FORMAT_CHOICES,
@@ -732,6 +786,14 @@ def build_bake_parser() -> argparse.ArgumentParser:
                         help="worker processes (default: all cores)")
     parser.add_argument("--no-progress", dest="progress", action="store_false",
                         help="no progress bar on stderr")
+    parser.add_argument("--max-pixels", type=_int_range(1, None), default=NAMED_FILE_MAX_PIXELS,
+                        metavar="N",
+                        help=f"largest image read, in pixels (default {NAMED_FILE_MAX_PIXELS}, "
+                             f"a 32768 x 32768 image; Pillow's decompression-bomb guard is for "
+                             f"files from strangers, not files you name). Images of "
+                             f"{STRIP_BAKE_PIXELS} pixels or more are read, filtered, encoded "
+                             f"and written by strips when pyvips is installed (extra 'huge'), "
+                             f"with memory that does not grow with the image")
     return parser
 
 
@@ -781,7 +843,8 @@ def bake_main(argv: Sequence[str] | None = None) -> int:
         try:
             results = bake_many(inputs, args.out, args.format, args.srgb, args.zstd,
                                 normal_map=args.normal_map, executor=pool, jobs=workers,
-                                progress=args.progress, tonemap=args.tonemap)
+                                progress=args.progress, tonemap=args.tonemap,
+                                max_pixels=args.max_pixels)
         except (TextureFormatError, ValueError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             _remove_empty(made)

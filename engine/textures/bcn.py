@@ -67,8 +67,11 @@ def colour_texels(b: np.ndarray, punch_through: bool) -> np.ndarray:
         three = (c0 <= c1)[..., None]
         pal[..., 2, :3] = np.where(three, (e0 + e1 + 1) >> 1, four[0])
         pal[..., 3, :] = np.where(three, 0, pal[..., 3, :])
-    idx = (_bits(b, 4, 4)[..., None] >> (2 * _TEXEL)) & np.uint64(3)
-    return np.take_along_axis(pal, idx.astype(np.intp)[..., None], axis=-2).astype(np.uint8)
+    idx = ((_bits(b, 4, 4)[..., None] >> (2 * _TEXEL)) & np.uint64(3)).astype(np.intp)
+    # Each palette entry's four bytes as one uint32: one 4-byte gather per texel.
+    entries = pal.astype(np.uint8).view(np.uint32).reshape(-1)
+    idx += 4 * np.arange(idx.size // 16, dtype=np.intp).reshape(idx.shape[:-1] + (1,))
+    return entries[idx].view(np.uint8).reshape(idx.shape + (4,))
 
 
 def channel_texels(b: np.ndarray, at: int, signed: bool) -> np.ndarray:

@@ -144,6 +144,82 @@ def _align(offset: int, alignment: int) -> int:
     return offset + (-offset % alignment)
 
 
+def _layout(fmt: PixelFormat, width: int, height: int, layers: int, faces: int, scheme: int,
+            alignment: int, stored: Sequence[int], raw: Sequence[int],
+            kv: Mapping[str, str] | None) -> tuple[bytes, list[int], int]:
+    """(everything before the first level's bytes, each level's file offset, file size) for
+    levels of `stored` bytes each (`raw`: uncompressed), level 0 first."""
+    dfd = data_format_descriptor(fmt)
+    kvd = key_value_data({**default_kv(), **(kv or {})})
+    dfd_offset = HEADER_BYTES + LEVEL_INDEX_ENTRY_BYTES * len(stored)
+    kvd_offset = dfd_offset + len(dfd)
+    end = kvd_offset + len(kvd)
+    offsets = [0] * len(stored)
+    for i in reversed(range(len(stored))):  # smallest level first in the file
+        end = _align(end, alignment)
+        offsets[i] = end
+        end += stored[i]
+    header = KTX2_IDENTIFIER + struct.pack(
+        "<9I", fmt.vk_format, 1, width, height, 0, layers, faces, len(stored), scheme)
+    index = struct.pack("<IIIIQQ", dfd_offset, len(dfd), kvd_offset, len(kvd), 0, 0)
+    level_index = b"".join(struct.pack("<QQQ", offsets[i], stored[i], raw[i])
+                           for i in range(len(stored)))
+    return header + index + level_index + dfd + kvd, offsets, end
+
+
+class StreamedKtx2:
+    """A KTX2 file without supercompression whose levels are written piece by piece, in any
+    order, as they are encoded: uncompressed BCn sizes follow from the dimensions, so the
+    level index (which the format puts before the data) is known before any level is.
+
+    The bytes go to a temporary name; `commit` renames it into place, `abort` removes it,
+    so a reader never sees half a file and a failed bake leaves none."""
+
+    def __init__(self, path: str | os.PathLike[str], fmt_name: str, width: int, height: int,
+                 levels: int) -> None:
+        self.fmt = get(fmt_name)
+        self.path = os.fspath(path)
+        self.width = width
+        sizes = [level_bytes(self.fmt, *mip_dims(width, height, i)) for i in range(levels)]
+        head, self.offsets, self.size = _layout(
+            self.fmt, width, height, 0, 1, SUPERCOMPRESSION_NONE,
+            math.lcm(self.fmt.block_bytes, 4), sizes, sizes, None)
+        self.tmp = f"{self.path}.tmp{os.getpid()}"
+        self._fd: int | None = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.ftruncate(self._fd, self.size)
+            os.pwrite(self._fd, head, 0)
+        except BaseException:
+            self.abort()
+            raise
+
+    def write(self, level: int, row0: int, data: bytes) -> None:
+        """`data`: whole block rows of `level`, starting at texel row `row0` (a multiple of
+        the block height)."""
+        assert self._fd is not None
+        w = max(1, self.width >> level)
+        before = level_bytes(self.fmt, w, row0) if row0 else 0
+        os.pwrite(self._fd, data, self.offsets[level] + before)
+
+    def commit(self) -> int:
+        """Close and rename into place; returns the file's size."""
+        assert self._fd is not None
+        os.close(self._fd)
+        self._fd = None
+        os.replace(self.tmp, self.path)
+        return self.size
+
+    def abort(self) -> None:
+        """Close and remove the temporary file (safe to call twice)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        try:
+            os.unlink(self.tmp)
+        except FileNotFoundError:
+            pass
+
+
 def write_ktx2(path: str | os.PathLike[str], fmt_name: str, width: int, height: int,
                levels: Sequence[bytes], *, layers: int = 0, faces: int = 1,
                supercompression: str | None = None, zstd_level: int = 19,
@@ -179,25 +255,9 @@ def write_ktx2(path: str | os.PathLike[str], fmt_name: str, width: int, height: 
         stored = [bytes(d) for d in levels]
         scheme, alignment = SUPERCOMPRESSION_NONE, math.lcm(fmt.block_bytes, 4)
 
-    dfd = data_format_descriptor(fmt)
-    kvd = key_value_data({**default_kv(), **(kv or {})})
-    dfd_offset = HEADER_BYTES + LEVEL_INDEX_ENTRY_BYTES * len(levels)
-    kvd_offset = dfd_offset + len(dfd)
-    end = kvd_offset + len(kvd)
-
-    offsets = [0] * len(levels)
-    for i in reversed(range(len(levels))):  # smallest level first in the file
-        end = _align(end, alignment)
-        offsets[i] = end
-        end += len(stored[i])
-
-    header = KTX2_IDENTIFIER + struct.pack(
-        "<9I", fmt.vk_format, 1, width, height, 0, layers, faces, len(levels), scheme)
-    index = struct.pack("<IIIIQQ", dfd_offset, len(dfd), kvd_offset, len(kvd), 0, 0)
-    level_index = b"".join(struct.pack("<QQQ", offsets[i], len(stored[i]), len(levels[i]))
-                           for i in range(len(levels)))
+    head, offsets, end = _layout(fmt, width, height, layers, faces, scheme, alignment,
+                                 [len(d) for d in stored], [len(d) for d in levels], kv)
     buf = bytearray(end)
-    head = header + index + level_index + dfd + kvd
     buf[:len(head)] = head
     for off, data in zip(offsets, stored):
         buf[off:off + len(data)] = data

@@ -35,12 +35,67 @@ def srgb_to_linear(values: np.ndarray) -> np.ndarray:
 
 
 _SRGB8_TO_LINEAR = srgb_to_linear(np.arange(256, dtype=np.float32) / 255.0)
+# The same table for two bytes at once, indexed by them read as one little-endian uint16:
+# half as many lookups, each fetching 8 bytes.
+_SRGB8_PAIRS = np.stack(np.meshgrid(_SRGB8_TO_LINEAR, _SRGB8_TO_LINEAR, indexing="xy"),
+                        -1).reshape(-1, 2).view(np.uint64).ravel()
+
+
+def _srgb8_lookup(rgba: np.ndarray) -> np.ndarray:
+    """`_SRGB8_TO_LINEAR[rgba]` (every channel, alpha included) for an (..., 4) uint8 array,
+    through the pair table."""
+    pairs = np.ascontiguousarray(rgba).view(np.uint16)
+    return _SRGB8_PAIRS[pairs].view(np.float32).reshape(rgba.shape)
 
 
 def linear_to_srgb(values: np.ndarray) -> np.ndarray:
     """Linear light float in [0, 1] to sRGB-encoded float in [0, 1]."""
     v = np.clip(values, 0.0, 1.0).astype(np.float32)
     return np.where(v <= 0.0031308, v * 12.92, 1.055 * v ** (1.0 / 2.4) - 0.055).astype(np.float32)
+
+
+def _srgb8_exact(values: np.ndarray) -> np.ndarray:
+    """Linear float32 values to sRGB bytes the slow way: rint(linear_to_srgb(v) * 255)."""
+    return np.clip(np.rint(linear_to_srgb(values) * 255.0), 0, 255).astype(np.uint8)
+
+
+def _srgb8_tables(shift: int) -> tuple[np.ndarray, np.ndarray]:
+    """Tables for `linear_to_srgb8`: per bucket of 2^shift consecutive float32 bit patterns
+    in [0, 1], the byte of its first value and the value (if any) where the byte steps up.
+
+    Each step is found by bisection over the bit patterns against the exact conversion;
+    buckets are narrower than the sRGB curve's steepest byte step, so none holds two."""
+    one = int(np.float32(1.0).view(np.uint32))
+    lo = np.zeros(255, np.int64)
+    hi = np.full(255, one + 1, np.int64)
+    byte = np.arange(1, 256)
+    while (lo < hi).any():
+        mid = (lo + hi) // 2
+        reached = _srgb8_exact(mid.astype(np.uint32).view(np.float32)) >= byte
+        hi = np.where(reached, mid, hi)
+        lo = np.where(reached, lo, mid + 1)
+    steps = hi.astype(np.uint32)
+    buckets = (one >> shift) + 1
+    base = _srgb8_exact((np.arange(buckets, dtype=np.uint32) << shift).view(np.float32))
+    step_at = np.full(buckets, np.inf, np.float32)
+    inside = (steps & ((1 << shift) - 1)) != 0  # a step at a bucket's start is in `base`
+    step_at[steps[inside] >> shift] = steps[inside].view(np.float32)
+    return base, step_at
+
+
+_SRGB8_SHIFT = 15
+_SRGB8_BASE, _SRGB8_STEP = _srgb8_tables(_SRGB8_SHIFT)
+
+
+def linear_to_srgb8(values: np.ndarray) -> np.ndarray:
+    """Linear light float32 to sRGB bytes, exactly rint(linear_to_srgb(v) * 255) but by
+    table: the power function is most of a mip chain's time otherwise."""
+    v = np.clip(values, 0.0, 1.0, dtype=np.float32)
+    v += np.float32(0.0)  # -0.0 (which the clip keeps) to +0.0
+    bucket = np.minimum(v.view(np.uint32) >> _SRGB8_SHIFT, len(_SRGB8_BASE) - 1)  # NaN: 255
+    out = _SRGB8_BASE[bucket]
+    out += v >= _SRGB8_STEP[bucket]
+    return out
 
 
 def _box_weights(n_in: int, n_out: int) -> tuple[np.ndarray, np.ndarray]:
@@ -93,7 +148,7 @@ def _to_working(rgba: np.ndarray, colorspace: ColorSpace, weight_alpha: bool) ->
     if colorspace == "srgb" and rgba.dtype == np.uint8:
         # one table lookup over the contiguous image (alpha overwritten below): a lookup
         # of the strided RGB view alone costs several times more
-        work = _SRGB8_TO_LINEAR[rgba]
+        work = _srgb8_lookup(rgba)
     else:
         work = np.empty(rgba.shape, np.float32)
     np.multiply(rgba[..., 3], unit, out=work[..., 3], dtype=np.float32)
@@ -112,6 +167,15 @@ def _to_working(rgba: np.ndarray, colorspace: ColorSpace, weight_alpha: bool) ->
 
 def _to_rgba8(work: np.ndarray, colorspace: ColorSpace, weight_alpha: bool) -> np.ndarray:
     """The inverse of `_to_working` for one filtered level, rounded to uint8."""
+    if colorspace == "srgb":
+        rgb = work[..., :3]
+        if weight_alpha:
+            alpha = work[..., 3:4]
+            rgb = np.where(alpha > 0, rgb / np.maximum(alpha, 1e-12), 0.0)
+        out8 = np.empty(work.shape, np.uint8)
+        out8[..., :3] = linear_to_srgb8(rgb)
+        out8[..., 3] = quantize_unorm8(work[..., 3])
+        return out8
     out = work.copy()
     if weight_alpha:
         alpha = out[..., 3:4]
@@ -186,6 +250,30 @@ def _first_level_by_bands(rgba: np.ndarray, colorspace: ColorSpace,
     w1 = max(1, width >> 1)
     out = np.empty((height // 2, w1, 4), np.float32)
     for y in range(0, height, BAND_ROWS):
-        band = _to_working(rgba[y:y + BAND_ROWS], colorspace, weight_alpha)
-        out[y // 2:(y + band.shape[0]) // 2] = downsample(band, w1, band.shape[0] // 2)
+        band = rgba[y:y + BAND_ROWS]
+        out[y // 2:(y + band.shape[0]) // 2] = halve_rows(band, colorspace, weight_alpha)
     return out
+
+
+def halve_rows(rgba: np.ndarray, colorspace: ColorSpace, weight_alpha: bool) -> np.ndarray:
+    """Level-1 rows in the working space from an even number of level-0 rows.
+
+    For 8-bit sRGB without alpha weighting at an even width, the 2x2 box is summed straight
+    from the lookup table: ((a + b) + (c + d)) / 4 is the same float32 value as halving
+    down then across (a halving multiplies by 0.5, which is exact), without a full-size
+    float image's extra passes."""
+    rows, width = rgba.shape[:2]
+    if rgba.dtype == np.uint8 and colorspace == "srgb" and not weight_alpha and width % 2 == 0:
+        lin = _srgb8_lookup(rgba)
+        down = lin[0::2]
+        down += lin[1::2]
+        out = down[:, 0::2] + down[:, 1::2]
+        out *= np.float32(0.25)
+        alpha = rgba[..., 3].astype(np.float32)
+        alpha *= np.float32(1.0 / 255.0)
+        a_down = alpha[0::2] + alpha[1::2]
+        out[..., 3] = a_down[:, 0::2] + a_down[:, 1::2]
+        out[..., 3] *= np.float32(0.25)
+        return out
+    work = _to_working(rgba, colorspace, weight_alpha)
+    return downsample(work, max(1, width >> 1), rows // 2)

@@ -56,11 +56,18 @@ class Progress:
 
     `enabled`: None (default) draws the bar when the stream is a terminal; True forces it,
     False never draws it. Without a bar the stage's start and end are logged instead (so
-    `--no-progress` still leaves a two-line trace of the stage in a log)."""
+    `--no-progress` still leaves a two-line trace of the stage in a log), and with
+    `log_interval` a line between them at most every that many seconds, with the rate and
+    the time left, for one long stage (a huge file's rows) that would otherwise sit silent.
+    `unit` names what is counted."""
 
     def __init__(self, total: int, label: str = "", *, stream: TextIO | None = None,
-                 enabled: bool | None = None, width: int | None = None) -> None:
+                 enabled: bool | None = None, width: int | None = None, unit: str = "item",
+                 log_interval: float | None = None) -> None:
         self.total = max(0, int(total))
+        self.unit = unit
+        self.log_interval = log_interval
+        self._last_line = time.perf_counter()
         self.done = 0
         self.label = label
         self.stream = stream if stream is not None else sys.stderr
@@ -77,12 +84,12 @@ class Progress:
 
             self._bar = tqdm(total=self.total, desc=label or None, file=self.stream,
                              ncols=width, dynamic_ncols=width is None, mininterval=0.1,
-                             leave=True, unit="item")
+                             leave=True, unit=unit)
             # Log lines printed while the bar is drawn go above it instead of through it.
             self._redirect = logging_redirect_tqdm()
             self._redirect.__enter__()
         else:
-            log.info("%s: started, %d item(s)", label or "work", self.total)
+            log.info("%s: started, %d %s(s)", label or "work", self.total, unit)
 
     def advance(self, n: int = 1, note: str = "") -> None:
         """Count `n` more units done; `note` (e.g. the file just finished) shows after the bar."""
@@ -92,6 +99,16 @@ class Progress:
             if note:
                 self._bar.set_postfix_str(note[:60], refresh=False)
             self._bar.update(step)
+        elif self.log_interval is not None and self.done < self.total:
+            now = time.perf_counter()
+            if now - self._last_line >= self.log_interval:
+                self._last_line = now
+                secs = now - self._start
+                rate = self.done / secs if secs > 0 else 0.0
+                left = (self.total - self.done) / rate if rate > 0 else float("inf")
+                log.info("%s: %d/%d %s(s) in %.1f s, %.1f/s, about %.0f s left",
+                         self.label or "work", self.done, self.total, self.unit, secs, rate,
+                         left)
 
     @property
     def seconds(self) -> float:

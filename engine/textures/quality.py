@@ -21,9 +21,10 @@ def squared_error(a: np.ndarray, b: np.ndarray, channels: Sequence[int] | None =
     if channels is not None:
         a, b = a[..., list(channels)], b[..., list(channels)]
     if a.dtype == np.uint8 and b.dtype == np.uint8:
-        # Exact integer arithmetic, and ~5x faster than going through float64.
-        diff = a.astype(np.int32) - b
-        return float(np.einsum("i,i->", diff.ravel(), diff.ravel(), dtype=np.int64)), int(diff.size)
+        # Exact integer arithmetic: differences fit int16, their squares int32.
+        diff = np.subtract(a, b, dtype=np.int16)
+        square = np.square(diff, dtype=np.int32)
+        return float(square.sum(dtype=np.int64)), int(diff.size)
     diff = (a.astype(np.float64) - b).ravel()
     return float(diff @ diff), int(diff.size)
 

@@ -78,25 +78,28 @@ def image_files(folder: str | os.PathLike[str]) -> list[Path]:
     return out
 
 
-def _open_named(path):
-    """Image.open with the decompression-bomb guard at NAMED_FILE_MAX_PIXELS."""
+def _open_named(path, max_pixels: int | None = None):
+    """Image.open with the decompression-bomb guard at `max_pixels` (None: at
+    NAMED_FILE_MAX_PIXELS)."""
     import warnings
 
     from PIL import Image
 
+    if max_pixels is None:
+        max_pixels = NAMED_FILE_MAX_PIXELS
     saved = Image.MAX_IMAGE_PIXELS
-    Image.MAX_IMAGE_PIXELS = NAMED_FILE_MAX_PIXELS
+    Image.MAX_IMAGE_PIXELS = max_pixels
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
             im = Image.open(path)
     finally:
         Image.MAX_IMAGE_PIXELS = saved
-    if im.size[0] * im.size[1] > NAMED_FILE_MAX_PIXELS:
+    if im.size[0] * im.size[1] > max_pixels:
         w, h = im.size
         im.close()
-        raise TextureFormatError(path, f"{w}x{h} is over the {NAMED_FILE_MAX_PIXELS} pixels "
-                                       "read at most")
+        raise TextureFormatError(path, f"{w}x{h} is over the {max_pixels} pixels read at "
+                                       "most; raise it with --max-pixels")
     return im
 
 
@@ -206,8 +209,10 @@ def _read_radiance(path: str) -> SourceImage:
     return _from_codec(codecs.rgbe_decode, path, data, "Radiance HDR")
 
 
-def read_image(path: str | os.PathLike[str]) -> SourceImage:
-    """Read an image file at its own precision, upright per its EXIF orientation.
+def read_image(path: str | os.PathLike[str],
+               max_pixels: int | None = None) -> SourceImage:
+    """Read an image file at its own precision, upright per its EXIF orientation, if it
+    has at most `max_pixels` pixels (None: NAMED_FILE_MAX_PIXELS).
 
     Pillow's 16-bit grayscale modes ("I;16*") become uint16; 32-bit integer images ("I")
     uint16 when their values fit 0..65535 (Pillow reads some 16-bit files that way), else
@@ -224,7 +229,7 @@ def read_image(path: str | os.PathLike[str]) -> SourceImage:
         except OSError as exc:
             raise TextureFormatError(path, f"cannot read image: {exc}") from exc
     try:
-        with _open_named(path) as im:
+        with _open_named(path, max_pixels) as im:
             rawmode = _rawmode(im)
             wide_colour = im.mode in ("RGB", "RGBA", "LA") and ";16" in rawmode
             multi_float = im.format == "TIFF" and im.mode == "F" and \

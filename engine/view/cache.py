@@ -29,8 +29,8 @@ from ..textures.bake import choose_format
 from ..textures.cachedir import cache_root
 from ..textures.encode import encode_image
 from ..textures.ktx2_write import write_ktx2
+from ..textures import strips
 from ..textures.mipgen import generate_mips
-from . import strips
 from .decode import MAX_PIXELS, decode_upright, probe
 from .layout import chunk_grid
 
@@ -177,7 +177,7 @@ def _staged_chunk(entry: Path, fmt: str, chunk: int, k: int) -> Path:
 def stage_upright(source: str, entry: str, fmt: str, chunk: int,
                   max_pixels: int = MAX_PIXELS) -> float | Failed:
     """Worker job for an image of several chunks: decode it upright once, by strips where
-    libvips can (engine.view.strips), into one uncompressed file per chunk (its rows
+    libvips can (engine.textures.strips), into one uncompressed file per chunk (its rows
     appended strip by strip), so this job holds a strip and each chunk job reads exactly its
     own chunk. Returns the CPU seconds spent."""
     start = time.process_time()

@@ -4,8 +4,8 @@
 libvips decodes JPEG, PNG, TIFF (tiled and pyramidal included), WebP and more in sequential
 strips, converts them to sRGB (through an embedded ICC profile where there is one) and
 shrinks on load (JPEG's DCT scaling, a pyramidal TIFF's own levels), so both the thumbnail
-of a huge image and its staging copy for chunk encoding hold a strip at a time. Without
-pyvips the viewer falls back to Pillow, which decodes such an image whole
+of a huge image and its staging copy for chunk encoding hold a strip at a time, and so does
+the strip bake (engine.textures.strip_bake). Without pyvips the viewer falls back to Pillow, which decodes such an image whole
 (engine.view.decode). Orientation: images whose EXIF orientation is not 1 are rotated by
 libvips, which then needs the whole image; those go through Pillow too.
 """
@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -61,9 +62,10 @@ def _open(path: os.PathLike[str] | str, max_pixels: int) -> Any:
     vips = _vips()
     assert vips is not None
     # TIFF strips and tiles are read on demand at any row; other formats stream in order.
+    # A truncated or corrupt file is an error (libvips would otherwise fill in the rest).
     tiff = os.fspath(path).lower().endswith((".tif", ".tiff"))
     try:
-        img = vips.Image.new_from_file(os.fspath(path),
+        img = vips.Image.new_from_file(os.fspath(path), fail_on="truncated",
                                        access="random" if tiff else "sequential")
     except vips.Error as exc:
         raise TextureFormatError(path, f"cannot read image: {str(exc).splitlines()[0]}") from exc
@@ -74,6 +76,39 @@ def _open(path: os.PathLike[str] | str, max_pixels: int) -> Any:
     if img.get_typeof("orientation") and int(img.get("orientation")) not in (0, 1):
         raise TextureFormatError(path, "rotated by EXIF: not readable by strips")
     return img
+
+
+@dataclass(frozen=True)
+class StripInfo:
+    """What a strip reader sees of a file before decoding it."""
+
+    width: int
+    height: int
+    #: 8 bits a sample, sRGB or grey, no ICC profile: libvips's strips then hold the same
+    #: RGBA8 bytes as Pillow's whole decode.
+    plain8: bool
+    has_alpha: bool
+
+
+def info(path: os.PathLike[str] | str, max_pixels: int) -> StripInfo:
+    """The size and kind of `path` (a header read). TextureFormatError as for `strips`."""
+    img = _open(path, max_pixels)
+    plain = (img.format == "uchar" and img.interpretation in ("srgb", "b-w")
+             and not img.get_typeof("icc-profile-data") and img.bands in (1, 2, 3, 4))
+    return StripInfo(img.width, img.height, plain, img.hasalpha())
+
+
+def alpha_min(path: os.PathLike[str] | str, max_pixels: int) -> int:
+    """The smallest alpha in `path` (255 without an alpha band): a pass over the file by
+    strips, which bakes need before the first strip (an opaque BC1 is BC1_RGB)."""
+    vips = _vips()
+    img = _open(path, max_pixels)
+    if not img.hasalpha():
+        return 255
+    try:
+        return int(_rgba8(img)[3].min())
+    except vips.Error as exc:
+        raise TextureFormatError(path, f"cannot read image: {str(exc).splitlines()[0]}") from exc
 
 
 def strips(path: os.PathLike[str] | str, max_pixels: int, rows: int = STRIP_ROWS
