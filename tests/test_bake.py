@@ -152,7 +152,7 @@ def test_unreadable_input_names_the_file(tmp_path: Path) -> None:
 def test_process_pool_bake_matches_serial_bake(tmp_path: Path, crops: list[Path],
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     # Small tasks so the 256x256 levels really are cut into strips across processes.
-    monkeypatch.setattr(bake, "_TASK_PIXELS", {"BC7": 64 * 256})
+    monkeypatch.setattr(bake, "TASK_PIXELS", {"BC7": 64 * 256})
     rgba = load_rgba(crops[1])[:100, :60]
     inputs = [*crops, ("generated", rgba)]
     results = bake_many(inputs, tmp_path / "pool", "bc7", jobs=2, progress=False)

@@ -91,6 +91,36 @@ def test_a_changed_source_is_converted_again(tmp_path):
         cache.close()
 
 
+def test_a_reopen_drops_a_copy_of_what_the_path_no_longer_holds(tmp_path):
+    """A file replaced (or removed) under a running engine: after `reopen` the reads see what
+    the path holds now, not the copy made from the old file; an unchanged file keeps it."""
+    path = bc7_file(tmp_path, "r.ktx2", 256, seed=6)
+    cache = TiledCache(tmp_path / "cache")
+    src = _source(path)
+    try:
+        cache.add(src)
+        _wait(cache)
+        src.reopen()
+        assert src.tiled  # same file: the copy stays
+        bc7_file(tmp_path, "r.ktx2", 256, seed=7)  # new content at the same path
+        st = os.stat(path)
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+        src.reopen()
+        assert not src.tiled
+        assert src.read_tile(0, 0, 0) == _source(path).read_tile(0, 0, 0)
+        cache.add(src)  # made again from the new file
+        _wait(cache)
+        assert src.tiled and cache.made == 2
+        path.unlink()
+        src.reopen()
+        assert not src.tiled
+        with pytest.raises(TextureFormatError):
+            src.read_tile(0, 0, 0)
+    finally:
+        src.close()
+        cache.close()
+
+
 def test_bad_tiled_files_are_typed_errors(tmp_path):
     bad = tmp_path / "bad.vttiles"
     bad.write_bytes(b"nonsense")

@@ -63,15 +63,18 @@ from .source_image import (
     to_target,
 )
 
+from .bake_plan import (
+    BASIS_CHOICES,
+    DEFAULT_TASK_PIXELS,
+    FORMAT_CHOICES,
+    TASK_PIXELS,
+    Piece,
+    choose_format,
+    psnr_channels,
+)
+
 log = logging.getLogger(__name__)
 
-FORMAT_CHOICES = ("bc7", "bc1", "bc3", "bc4", "bc5", "rgba8", "uastc", "etc1s")
-#: Basis Universal outputs, encoded by basis_universal instead of etcpak (_bake_basis).
-BASIS_CHOICES = ("uastc", "etc1s")
-# Pixels per encode task: etcpak BC7 manages a few Mpx/s per core, the others hundreds, so
-# BC7 work is cut finer to spread it over the pool; the rest is cut coarser to save pickling.
-_TASK_PIXELS = {"BC7": 1 << 19}
-_DEFAULT_TASK_PIXELS = 1 << 22
 
 ImageInput = str | os.PathLike | tuple[str, np.ndarray]
 _BYTE_PEAK2 = 255.0 * 255.0
@@ -129,15 +132,6 @@ class _Failed:
 
 
 @dataclass(frozen=True)
-class _Piece:
-    level: int
-    row0: int
-    rgba: np.ndarray
-    reference: np.ndarray | None = None  # level 0 only: the input's rows at its precision
-    space: str = "bytes"
-
-
-@dataclass(frozen=True)
 class _Encoded:
     level: int
     row0: int
@@ -182,38 +176,10 @@ def _to_bytes(src: SourceImage) -> np.ndarray:
     return quantize_unorm8(px)
 
 
-def choose_format(fmt: str, srgb: bool, rgba: np.ndarray) -> str:
-    """The exact pixel format for a CLI format name: bc1 becomes BC1_RGBA only when some texel
-    is not opaque (BC1_RGB otherwise, so samplers return alpha 1 exactly); bc4/bc5 hold data,
-    never sRGB colour; the others follow `srgb`."""
-    fmt = fmt.lower()
-    suffix = "_SRGB" if srgb else ""
-    if fmt == "bc1":
-        has_alpha = bool((rgba[..., 3] < 255).any())
-        return ("BC1_RGBA" if has_alpha else "BC1_RGB") + suffix
-    if fmt in ("bc3", "bc7", "rgba8"):
-        return fmt.upper() + suffix
-    if fmt in ("bc4", "bc5"):
-        return fmt.upper()
-    raise ValueError(f"unknown bake format {fmt!r}; choose from {', '.join(FORMAT_CHOICES)}")
-
-
 def _colorspace(fmt_name: str, opts: _Options) -> ColorSpace:
     if opts.normal_map:
         return "normal"
     return "srgb" if get(fmt_name).srgb else "linear"
-
-
-def _psnr_channels(fmt_name: str, rgba: np.ndarray) -> tuple[int, ...]:
-    """Channels the format stores: R for BC4, RG for BC5, RGB when alpha carries nothing."""
-    family = get(fmt_name).family
-    if family == "BC4":
-        return (0,)
-    if family == "BC5":
-        return (0, 1)
-    if get(fmt_name).components == 3 or not (rgba[..., 3] < 255).any():
-        return (0, 1, 2)
-    return (0, 1, 2, 3)
 
 
 def _prepare(source: str, rgba: np.ndarray | None, opts: _Options) -> _Prepared:
@@ -229,7 +195,7 @@ def _prepare(source: str, rgba: np.ndarray | None, opts: _Options) -> _Prepared:
     target = to_target(src, fmt_name, srgb=get(fmt_name).srgb, tonemap_op=opts.tonemap,
                        normal_map=opts.normal_map)
     levels = generate_mips(target.signal, colorspace=_colorspace(fmt_name, opts))
-    return _Prepared(source, fmt_name, levels, _psnr_channels(fmt_name, levels[0]),
+    return _Prepared(source, fmt_name, levels, psnr_channels(fmt_name, levels[0]),
                      time.process_time() - start, target.reference, target.space)
 
 
@@ -241,7 +207,7 @@ def _prepare_task(source: str, rgba: np.ndarray | None, opts: _Options) -> _Prep
         return _Failed(exc.path, exc.problem)
 
 
-def _encode_task(pieces: list[_Piece], fmt_name: str,
+def _encode_task(pieces: list[Piece], fmt_name: str,
                  psnr_channels: tuple[int, ...]) -> tuple[list[_Encoded], float]:
     """Worker entry: encode pieces; level-0 pieces are decoded again and scored."""
     start = time.process_time()
@@ -278,13 +244,13 @@ def _write_task(out_path: Path, fmt_name: str, width: int, height: int, levels: 
 
 
 def _plan(levels: list[np.ndarray], fmt_name: str, reference: np.ndarray | None = None,
-          space: str = "bytes") -> list[list[_Piece]]:
-    """Group the levels into encode tasks of about `_TASK_PIXELS` pixels: big levels are cut
+          space: str = "bytes") -> list[list[Piece]]:
+    """Group the levels into encode tasks of about `TASK_PIXELS` pixels: big levels are cut
     into strips of whole block rows, small levels are batched together. Level-0 pieces carry
     their rows of `reference` (the input at its own precision) for scoring."""
-    target = _TASK_PIXELS.get(get(fmt_name).family, _DEFAULT_TASK_PIXELS)
-    groups: list[list[_Piece]] = []
-    batch: list[_Piece] = []
+    target = TASK_PIXELS.get(get(fmt_name).family, DEFAULT_TASK_PIXELS)
+    groups: list[list[Piece]] = []
+    batch: list[Piece] = []
     batch_pixels = 0
 
     def ref(level: int, r: int, rows: int) -> np.ndarray | None:
@@ -294,10 +260,10 @@ def _plan(levels: list[np.ndarray], fmt_name: str, reference: np.ndarray | None 
         h, w = img.shape[:2]
         if h * w > target:
             rows = max(4, (target // w) // 4 * 4)
-            groups.extend([_Piece(level, r, img[r:r + rows], ref(level, r, rows), space)]
+            groups.extend([Piece(level, r, img[r:r + rows], ref(level, r, rows), space)]
                           for r in range(0, h, rows))
             continue
-        batch.append(_Piece(level, 0, img, ref(level, 0, h), space))
+        batch.append(Piece(level, 0, img, ref(level, 0, h), space))
         batch_pixels += h * w
         if batch_pixels >= target:
             groups.append(batch)

@@ -33,6 +33,7 @@ from ..errors import TextureFormatError
 from ..formats import get
 from ..memory.sizes import mip_count, mip_dims
 from . import strips
+from .bake_plan import DEFAULT_TASK_PIXELS, TASK_PIXELS, Piece, choose_format, psnr_channels
 from .ktx2_write import StreamedKtx2
 from .mipgen import (
     ColorSpace,
@@ -146,14 +147,12 @@ class _Rows:
 def plan(path: str, fmt: str, srgb: bool, normal_map: bool, max_pixels: int) -> StripPlan:
     """The format and filtering choices of the whole-image bake, decided from the file's
     header and (for images with an alpha band) one pass over its alpha."""
-    from .bake import _psnr_channels, choose_format
-
     amin = strips.alpha_min(path, max_pixels)
     probe = np.full((1, 1, 4), amin, np.uint8)
     fmt_name = choose_format(fmt, srgb, probe)
     space: ColorSpace = "normal" if normal_map else ("srgb" if get(fmt_name).srgb else "linear")
     weight_alpha = space != "normal" and amin < 255
-    return StripPlan(fmt_name, space, weight_alpha, _psnr_channels(fmt_name, probe))
+    return StripPlan(fmt_name, space, weight_alpha, psnr_channels(fmt_name, probe))
 
 
 def bake_by_strips(path: str, out_path: Path, plan_: StripPlan, pool: Executor, workers: int,
@@ -163,7 +162,6 @@ def bake_by_strips(path: str, out_path: Path, plan_: StripPlan, pool: Executor, 
     all the work, level-0 PSNR in dB, width, height, levels). On any failure the partial
     file is removed. `encode` is engine.textures.bake._encode_task (passed in: the baker
     imports this module)."""
-    from .bake import _TASK_PIXELS, _DEFAULT_TASK_PIXELS
     from .quality import psnr_from_sse
 
     start_cpu = time.process_time()
@@ -171,7 +169,7 @@ def bake_by_strips(path: str, out_path: Path, plan_: StripPlan, pool: Executor, 
     width = strips.info(path, max_pixels).width
     width, height, source = strips.strips(path, max_pixels, rows=strip_rows(width))
     count = mip_count(width, height)
-    target = min(PIECE_PIXELS, _TASK_PIXELS.get(get(fmt_name).family, _DEFAULT_TASK_PIXELS))
+    target = min(PIECE_PIXELS, TASK_PIXELS.get(get(fmt_name).family, DEFAULT_TASK_PIXELS))
     dims = [mip_dims(width, height, i) for i in range(count)]
     rows = [_Rows(i, w, h, h if w * h <= target else max(4, (target // w) // 4 * 4))
             for i, (w, h) in enumerate(dims)]
@@ -210,15 +208,13 @@ def bake_by_strips(path: str, out_path: Path, plan_: StripPlan, pool: Executor, 
 
     def hand_out(level: int, produced: np.ndarray) -> None:
         """Queue a level's new uint8 rows: big pieces alone, small levels batched."""
-        from .bake import _Piece
-
         nonlocal batch, batch_pixels
         for lv, row0, img in rows[level].add(produced):
             px = img.shape[0] * img.shape[1]
             if px >= target:
-                submit([_Piece(lv, row0, img)], px)
+                submit([Piece(lv, row0, img)], px)
                 continue
-            batch.append(_Piece(lv, row0, img))
+            batch.append(Piece(lv, row0, img))
             batch_pixels += px
             if batch_pixels >= target:
                 submit(batch, batch_pixels)

@@ -100,6 +100,16 @@ class TileSource:
             self._stale = True
             if self._inflight == 0:
                 self._drop_locked()
+        tiled = self._tiled
+        if tiled is not None and not self._copy_matches(tiled):
+            self._tiled = None  # a copy of what the path held before: reads go to the file
+            tiled.close()
+
+    def _copy_matches(self, tiled: TiledFile) -> bool:
+        try:
+            return tiled.matches(self.tf.path)
+        except OSError:  # the file is gone: so is what the copy was made from
+            return False
 
     def _drop_locked(self) -> None:
         self._stale = False
