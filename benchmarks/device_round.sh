@@ -118,6 +118,20 @@ pf1|pf2)  # the wall again after prefetch's neighbour ring was narrowed (3 -> 2)
   timeout $(left 585) python3 -m engine.bench.wall --parts flights "${args[@]}" \
     --json "$OUT/bench_wall_h200_$stage.json" > "$OUT/bench_wall_h200_$stage.txt" 2>&1
   echo "wall rc $? at $(( $(date +%s) - t0 )) s"; grep "wall flight" "$OUT/bench_wall_h200_$stage.txt" ;;
+frame)  # the frame bench alone (after device_vt.sh made the gallery in the same cache)
+  python3 -c "from engine.demos.gallery_assets import gallery_textures; gallery_textures(200, 4096, 'bc7', progress=False)"
+  timeout $(left 200) python3 -m engine.bench.frame --json "$OUT/frame_h200.json" > "$OUT/frame_h200.txt" 2>&1
+  echo "frame rc $? at $(( $(date +%s) - t0 )) s" ;;
+wallpace)  # the 25% wall flights of all three policies (the deterministic flights behind the
+  # headline figures), then streamed-vs-resident pacing on the batched path
+  python3 -c "from engine.demos.wall_assets import wall_textures; print('made', wall_textures(10_000, 1024, progress=False).generated)"
+  echo "assets at $(( $(date +%s) - t0 )) s"
+  timeout $(left 330) python3 -m engine.bench.wall --parts flights --fractions 0.25 --cut-sources "" \
+    --no-prefetch-flight --json "$OUT/bench_wall_h200_25.json" > "$OUT/bench_wall_h200_25.txt" 2>&1
+  echo "wall rc $? at $(( $(date +%s) - t0 )) s"; grep "wall flight" "$OUT/bench_wall_h200_25.txt"
+  python3 -c "from engine.demos.gallery_assets import gallery_textures; gallery_textures(200, 4096, 'bc7', progress=False)"
+  timeout $(left 470) python3 benchmarks/gpu_pacing.py "$OUT/pacing_h200.json" > "$OUT/pacing_h200.txt" 2>&1
+  echo "pacing rc $? at $(( $(date +%s) - t0 )) s" ;;
 *) echo "unknown stage $stage"; exit 2 ;;
 esac
 tail -c 3000 "$OUT"/*.txt
