@@ -279,9 +279,10 @@ def view_env(tmp_path) -> dict[str, str]:
 @pytest.mark.slow
 def test_view_command_headless_reports_the_broken_file_once(mixed, view_env, tmp_path):
     folder, sizes = mixed
-    shot, report = tmp_path / "s.png", tmp_path / "r.json"
+    shot, report, trace = tmp_path / "s.png", tmp_path / "r.json", tmp_path / "t.json"
     proc = _view([str(folder), "--frames", "3", "--size", "320x180", "--workers", "1",
-                  "--screenshot", str(shot), "--report", str(report), "--budget", "64MiB"],
+                  "--screenshot", str(shot), "--report", str(report), "--budget", "64MiB",
+                  "--trace", str(trace)],
                  view_env)
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.count("broken.jpg") == 1, proc.stderr
@@ -289,6 +290,11 @@ def test_view_command_headless_reports_the_broken_file_once(mixed, view_env, tmp
     assert summary["images"] == len(sizes) and summary["over_budget_frames"] == 0
     assert summary["leaked_objects"] == 0
     assert shot.is_file() and json.loads(report.read_text())["summary"]["frames"] == 3
+    from engine.diagnostics.trace import final_counters, validate_trace
+    doc = json.loads(trace.read_text())
+    assert validate_trace(doc)["X"] >= 3  # a slice per frame at least
+    last = json.loads(report.read_text())["frames"][-1]
+    assert final_counters(doc)["budget"]["budget"] == last["budget_bytes"]
 
 
 @pytest.mark.window

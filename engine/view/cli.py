@@ -20,6 +20,7 @@ import warnings
 from ..app.providers import PROVIDERS
 from ..app.run import progress_hook, run_scene
 from ..cli_args import (
+    add_trace_option,
     budget_arg,
     examples,
     output_file,
@@ -95,6 +96,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    type=registry_arg("texture provider", lambda: list(PROVIDERS)),
                    help="texture provider: streaming (default) or static (all resident)")
     p.add_argument("--hud", action="store_true", help="draw the HUD (always on in a window)")
+    add_trace_option(p)
     p.set_defaults(func=run)
 
 
@@ -125,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
     hooks = wall.hooks(metrics) + [progress_hook(frames, PROGRESS_EVERY_S)]
     kwargs = {"frames": frames, "size": args.size, "budget": args.budget,
               "screenshot": args.screenshot, "report": args.report, "provider": args.provider,
-              "on_frame": hooks}
+              "on_frame": hooks, "trace": args.trace}
     result = None
     if not headless:
         try:
