@@ -6,6 +6,10 @@ tests are in the sdist, not the wheel: the sdist of the installed version is fet
 a cache folder (ENGINE_TEST_CACHE, default ~/.cache/engine-tests) and the test skips, saying
 why, when it cannot be had. Both runs must give every test the same outcome (including the
 few that fail on llvmpipe either way) and end by exiting, not by a signal.
+
+The two runs take about 80 s of wall time on a 2-core machine, more than the rest of the
+suite may spend, so the test runs only when asked: `ENGINE_MODERNGL_SUITE=1 python -m pytest
+tests/test_moderngl_suite.py` (docs/benchmarks.md, "Embedding", has its last result).
 """
 from __future__ import annotations
 
@@ -20,7 +24,9 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(
+    os.environ.get("ENGINE_MODERNGL_SUITE") != "1",
+    reason="moderngl's own suite, both ways, takes about 80 s: set ENGINE_MODERNGL_SUITE=1")]
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent

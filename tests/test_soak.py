@@ -61,7 +61,7 @@ def test_wall_soak_with_tile_faults_recovers_the_clean_picture(tmp_path):
     """The wall's 1024^2 textures stream virtually: tile reads meet vanished, truncated and
     unreadable files; each broken texture is reported once and counted; after settling at
     the final budget and view the picture is a fresh engine's (issue 15). The textures come
-    from the user's cache (made once, about a minute, shared with the wall demo). At 400x224
+    from the user's cache (made once, about a minute, shared with the wall demo). At 320x180
     the view needs levels above the packed small ones (pinned at registration), so tiles
     are read after each fault."""
     out = tmp_path / "wall.json"
@@ -69,8 +69,8 @@ def test_wall_soak_with_tile_faults_recovers_the_clean_picture(tmp_path):
     if "ENGINE_CACHE" in os.environ:
         env["ENGINE_CACHE"] = os.environ["ENGINE_CACHE"]
     proc = subprocess.run([sys.executable, "-m", "engine", "soak", "--scene", "wall",
-                           "--texture-size", "1024", "--count", "8", "--frames", "400",
-                           "--size", "400x224", "--io-fault-every", "30", "--json", str(out)],
+                           "--texture-size", "1024", "--count", "8", "--frames", "300",
+                           "--size", "320x180", "--io-fault-every", "30", "--json", str(out)],
                           cwd=ROOT, env=env, capture_output=True, text=True, check=False,
                           timeout=400)
     assert proc.returncode == 0, proc.stdout + proc.stderr
