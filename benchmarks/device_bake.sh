@@ -10,14 +10,7 @@
 # else 32768^2), each with wall time, Mpx/s and peak RSS/PSS of the main process, the
 # largest worker and the tree (benchmarks/bake_rss.py), and bake_summary.txt.
 set -uo pipefail
-for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
-python3 -m pip install -q --upgrade --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
-rm -rf /tmp/src && mkdir -p /tmp/src && tar -xf .devsrc.tar -C /tmp/src && cd /tmp/src || exit 1
-ln -sfn ../shaders engine/shaders; ln -sfn ../demos engine/demos; ln -sfn ../assets engine/assets
-export PYTHONPATH=/tmp/src:/tmp/site PYTHONUNBUFFERED=1
-: "${OUT:=/tmp/out}"; mkdir -p "$OUT"
-t0=$(date +%s)
-left() { echo $(( $1 - ($(date +%s) - t0) )); }
+source "$(dirname "$0")/device_env.sh"
 W=/tmp/bake-work; rm -rf "$W"; mkdir -p "$W"
 nproc > "$OUT/bake_summary.txt"; free -g >> "$OUT/bake_summary.txt"
 timeout 40 python3 benchmarks/bake_rss.py make "$W/g16k.tif" 16384 || exit 1

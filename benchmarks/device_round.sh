@@ -8,15 +8,7 @@
 # only while the machine stays warm.
 set -uo pipefail
 stage=${1:?stage}
-for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
-python3 -m pip install -q --upgrade --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
-rm -rf /tmp/src && mkdir -p /tmp/src && tar -xf .devsrc.tar -C /tmp/src && cd /tmp/src || exit 1
-# Under PYTHONPATH the wheel's package_dir mapping is not applied: link what it would install.
-ln -sfn ../shaders engine/shaders; ln -sfn ../demos engine/demos; ln -sfn ../assets engine/assets
-export PYTHONPATH=/tmp/src:/tmp/site ENGINE_CACHE=/tmp/engine-cache PYTHONUNBUFFERED=1
-: "${OUT:=/tmp/out}"; mkdir -p "$OUT"
-t0=$(date +%s)
-left() { echo $(( $1 - ($(date +%s) - t0) )); }
+source "$(dirname "$0")/device_env.sh"
 nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total --format=csv > "$OUT/gpu_$stage.csv" 2>&1
 
 case "$stage" in

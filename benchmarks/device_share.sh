@@ -12,14 +12,7 @@
 # share_h200/*.jsonl (every member's frames, nvml.jsonl), share_h200/outsider.log, and
 # share_h200_summary.txt.
 set -uo pipefail
-for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
-python3 -m pip install -q --upgrade --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
-rm -rf /tmp/src && mkdir -p /tmp/src && tar -xf .devsrc.tar -C /tmp/src && cd /tmp/src || exit 1
-ln -sfn ../shaders engine/shaders; ln -sfn ../demos engine/demos; ln -sfn ../assets engine/assets
-export PYTHONPATH=/tmp/src:/tmp/site ENGINE_CACHE=/tmp/engine-cache PYTHONUNBUFFERED=1
-: "${OUT:=/tmp/out}"; mkdir -p "$OUT"
-t0=$(date +%s)
-left() { echo $(( $1 - ($(date +%s) - t0) )); }
+source "$(dirname "$0")/device_env.sh"
 nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total --format=csv > "$OUT/gpu_share.csv" 2>&1
 
 timeout 30 python3 -m engine.bench.share cost > "$OUT/share_cost_h200.json" 2>&1

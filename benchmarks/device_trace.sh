@@ -11,14 +11,7 @@
 # .devsrc.tar HEAD`) carried, as for benchmarks/device_round.sh:  bash benchmarks/device_trace.sh
 # Outputs go to $OUT.
 set -uo pipefail
-for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
-python3 -m pip install -q --upgrade --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
-rm -rf /tmp/src && mkdir -p /tmp/src && tar -xf .devsrc.tar -C /tmp/src && cd /tmp/src || exit 1
-ln -sfn ../shaders engine/shaders; ln -sfn ../demos engine/demos; ln -sfn ../assets engine/assets
-export PYTHONPATH=/tmp/src:/tmp/site ENGINE_CACHE=/tmp/engine-cache PYTHONUNBUFFERED=1
-: "${OUT:=/tmp/out}"; mkdir -p "$OUT"
-t0=$(date +%s)
-left() { echo $(( $1 - ($(date +%s) - t0) )); }
+source "$(dirname "$0")/device_env.sh"
 nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total --format=csv > "$OUT/gpu_trace.csv" 2>&1
 python3 -c "from engine.demos.gallery_assets import gallery_textures; gallery_textures(64, 1024, 'bc1', progress=False)"
 echo "assets at $(( $(date +%s) - t0 )) s"

@@ -7,14 +7,8 @@
 # first frame from cold and warm thumbnail caches, 256 MiB budget), view_huge.{json,txt} (a
 # 16384^2 PNG viewed under 128 MiB, zoomed to its centre at 1:1, /usr/bin/time -v for RSS).
 set -uo pipefail
-for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
-python3 -m pip install -q --upgrade --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
-rm -rf /tmp/src && mkdir -p /tmp/src && tar -xf .devsrc.tar -C /tmp/src && cd /tmp/src || exit 1
-ln -sfn ../shaders engine/shaders; ln -sfn ../demos engine/demos; ln -sfn ../assets engine/assets
-export PYTHONPATH=/tmp/src:/tmp/site ENGINE_CACHE=/tmp/view-cache PYTHONUNBUFFERED=1
-: "${OUT:=/tmp/out}"; mkdir -p "$OUT"
-t0=$(date +%s)
-left() { echo $(( $1 - ($(date +%s) - t0) )); }
+ENGINE_CACHE=/tmp/view-cache
+source "$(dirname "$0")/device_env.sh"
 rm -rf /tmp/view-cache /tmp/view-photos
 timeout 60 python3 benchmarks/view_data.py photos /tmp/view-photos 1000 4000 3000
 echo "photos made at $(( $(date +%s) - t0 )) s"

@@ -25,14 +25,7 @@
 # GPU line, each run's rc and time, and one line of the issue's figures per run).
 set -uo pipefail
 stage=${1:?stage}
-for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
-python3 -m pip install -q --upgrade --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
-rm -rf /tmp/src && mkdir -p /tmp/src && tar -xf .devsrc.tar -C /tmp/src && cd /tmp/src || exit 1
-ln -sfn ../shaders engine/shaders; ln -sfn ../demos engine/demos; ln -sfn ../assets engine/assets
-export PYTHONPATH=/tmp/src:/tmp/site ENGINE_CACHE=/tmp/engine-cache PYTHONUNBUFFERED=1
-: "${OUT:=/tmp/out}"; mkdir -p "$OUT"
-t0=$(date +%s)
-left() { local l=$(( $1 - ($(date +%s) - t0) )); [ "$l" -gt 5 ] && echo "$l" || echo 5; }
+source "$(dirname "$0")/device_env.sh"
 SUM="$OUT/vt_${stage}_summary.txt"; LOG=/tmp/vt_logs; mkdir -p "$LOG"
 nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total --format=csv,noheader > "$SUM" 2>&1
 note() { echo "$*" | tee -a "$SUM"; }
