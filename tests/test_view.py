@@ -376,5 +376,5 @@ def test_bake_reads_named_files_past_pillows_bomb_guard(tmp_path, monkeypatch):
     monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 1000)
     assert source_image.read_image(tmp_path / "x.png").pixels.shape == (40, 60, 4)
     monkeypatch.setattr(source_image, "NAMED_FILE_MAX_PIXELS", 2000)
-    with pytest.raises(TextureFormatError, match="pixels read at most"):
+    with pytest.raises(TextureFormatError, match="over the limit of 2000; raise it with --max-pixels"):
         source_image.read_image(tmp_path / "x.png")

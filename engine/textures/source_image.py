@@ -42,6 +42,8 @@ from __future__ import annotations
 import logging
 import os
 import re
+import threading
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -78,28 +80,37 @@ def image_files(folder: str | os.PathLike[str]) -> list[Path]:
     return out
 
 
-def _open_named(path, max_pixels: int | None = None):
-    """Image.open with the decompression-bomb guard at `max_pixels` (None: at
-    NAMED_FILE_MAX_PIXELS)."""
-    import warnings
+#: Pillow's decompression-bomb guard is a module global: set and restored under this lock so
+#: threads opening other files keep theirs.
+_LIMIT_LOCK = threading.Lock()
 
+
+def open_named(path, max_pixels: int | None = None):
+    """Image.open of a file the user named, with the decompression-bomb guard at `max_pixels`
+    (None: NAMED_FILE_MAX_PIXELS) instead of Pillow's 179 Mpx; over it, a TextureFormatError
+    that names the option to raise it."""
     from PIL import Image
 
     if max_pixels is None:
         max_pixels = NAMED_FILE_MAX_PIXELS
-    saved = Image.MAX_IMAGE_PIXELS
-    Image.MAX_IMAGE_PIXELS = max_pixels
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-            im = Image.open(path)
-    finally:
-        Image.MAX_IMAGE_PIXELS = saved
-    if im.size[0] * im.size[1] > max_pixels:
-        w, h = im.size
+    with _LIMIT_LOCK:
+        saved = Image.MAX_IMAGE_PIXELS
+        # Pillow raises at twice its limit (and warns above it); the check below refuses
+        # anything over the limit itself.
+        Image.MAX_IMAGE_PIXELS = max_pixels
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+                im = Image.open(path)
+        except Image.DecompressionBombError as exc:
+            raise TextureFormatError(path, f"{exc}; raise the limit with --max-pixels") from exc
+        finally:
+            Image.MAX_IMAGE_PIXELS = saved
+    w, h = im.size
+    if w * h > max_pixels:
         im.close()
-        raise TextureFormatError(path, f"{w}x{h} is over the {max_pixels} pixels read at "
-                                       "most; raise it with --max-pixels")
+        raise TextureFormatError(path, f"{w}x{h} = {w * h} pixels is over the limit of "
+                                       f"{max_pixels}; raise it with --max-pixels")
     return im
 
 
@@ -229,7 +240,7 @@ def read_image(path: str | os.PathLike[str],
         except OSError as exc:
             raise TextureFormatError(path, f"cannot read image: {exc}") from exc
     try:
-        with _open_named(path, max_pixels) as im:
+        with open_named(path, max_pixels) as im:
             rawmode = _rawmode(im)
             wide_colour = im.mode in ("RGB", "RGBA", "LA") and ";16" in rawmode
             multi_float = im.format == "TIFF" and im.mode == "F" and \

@@ -22,15 +22,13 @@ on the command line is read up to `max_pixels` (default `MAX_PIXELS`, raise it w
 from __future__ import annotations
 
 import os
-import threading
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import TextureFormatError
-from ..textures.source_image import NAMED_FILE_MAX_PIXELS
+from ..textures.source_image import NAMED_FILE_MAX_PIXELS, open_named
 
 #: Largest image (pixels) read by default, as `engine bake` reads (2^30, a 32768 x 32768
 #: image); --max-pixels raises it.
@@ -40,7 +38,6 @@ MAX_PIXELS = NAMED_FILE_MAX_PIXELS
 _ORIENT = {2: ("FLIP_LEFT_RIGHT",), 3: ("ROTATE_180",), 4: ("FLIP_TOP_BOTTOM",),
            5: ("TRANSPOSE",), 6: ("ROTATE_270",), 7: ("TRANSVERSE",), 8: ("ROTATE_90",)}
 _SWAPS_AXES = (5, 6, 7, 8)
-_LIMIT_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -57,32 +54,6 @@ class ImageInfo:
     @property
     def aspect(self) -> float:
         return self.width / self.height
-
-
-def _open(path: Path, max_pixels: int):
-    """Image.open with the bomb guard at `max_pixels` (the guard is a module global: set and
-    restored under a lock so threads opening other files keep theirs)."""
-    from PIL import Image
-
-    with _LIMIT_LOCK:
-        saved = Image.MAX_IMAGE_PIXELS
-        # Pillow raises at twice its limit (and warns above it); the check below refuses
-        # anything over the limit itself, with the option to name.
-        Image.MAX_IMAGE_PIXELS = max_pixels
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-                im = Image.open(path)
-        except Image.DecompressionBombError as exc:
-            raise TextureFormatError(path, f"{exc}; raise the limit with --max-pixels") from exc
-        finally:
-            Image.MAX_IMAGE_PIXELS = saved
-    w, h = im.size
-    if w * h > max_pixels:
-        im.close()
-        raise TextureFormatError(path, f"{w}x{h} = {w * h} pixels is over the limit of "
-                                       f"{max_pixels}; raise it with --max-pixels")
-    return im
 
 
 def _orientation(im) -> int:
@@ -111,7 +82,7 @@ def probe(path: str | os.PathLike[str], max_pixels: int = MAX_PIXELS) -> ImageIn
     TextureFormatError naming the file when Pillow cannot open it."""
     path = Path(path)
     try:
-        with _open(path, max_pixels) as im:
+        with open_named(path, max_pixels) as im:
             w, h = im.size
             o = _orientation(im)
             if o in _SWAPS_AXES:
@@ -173,7 +144,7 @@ def decode_upright(path: str | os.PathLike[str], max_edge: int | None = None, *,
 
     path = Path(path)
     try:
-        with _open(path, max_pixels) as im:
+        with open_named(path, max_pixels) as im:
             orientation = _orientation(im)
             if max_edge is not None and max(im.size) > max_edge:
                 w, h = im.size
