@@ -43,6 +43,7 @@ from .cli_args import (
     texture_size_arg,
 )
 from .cli_process import Interrupted, install_signal_handlers, stopping
+from .diagnostics.files import atomic_text
 from .errors import BudgetError, EngineError, OutputExistsError, UsageError
 from .memory.sizes import format_bytes
 
@@ -287,25 +288,13 @@ def _soak(args: argparse.Namespace) -> int:
         print(line)
     if args.json:
         data = {**report.to_json(), "scene": args.scene, "renderer": report_renderer(device)}
-        _atomic_text(args.json, json.dumps(data, indent=1))
+        atomic_text(args.json, json.dumps(data, indent=1))
         say(f"soak summary written to {args.json}")
     return 0 if report.passed else 1
 
 
 def report_renderer(device: Any) -> str:
     return str(getattr(getattr(device, "caps", None), "renderer", ""))
-
-
-def _atomic_text(path: Path, text: str) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 # --------------------------------------------------------------------------- main

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
@@ -19,6 +18,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from ..diagnostics.files import atomic_text, atomic_write
 from ..diagnostics.hud import Hud
 from ..errors import UsageError
 from ..gl.device import Device
@@ -294,31 +294,15 @@ def finish_run(device: Device, mark: int) -> int:
     return len(leaked)
 
 
-def _atomic(path: Path, write: Callable[[Path], None]) -> Path:
-    """Write through a temporary name in the same folder, then rename: an interrupted run
-    (Ctrl-C, SIGTERM, a full disk) never leaves half a file under the real name, and the
-    temporary one is removed on the way out."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.stem}.tmp{os.getpid()}{path.suffix}")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return path
-
-
 def write_report(result: RunResult, path: Path) -> Path:
     text = json.dumps(result.to_json(), indent=1)
-    return _atomic(Path(path), lambda tmp: tmp.write_text(text, encoding="utf-8"))
+    return atomic_text(Path(path), text)
 
 
 def save_outputs(result: RunResult, screenshot: Path | str | None,
                  report: Path | str | None) -> RunResult:
     if screenshot is not None and result.image is not None:
-        result.screenshot = _atomic(Path(screenshot), lambda tmp: save_png(result.image, tmp))
+        result.screenshot = atomic_write(Path(screenshot), lambda tmp: save_png(result.image, tmp))
     if report is not None:
         result.report = write_report(result, Path(report))
     return result

@@ -40,6 +40,7 @@ from ..gl.staging import StagingRing
 from ..memory.governor import Governor
 from ..streaming.contract import TextureProvider, VirtualTextureHost
 from ..streaming.virtual.tiles import slot_bytes
+from .files import atomic_text
 
 log = logging.getLogger(__name__)
 
@@ -186,16 +187,6 @@ def render_html(doc: Mapping[str, Any]) -> str:
     return template.replace(_DATA_MARK, data, 1)
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
 def write_snapshot(path: Path | str, device: Device, *, provider: TextureProvider | None = None,
                    governor: Governor | None = None,
                    frames: Sequence[Mapping[str, Any]] | None = None) -> Path:
@@ -206,8 +197,8 @@ def write_snapshot(path: Path | str, device: Device, *, provider: TextureProvide
         path = path.with_suffix(".json")
     path.parent.mkdir(parents=True, exist_ok=True)
     doc = collect(device, provider=provider, governor=governor, frames=frames)
-    _atomic_write(path.with_suffix(".html"), render_html(doc))
-    _atomic_write(path, json.dumps(doc, indent=1))
+    atomic_text(path.with_suffix(".html"), render_html(doc))
+    atomic_text(path, json.dumps(doc, indent=1))
     log.info("snapshot: %d objects, %d bytes -> %s", len(doc["objects"]), doc["total_bytes"],
              path)
     return path
