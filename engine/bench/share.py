@@ -442,21 +442,13 @@ def exchange_cost(members: int = 4, repeats: int = 2000) -> dict[str, Any]:
     from engine.memory.group import join_group
     from engine.memory.shares import ShareSettings, ViewShares
 
-    def timed(fn: Any) -> float:
-        samples = []
-        for _ in range(repeats):
-            t = time.perf_counter()
-            fn()
-            samples.append(time.perf_counter() - t)
-        return float(_median(samples) or 0.0) * 1e6
-
     views = ViewShares(1 << 30)
     seats = [views.join(ShareSettings(views)) for _ in range(members)]
-    view_us = timed(lambda: seats[0].exchange(1 << 20, 1 << 40, 1 << 20))
+    view_us = _median_us(repeats, lambda: seats[0].exchange(1 << 20, 1 << 40, 1 << 20))
     name = f"cost-{uuid.uuid4().hex[:12]}"
     group = [join_group(ShareSettings(name), 1 << 30) for _ in range(members)]
     try:
-        group_us = timed(lambda: group[0].exchange(1 << 20, 1 << 40, 1 << 20))
+        group_us = _median_us(repeats, lambda: group[0].exchange(1 << 20, 1 << 40, 1 << 20))
     finally:
         for m in group:
             m.leave()
@@ -541,14 +533,6 @@ def one_device(*, budget: int = 4 << 20, frames: int = 48, hide: tuple[int, int]
         for _ in range(256):
             led.add("texture", "texture.streamed", "t", 4096)
 
-    def timed_us(fn: Any) -> float:
-        samples = []
-        for _ in range(repeats):
-            t = time.perf_counter()
-            fn()
-            samples.append(time.perf_counter() - t)
-        return float(_median(samples) or 0.0) * 1e6
-
     return {
         "budget_bytes": budget, "frames": frames, "hide": list(hide),
         "exchange_us_median": float(_median(exchange_s) or 0.0) * 1e6,
@@ -565,16 +549,26 @@ def one_device(*, budget: int = 4 << 20, frames: int = 48, hide: tuple[int, int]
         "grants_shown": [r["grant_bytes"] for r in shown],
         "grants_hidden": [r["grant_bytes"] for r in rows[hide[1] - 1]],
         "objects_left": left,
-        "ledger_add_remove_us": {"device": timed_us(add_remove),
-                                 "owner": timed_us(scoped(add_remove))},
-        "ledger_by_category_us": {"device": timed_us(led.by_category),
-                                  "owner": timed_us(scoped(led.by_category))},
+        "ledger_add_remove_us": {"device": _median_us(repeats, add_remove),
+                                 "owner": _median_us(repeats, scoped(add_remove))},
+        "ledger_by_category_us": {"device": _median_us(repeats, led.by_category),
+                                  "owner": _median_us(repeats, scoped(led.by_category))},
     }
 
 
 def _median(values: list[float]) -> float | None:
     values = sorted(values)
     return values[len(values) // 2] if values else None
+
+
+def _median_us(repeats: int, fn: Any) -> float:
+    """Median microseconds of `repeats` calls of `fn`."""
+    samples = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - t)
+    return float(_median(samples) or 0.0) * 1e6
 
 
 def main(argv: list[str] | None = None) -> int:
