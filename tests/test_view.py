@@ -378,3 +378,11 @@ def test_bake_reads_named_files_past_pillows_bomb_guard(tmp_path, monkeypatch):
     monkeypatch.setattr(source_image, "NAMED_FILE_MAX_PIXELS", 2000)
     with pytest.raises(TextureFormatError, match="over the limit of 2000; raise it with --max-pixels"):
         source_image.read_image(tmp_path / "x.png")
+
+
+def test_view_of_nothing_readable_is_a_user_error(view_env, tmp_path):
+    """Paths that hold no image are the user's to fix: one line, exit 2, no traceback."""
+    proc = _view([str(tmp_path / "missing.jpg"), "--frames", "1"], view_env)
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "error: " in proc.stderr and "no image could be read" in proc.stderr

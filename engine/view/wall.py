@@ -32,7 +32,7 @@ from typing import Any
 from pyglm import glm
 
 from ..app.loop import FrameContext, FrameHook
-from ..errors import TextureFormatError
+from ..errors import TextureFormatError, UsageError
 from ..gl.device import Device
 from ..render.camera import Camera
 from ..render.material import Material
@@ -158,9 +158,10 @@ class ImageWall:
         self._load(files)
         for what, why in self.problems:
             log.warning("skipped %s: %s", what, why)
-        if not self.items:
-            raise TextureFormatError(", ".join(os.fspath(p) for p in paths) or "(nothing)",
-                                     "no image could be read")
+        if not self.items:  # what the user named holds nothing to show: theirs to fix
+            named = ", ".join(os.fspath(p) for p in paths) or "(nothing)"
+            why = f" ({self.problems[0][1]})" if len(self.problems) == 1 else ""
+            raise UsageError(f"{named}: no image could be read{why}")
         aspects = [it.aspect for it in self.items]
         rects = justified_rows(aspects) if layout == "rows" else grid(aspects)
         for it, r in zip(self.items, rects):
