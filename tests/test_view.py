@@ -159,6 +159,34 @@ def test_benchmark_data_is_distinct_readable_files(tmp_path):
     assert decode_upright(big)[10, 10, :3].tolist() == [255, 0, 0]
 
 
+def test_warm_start_reads_the_index_and_a_changed_file_misses(tmp_path, monkeypatch):
+    """The second run of a folder takes each file's size and cache folder from the one
+    index file (no meta.json read); an edited file gets a new thumbnail at its new size, and
+    an index that cannot be read only sends the files down the slow path."""
+    from PIL import Image
+
+    folder, root = tmp_path / "photos", tmp_path / "cache"
+    folder.mkdir()
+    for i, size in enumerate([(96, 64), (64, 96), (80, 80)]):
+        Image.fromarray(marked(*size)).save(folder / f"p{i}.jpg", quality=90)
+    first = ImageWall([folder], workers=1, detail=False, progress=False, cache_dir=root)
+    index = json.loads((root / cache.Index.NAME).read_text())
+    assert len(index) == 3
+    monkeypatch.setattr(cache, "read_meta", lambda entry: pytest.fail("meta.json read"))
+    warm = ImageWall([folder], workers=1, detail=False, progress=False, cache_dir=root)
+    assert [(it.width, it.height, it.entry) for it in warm.items] == \
+        [(it.width, it.height, it.entry) for it in first.items]
+    monkeypatch.undo()
+    Image.fromarray(marked(120, 40)).save(folder / "p1.jpg", quality=90)
+    os.utime(folder / "p1.jpg", ns=(1, 1))  # a time of its own, whatever the clock's step
+    edited = ImageWall([folder], workers=1, detail=False, progress=False, cache_dir=root)
+    assert (edited.items[1].width, edited.items[1].height) == (120, 40)
+    assert edited.items[1].entry != first.items[1].entry
+    (root / cache.Index.NAME).write_text("{not json")
+    again = ImageWall([folder], workers=1, detail=False, progress=False, cache_dir=root)
+    assert [(it.width, it.height) for it in again.items] == [(96, 64), (120, 40), (80, 80)]
+
+
 # ----------------------------------------------------------------------------- with GL
 def test_wall_of_mixed_files_upright_in_budget_no_leaks(device, mixed, isolated_cache):
     folder, sizes = mixed

@@ -20,6 +20,7 @@ import numpy as np
 
 from ..diagnostics.files import atomic_text, atomic_write
 from ..diagnostics.hud import Hud
+from ..diagnostics.live import process_age_s
 from ..errors import UsageError
 from ..gl.device import Device
 from ..gl.limits import max_output_size
@@ -213,6 +214,8 @@ def _run(dev: Device, host: Host, scene_factory: SceneFactory, settings: RunSett
     mark = dev.tracker.mark()
     dev.ledger.reset_frame_peak()
     hooks = list(on_frame)
+    first_frame: list[float | None] = []
+    hooks.append(lambda ctx: first_frame.append(process_age_s()) if not first_frame else None)
     close_hud: Callable[[], None] | None = None
     if settings.hud or not settings.headless:
         draw, close_hud = _hud_hook(dev, host)
@@ -241,6 +244,8 @@ def _run(dev: Device, host: Host, scene_factory: SceneFactory, settings: RunSett
     frames = list(loop.frames)
     result = RunResult(summarize(frames, dev, governor, leaked), frames, image)
     result.summary["provider"] = settings.provider
+    if first_frame and first_frame[0] is not None:
+        result.summary["first_frame_s"] = round(first_frame[0], 3)
     if result.summary["over_budget"]:
         log.warning("the run went over its budget of %s in %d of %d frames: %s",
                     format_exact(result.summary["budget_bytes"]),

@@ -138,6 +138,18 @@ def process_start(pid: int) -> int | None:
     return int(fields[19]) if len(fields) > 19 else None
 
 
+def process_age_s() -> float | None:
+    """Seconds since this process started (Linux /proc: its start in clock ticks against
+    the system's uptime), so a time to first frame includes the interpreter's own start and
+    the imports; None where /proc is missing."""
+    start = process_start(os.getpid())
+    try:
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None if start is None else max(0.0, uptime - start / os.sysconf("SC_CLK_TCK"))
+
+
 def process_alive(pid: int, start: int | None) -> bool:
     try:
         os.kill(pid, 0)

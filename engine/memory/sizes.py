@@ -8,6 +8,7 @@ GL_TEXTURE_COMPRESSED_IMAGE_SIZE with zero bytes of difference.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from ..formats import PixelFormat, get
 
@@ -40,9 +41,18 @@ def texture_bytes(fmt: PixelFormat | str, width: int, height: int, *, levels: in
                   base_level: int = 0, layers: int = 1, faces: int = 1, samples: int = 1,
                   depth: int = 1) -> int:
     """Bytes of a texture holding `levels` levels starting at `base_level` of a chain
-    whose level 0 is width x height; times layers, faces (6 for cube maps) and samples."""
+    whose level 0 is width x height; times layers, faces (6 for cube maps) and samples.
+    Memoised: the streamer asks it for every base of every registered texture, and a
+    collection's textures share a few sizes."""
     if levels < 1 or base_level < 0:
         raise ValueError(f"bad level range base={base_level} levels={levels}")
+    return _texture_bytes(_fmt(fmt), int(width), int(height), int(levels), int(base_level),
+                          int(layers), int(faces), int(samples), int(depth))
+
+
+@lru_cache(maxsize=16384)
+def _texture_bytes(fmt: PixelFormat, width: int, height: int, levels: int, base_level: int,
+                   layers: int, faces: int, samples: int, depth: int) -> int:
     total = 0
     for lvl in range(base_level, base_level + levels):
         w, h = mip_dims(width, height, lvl)

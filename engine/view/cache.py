@@ -64,12 +64,61 @@ def view_root() -> Path:
     return cache_root() / "view" / f"v{VERSION}"
 
 
-def entry_dir(source: Path, root: Path | None = None) -> Path:
-    """The cache folder of `source` (not made here)."""
-    st = source.stat()
+def entry_dir(source: Path, root: Path | None = None, st: os.stat_result | None = None
+              ) -> Path:
+    """The cache folder of `source` (not made here); `st`: its stat, when already made."""
+    st = st or source.stat()
     ident = f"{source.resolve()}\0{st.st_size}\0{st.st_mtime_ns}".encode()
     digest = hashlib.sha1(ident).hexdigest()
     return (root or view_root()) / digest[:2] / digest
+
+
+class Index:
+    """What earlier runs found, in one file of the cache root (`index.json`): per source
+    (its absolute path as named) its size, modification time, cache folder and upright
+    size. A warm start of a large folder then stats each file instead of resolving its
+    path and reading its meta.json; a file whose size or time changed misses and takes the
+    slow path (and so a new cache folder), and an index that cannot be read is empty."""
+
+    NAME = "index.json"
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.rows: dict[str, list] = {}
+        self.dirty = False
+        try:
+            rows = json.loads((root / self.NAME).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return
+        if isinstance(rows, dict):
+            self.rows = {k: v for k, v in rows.items()
+                         if isinstance(v, list) and len(v) == 5 and isinstance(v[2], str)}
+
+    def lookup(self, key: str, st: os.stat_result) -> tuple[Path, Meta] | None:
+        """(cache folder, upright size) of an unchanged source, else None."""
+        row = self.rows.get(key)
+        if row is None or row[0] != st.st_size or row[1] != st.st_mtime_ns:
+            return None
+        digest = row[2]
+        return self.root / digest[:2] / digest, Meta(int(row[3]), int(row[4]))
+
+    def remember(self, key: str, st: os.stat_result, entry: Path, meta: Meta) -> None:
+        row = [st.st_size, st.st_mtime_ns, entry.name, meta.width, meta.height]
+        if self.rows.get(key) != row:
+            self.rows[key] = row
+            self.dirty = True
+
+    def save(self) -> None:
+        """Write the index if it changed (atomically; the last of two runs wins, and a row
+        either run lacks only sends that file down the slow path next time)."""
+        if not self.dirty:
+            return
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            _write_atomic(self.root / self.NAME, json.dumps(self.rows).encode())
+            self.dirty = False
+        except OSError as exc:
+            log.info("view index not written: %s", exc)
 
 
 def thumb_path(entry: Path, edge: int) -> Path:

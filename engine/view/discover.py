@@ -29,12 +29,32 @@ def _wanted(path: Path) -> bool:
     return path.suffix.lower() in IMAGE_SUFFIXES + TEXTURE_SUFFIXES
 
 
-def _walk(folder: Path) -> list[Path]:
-    out: list[Path] = []
-    for root, dirs, files in os.walk(folder):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        out += [Path(root) / f for f in sorted(files) if not f.startswith(".")
-                and _wanted(Path(f))]
+def _walk(folder: Path) -> list[tuple[Path, Path]]:
+    """(path, identity) of the wanted files below `folder`, in sorted order: the identity
+    is the resolved path, resolved once for the folder and again only for symbolic links
+    (a large folder is walked without a path resolution per file)."""
+    out: list[tuple[Path, Path]] = []
+    base = folder.resolve()
+
+    def visit(here: Path, real: Path) -> None:
+        try:
+            entries = sorted(os.scandir(here), key=lambda e: e.name)
+        except OSError:
+            return
+        subfolders = []
+        for e in entries:  # a folder's own files first, then its subfolders, as os.walk
+            if e.name.startswith("."):
+                continue
+            if e.is_dir():  # a link to a folder is listed, not followed
+                if not e.is_symlink():
+                    subfolders.append(e.name)
+            elif _wanted(Path(e.name)):
+                path = here / e.name
+                out.append((path, path.resolve() if e.is_symlink() else real / e.name))
+        for name in subfolders:
+            visit(here / name, real / name)
+
+    visit(folder, base)
     return out
 
 
@@ -43,8 +63,8 @@ def discover(specs: list[str]) -> Discovery:
     found = Discovery()
     seen: set[Path] = set()
 
-    def add(path: Path) -> None:
-        key = path.resolve()
+    def add(path: Path, key: Path | None = None) -> None:
+        key = key or path.resolve()
         if key not in seen:
             seen.add(key)
             found.files.append(path)
@@ -52,18 +72,18 @@ def discover(specs: list[str]) -> Discovery:
     for spec in specs:
         path = Path(spec).expanduser()
         if path.is_dir():
-            files = _walk(path)
-            if not files:
+            walked = _walk(path)
+            if not walked:
                 found.problems.append((spec, "a folder with no images in it"))
-            for f in files:
-                add(f)
+            for f, key in walked:
+                add(f, key)
         elif path.is_file():
             add(path)
         elif glob.has_magic(spec):
             matches = sorted(glob.glob(os.path.expanduser(spec), recursive=True))
             files = [Path(m) for m in matches if Path(m).is_file() and _wanted(Path(m))]
             for d in (Path(m) for m in matches if Path(m).is_dir()):
-                files += _walk(d)
+                files += [f for f, _ in _walk(d)]
             if not files:
                 found.problems.append((spec, "the pattern matches no image"))
             for f in files:

@@ -171,8 +171,10 @@ class ImageWall:
     # ------------------------------------------------------------------ CPU side
     def _load(self, files: list[Path]) -> None:
         root = self.cache_dir or cache.view_root()
+        index = cache.Index(root)
         slots: list[Item | None] = []
         pending: list[tuple[int, Path, Path]] = []
+        stats: dict[int, tuple[str, os.stat_result]] = {}
         for i, path in enumerate(files):
             if path.suffix.lower() in TEXTURE_SUFFIXES:
                 from ..textures.reader import open_texture
@@ -185,13 +187,18 @@ class ImageWall:
                     continue
                 slots.append(Item(i, path, tex.width, tex.height, None))
                 continue
+            key = os.path.abspath(path)
             try:
-                entry = cache.entry_dir(path, root)
+                st = os.stat(path)
+                known = index.lookup(key, st)
+                entry, meta = known if known is not None else \
+                    (cache.entry_dir(path, root, st), None)
             except OSError as exc:
                 self.problems.append((str(path), f"cannot read: {exc.strerror or exc}"))
                 slots.append(None)
                 continue
-            meta = cache.read_meta(entry)
+            stats[i] = key, st
+            meta = meta or cache.read_meta(entry)
             if meta is not None and cache.thumb_path(entry, self.thumb_edge).is_file():
                 slots.append(Item(i, path, meta.width, meta.height, entry))
             else:
@@ -202,7 +209,11 @@ class ImageWall:
                 self.problems.append((result.path, result.problem))
             else:
                 slots[i] = Item(i, files[i], result.width, result.height,
-                                cache.entry_dir(files[i], root))
+                                cache.entry_dir(files[i], root, stats[i][1]))
+        for it in slots:
+            if it is not None and it.entry is not None:
+                index.remember(*stats[it.index], it.entry, cache.Meta(it.width, it.height))
+        index.save()
         self.items = [it for it in slots if it is not None]
         for n, it in enumerate(self.items):
             it.index = n
