@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -25,21 +26,22 @@ log = logging.getLogger(__name__)
 Backend = ReallocBackend | SparseBackend
 
 
+@dataclass(eq=False)
 class Registry:
-    """Registered textures in id order, each with the backend that streams it.
+    """Registered textures in id order (`items`; `ids` by key), each with the backend that
+    streams it, and where their level bytes are read (`files`).
 
     A sparse streamer still reallocates the textures sparse pages do not suit (small ones,
     arrays, cubes): `backend_for` says which backend owns each texture."""
 
-    def __init__(self, backend: Backend, realloc: ReallocBackend, files: LevelFiles,
-                 max_tail_size: int) -> None:
-        self.backend = backend
-        self.realloc = realloc
-        self.files = files
-        self.max_tail_size = max_tail_size
-        self.items: list[Streamed] = []
-        self.ids: dict[str, int] = {}
-        self.failed = np.zeros(0, bool)  # per texture: a read or upload failed, stays put
+    backend: Backend
+    realloc: ReallocBackend
+    files: LevelFiles
+    max_tail_size: int
+    items: list[Streamed] = field(default_factory=list)
+    ids: dict[str, int] = field(default_factory=dict)
+    #: per texture: a read or upload failed, it stays at what it has
+    failed: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
 
     def backend_for(self, item: Streamed) -> Backend:
         if isinstance(self.backend, SparseBackend) and not self.backend.supports(item.tf):
