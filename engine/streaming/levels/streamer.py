@@ -34,6 +34,7 @@ from ..stats import StreamingStats
 from .backends import CATEGORY, ReallocBackend, SparseBackend, Uploader
 from .bands import BandedLoads, size_ring
 from .estimates import EstimateCache
+from .estimator import TextureArrays
 from .executor import Executor
 from .feedback import combine
 from .planner import planner_for
@@ -97,7 +98,7 @@ class LevelStreamer:
         self.mip_bias = cfg.mip_bias
         self.feedback_mips: np.ndarray | None = None
         self._table: TextureTable | None = None
-        self._tex_arrays = None
+        self._tex_arrays: TextureArrays | None = None
         self._state: StreamerState | None = None
         self.estimates = EstimateCache()
         self.sampling = Sampling(device)
