@@ -11,9 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import sys
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +19,7 @@ from engine.demos import DEMOS, gallery
 from engine.demos.pressure import BIND_FRACTION, binding_hooks
 
 from engine.app.providers import PROVIDERS
-from engine.app.run import progress_hook, run_scene
+from engine.app.command import headless_wanted, run_command_scene
 from engine.cli_args import (
     add_trace_option,
     budget_arg,
@@ -33,15 +31,12 @@ from engine.cli_args import (
     size_arg,
     texture_size_arg,
 )
-from engine.errors import BudgetError, ContextError, UsageError
+from engine.errors import BudgetError, UsageError
 from engine.memory.sizes import format_bytes, format_exact
 from engine.resolution.upscale import MODES
 
 log = logging.getLogger(__name__)
 progress = logging.getLogger("engine.progress")
-
-#: Seconds between "frame N/M" lines while a run renders.
-PROGRESS_EVERY_S = 5.0
 
 
 def parse_size(text: str) -> tuple[int, int]:
@@ -137,19 +132,6 @@ def share_floor_arg(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{exc}; accepted: a size like 64MiB") from None
 
 
-def x_display_missing(display: str | None) -> bool:
-    """True when DISPLAY names a local X server (":N" or "unix:N") whose socket is absent:
-    no window can open, so the run goes headless without trying. Other forms (host:N over
-    TCP) are left to the window attempt, which fails with ContextError."""
-    if not display:
-        return False
-    host, _, rest = display.rpartition(":")
-    if host not in ("", "unix") or not rest:
-        return False
-    number = rest.split(".")[0]
-    return number.isdigit() and not Path(f"/tmp/.X11-unix/X{number}").exists()
-
-
 def check_scene_options(args: argparse.Namespace) -> None:
     """UsageError when an option the chosen demo does not read was given: it would be
     ignored without a word."""
@@ -219,13 +201,7 @@ def run(args: argparse.Namespace) -> int:
 
     check_scene_options(args)
     demo = DEMOS[args.name]
-    headless = args.headless or not (os.environ.get("DISPLAY") or
-                                     os.environ.get("WAYLAND_DISPLAY"))
-    if not headless and not os.environ.get("WAYLAND_DISPLAY") and \
-            x_display_missing(os.environ.get("DISPLAY")):
-        log.warning("DISPLAY=%s has no X server behind it: running headless",
-                    os.environ.get("DISPLAY"))
-        headless = True
+    headless = headless_wanted(args.headless)
     frames = args.frames if args.frames is not None else (300 if headless else 0)
     options = {"count": args.count, "texture_size": args.texture_size, "format": args.format,
                "frames": frames, "model": args.model}
@@ -242,38 +218,21 @@ def run(args: argparse.Namespace) -> int:
             provider = "streaming-stress"
         if demo.name != "pressure":
             hooks += DEMOS["pressure"].hooks(options)
-    hooks.append(progress_hook(frames, PROGRESS_EVERY_S))
     metadata = collect_metadata(scene=demo.name, options={
         **options, "size": list(args.size), "budget": "measured" if measured else budget,
         "provider": provider,
         "upscale": args.upscale, "headless": headless, "stress": args.stress,
         "mip_debug": args.mip_debug})
-    kwargs = {"frames": frames, "size": args.size, "budget": budget,
+    kwargs = {"size": args.size, "budget": budget,
               "screenshot": args.screenshot, "report": args.report, "provider": provider,
               "upscale": args.upscale, "view_mode": "mip" if args.mip_debug else "lit",
-              "on_frame": hooks, "options": options, "metadata": metadata,
-              "trace": args.trace}
+              "options": options, "metadata": metadata, "trace": args.trace}
     if args.share:
         from engine.memory.shares import ShareSettings
         kwargs["share"] = ShareSettings(args.share, weight=args.share_weight,
                                         floor=args.share_floor)
-    if not headless:
-        try:
-            with warnings.catch_warnings():
-                warnings.filterwarnings("ignore", module="glfw")  # the ContextError says it
-                result = run_scene(demo.factory, headless=False, hud=True, **kwargs)
-        except ContextError as exc:  # raised making the window, before any work
-            log.warning("no window (%s): running headless", exc)
-            headless = True
-            frames = frames or 300
-            kwargs["frames"] = frames
-            hooks[-1] = progress_hook(frames, PROGRESS_EVERY_S)
-    if headless:
-        result = run_scene(demo.factory, headless=True, hud=args.hud, **kwargs)
-    if result.screenshot is not None:
-        progress.info("screenshot written to %s", result.screenshot)
-    if result.report is not None:
-        progress.info("report written to %s", result.report)
+    result = run_command_scene(demo.factory, frames=frames, headless=headless, hud=args.hud,
+                               headless_frames=300, hooks=hooks, **kwargs)
     summary = {**result.summary, "budget_source": (
         f"measured from the scene after frame 0: its floor + {BIND_FRACTION:g} of the detail "
         f"above it"

@@ -20,6 +20,8 @@ import numpy as np
 
 
 from engine.demos.gltf_demo import build
+from engine.errors import ContextError
+from engine.gl.context import open_glfw_window
 from engine.gl.tracking import TrackedContext
 from engine.gl.device import Device
 from engine.app.loop import FrameLoop
@@ -34,23 +36,6 @@ out vec4 f_color;
 void main() { f_color = vec4(0.9, 0.6, 0.1, 1.0); }"""
 
 
-def open_window(size: tuple[int, int]) -> object:
-    """The host's own window: what an existing app already has before it adds the engine."""
-    if not glfw.init():
-        raise SystemExit("glfw.init() failed (no display?)")
-    glfw.window_hint(glfw.CONTEXT_VERSION_MAJOR, 3)
-    glfw.window_hint(glfw.CONTEXT_VERSION_MINOR, 3)
-    glfw.window_hint(glfw.OPENGL_PROFILE, glfw.OPENGL_CORE_PROFILE)
-    glfw.window_hint(glfw.OPENGL_FORWARD_COMPAT, True)
-    win = glfw.create_window(size[0], size[1], "host app + engine", None, None)
-    if not win:
-        glfw.terminate()
-        raise SystemExit("glfw could not create an OpenGL 3.3 core window")
-    glfw.make_context_current(win)
-    glfw.swap_interval(0)
-    return win
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--frames", type=int, default=0, help="frames to draw (0: until closed)")
@@ -59,7 +44,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
 
-    win = open_window(tuple(args.size))
+    try:  # the host's own window (any 3.3 core context does; engine.gl has a helper)
+        win = open_glfw_window(tuple(args.size), "host app + engine")
+    except ContextError as exc:
+        raise SystemExit(str(exc)) from None
     host_ctx = moderngl.create_context(require=330)
     device = Device.adopt(host_ctx, loader=glfw.get_proc_address)
     ctx = TrackedContext(host_ctx, device)  # the host's own objects, now ledgered too

@@ -17,6 +17,8 @@ import moderngl
 
 import engine
 from engine.app.loop import FrameLoop
+from engine.errors import ContextError
+from engine.gl.context import open_glfw_window
 from engine.gl.device import Device
 
 log = logging.getLogger("view_glfw")
@@ -31,17 +33,10 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
 
     wall = engine.ImageWall(args.paths)  # thumbnails made (or read from the cache) here
-    if not glfw.init():
-        raise SystemExit("glfw.init() failed (no display?)")
-    glfw.window_hint(glfw.CONTEXT_VERSION_MAJOR, 3)
-    glfw.window_hint(glfw.CONTEXT_VERSION_MINOR, 3)
-    glfw.window_hint(glfw.OPENGL_PROFILE, glfw.OPENGL_CORE_PROFILE)
-    glfw.window_hint(glfw.OPENGL_FORWARD_COMPAT, True)
-    win = glfw.create_window(1280, 720, "my photo browser", None, None)
-    if not win:
-        glfw.terminate()
-        raise SystemExit("glfw could not create an OpenGL 3.3 core window")
-    glfw.make_context_current(win)
+    try:  # the app's own window (any 3.3 core context does; engine.gl has a helper)
+        win = open_glfw_window((1280, 720), "my photo browser")
+    except ContextError as exc:
+        raise SystemExit(str(exc)) from None
     device = Device.adopt(moderngl.create_context(require=330), loader=glfw.get_proc_address)
     loop = FrameLoop.embedded(device, wall, size=glfw.get_framebuffer_size(win),
                               budget=args.budget, provider="streaming", on_frame=wall.hooks())

@@ -1,6 +1,9 @@
-"""Helpers for streamer tests: small KTX2 files and camera FrameViews without a renderer."""
+"""Helpers for streamer tests: small KTX2 files, camera FrameViews without a renderer, and
+workers on threads."""
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -49,3 +52,22 @@ def step(device, governor, streamer, view: FrameView, end: bool = True) -> None:
     streamer.begin_frame(view)
     if end:
         streamer.end_frame()
+
+
+def run_threads(worker: Callable[[int], None], count: int) -> list[BaseException]:
+    """Run `worker(0)` ... `worker(count - 1)` on threads at once and wait for them all; what
+    they raised (an error in a thread would otherwise only be printed)."""
+    errors: list[BaseException] = []
+
+    def run(seed: int) -> None:
+        try:
+            worker(seed)
+        except BaseException as exc:  # noqa: BLE001 - returned to the test
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(s,)) for s in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return errors

@@ -298,7 +298,7 @@ def test_streamed_fade_in_same_picture_on_both_paths(dev, texture_files) -> None
             provider.begin_frame(rs[0].frame_view(scene, f, f / 60))
             imgs = [_draw(dev, r, scene) for r in rs]
             provider.end_frame()
-            lods = np.asarray(provider._lods)
+            lods = np.asarray(provider.sampling.lods)
             fading += int(np.any(np.abs(lods - np.round(lods)) > 1e-3))
             worst[1] = max(worst[1], _close(imgs[0], imgs[1]))
             if provider.residency_changes == before:

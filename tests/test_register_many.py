@@ -96,7 +96,7 @@ def test_level_reads_and_streaming_after_bulk_registration(device, mixed):
         for tid, path in enumerate(mixed):
             ref = textures.open(path)
             for lvl in (0, len(ref.levels) - 1):
-                assert s._read(tid, lvl) == ref.read_level_all(lvl)
+                assert s.registry.read(tid, lvl) == ref.read_level_all(lvl)
         gov = Governor(budget="1GiB")
         for f in range(30):
             step(device, gov, s, row_view(f, (f * 0.3, 0.0, 1.5), len(mixed)))

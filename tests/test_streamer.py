@@ -157,11 +157,11 @@ def test_big_levels_go_up_in_bands_within_budget(device, gov, tmp_path):
         banded_frames = 0
         for f in range(200):
             step(device, gov, s, row_view(f, (3.75, 0.0, 2.0), 6, viewport=(1920, 1080)))
-            banded_frames += bool(s._partials)
+            banded_frames += bool(s.bands.partials)
             smp = device.end_frame(f)
             assert smp.peak_bytes <= gov.budget_bytes, smp
             time.sleep(0.001)
-        assert banded_frames > 10 and not s._partials
+        assert banded_frames > 10 and not s.bands.partials
         full = [t for t, it in enumerate(s.items) if it.base == 0]
         assert full, [it.base for it in s.items]
         for t in full:  # the GPU holds exactly the file's level 0

@@ -1,7 +1,7 @@
 """The RAM level cache: LRU order, byte budget, stats, and thread safety."""
 from __future__ import annotations
 
-import threading
+from streaming_helpers import run_threads
 
 from engine.streaming.cache import LevelCache, level_key
 
@@ -42,23 +42,15 @@ def test_discard_texture_budget_change_and_clear():
 
 def test_concurrent_use_never_exceeds_budget():
     cache = LevelCache(10_000)
-    errors = []
 
     def hammer(seed: int) -> None:
-        try:
-            for i in range(2000):
-                key = level_key((seed * 7 + i) % 50, i % 4)
-                if cache.get(key) is None:
-                    cache.put(key, bytes(100 + (i % 300)))
-                assert cache.stats().bytes <= 10_000
-        except AssertionError as exc:  # pragma: no cover - reported below
-            errors.append(exc)
+        for i in range(2000):
+            key = level_key((seed * 7 + i) % 50, i % 4)
+            if cache.get(key) is None:
+                cache.put(key, bytes(100 + (i % 300)))
+            assert cache.stats().bytes <= 10_000
 
-    threads = [threading.Thread(target=hammer, args=(s,)) for s in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    errors = run_threads(hammer, 4)
     assert not errors
     s = cache.stats()
     assert s.hits + s.misses == 8000 and s.bytes <= 10_000

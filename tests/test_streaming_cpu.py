@@ -334,6 +334,7 @@ def test_streamer_reuses_estimates_only_while_their_inputs_repeat(device, tmp_pa
     equal a fresh computation from that frame's view."""
     from streaming_helpers import make_textures, row_view
 
+    from engine.streaming.levels.estimates import view_camera, view_instances
     from engine.streaming.levels.streamer import LevelStreamer
 
     s = LevelStreamer(device, backend="realloc", io_workers=0)
@@ -350,14 +351,14 @@ def test_streamer_reuses_estimates_only_while_their_inputs_repeat(device, tmp_pa
             if view is views[-1]:
                 view.centers[2] += (0.0, 0.0, 1.0)
             s.grant(1 << 30)
-            before = s._est_cache
+            before = s.estimates.entry
             s.begin_frame(view)
             s.end_frame()
-            computed.append(s._est_cache is not before)
-            cam = s._camera(view)
-            est, mips = s._est_cache[1], s._est_cache[2]
+            computed.append(s.estimates.entry is not before)
+            cam = view_camera(view)
+            est, mips = s.estimates.entry[1], s.estimates.entry[2]
             want_est, want_mips = estimate_with_prefetch(
-                prepare_instances(s._instances(view), s._tex_arrays), cam, prev)
+                prepare_instances(view_instances(view), s._tex_arrays), cam, prev)
             assert same(est.mip, want_est.mip) and same(mips, want_mips)
             prev = cam
         # frame 0 computes; frame 1 has a new previous camera (prefetch reads it); frame 2

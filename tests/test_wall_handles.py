@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 import os
-import threading
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+from streaming_helpers import run_threads
 
 from engine import textures
 from engine.errors import TextureFormatError
@@ -74,23 +74,15 @@ def test_open_files_stay_bounded_and_reads_stay_right(tmp_path: Path) -> None:
     expected = {t: textures.open(p).read_level_all(0) for t, p in enumerate(paths)}
     before = open_fds()
     handles = HandleCache(max_open=5)
-    errors: list[BaseException] = []
     peak = [0]
 
     def worker(seed: int) -> None:
         rng = np.random.default_rng(seed)
-        try:
-            for t in rng.integers(0, 40, 300):
-                assert table.read_level(int(t), 0, handles) == expected[int(t)]
-                peak[0] = max(peak[0], handles.open_count)
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
+        for t in rng.integers(0, 40, 300):
+            assert table.read_level(int(t), 0, handles) == expected[int(t)]
+            peak[0] = max(peak[0], handles.open_count)
 
-    threads = [threading.Thread(target=worker, args=(s,)) for s in range(4)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
+    errors = run_threads(worker, 4)
     assert not errors, errors
     # At most max_open cached, plus at most one doomed descriptor per reading thread.
     assert peak[0] <= 5 + 4

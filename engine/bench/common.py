@@ -1,7 +1,9 @@
 """Shared helpers of the benchmark suites: draws that touch textures, payload bytes."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -57,3 +59,17 @@ class TextureToucher:
 def random_blocks(nbytes: int, seed: int = 0) -> bytes:
     """Payload for compressed uploads where content does not matter (sizes, speed)."""
     return np.random.default_rng(seed).integers(0, 256, nbytes, dtype=np.uint8).tobytes()
+
+
+def drop_page_cache(*paths: Path) -> bool:
+    """Ask the OS to forget the files' cached pages (clean pages go; no privileges needed),
+    so the next read comes from the disk. False where the OS has no such call."""
+    if not hasattr(os, "posix_fadvise"):
+        return False
+    for path in paths:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+    return True

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -36,7 +35,7 @@ from ..render.camera import mat_to_numpy
 from ..streaming.contract import TEXTURE_SLOTS, FrameView
 from ..streaming.levels.streamer import LevelStreamer
 from ..textures.quality import psnr
-from .common import SuiteResult
+from .common import SuiteResult, drop_page_cache
 
 log = logging.getLogger(__name__)
 
@@ -373,19 +372,6 @@ def _upload_rows(device: Device, paths: Sequence[Path], repeats: int
 
 
 # ---------------------------------------------------------------------------- (d) latency
-def drop_page_cache(path: Path) -> bool:
-    """Ask the OS to forget a file's cached pages (no privileges needed), so the next read
-    comes from the disk. False where the OS has no such call."""
-    if not hasattr(os, "posix_fadvise"):
-        return False
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
-    return True
-
-
 def _latency_rows(device: Device, paths: Sequence[Path]) -> tuple[list[dict], list[str]]:
     streamer = bench_streamer(device, paths)
     rows = []

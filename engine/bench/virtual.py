@@ -38,7 +38,6 @@ import dataclasses
 import json
 import logging
 import math
-import os
 import statistics
 import time
 from collections import OrderedDict
@@ -60,7 +59,7 @@ from ..streaming.virtual.system import VirtualTextureSystem
 from ..streaming.virtual.keys import unpack as unpack_keys
 from ..streaming.virtual.tiles import SLOT_TEXELS, slot_bytes
 from ..textures.quality import psnr
-from .common import SuiteResult
+from .common import SuiteResult, drop_page_cache
 
 log = logging.getLogger(__name__)
 
@@ -109,19 +108,6 @@ def _gallery(count: int, size: int) -> list[Path]:
         raise ImportError("the gallery texture generator (gallery_assets) was not found")
     got = gallery_textures(count, size)
     return list(getattr(got, "paths", got))
-
-
-def _drop_os_cache(paths: list[Path]) -> bool:
-    """Ask the OS to forget the files' pages (clean pages go; no root needed)."""
-    if not hasattr(os, "posix_fadvise"):
-        return False
-    for p in paths:
-        fd = os.open(p, os.O_RDONLY)
-        try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
-    return True
 
 
 def _visible_quads(vertices: np.ndarray, view_proj) -> list[int]:
@@ -231,8 +217,8 @@ def run_profile(device: Device, prof: VirtualProfile) -> SuiteResult:
             while not vts.io.tiled.idle():
                 time.sleep(0.01)
             tiling_s = time.perf_counter() - t1
-        dropped = _drop_os_cache(paths + [s.tiled_path for s in vts.io.sources
-                                          if s.tiled_path is not None])
+        dropped = drop_page_cache(*paths, *[s.tiled_path for s in vts.io.sources
+                                            if s.tiled_path is not None])
         columns, rows = wall_extent(len(ids))
         verts = wall(columns, rows, ids, size=1.0, gap=0.1)
         quads = QuadBatch(device, verts, label="bench.vt.wall")

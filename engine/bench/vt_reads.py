@@ -36,7 +36,8 @@ from ..streaming.virtual import keys as tile_keys
 from ..streaming.virtual.io import RUN_TILES, TiledCache, TileIO, TileSource
 from ..streaming.virtual.tiles import VirtualLayout, Wrap, virtual_levels
 from ..textures.ktx2_write import write_ktx2
-from .virtual import _drop_os_cache, write_doc
+from .common import drop_page_cache
+from .virtual import write_doc
 
 MODES = ("mapped", "pread_rows", "tiled")
 CUT_MODES = ("mapped", "tiled_each", "tiled_runs")
@@ -136,7 +137,7 @@ def _cut_rows(paths: list[Path], folder: Path, threads: list[int], repeats: int,
                     keys = _cut_keys([s.layout for s in io.sources], rng, panel)
                     count = len(keys)
                     if state == "cold":
-                        _drop_os_cache(files)
+                        drop_page_cache(*files)
                     else:
                         _time_cut(io, keys)
                     secs.append(_time_cut(io, keys))
@@ -182,7 +183,7 @@ def run(files: int, size: int, tile_count: int, threads: list[int], repeats: int
                     for _ in range(repeats):
                         srcs = tiled if mode == "tiled" else _sources(paths, mode)
                         if state == "cold":
-                            _drop_os_cache(paths + copies)
+                            drop_page_cache(*paths, *copies)
                         else:
                             _time_reads(srcs, tiles, n)
                         secs.append(_time_reads(srcs, tiles, n))

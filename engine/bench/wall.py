@@ -41,8 +41,8 @@ from ..memory.sizes import format_bytes
 from ..streaming.levels.streamer import LevelStreamer
 from .baselines import register_baselines
 from ..textures.quality import psnr
-from .common import SuiteResult
-from .streaming import IDENTICAL_DB, WallClockPacer, drop_page_cache, is_software, mib
+from .common import SuiteResult, drop_page_cache
+from .streaming import IDENTICAL_DB, WallClockPacer, is_software, mib
 
 log = logging.getLogger(__name__)
 

@@ -89,9 +89,11 @@ def create_headless() -> ContextHandle:
     return ContextHandle(ctx, loader, "egl")
 
 
-def create_window(size: tuple[int, int] = (1280, 720), title: str = "engine",
-                  visible: bool = True, vsync: bool = False) -> ContextHandle:
-    """A glfw window with a core 3.3+ context (drivers give their highest compatible)."""
+def open_glfw_window(size: tuple[int, int] = (1280, 720), title: str = "engine",
+                     visible: bool = True, vsync: bool = False) -> Any:
+    """A glfw window with a core 3.3+ context, made current (drivers give their highest
+    compatible): what the engine needs of a host's window. The caller owns the window
+    (`glfw.destroy_window`, then `glfw.terminate`); ContextError when none can be made."""
     import glfw
 
     if not glfw.init():
@@ -107,6 +109,15 @@ def create_window(size: tuple[int, int] = (1280, 720), title: str = "engine",
         raise ContextError("glfw could not create a window with an OpenGL 3.3 core context")
     glfw.make_context_current(win)
     glfw.swap_interval(1 if vsync else 0)
+    return win
+
+
+def create_window(size: tuple[int, int] = (1280, 720), title: str = "engine",
+                  visible: bool = True, vsync: bool = False) -> ContextHandle:
+    """A glfw window with a core 3.3+ context, owned by the engine."""
+    import glfw
+
+    win = open_glfw_window(size, title, visible, vsync)
     try:
         ctx = moderngl.create_context(require=MIN_GL)
     except Exception as exc:

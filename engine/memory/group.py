@@ -42,6 +42,7 @@ from pathlib import Path
 from ..errors import BudgetError
 from .shares import (
     Claim,
+    MemberState,
     Seat,
     ShareMember,
     ShareSettings,
@@ -246,18 +247,13 @@ def live_rows(file: GroupFile, rows: list[Row | None], liveness: Liveness,
     return out
 
 
-class GroupMember:
+class GroupMember(MemberState):
     """This process's seat in a group (a `ShareMember`). One per governor; a process may hold
     several (several views in one group)."""
 
     def __init__(self, settings: ShareSettings, budget: int) -> None:
         assert isinstance(settings.group, str)
-        self.settings = settings
-        self.visible = True
-        self.grant = 0
-        self.share = 0
-        self.reserved = 0
-        self.claim = Claim(settings.weight, int(settings.floor), int(settings.floor))
+        super().__init__(settings)
         self.peers = 1  # live members (this one included) at the last exchange
         self.exchanged_at = 0.0  # time.monotonic() of the last exchange
         self.pid = os.getpid()
@@ -345,9 +341,7 @@ class GroupMember:
             self._file.write_row(self._index, Row(self.pid, self._ticks, now, seat))
         self.exchanged_at = now
         self.budget = group_budget
-        self.grant, self.share, self.reserved, self.claim = \
-            seat.grant, seat.share, seat.reserved, seat.claim
-        return seat.grant
+        return self._settled(seat)
 
     def leave(self) -> None:
         if self._index is None:

@@ -246,18 +246,33 @@ class ViewShares:
             return list(self._seats.values())
 
 
-class ViewSeat:
-    """A view's seat on a `ViewShares` (a `ShareMember`)."""
+class MemberState:
+    """What every `ShareMember` carries between exchanges: its settings, whether its view is
+    shown, and the last seat it settled. One base, so the two kinds of member (views of one
+    process, processes of a group) keep it the same way."""
 
-    def __init__(self, board: ViewShares, key: int, settings: ShareSettings) -> None:
-        self._board = board
-        self._key = key
+    def __init__(self, settings: ShareSettings) -> None:
         self.settings = settings
         self.visible = True
         self.grant = 0
         self.share = 0
         self.reserved = 0
         self.claim = Claim(settings.weight, int(settings.floor), int(settings.floor))
+
+    def _settled(self, seat: Seat) -> int:
+        """Take the seat an exchange settled; its grant."""
+        self.grant, self.share, self.reserved, self.claim = \
+            seat.grant, seat.share, seat.reserved, seat.claim
+        return seat.grant
+
+
+class ViewSeat(MemberState):
+    """A view's seat on a `ViewShares` (a `ShareMember`)."""
+
+    def __init__(self, board: ViewShares, key: int, settings: ShareSettings) -> None:
+        super().__init__(settings)
+        self._board = board
+        self._key = key
         self._left = False
 
     @property
@@ -269,10 +284,7 @@ class ViewSeat:
             raise BudgetError("this view left its share board")
         claim = Claim(self.settings.weight, max(floor, int(self.settings.floor)), demand,
                       self.visible)
-        seat = self._board._exchange(self._key, claim, held)
-        self.grant, self.share, self.reserved, self.claim = \
-            seat.grant, seat.share, seat.reserved, seat.claim
-        return seat.grant
+        return self._settled(self._board._exchange(self._key, claim, held))
 
     def leave(self) -> None:
         if not self._left:

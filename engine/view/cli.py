@@ -15,10 +15,9 @@ import json
 import logging
 import os
 import sys
-import warnings
 
+from ..app.command import headless_wanted, run_command_scene
 from ..app.providers import PROVIDERS
-from ..app.run import progress_hook, run_scene
 from ..cli_args import (
     add_trace_option,
     budget_arg,
@@ -28,14 +27,10 @@ from ..cli_args import (
     registry_arg,
     size_arg,
 )
-from ..errors import ContextError
 from .decode import MAX_PIXELS
 from .wall import FORMATS, LAYOUTS, ORDERS, ImageView, ImageWall
 
 log = logging.getLogger(__name__)
-progress = logging.getLogger("engine.progress")
-
-PROGRESS_EVERY_S = 5.0
 
 
 @examples(__file__, "")
@@ -101,15 +96,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..demos.cli import x_display_missing
-
-    headless = args.headless or not (os.environ.get("DISPLAY") or
-                                     os.environ.get("WAYLAND_DISPLAY"))
-    if not headless and not os.environ.get("WAYLAND_DISPLAY") and \
-            x_display_missing(os.environ.get("DISPLAY")):
-        log.warning("DISPLAY=%s has no X server behind it: running headless",
-                    os.environ.get("DISPLAY"))
-        headless = True
+    headless = headless_wanted(args.headless)
     kwargs = {"layout": args.layout, "order": args.order, "format": args.format,
               "workers": args.workers, "detail": not args.no_detail,
               "wait_detail": args.wait_detail, "max_pixels": args.max_pixels}
@@ -123,28 +110,10 @@ def run(args: argparse.Namespace) -> int:
             wall.navigator.resize(*args.size)
             wall.full_size(args.zoom_to - 1)
     frames = args.frames if args.frames is not None else (120 if headless else 0)
-    metrics = args.report is not None
-    hooks = wall.hooks(metrics) + [progress_hook(frames, PROGRESS_EVERY_S)]
-    kwargs = {"frames": frames, "size": args.size, "budget": args.budget,
-              "screenshot": args.screenshot, "report": args.report, "provider": args.provider,
-              "on_frame": hooks, "trace": args.trace}
-    result = None
-    if not headless:
-        try:
-            with warnings.catch_warnings():
-                warnings.filterwarnings("ignore", module="glfw")
-                result = run_scene(wall, headless=False, hud=True, **kwargs)
-        except ContextError as exc:
-            log.warning("no window (%s): running headless", exc)
-            kwargs["frames"] = frames or 120
-            kwargs["on_frame"] = wall.hooks(metrics) + [
-                progress_hook(kwargs["frames"], PROGRESS_EVERY_S)]
-    if result is None:
-        result = run_scene(wall, headless=True, hud=args.hud, **kwargs)
-    if result.screenshot is not None:
-        progress.info("screenshot written to %s", result.screenshot)
-    if result.report is not None:
-        progress.info("report written to %s", result.report)
+    result = run_command_scene(wall, frames=frames, headless=headless, hud=args.hud,
+                               headless_frames=120, hooks=wall.hooks(args.report is not None),
+                               size=args.size, budget=args.budget, screenshot=args.screenshot,
+                               report=args.report, provider=args.provider, trace=args.trace)
     summary = {**result.summary, "images": len(wall.items),
                "skipped": [{"path": p, "problem": q} for p, q in wall.problems],
                "over_budget_frames": sum(1 for f in result.frames

@@ -235,3 +235,25 @@ def resident_by_tier(state: StreamerState, table: TextureTable) -> dict[str, int
     return {"visible": int(visible.sum()), "prefetch": int(pre_bytes.sum()),
             "recent": int(np.where(seen, rest, 0).sum()),
             "none": int(np.where(seen, 0, rest).sum())}
+
+
+def carried_state(old: StreamerState | None, table: TextureTable) -> StreamerState:
+    """The state of a grown table: new textures at their tails, the others as they were."""
+    new = StreamerState.initial(table)
+    if old is not None:
+        n = len(old.resident_base)
+        m = min(old.level_times.shape[1], new.level_times.shape[1])
+        for name in ("resident_base", "target", "last_visible", "unwanted_since"):
+            getattr(new, name)[:n] = getattr(old, name)
+        new.level_times[:n, :m] = old.level_times[:, :m]
+    return new
+
+
+def hold_failed(state: StreamerState, failed: np.ndarray) -> StreamerState:
+    """A texture whose read or upload failed wants nothing finer than it has, so the plan
+    never tries it again; it keeps what is resident."""
+    state.target[failed] = np.maximum(state.target[failed], state.resident_base[failed])
+    if state.prefetch_target is not None:
+        state.prefetch_target[failed] = np.maximum(state.prefetch_target[failed],
+                                                   state.resident_base[failed])
+    return state

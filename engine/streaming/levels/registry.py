@@ -1,0 +1,143 @@
+"""The streamed textures by id: registration, their always-resident tails, and the
+static tables the planner and the estimator read.
+
+Kept apart from the per-frame work so that what a texture is (its file, its backend, its
+tail) is decided in one place, once, and the frame loop only reads it. Registration makes
+the tail textures through the backends (the GL side); the tables are plain numpy.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ... import textures
+from ...errors import GLError, GLOutOfMemoryError
+from ..handles import HeadReader, LevelFiles
+from .backends import ReallocBackend, SparseBackend, Streamed, Uploader
+from .estimator import TextureArrays
+from .state import TextureTable, tail_base_level
+
+log = logging.getLogger(__name__)
+
+Backend = ReallocBackend | SparseBackend
+
+
+@dataclass(eq=False)
+class Registry:
+    """Registered textures in id order (`items`; `ids` by key), each with the backend that
+    streams it, and where their level bytes are read (`files`).
+
+    A sparse streamer still reallocates the textures sparse pages do not suit (small ones,
+    arrays, cubes): `backend_for` says which backend owns each texture."""
+
+    backend: Backend
+    realloc: ReallocBackend
+    files: LevelFiles
+    max_tail_size: int
+    items: list[Streamed] = field(default_factory=list)
+    ids: dict[str, int] = field(default_factory=dict)
+    #: per texture: a read or upload failed, it stays at what it has
+    failed: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+
+    def backend_for(self, item: Streamed) -> Backend:
+        if isinstance(self.backend, SparseBackend) and not self.backend.supports(item.tf):
+            return self.realloc
+        return self.backend
+
+    def tail(self, item: Streamed) -> int:
+        """First always-resident level: small levels, and for sparse textures also the
+        driver's mip tail, which is committed and decommitted only as a whole."""
+        tf = item.tf
+        tail = tail_base_level(tf.width, tf.height, len(tf.levels),
+                               max_tail_size=self.max_tail_size)
+        return self.backend_for(item).tail_base(tf, tail)
+
+    def register_many(self, entries: Sequence[tuple[str, str | Path]],
+                      uploader: Uploader) -> tuple[list[int], bool]:
+        """Register (key, path) pairs at once: their ids in order, and whether any texture
+        is new. A key registered before (or earlier in the batch) keeps its id and its path
+        is not read. All or nothing: a failure releases every texture the batch made."""
+        ids: list[int] = []
+        new: list[tuple[str, str | Path]] = []
+        pending: dict[str, int] = {}
+        first = len(self.items)
+        for key, path in entries:
+            tid = self.ids.get(key)
+            if tid is None:
+                tid = pending.get(key)
+                if tid is None:
+                    tid = pending[key] = first + len(new)
+                    new.append((key, path))
+            ids.append(tid)
+        if not new:
+            return ids, False
+        made: list[Streamed] = []
+        reader = HeadReader()
+        try:
+            for key, path in new:
+                made.append(self._make_tail(key, path, reader, uploader))
+        except BaseException:
+            for item in made:
+                self.backend_for(item).release(item)
+            raise
+        self.items.extend(made)
+        self.ids.update(pending)
+        log.debug("registered %d textures (%d header parses, %d second reads)", len(made),
+                  reader.parses, reader.extra_reads)
+        return ids, True
+
+    def _make_tail(self, key: str, path: str | Path, reader: HeadReader,
+                   uploader: Uploader) -> Streamed:
+        """One file's Streamed with its tail texture made and filled (render thread)."""
+        try:  # tail_of may allocate too (a sparse backend's page-geometry probe)
+            tf, tail, tail_bytes = reader.open_tail(path, self._tail_of)
+            item = Streamed(key, tf)
+            self.backend_for(item).create(item, tail, tail_bytes.__getitem__, uploader)
+        except GLOutOfMemoryError as exc:
+            raise GLOutOfMemoryError(f"{exc.what} for {path}", exc.nbytes) from exc
+        except GLError as exc:
+            raise GLError(f"{exc} (registering {path})", exc.codes) from exc
+        return item
+
+    def _tail_of(self, tf: textures.TextureFile) -> int:
+        return self.tail(Streamed("", tf))
+
+    def read(self, tid: int, level: int) -> bytes:
+        """Worker-thread reader: only file I/O and decompression, never GL, through `files`
+        (by default plain KTX2 levels through the open-file LRU: a bounded number of
+        descriptors, no open/close per read; anything else the usual way)."""
+        return self.files.read_level(self.items[tid].tf, level)
+
+    def mark_failed(self, t: int) -> None:
+        self.items[t].failed = True
+        self.failed[t] = True
+
+    def tables(self) -> tuple[TextureTable, TextureArrays]:
+        """The planner's table (exact storage per finest level, tails) and the estimator's
+        texture arrays, of every registered texture; refreshes the failed flags too."""
+        count = len(self.items)
+        max_levels = max(len(it.tf.levels) for it in self.items)
+        storage = np.zeros((count, max_levels + 1), np.int64)
+        for t, it in enumerate(self.items):
+            be = self.backend_for(it)
+            for b in range(len(it.tf.levels)):
+                storage[t, b] = be.storage_bytes(it.tf, b)
+        levels = np.array([len(it.tf.levels) for it in self.items], np.int32)
+        tails = np.array([self.tail(it) for it in self.items], np.int32)
+        self.failed = np.array([it.failed for it in self.items], bool)
+        arrays = TextureArrays(width=np.array([it.tf.width for it in self.items]),
+                               height=np.array([it.tf.height for it in self.items]),
+                               levels=levels, bias=np.zeros(count))
+        return TextureTable(levels=levels, tail_base=tails, storage=storage), arrays
+
+    def release(self) -> None:
+        """Release every texture's GPU storage and forget them all."""
+        for item in self.items:
+            if item.tex is not None:
+                self.backend_for(item).release(item)
+        self.items.clear()
+        self.ids.clear()
