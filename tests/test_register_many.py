@@ -302,3 +302,30 @@ def test_streaming_provider_batches_and_refuses_a_bad_file_whole(device, mixed, 
         assert m.register("b", mixed[1]) == 2 and m.register("c", mixed[2]) == 3
     finally:
         m.release()
+
+
+def test_streaming_provider_reads_each_file_once(device, mixed, monkeypatch):
+    """The provider reads a batch's headers to choose whole levels or virtual, and the
+    whole-level streamer takes those bytes for the tails: one head read a file, and the
+    same TextureFiles and tail bytes as a streamer registering the files itself."""
+    from engine.streaming.provider import StreamingProvider
+    from engine.streaming.settings import StreamerSettings
+
+    reads: list[str] = []
+    real = HeadReader.read_head
+    monkeypatch.setattr(HeadReader, "read_head",
+                        lambda self, path: reads.append(str(path)) or real(self, path))
+    files = mixed[:5]
+    cfg = StreamerSettings(backend="realloc", io_workers=0)
+    m = StreamingProvider(device, cfg, deterministic=True)
+    alone = LevelStreamer(device, cfg, io_workers=0)
+    try:
+        m.register_many([(p.stem, p) for p in files])
+        assert sorted(reads) == sorted(str(p) for p in files)
+        alone.register_many([(p.stem, p) for p in files])
+        assert [it.tf for it in m.levels.items] == [it.tf for it in alone.items]
+        assert [device.read_level(it.tex, it.base) for it in m.levels.items] == \
+            [device.read_level(it.tex, it.base) for it in alone.items]
+    finally:
+        m.release()
+        alone.release()

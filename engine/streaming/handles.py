@@ -173,8 +173,25 @@ class HeadReader:
     def __init__(self, read_ahead: int = READ_AHEAD) -> None:
         self.read_ahead = max(int(read_ahead), MAX_PREFIX)
         self._models: dict[tuple[bytes, int], _Model] = {}
+        #: heads read by `open_header`, handed to that file's `open_tail` (read once)
+        self._kept: dict[str, Head] = {}
         self.parses = 0  # headers parsed (the rest were copies of an identical one)
         self.extra_reads = 0  # tails that did not lie inside the first read
+
+    def open_header(self, path: str | Path) -> textures.TextureFile:
+        """The file's TextureFile from one read of its first bytes (shared parses as in
+        `open_tail`), keeping those bytes for the file's `open_tail`: a caller that looks at
+        headers before choosing what to register reads each file once. Raises the reader's
+        TextureFormatError, naming the file."""
+        head = self.read_head(path)
+        if isinstance(head, OSError):
+            raise TextureFormatError(Path(path), f"cannot read file: {head}") from head
+        size, data, whole = head
+        found = self._parse(path, data, size) if whole else None
+        if found is None:
+            return textures.open(path)
+        self._kept[os.fspath(path)] = head
+        return found[0]
 
     def read_head(self, path: str | Path) -> Head:
         """The file's first bytes and size: one open, fstat, read and close, no parsing.
@@ -200,7 +217,7 @@ class HeadReader:
         `tail_of` must depend on the header alone (it is asked once per distinct header).
         Raises the reader's TextureFormatError, naming the file, for a missing, truncated
         or bad one."""
-        head = self.read_head(path)
+        head = self._kept.pop(os.fspath(path), None) or self.read_head(path)
         if isinstance(head, OSError):
             raise TextureFormatError(Path(path), f"cannot read file: {head}") from head
         size, data, whole = head

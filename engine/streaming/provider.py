@@ -29,11 +29,11 @@ from typing import Any
 
 import numpy as np
 
-from .. import textures
 from ..formats import PixelFormat
 from ..gl.device import Device
 from ..memory.split import MIN_STREAM_SLOTS, CacheNeeds, share_pool
 from .contract import FrameView, Residency, ResidentTextures
+from .handles import HeadReader
 from .levels.streamer import Clock, LevelSourceFactory, LevelStreamer
 from .settings import StreamerSettings
 from .stats import StreamingStats
@@ -123,16 +123,17 @@ class StreamingProvider:
         all-or-nothing batch, the virtual ones to the page cache."""
         new: dict[str, tuple[Path, Any, bool]] = {}
         vt_format = self.vts.fmt if self.vts is not None else None  # one page cache format
+        reader = HeadReader()  # each file read once: header here, its tail in the streamer
         for key, path in entries:
             if key in self._ids or key in new:
                 continue
-            tf = textures.open(path)
+            tf = reader.open_header(path)
             virtual = self._decide(tf, vt_format)
             if virtual:
                 vt_format = tf.pixel_format
             new[key] = (Path(path), tf, virtual)
         whole = [(k, p) for k, (p, _, virtual) in new.items() if not virtual]
-        sids = iter(self.levels.register_many(whole)) if whole else iter(())
+        sids = iter(self.levels.register_many(whole, reader)) if whole else iter(())
         for key, (path, tf, virtual) in new.items():
             if virtual:
                 entry = _Entry(True, self._system().register(path, "repeat"), tf.width,

@@ -57,10 +57,12 @@ class Registry:
         return self.backend_for(item).tail_base(tf, tail)
 
     def register_many(self, entries: Sequence[tuple[str, str | Path]],
-                      uploader: Uploader) -> tuple[list[int], bool]:
+                      uploader: Uploader, reader: HeadReader | None = None
+                      ) -> tuple[list[int], bool]:
         """Register (key, path) pairs at once: their ids in order, and whether any texture
         is new. A key registered before (or earlier in the batch) keeps its id and its path
-        is not read. All or nothing: a failure releases every texture the batch made."""
+        is not read. All or nothing: a failure releases every texture the batch made.
+        `reader`: the caller's, when it has read the headers already."""
         ids: list[int] = []
         new: list[tuple[str, str | Path]] = []
         pending: dict[str, int] = {}
@@ -76,7 +78,7 @@ class Registry:
         if not new:
             return ids, False
         made: list[Streamed] = []
-        reader = HeadReader()
+        reader = reader or HeadReader()
         try:
             for key, path in new:
                 made.append(self._make_tail(key, path, reader, uploader))

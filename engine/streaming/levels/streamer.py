@@ -28,7 +28,7 @@ from ...gl.device import Device
 from ...gl.staging import StagingRing
 from ..cache import LevelCache
 from ..contract import FrameView, Residency, ResidentTextures
-from ..handles import HandleCache, LevelFiles
+from ..handles import HandleCache, HeadReader, LevelFiles
 from ..settings import StreamerSettings
 from ..stats import StreamingStats
 from .backends import CATEGORY, ReallocBackend, SparseBackend, Uploader
@@ -138,9 +138,11 @@ class LevelStreamer:
         A batch of one: `register_many` is the one way in."""
         return self.register_many(((key, path),))[0]
 
-    def register_many(self, entries: Sequence[tuple[str, str | Path]]) -> list[int]:
+    def register_many(self, entries: Sequence[tuple[str, str | Path]],
+                      reader: HeadReader | None = None) -> list[int]:
         """Register (key, path) pairs at once; their ids, in order. A key registered before
-        (or earlier in the batch) keeps its id and its path is not read.
+        (or earlier in the batch) keeps its id and its path is not read. `reader`: the
+        `HeadReader` that read the files' headers already (the provider's), if any.
 
         Per file: one open, size, read and close for the header and the tail levels
         (`HeadReader`; files alike share one header parse), then the tail texture and one
@@ -150,7 +152,7 @@ class LevelStreamer:
         hostile) or a GL failure (`GLError`/`GLOutOfMemoryError`, its message naming the
         file) releases every texture the batch made and registers none of it, so a retry
         without the bad entry starts clean. Textures registered by earlier calls stay."""
-        ids, grew = self.registry.register_many(entries, self.uploader)
+        ids, grew = self.registry.register_many(entries, self.uploader, reader)
         if grew:
             self._table = None  # rebuilt (and the state extended) at the next frame
         return ids
