@@ -42,6 +42,9 @@ class Registry:
     ids: dict[str, int] = field(default_factory=dict)
     #: per texture: a read or upload failed, it stays at what it has
     failed: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+    #: per texture, made once at its first `tables()`: (storage bytes per finest level,
+    #: tail, width, height), so a registration costs the new textures, not all of them
+    _rows: list[tuple[list[int], int, int, int]] = field(default_factory=list)
 
     def backend_for(self, item: Streamed) -> Backend:
         if isinstance(self.backend, SparseBackend) and not self.backend.supports(item.tf):
@@ -121,18 +124,20 @@ class Registry:
     def tables(self) -> tuple[TextureTable, TextureArrays]:
         """The planner's table (exact storage per finest level, tails) and the estimator's
         texture arrays, of every registered texture; refreshes the failed flags too."""
-        count = len(self.items)
-        max_levels = max(len(it.tf.levels) for it in self.items)
-        storage = np.zeros((count, max_levels + 1), np.int64)
-        for t, it in enumerate(self.items):
+        for it in self.items[len(self._rows):]:
             be = self.backend_for(it)
-            for b in range(len(it.tf.levels)):
-                storage[t, b] = be.storage_bytes(it.tf, b)
-        levels = np.array([len(it.tf.levels) for it in self.items], np.int32)
-        tails = np.array([self.tail(it) for it in self.items], np.int32)
+            self._rows.append(([be.storage_bytes(it.tf, b) for b in range(len(it.tf.levels))],
+                               self.tail(it), it.tf.width, it.tf.height))
+        count = len(self.items)
+        max_levels = max(len(r[0]) for r in self._rows)
+        storage = np.zeros((count, max_levels + 1), np.int64)
+        for t, (row, _, _, _) in enumerate(self._rows):
+            storage[t, :len(row)] = row
+        levels = np.array([len(r[0]) for r in self._rows], np.int32)
+        tails = np.array([r[1] for r in self._rows], np.int32)
         self.failed = np.array([it.failed for it in self.items], bool)
-        arrays = TextureArrays(width=np.array([it.tf.width for it in self.items]),
-                               height=np.array([it.tf.height for it in self.items]),
+        arrays = TextureArrays(width=np.array([r[2] for r in self._rows]),
+                               height=np.array([r[3] for r in self._rows]),
                                levels=levels, bias=np.zeros(count))
         return TextureTable(levels=levels, tail_base=tails, storage=storage), arrays
 
@@ -143,3 +148,4 @@ class Registry:
                 self.backend_for(item).release(item)
         self.items.clear()
         self.ids.clear()
+        self._rows.clear()
