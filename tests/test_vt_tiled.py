@@ -261,3 +261,39 @@ def test_neighbours_in_a_row_come_in_one_read_and_none_is_lost(tmp_path):
     finally:
         io.close()
         plain.close()
+
+
+def test_many_sources_open_past_a_low_soft_descriptor_limit(tmp_path):
+    """Each virtual texture keeps its file open and mapped: a process started with a soft
+    limit of 64 descriptors reads a tile of each of 150 textures (the soft limit is raised
+    to the hard one when the first source is made)."""
+    import subprocess
+    import sys
+
+    bc7_file(tmp_path, "t.ktx2", 64)
+    code = f"""
+import resource, shutil
+from pathlib import Path
+from engine import textures
+from engine.streaming.virtual.io import TileSource
+from engine.streaming.virtual.tiles import VirtualLayout, Wrap, virtual_levels
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (64, hard))
+src = Path({str(tmp_path)!r}) / "t.ktx2"
+sources = []
+for i in range(150):
+    p = src.with_name(f"t{{i}}.ktx2")
+    shutil.copy(src, p)
+    tf = textures.open(p)
+    lay = VirtualLayout(tf.pixel_format, tf.width, tf.height,
+                        virtual_levels(tf.pixel_format, tf.width, tf.height, len(tf.levels)),
+                        Wrap.REPEAT, 1024)
+    s = TileSource(tf, lay)
+    s.read_tile(0, 0, 0)
+    sources.append(s)
+print(len(sources), resource.getrlimit(resource.RLIMIT_NOFILE)[0] == hard)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["150", "True"]

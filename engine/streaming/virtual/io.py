@@ -39,6 +39,7 @@ from ...textures import TextureFile
 from ...textures.cachedir import cache_root
 from ...textures.tiled import TiledFile, sidecar_path, tile_header, tile_records, write_tiled
 from ..cache import LevelCache, level_key
+from ..descriptors import raise_open_file_limit
 from ..inline_io import InlineLevelIO
 from ..io import LevelIO, ReadResult
 from . import keys as tile_keys
@@ -61,6 +62,7 @@ class TileSource:
         if tf.layers != 1 or tf.faces != 1 or tf.depth != 1:
             raise TextureFormatError(tf.path, "virtual textures are 2D (no arrays, cube maps "
                                               "or 3D)")
+        raise_open_file_limit()  # each source keeps its file open (and mapped)
         self.tf = tf
         self.layout = layout
         self.strided = tf.supercompression == "none"
