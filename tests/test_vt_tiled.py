@@ -263,22 +263,23 @@ def test_neighbours_in_a_row_come_in_one_read_and_none_is_lost(tmp_path):
         plain.close()
 
 
-def test_many_sources_open_past_a_low_soft_descriptor_limit(tmp_path):
-    """Each virtual texture keeps its file open and mapped: a process started with a soft
-    limit of 64 descriptors reads a tile of each of 150 textures (the soft limit is raised
-    to the hard one when the first source is made)."""
+def test_thousands_of_sources_under_a_low_descriptor_limit(tmp_path):
+    """Each virtual texture keeps its file open and mapped while it is read: a process
+    allowed 64 descriptors (soft and hard) reads a tile of each of 150 textures, then of
+    each again, the least recently read sources giving theirs up; the soft limit of a
+    process allowed more is raised to its hard limit."""
     import subprocess
     import sys
 
     bc7_file(tmp_path, "t.ktx2", 64)
     code = f"""
-import resource, shutil
+import os, resource, shutil
 from pathlib import Path
 from engine import textures
-from engine.streaming.virtual.io import TileSource
+from engine.streaming.descriptors import raise_open_file_limit
+from engine.streaming.virtual.io import OPEN_SOURCES, TileSource
 from engine.streaming.virtual.tiles import VirtualLayout, Wrap, virtual_levels
-soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-resource.setrlimit(resource.RLIMIT_NOFILE, (64, hard))
+resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
 src = Path({str(tmp_path)!r}) / "t.ktx2"
 sources = []
 for i in range(150):
@@ -291,9 +292,17 @@ for i in range(150):
     s = TileSource(tf, lay)
     s.read_tile(0, 0, 0)
     sources.append(s)
-print(len(sources), resource.getrlimit(resource.RLIMIT_NOFILE)[0] == hard)
+tiles = [s.read_tile(0, 0, 0) for s in sources]
+print(len(set(tiles)), len(os.listdir("/proc/self/fd")) <= 64, OPEN_SOURCES.limit)
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.split() == ["150", "True"]
+    assert out.stdout.split() == ["1", "True", "10"]
+    raised = subprocess.run(
+        [sys.executable, "-c", "import resource\n"
+         "soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)\n"
+         "resource.setrlimit(resource.RLIMIT_NOFILE, (min(64, hard), hard))\n"
+         "from engine.streaming.descriptors import raise_open_file_limit\n"
+         "print(raise_open_file_limit() == hard)"], capture_output=True, text=True, timeout=60)
+    assert raised.stdout.split() == ["True"], raised.stderr[-2000:]

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 import struct
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -267,9 +268,13 @@ class TiledFile:
         except BaseException:
             os.close(fd)
             raise
-        self._fd = fd
+        self._fd: int | None = fd
         self._base = self.header.data_offset
         self.reads = 0  # pread calls
+        self._lock = threading.Lock()
+        self._users = 0  # reads using the descriptor now
+        self._idle = False  # idle() asked while reads were under way
+        self._closed = False
 
     def matches(self, source: Path) -> bool:
         """Whether this copy was made from `source` as it is now (size and mtime)."""
@@ -277,11 +282,48 @@ class TiledFile:
         return (st.st_size, st.st_mtime_ns) == (self.header.source_size,
                                                self.header.source_mtime_ns)
 
+    def _acquire(self) -> int:
+        with self._lock:
+            if self._closed:
+                raise TextureFormatError(self.path, "tiled file closed")
+            if self._fd is None:  # given up by idle(): the copy is opened again
+                try:
+                    self._fd = os.open(self.path, os.O_RDONLY)
+                except OSError as exc:
+                    raise TextureFormatError(self.path, f"cannot open: {exc}") from exc
+            self._users += 1
+            return self._fd
+
+    def _release(self) -> None:
+        with self._lock:
+            self._users -= 1
+            if self._users == 0 and (self._idle or self._closed):
+                self._drop_locked()
+
+    def _drop_locked(self) -> None:
+        self._idle = False
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def idle(self) -> None:
+        """Give the descriptor up once no read uses it; the next read opens the copy again
+        (a bound on open descriptors across thousands of virtual textures)."""
+        with self._lock:
+            if self._users == 0:
+                self._drop_locked()
+            else:
+                self._idle = True
+
     def read(self, index: int) -> bytes:
         rb = self.header.record_bytes
         if not 0 <= index < self.header.records:
             raise ValueError(f"{self.path}: record {index} outside 0..{self.header.records - 1}")
-        data = os.pread(self._fd, rb, self._base + index * rb)
+        fd = self._acquire()
+        try:
+            data = os.pread(fd, rb, self._base + index * rb)
+        finally:
+            self._release()
         self.reads += 1
         if len(data) != rb:
             raise TextureFormatError(self.path, f"record {index}: file truncated")
@@ -293,7 +335,11 @@ class TiledFile:
         if not (0 <= first and count >= 1 and first + count <= n):
             raise ValueError(f"{self.path}: records {first}..{first + count - 1} outside "
                              f"0..{n - 1}")
-        data = os.pread(self._fd, rb * count, self._base + first * rb)
+        fd = self._acquire()
+        try:
+            data = os.pread(fd, rb * count, self._base + first * rb)
+        finally:
+            self._release()
         self.reads += 1
         if len(data) != rb * count:
             raise TextureFormatError(self.path, f"records {first}+{count}: file truncated")
@@ -301,6 +347,8 @@ class TiledFile:
         return [bytes(view[i * rb:(i + 1) * rb]) for i in range(count)]
 
     def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        """Close the copy; reads under way finish on the descriptor first."""
+        with self._lock:
+            self._closed = True
+            if self._users == 0:
+                self._drop_locked()

@@ -30,6 +30,7 @@ import os
 import queue
 import stat
 import threading
+from collections import OrderedDict
 from pathlib import Path
 
 import numpy as np
@@ -54,6 +55,46 @@ from .tiles import (
 log = logging.getLogger(__name__)
 SPAN_BYTES = 1 << 19  # largest row span read in one pread (every BC7 level up to 2048 wide)
 
+class OpenSources:
+    """A bound on the descriptors tile sources hold: the most recently read `limit` sources
+    keep their file (and mapping, and tile-contiguous copy) open; the others give theirs up
+    once no read uses them and open again on their next read. Why: a source holds up to
+    three descriptors, and a wall of 10,000 virtual textures would otherwise need 30,000
+    (the H200 machine allows 20,000). The limit follows the process's own (a third of it,
+    less a reserve for everything else)."""
+
+    def __init__(self, limit: int | None = None) -> None:
+        self._limit = limit
+        self._lock = threading.Lock()
+        self._recent: OrderedDict[int, TileSource] = OrderedDict()
+
+    @property
+    def limit(self) -> int:
+        if self._limit is None:
+            soft = raise_open_file_limit() or 1024
+            self._limit = max(4, (soft - min(256, soft // 2)) // 3)
+        return self._limit
+
+    def touch(self, src: TileSource) -> None:
+        """`src` is being read: most recent now; the oldest beyond the limit go idle."""
+        limit = self.limit
+        with self._lock:
+            self._recent[id(src)] = src
+            self._recent.move_to_end(id(src))
+            victims = [self._recent.popitem(last=False)[1]
+                       for _ in range(len(self._recent) - limit)]
+        for old in victims:  # outside the lock: a source's own lock is taken here
+            old.idle()
+
+    def forget(self, src: TileSource) -> None:
+        with self._lock:
+            self._recent.pop(id(src), None)
+
+
+#: The process's one bound (tile sources of every virtual texture system share it).
+OPEN_SOURCES = OpenSources()
+
+
 class TileSource:
     """One virtual texture's file and layout; `read_tile` is safe from any thread."""
 
@@ -62,7 +103,6 @@ class TileSource:
         if tf.layers != 1 or tf.faces != 1 or tf.depth != 1:
             raise TextureFormatError(tf.path, "virtual textures are 2D (no arrays, cube maps "
                                               "or 3D)")
-        raise_open_file_limit()  # each source keeps its file open (and mapped)
         self.tf = tf
         self.layout = layout
         self.strided = tf.supercompression == "none"
@@ -125,7 +165,20 @@ class TileSource:
             os.close(self._fd)
             self._fd = None
 
+    def idle(self) -> None:
+        """Give the descriptors up once no read uses them (`OpenSources`); the next read
+        opens the file (or its copy) again."""
+        with self._lock:
+            if self._inflight == 0:
+                self._drop_locked()
+            else:
+                self._stale = True
+        tiled = self._tiled
+        if tiled is not None:
+            tiled.idle()
+
     def close(self) -> None:
+        OPEN_SOURCES.forget(self)
         with self._lock:
             self._drop_locked()
         if self._tiled is not None:
@@ -157,10 +210,12 @@ class TileSource:
         tiled = self._tiled
         if tiled is None:
             return None
+        OPEN_SOURCES.touch(self)
         return tiled.read_run(tile_index(self.layout, level, x, y), count)
 
     def read_tile(self, level: int, x: int, y: int) -> bytes:
         """Slot bytes of tile (level, x, y): payload and border (see tiles.cut_tile)."""
+        OPEN_SOURCES.touch(self)
         tiled = self._tiled
         if tiled is not None:
             return tiled.read(tile_index(self.layout, level, x, y))
