@@ -168,10 +168,13 @@ class VirtualTextureSystem:
         self._closed = False
 
     # ------------------------------------------------------------------ registration
-    def register(self, path: str | Path, wrap: str | Wrap = "repeat") -> int:
+    def register(self, path: str | Path | textures.TextureFile,
+                 wrap: str | Wrap = "repeat") -> int:
         """Open a texture file as a virtual texture; its id for vt_sample. The coarsest
-        tile is read now (a few KiB) and pinned: the fallback every lookup can reach."""
-        tf = textures.open(path)
+        tile is read now (a few KiB) and pinned: the fallback every lookup can reach.
+        `path` may be the file already opened (`textures.open`: a caller that opened it to
+        decide how it streams does not parse its header twice)."""
+        tf = path if isinstance(path, textures.TextureFile) else textures.open(path)
         fmt = tf.pixel_format
         if self.fmt is None:
             self.fmt = fmt
@@ -345,6 +348,19 @@ class VirtualTextureSystem:
         if self.policy is not None:
             held |= np.isin(keys, self.policy.slot_key)
         return float(counts[held].sum() / counts.sum())
+
+    def feedback_coverage(self) -> tuple[float, float, float]:
+        """Of the newest feedback's pixels, the fractions whose lookup shows the level it
+        wants, one level coarser, and two or more coarser (read from the page table as it
+        is now): the screen-weighted detail, as the whole-level `Coverage` counts it."""
+        keys, counts = self.last_feedback
+        if keys.size == 0 or self.policy is None:
+            return 1.0, 0.0, 0.0
+        deficit = self._deficit(keys)
+        total = float(counts.sum())
+        at = float(counts[deficit <= 0].sum()) / total
+        one = float(counts[deficit == 1].sum()) / total
+        return at, one, max(0.0, 1.0 - at - one)
 
     def _packed(self, keys: np.ndarray) -> np.ndarray:
         """Which keys name a packed small level (always resident, never asked for).
