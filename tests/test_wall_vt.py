@@ -58,3 +58,24 @@ def test_use_vt_provider_registers_a_fixed_pool_provider(device: Device) -> None
         assert provider.settings.virtual == "always"
     finally:
         provider.release()
+
+
+def test_the_walls_default_images_stream_virtually_and_small_ones_by_levels() -> None:
+    """The wall by default (its 1024^2 BC7 images, the shipped settings' "auto") is virtual;
+    at 512 texels and less its images stream by whole levels."""
+    from demos.wall import DEFAULTS
+    from demos.wall_assets import FORMAT
+    from engine.formats import get as get_format
+    from engine.streaming.provider import decide_virtual
+    from engine.streaming.settings import StreamerSettings
+
+    cfg = StreamerSettings()
+    fmt = get_format(FORMAT)
+
+    def virtual(size: int) -> bool:
+        return decide_virtual(cfg.virtual, size, size, fmt, is_2d=True, vt_format=None,
+                              min_size=cfg.virtual_min_size)
+
+    assert virtual(DEFAULTS["texture_size"])
+    assert virtual(4096)
+    assert not virtual(512) and not virtual(256)
