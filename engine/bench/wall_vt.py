@@ -176,8 +176,9 @@ def goal_notes(rows: list[dict]) -> list[str]:
             want = ZOOMED_DB.get(r["budget_pct"])
             got = r["psnr_zoomed_median_db"]
             if want is not None and got is not None:
-                out.append(f"goal virtual {r['budget_pct']}{'%' if r['budget_pct'] != 'unlimited' else ''}:"
-                           f" zoomed-in median PSNR >= {want:g} dB: "
+                pct = r["budget_pct"]
+                budget = pct if pct == "unlimited" else f"{pct}%"
+                out.append(f"goal virtual {budget}: zoomed-in median PSNR >= {want:g} dB: "
                            f"{'met' if got >= want else 'NOT met'} ({got:.1f} dB)")
         elif r["part"] == "vt-memory" and label.startswith("virtual"):
             worst = max((e["efficiency"] for e in rows if e["part"] == "efficiency"

@@ -29,11 +29,11 @@ from typing import Any
 
 import numpy as np
 
-from .. import textures
 from ..formats import PixelFormat
 from ..gl.device import Device
 from ..memory.split import MIN_STREAM_SLOTS, CacheNeeds, share_pool
 from .contract import FrameView, Residency, ResidentTextures
+from .handles import HeadReader
 from .levels.streamer import Clock, LevelSourceFactory, LevelStreamer
 from .settings import StreamerSettings
 from .stats import StreamingStats
@@ -123,10 +123,13 @@ class StreamingProvider:
         all-or-nothing batch, the virtual ones to the page cache."""
         new: dict[str, tuple[Path, Any, bool]] = {}
         vt_format = self.vts.fmt if self.vts is not None else None  # one page cache format
+        # One open and read per file, files alike sharing one header parse (a wall of
+        # thousands of images registers in a fraction of what `textures.open` each costs).
+        reader = HeadReader()
         for key, path in entries:
             if key in self._ids or key in new:
                 continue
-            tf = textures.open(path)
+            tf, _, _ = reader.open_tail(path, lambda tf: len(tf.levels) - 1)
             virtual = self._decide(tf, vt_format)
             if virtual:
                 vt_format = tf.pixel_format
