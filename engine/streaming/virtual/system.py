@@ -56,6 +56,7 @@ from .tiles import (
     VirtualLayout,
     Wrap,
     slot_bytes,
+    slot_shape,
     tail_blocks,
     tail_texels,
     tails_per_row,
@@ -321,8 +322,7 @@ class VirtualTextureSystem:
             self.policy.resize(sx * sy - tail_slots)
         for t in self.textures:
             t.resident.clear()
-        for key in self.pinned_data:
-            self._pin(key)
+        self._pin_all()
         self.table.mark_all()
         log.info("virtual texture cache: %dx%d slots of %s (%d bytes), table %d rows",
                  sx, sy, self.fmt.name, self.cache.nbytes, self.gpu_table.rows)
@@ -338,6 +338,31 @@ class VirtualTextureSystem:
             return
         k, cell = code >> TAIL_CLASS_SHIFT, code & ((1 << TAIL_CLASS_SHIFT) - 1)
         self._upload_cell(key, k, cell, self.pinned_data[key])
+
+    def _pin_all(self) -> None:
+        """Every pinned tile into a new cache: the cells gathered slot by slot in memory
+        and uploaded as whole slots (one upload per slot, not one per texture: thousands
+        of textures' coarsest levels share a few dozen slots), whole-slot ones as tiles."""
+        shape = slot_shape(self.fmt)
+        slots: dict[int, np.ndarray] = {}
+        for key, data in self.pinned_data.items():
+            code = self._tails.get(key)
+            if code is None:
+                self._pin(key)
+                continue
+            k, cell = code >> TAIL_CLASS_SHIFT, code & ((1 << TAIL_CLASS_SHIFT) - 1)
+            per_row, per_slot = tails_per_row(self.fmt, k), tails_per_slot(self.fmt, k)
+            n = tail_texels(self.fmt, k) // self.fmt.block_w  # blocks a side of a cell
+            slot = self._tail_bases[k] + cell // per_slot
+            img = slots.get(slot)
+            if img is None:
+                img = slots[slot] = np.zeros(shape, np.uint8)
+            c = cell % per_slot
+            bx, by = (c % per_row) * n, (c // per_row) * n
+            img[by:by + n, bx:bx + n] = np.frombuffer(
+                tail_blocks(self.fmt, data, k), np.uint8).reshape(n, n, shape[2])
+            self._record(key, TAIL_FLAG | code)
+        self.cache.upload_tiles([(slot, img.tobytes()) for slot, img in sorted(slots.items())])
 
     def _upload_cell(self, key: int, k: int, cell: int, data: bytes) -> None:
         """Upload a packed level's slot bytes into cell `cell` of size class `k` and point
