@@ -12,9 +12,13 @@
 #            reference, the whole-level flight nothing binds (it sets both paths' pools), the
 #            virtual flight nothing binds, then at 25% and 100% of the peak wanted the
 #            whole-level (tiered) and the virtual flight on the same pool; cuts from disk
-#            (files and tiled copies dropped with posix_fadvise DONTNEED), then from RAM, on
-#            each path. The JSON is rewritten after every flight, so a run cut short by its
-#            time box keeps what it measured.
+#            (files and tiled copies dropped with posix_fadvise DONTNEED), virtual path
+#            first (VTWALL_CUTS=disk,ram adds the cuts from RAM, if the time box holds them).
+#            The JSON is rewritten after every flight, so a run cut short by its time box
+#            keeps what it measured. Earlier H200 runs of this wall took 17-31 s a
+#            whole-level flight and 42-45 s the all-resident reference
+#            (benchmarks/bench_wall_h200_25.txt, _pf1.txt); seven flights and two cut
+#            flights come before the RAM cuts.
 # Outputs: $OUT/vtwall.json (rows and notes, the goals met or not in the notes), vtwall.txt
 # (the log's tail), vtwall_summary.txt (GPU line, each part's rc and time, the goal lines).
 set -uo pipefail
@@ -48,7 +52,7 @@ print('tiled copies', n, 'in', round(time.perf_counter() - t, 1), 's'); d.shutdo
 
 timeout $(left ${FLIGHTS_AT:-345}) python3 -m engine.bench.wall --parts flights \
   --count "$COUNT" --texture-size "$SIZE" --fractions 0.25,1.0 --policies tiered \
-  --no-prefetch-flight --cut-sources disk,ram --paths levels,virtual \
+  --no-prefetch-flight --cut-sources "${VTWALL_CUTS:-disk}" --paths levels,virtual \
   --json "$OUT/vtwall.json" > "$LOG/vtwall.txt" 2>&1
 note "flights rc $? at $(( $(date +%s) - t0 )) s"
 wait

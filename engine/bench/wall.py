@@ -487,7 +487,9 @@ def _wall_rows(device: Device, profile: WallProfile,
     # Cuts: many of them, from the page cache (RAM) and from disk (dropped first), on each
     # path; the virtual path's tile-contiguous copies are made before (and dropped too).
     pool = peak + (peak >> 2)
-    cut_paths = [p for p in PATHS if p in profile.paths]
+    # the virtual path's cuts first: a run cut short by its time box keeps those (the
+    # whole-level path's cut figures exist from earlier runs)
+    cut_paths = [p for p in reversed(PATHS) if p in profile.paths]
     tiled = wall_tiled_copies(device, assets.paths) if virtual and profile.cut_sources else []
     if tiled:
         notes.append(f"tile-contiguous copies of the wall: {len(tiled)} files")
