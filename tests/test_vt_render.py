@@ -104,8 +104,9 @@ def test_missing_fine_tiles_show_the_coarser_level_exactly(dev, tex512, renderer
 
 
 def test_only_the_pinned_small_levels_still_draw_the_texture(dev, tex512, renderer):
-    """Nothing streamed: the levels small enough to share slots (32 texels and less, packed
-    in cells and pinned at registration) draw GL's picture at their finest level."""
+    """Nothing streamed: the coarsest level (packed in a cell, pinned at registration)
+    draws GL's picture at that level; the other small levels (32 texels and less) are cells
+    too, each size class in slots of its own, but they stream."""
     with dev.leak_check():
         vts = VirtualTextureSystem(dev, 1 << 20)
         try:
@@ -118,13 +119,13 @@ def test_only_the_pinned_small_levels_still_draw_the_texture(dev, tex512, render
             ref = _reference(dev, tex512, lay.levels, "repeat")
             try:
                 virtual = renderer.draw_virtual(vts, quads, OBLIQUE)
-                dev.set_min_lod(ref, float(packed[0][0]))
+                dev.set_min_lod(ref, float(packed[-1][0]))
                 expected = renderer.draw_reference(quads, OBLIQUE, [ref], [vt])
             finally:
                 quads.release()
                 dev.release(ref)
             assert compare(virtual[..., :3], expected[..., :3]).ok
-            assert vts.resident_tiles() == len(packed) and vts.tail_slots == 4  # one a class
+            assert vts.resident_tiles() == 1 and vts.tail_slots == 4  # one a class
         finally:
             vts.release()
 
@@ -178,7 +179,7 @@ def test_cache_size_follows_the_allowance(dev, tex512):
             assert vts.nbytes <= 2 << 20
             vts.set_allowance(6 << 20)
             assert vts.cache.slots > before and vts.nbytes <= 6 << 20
-            assert vts.resident_tiles() == 4  # the pinned small levels came back with it
+            assert vts.resident_tiles() == 1  # the pinned coarsest level came back with it
             vts.set_allowance(1 << 20)
             assert vts.nbytes <= 1 << 20
         finally:
@@ -225,7 +226,10 @@ def test_non_square_small_levels_pack_by_their_longer_side_and_draw_like_gl(dev,
         try:
             vt = vts.register(path, wrap="repeat")
             assert vts.textures[vt].layout.levels == 6
-            assert sorted(code >> TAIL_CLASS_SHIFT for code in vts.tails.values()) == [2, 3]
+            lay = vts.textures[vt].layout
+            assert sorted(k for _, k in lay.packed_levels()) == [2, 3]
+            # the coarsest pinned in its cell, the 32x8 level streams into a cell
+            assert sorted(code >> TAIL_CLASS_SHIFT for code in vts.tails.values()) == [2]
             assert vts.preload(vts.all_tiles(vt), timeout=20)
             quads = QuadBatch(dev, quad_vertices(CORNERS, vt, 2.0))
             ref = _reference(dev, path, 6, "repeat")

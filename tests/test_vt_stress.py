@@ -35,8 +35,8 @@ def check_table(vts: VirtualTextureSystem) -> None:
                 k = want - level
                 key = vts.key(vt, want, x >> k, y >> k)
                 slot = int(slots[i])
-                if slot & TAIL_FLAG:  # a packed coarsest tile in its cell
-                    assert vts.tails[key] == slot & ~TAIL_FLAG
+                if slot & TAIL_FLAG:  # a packed small level in its cell
+                    assert vts.cell_key(slot & ~TAIL_FLAG) == key
                 else:
                     assert int(pol.slot_key[slot - vts.tail_slots]) == key
 
@@ -89,7 +89,7 @@ def test_random_budgets_and_cameras(dev, tmp_path_factory, seed):
                 check_table(vts)
             assert sum(s.tiles_uploaded for s in vts.history) > 0
             assert (vts.resident_tiles() - len(vts.tails)) * slot_bytes(vts.fmt) <= vts.allowance
-            assert len(vts.tails) == 4 * len(paths)  # levels of 32 texels and less: packed
+            assert len(vts.tails) == len(paths)  # each coarsest level, pinned in a cell
         finally:
             if quads is not None:
                 quads.release()

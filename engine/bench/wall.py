@@ -40,6 +40,7 @@ from ..gl.device import Device
 from ..memory.sizes import format_bytes
 from ..streaming.levels.streamer import LevelStreamer
 from .baselines import register_baselines
+from .wall_vt import VtProbe, content_bytes, goal_notes, use_vt_provider, vt_memory_row
 from ..textures.quality import psnr
 from .common import SuiteResult, drop_page_cache
 from .streaming import IDENTICAL_DB, WallClockPacer, is_software, mib
@@ -67,6 +68,11 @@ class WallProfile:
     fractions: tuple[float, ...] = (1.0, 0.5, 0.25, 0.1)  # budgets, of the peak wanted
     cut_sources: tuple[str, ...] = ("ram", "disk")
     prefetch_flight: bool = True  # the prefetch-off flight and its rows
+    #: which executors fly: "levels" (whole mip levels, `LevelStreamer`) and "virtual"
+    #: (every image as tiles of the page cache, `StreamingProvider`), on the same pools
+    paths: tuple[str, ...] = ("levels", "virtual")
+    #: the whole-level policies flown at each budget (the first is ours)
+    policies: tuple[str, ...] = ("tiered", "lru-whole", "global-bias")
 
     def options(self, cuts: int | None = None) -> dict:
         return {"count": self.count, "texture_size": self.texture_size,
@@ -84,7 +90,8 @@ WALL_SOFTWARE = WallProfile(
 WALL_GPU = WallProfile("gpu", 10_000, 1024, (1280, 720), 810, 3, 12, 10_000,
                        "the issue's wall: 10,000 x 1024^2 BC7 (about 14 GB of files)")
 
-POLICIES = ("tiered", "lru-whole", "global-bias")
+POLICIES = WallProfile.policies
+PATHS = WallProfile.paths
 PSNR_MARGIN_DB = 3.0  # goal: our median at least this far above both baselines at 25%, 10%
 PREFETCH_FRACTION = 0.5  # the budget of the prefetch on/off flights
 DETERMINISTIC = {"deterministic": True, "pace": False}
@@ -228,16 +235,19 @@ class WallProbe:
 def wall_flight(device: Device, profile: WallProfile, provider: str, *,
                 reference: dict[int, np.ndarray] | None = None, keep_images: bool = False,
                 cuts: int | None = None, pace: bool = True,
-                deterministic: bool = False, cache_dir: Path | None = None) -> WallProbe:
+                deterministic: bool = False, cache_dir: Path | None = None,
+                virtual: bool = False) -> WallProbe:
     """One wall flight (render scale held at 1); `deterministic`: frame clock and inline
-    reads, so the flight depends on the frame number only (tests)."""
+    reads, so the flight depends on the frame number only (tests); `virtual`: the provider
+    streams the images as virtual textures (`use_vt_provider`), measured by `VtProbe`."""
     demo = wall_demo()
     options = profile.options(cuts)
     if cache_dir is not None:
         options["cache_dir"] = cache_dir
     probe = WallProbe(reference=reference, keep_images=keep_images)
     start = time.perf_counter()
-    hooks = [*demo.hooks(options), probe]
+    vt_probe = VtProbe(probe) if virtual else None
+    hooks = [*demo.hooks(options), vt_probe or probe]
     if pace:
         hooks.append(WallClockPacer())
     res = run_scene(demo.factory, frames=profile.frames, size=profile.size,
@@ -248,6 +258,10 @@ def wall_flight(device: Device, profile: WallProfile, provider: str, *,
     if res.summary["leaked_objects"]:
         log.error("wall flight %s leaked %d GL objects", provider, res.summary["leaked_objects"])
     probe.leaked = res.summary["leaked_objects"]  # type: ignore[attr-defined]
+    probe.virtual = vt_probe.virtual if vt_probe is not None else 0  # type: ignore[attr-defined]
+    if vt_probe is not None and vt_probe.virtual < profile.count:
+        log.error("virtual wall flight %s: only %d of %d images went virtual", provider,
+                  vt_probe.virtual, profile.count)
     log.info("wall flight %s: %d frames in %.1f s", provider, profile.frames,
              time.perf_counter() - start)
     return probe
@@ -286,6 +300,12 @@ def _flight_row(probe: WallProbe, policy: str, fraction: float | None, pool: int
         "reuploads": rows[-1].get("reuploads"),
         "leaked": getattr(probe, "leaked", None),
     }
+
+
+def _memory_rows(probe: WallProbe, label: str, content: int, pixels: int) -> list[dict]:
+    """The flight's peak resident bytes against the screen and the files on disk."""
+    rows = [{"cache_bytes": 0, "table_bytes": 0, "pinned_slots": 0, **r} for r in probe.rows]
+    return [vt_memory_row(rows, label, content, pixels, BYTES_PER_TEXEL)] if rows else []
 
 
 def _efficiency_rows(probe: WallProbe, profile: WallProfile, label: str) -> list[dict]:
@@ -339,18 +359,21 @@ def _wall_rows(device: Device, profile: WallProfile,
     from ..demos.wall_assets import wall_textures
 
     assets = wall_textures(profile.count, profile.texture_size)
+    levels, virtual = "levels" in profile.paths, "virtual" in profile.paths
     rows: list[dict] = []
     notes: list[str] = [(f"wall profile '{profile.name}': {profile.count} x "
                          f"{profile.texture_size}^2 BC7, {profile.size[0]}x{profile.size[1]}, "
                          f"{profile.frames} frames, {profile.cuts} cut(s): {profile.why}")]
     reference = wall_flight(device, profile, "static", keep_images=True, pace=False)
     ref_images = reference.images
+    checkpoint(rows, notes)
     notes.append("policy, budget and prefetch flights are deterministic (frame clock, inline "
                  "reads: the streamer's decisions depend on the frame number only, so policies "
                  "are compared on equal terms and reruns agree; paced flights with I/O threads "
                  "varied by up to 3x in coarser-than-wanted between identical runs on this "
                  "shared machine); the cut flights use the I/O threads and wall-clock time")
-    # The flight's own demand: our streamer with a pool nothing binds.
+    # The flight's own demand: our streamer with a pool nothing binds. It sets the pools of
+    # both paths, so it flies whichever paths are asked for.
     free = wall_flight(device, profile, use_wall_streamer("tiered", 1 << 40),
                        reference=ref_images, **DETERMINISTIC)
     peak = max(r["wanted_bytes"] for r in free.rows)
@@ -359,25 +382,54 @@ def _wall_rows(device: Device, profile: WallProfile,
     checkpoint(rows, notes)
     notes.append(f"peak wanted {format_bytes(peak)} of which {format_bytes(tails)} are the "
                  f"always-resident tails; a budget of f% is a pool of tails + f% of the "
-                 f"{format_bytes(peak - tails)} above them (the tails alone cannot be cut)")
+                 f"{format_bytes(peak - tails)} above them (the tails alone cannot be cut); "
+                 f"both paths fly the same pools")
+    content = content_bytes(assets.paths)
+    pixels = profile.size[0] * profile.size[1]
+    rows += _efficiency_rows(free, profile, "tiered unlimited")
+    rows += _memory_rows(free, "tiered unlimited", content, pixels)
+    vt: dict[str, WallProbe] = {}
+
+    def fly_virtual(label: str, pool: int) -> WallProbe:
+        """One virtual-texture flight and its rows, checkpointed as it lands."""
+        probe = wall_flight(device, profile, use_vt_provider(pool), reference=ref_images,
+                            virtual=True, **DETERMINISTIC)
+        vt[label] = probe
+        rows.extend(_efficiency_rows(probe, profile, f"virtual {label}"))
+        rows.extend(_memory_rows(probe, f"virtual {label}", content, pixels))
+        return probe
+
+    if virtual:
+        probe = fly_virtual("unlimited", 1 << 40)
+        rows.append({**_flight_row(probe, "virtual", None, None), "budget_pct": "unlimited"})
+        checkpoint(rows, notes)
     results: dict[tuple[str, float], dict] = {}
     main: dict[float, WallProbe] = {}
     for fraction in profile.fractions:
         pool = tails + int(fraction * (peak - tails))
-        for policy in POLICIES:
+        for policy in profile.policies if levels else ():
             probe = wall_flight(device, profile, use_wall_streamer(policy, pool),
                                 reference=ref_images, **DETERMINISTIC)
             row = _flight_row(probe, policy, fraction, pool)
             results[(policy, fraction)] = row
             rows.append(row)
-            checkpoint(rows, notes)
-            if policy == "tiered":
+            if policy == POLICIES[0]:
                 main[fraction] = probe
+                rows += _efficiency_rows(probe, profile, f"{policy} {fraction:.0%}")
+                rows += _memory_rows(probe, f"{policy} {fraction:.0%}", content, pixels)
+            checkpoint(rows, notes)
+        if virtual:
+            probe = fly_virtual(f"{fraction:.0%}", pool)
+            results[("virtual", fraction)] = _flight_row(probe, "virtual", fraction, pool)
+            rows.append(results[("virtual", fraction)])
+            checkpoint(rows, notes)
     # Goals: PSNR margin over both baselines at 25% and 10%, worst frame no worse.
     for fraction in [f for f in (0.25, 0.1) if f in profile.fractions]:
-        ours = results[("tiered", fraction)]
+        ours = results.get((POLICIES[0], fraction))
         for base in POLICIES[1:]:
-            other = results[(base, fraction)]
+            other = results.get((base, fraction))
+            if ours is None or other is None:
+                continue
             margin = (ours["psnr_median_db"] or 0) - (other["psnr_median_db"] or 0)
             worst = (ours["psnr_min_db"] or 0) - (other["psnr_min_db"] or 0)
             zoomed = ((ours["psnr_zoomed_median_db"] or 0)
@@ -386,16 +438,28 @@ def _wall_rows(device: Device, profile: WallProfile,
                          f"{base}: {'met' if margin >= PSNR_MARGIN_DB else 'NOT met'} "
                          f"({margin:+.1f} dB; zoomed-in frames {zoomed:+.1f} dB); worst frame "
                          f"no worse: {'met' if worst >= 0 else 'NOT met'} ({worst:+.1f} dB)")
-    over = sum(r["frames_over_budget"] for r in rows)
-    notes.append(f"frames over budget across every flight: {over} (goal 0)")
-    # Efficiency per segment, our policy at 50% and unlimited.
-    rows += _efficiency_rows(free, profile, "tiered unlimited")
-    mid = PREFETCH_FRACTION if PREFETCH_FRACTION in main else min(main)
-    rows += _efficiency_rows(main[mid], profile, f"tiered {mid:.0%}")
+    mid = PREFETCH_FRACTION if PREFETCH_FRACTION in main else min(main, default=None)
     notes.append("efficiency = resident texture bytes / (output pixels x 1 byte per BC7 "
-                 "texel); 'above tails' leaves out the always-resident tails of every texture")
+                 "texel); 'above tails' leaves out the always-resident tails of every texture; "
+                 "a virtual flight's resident bytes are its page cache (allocated whole), page "
+                 "table and LOD proxy; vt-memory: the flight's peak of them and the files' "
+                 "bytes on disk over it (content_to_resident)")
+    if virtual:
+        notes.append("virtual flights: coarser-than-wanted is read from the feedback pass "
+                     "(per pixel the tile its lookup wants, against the level the page table "
+                     "shows), the whole-level flights' from the CPU estimator per texture")
+        for label, probe in vt.items():
+            pan = _segment_means(probe.rows, "at_wanted_fraction", ("pan",))
+            if pan is not None:
+                rows.append({"part": "pan", "policy": f"virtual {label}",
+                             "coarser_than_wanted": 1 - pan})
+        for fraction, probe in main.items():
+            pan = _segment_means(probe.rows, "at_wanted_fraction", ("pan",))
+            if pan is not None:
+                rows.append({"part": "pan", "policy": f"tiered {fraction:.0%}",
+                             "coarser_than_wanted": 1 - pan})
     # Prefetch off, same budget: pan and zoom segments.
-    if profile.prefetch_flight:
+    if profile.prefetch_flight and levels and mid is not None:
         pool = tails + int(mid * (peak - tails))
         nopf = wall_flight(device, profile, use_wall_streamer("tiered", pool, prefetch=False),
                            reference=ref_images, **DETERMINISTIC)
@@ -420,32 +484,72 @@ def _wall_rows(device: Device, profile: WallProfile,
             notes.append(f"prefetch elsewhere: median PSNR {statistics.median(other):.1f} dB "
                          f"with, {statistics.median(other_off):.1f} dB without")
         checkpoint(rows, notes)
-    # Cuts: many of them, from the page cache (RAM) and from disk (dropped first).
+    # Cuts: many of them, from the page cache (RAM) and from disk (dropped first), on each
+    # path; the virtual path's tile-contiguous copies are made before (and dropped too).
     pool = peak + (peak >> 2)
-    warm = _warm_read_seconds(assets.paths)
+    # the virtual path's cuts first: a run cut short by its time box keeps those (the
+    # whole-level path's cut figures exist from earlier runs)
+    cut_paths = [p for p in reversed(PATHS) if p in profile.paths]
+    tiled = wall_tiled_copies(device, assets.paths) if virtual and profile.cut_sources else []
+    if tiled:
+        notes.append(f"tile-contiguous copies of the wall: {len(tiled)} files")
+    files = list(assets.paths) + tiled
+    warm = _warm_read_seconds(files) if profile.cut_sources else 0.0
     for source in profile.cut_sources:
-        if source == "disk":
-            cold = drop_files_from_page_cache(assets.paths)
-            if cold is None:
-                notes.append("page cache could not be dropped: no 'disk' cut figures")
-                continue
-            notes.append(f"page cache dropped with posix_fadvise(POSIX_FADV_DONTNEED) per file: "
-                         f"reading all {len(assets.paths)} files took {cold:.2f} s after the "
-                         f"drop vs {warm:.2f} s warm")
-        else:
-            _warm_read_seconds(assets.paths)
-        probe = wall_flight(device, profile, use_wall_streamer("tiered", pool),
-                            cuts=profile.cut_flight_cuts)
-        times = probe.tracker.finished()
-        rows.append({"part": "cut", "source": source, "cuts": len(probe.tracker.times),
-                     "reached_95": len(times), "p50_ms": (_pct(times, 50) or 0) * 1e3,
-                     "p95_ms": (_pct(times, 95) or 0) * 1e3, "pool_mib": mib(pool)})
-        checkpoint(rows, notes)
+        for path in cut_paths:
+            if source == "disk":
+                cold = drop_files_from_page_cache(files)
+                if cold is None:
+                    notes.append("page cache could not be dropped: no 'disk' cut figures")
+                    break
+                notes.append(f"page cache dropped with posix_fadvise(POSIX_FADV_DONTNEED) per "
+                             f"file: reading all {len(files)} files took {cold:.2f} s after "
+                             f"the drop vs {warm:.2f} s warm")
+            else:
+                _warm_read_seconds(files)
+            name = use_vt_provider(pool) if path == "virtual" else \
+                use_wall_streamer("tiered", pool)
+            probe = wall_flight(device, profile, name, cuts=profile.cut_flight_cuts,
+                                virtual=path == "virtual")
+            times = probe.tracker.finished()
+            rows.append({"part": "cut", "path": path, "source": source,
+                         "cuts": len(probe.tracker.times), "reached_95": len(times),
+                         "p50_ms": (_pct(times, 50) or 0) * 1e3,
+                         "p95_ms": (_pct(times, 95) or 0) * 1e3, "pool_mib": mib(pool),
+                         "frames_over_budget": sum(bool(r.get("over_budget"))
+                                                   for r in probe.rows),
+                         "leaked": probe.leaked})
+            checkpoint(rows, notes)
     notes.append("cut: wall-clock time from the frame a cut lands on until 95% of the visible "
-                 "screen weight has its wanted level resident (metrics.level_deficit on the "
-                 "resident level; the 0.3 s-per-level fade-in comes on top), pool 125% of "
-                 "peak wanted; 'ram' reads come from the OS page cache")
+                 "screen weight has its wanted level resident (whole levels: "
+                 "metrics.level_deficit on the resident level, the 0.3 s-per-level fade-in "
+                 "comes on top; virtual: the feedback of a frame drawn after the cut), pool "
+                 "125% of peak wanted; 'ram' reads come from the OS page cache")
+    over = sum(r.get("frames_over_budget", 0) for r in rows)
+    notes.append(f"frames over budget across every flight: {over} (goal 0)")
+    notes += goal_notes(rows)
     return rows, notes
+
+
+def wall_tiled_copies(device: Device, paths: Sequence[Path]) -> list[Path]:
+    """Make the tile-contiguous copies of the wall's files now (what the virtual path's
+    first flights start in the background), so that the cut flights read them; their
+    paths, for the page-cache drop."""
+    from ..streaming.virtual.system import VirtualTextureSystem
+
+    start = time.perf_counter()
+    vts = VirtualTextureSystem(device, 0, io_workers=0)
+    try:
+        for p in paths:
+            vts.register(p)
+        if vts.io.tiled is not None:
+            while not vts.io.tiled.idle():
+                time.sleep(0.05)
+        out = [s.tiled_path for s in vts.io.sources if s.tiled_path is not None]
+    finally:
+        vts.release()
+    log.info("tiled copies of %d files ready in %.1f s", len(paths), time.perf_counter() - start)
+    return out
 
 
 def _wall_scale_rows(device: Device, profile: WallProfile) -> tuple[list[dict], list[str]]:
@@ -521,6 +625,15 @@ def main(argv: list[str] | None = None) -> int:
                     help="comma-separated budgets, of the peak wanted (0.25,0.1)")
     ap.add_argument("--cut-sources", help="comma-separated: ram, disk")
     ap.add_argument("--no-prefetch-flight", action="store_true")
+    ap.add_argument("--paths", help="comma-separated executors to fly: levels, virtual "
+                    "(default both, on the same pools)")
+    ap.add_argument("--policies", help="comma-separated whole-level policies at each budget "
+                    f"(default {','.join(POLICIES)}; the first is ours)")
+    ap.add_argument("--frames", type=int, help="frames of each flight (the script is "
+                    "stretched to them; default the profile's)")
+    ap.add_argument("--count", type=int, help="images on the wall (default the profile's)")
+    ap.add_argument("--texture-size", type=int, help="image edge in texels (a power of two)")
+    ap.add_argument("--output", help="output size WxH (default the profile's)")
     ap.add_argument("--parts", default="flights,scale",
                     help="which parts, in this order: flights, scale (default both)")
     ap.add_argument("--json")
@@ -535,6 +648,31 @@ def main(argv: list[str] | None = None) -> int:
             profile, cut_sources=tuple(c for c in args.cut_sources.split(",") if c))
     if args.no_prefetch_flight:
         profile = dataclasses.replace(profile, prefetch_flight=False)
+    if args.paths is not None:
+        paths = tuple(p for p in args.paths.split(",") if p)
+        if not paths or not set(paths) <= set(PATHS):
+            ap.error(f"--paths: choose from {', '.join(PATHS)}, got {args.paths!r}")
+        profile = dataclasses.replace(profile, paths=paths)
+    if args.policies is not None:
+        policies = tuple(p for p in args.policies.split(",") if p)
+        if not set(policies) <= set(POLICIES) or (policies and policies[0] != POLICIES[0]):
+            ap.error(f"--policies: {POLICIES[0]} first, then any of {', '.join(POLICIES[1:])}; "
+                     f"got {args.policies!r}")
+        profile = dataclasses.replace(profile, policies=policies)
+    if args.output is not None:
+        try:
+            w, h = (int(v) for v in args.output.lower().split("x"))
+        except ValueError:
+            ap.error(f"--output must be WxH, got {args.output!r}")
+        if w < 1 or h < 1:
+            ap.error(f"--output must be positive, got {args.output!r}")
+        profile = dataclasses.replace(profile, size=(w, h))
+    for name, value in (("frames", args.frames), ("count", args.count),
+                        ("texture_size", args.texture_size)):
+        if value is not None:
+            if value < 1:
+                ap.error(f"--{name.replace('_', '-')} must be positive, got {value}")
+            profile = dataclasses.replace(profile, **{name: value})
     out = {"machine": {"renderer": device.caps.renderer, "gl_version": device.caps.gl_version},
            "profile": dataclasses.asdict(profile), "rows": [], "notes": []}
 

@@ -136,7 +136,7 @@ class StreamingProvider:
         sids = iter(self.levels.register_many(whole, reader)) if whole else iter(())
         for key, (path, tf, virtual) in new.items():
             if virtual:
-                entry = _Entry(True, self._system().register(path, "repeat"), tf.width,
+                entry = _Entry(True, self._system().register(tf, "repeat"), tf.width,
                                tf.height, len(tf.levels))
             else:
                 entry = _Entry(False, next(sids), tf.width, tf.height, len(tf.levels))

@@ -198,7 +198,12 @@ class TileSource:
 
     def attach_tiled(self, tiled: TiledFile) -> None:
         """Read from now on from `tiled`, a tile-contiguous copy of this file (made by
-        `TiledCache`); reads under way on the old path finish there."""
+        `TiledCache`); reads under way on the old path finish there. A copy that no longer
+        matches the path (made from a handle opened before the file was replaced or
+        removed, which `reopen` could not see yet) is closed instead."""
+        if not self._copy_matches(tiled):
+            tiled.close()
+            return
         old, self._tiled = self._tiled, tiled
         if old is not None:
             old.close()

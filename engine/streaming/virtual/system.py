@@ -56,6 +56,7 @@ from .tiles import (
     VirtualLayout,
     Wrap,
     slot_bytes,
+    slot_shape,
     tail_blocks,
     tail_texels,
     tails_per_row,
@@ -64,6 +65,11 @@ from .tiles import (
 )
 
 log = logging.getLogger(__name__)
+
+#: Of the cache's slots beyond the pinned ones, the share that holds streamed packed cells
+#: (the small levels of textures seen from afar); the rest holds the tiles of the textures
+#: seen close up, where the screen's detail is.
+CELL_SHARE = 0.125
 
 #: Texture units the system binds by default (high, out of the renderer's way).
 PROXY_UNIT = 13
@@ -152,9 +158,17 @@ class VirtualTextureSystem:
         self._asked: set[int] = set()  # reads the I/O was asked for and has not finished
         self._grids = TextureGrids()  # per texture: size, levels, first packed level
         self._tails: dict[int, int] = {}  # packed small level key -> class << 20 | cell
-        self._tail_count = [0] * TAIL_CLASSES  # cells in use per size class
+        self._tail_count = [0] * TAIL_CLASSES  # pinned cells per size class
         self._tail_bases = [0] * TAIL_CLASSES
         self._tail_slots = 0
+        #: Packed levels that stream (all but each texture's coarsest) per size class, and
+        #: per class the policy of the cells they stream into (cell i of the policy is cell
+        #: `_tail_count[k] + i` of the class, after its pinned ones; None: no such cells).
+        self._cell_count = [0] * TAIL_CLASSES
+        self._cells: list[TilePolicy | None] = [None] * TAIL_CLASSES
+        self._class_cap = [0] * TAIL_CLASSES  # cells each class's slots hold
+        self._cell_of: dict[int, int] = {}  # streamed cell key asked for -> its size class
+        self._visible_slots = 0  # the newest requests' visible tiles that take whole slots
         #: The newest feedback reduced to (unique keys, pixels) and the frame it showed.
         self.last_feedback: tuple[np.ndarray, np.ndarray] = (np.zeros(0, tile_keys.DTYPE),
                                                              np.zeros(0, np.int64))
@@ -168,10 +182,13 @@ class VirtualTextureSystem:
         self._closed = False
 
     # ------------------------------------------------------------------ registration
-    def register(self, path: str | Path, wrap: str | Wrap = "repeat") -> int:
+    def register(self, path: str | Path | textures.TextureFile,
+                 wrap: str | Wrap = "repeat") -> int:
         """Open a texture file as a virtual texture; its id for vt_sample. The coarsest
-        tile is read now (a few KiB) and pinned: the fallback every lookup can reach."""
-        tf = textures.open(path)
+        tile is read now (a few KiB) and pinned: the fallback every lookup can reach.
+        `path` may be the file already opened (`textures.open`: a caller that opened it to
+        decide how it streams does not parse its header twice)."""
+        tf = path if isinstance(path, textures.TextureFile) else textures.open(path)
         fmt = tf.pixel_format
         if self.fmt is None:
             self.fmt = fmt
@@ -190,19 +207,27 @@ class VirtualTextureSystem:
         self.textures.append(_Texture(layout, tf.path))
         top = layout.levels - 1
         pinned = []
-        for level, k in layout.packed_levels():  # small levels share slots, pinned for good
-            key = self.key(vt, level, 0, 0)
-            self.pinned_data[key] = source.read_tile(level, 0, 0)
-            self._tails[key] = (k << TAIL_CLASS_SHIFT) | self._tail_count[k]
-            self._tail_count[k] += 1
-            pinned.append(key)
+        # Small levels share slots as cells; only the coarsest is pinned (the fallback every
+        # lookup reaches), the others stream into cells like tiles into slots: pinned, the
+        # small levels of thousands of textures would take more than a screen's worth.
+        new_class = False
+        for level, k in layout.packed_levels():
+            if level == top:
+                key = self.key(vt, level, 0, 0)
+                self.pinned_data[key] = source.read_tile(level, 0, 0)
+                self._tails[key] = (k << TAIL_CLASS_SHIFT) | self._tail_count[k]
+                self._tail_count[k] += 1
+                pinned.append(key)
+            else:
+                new_class |= self._cell_count[k] == 0
+                self._cell_count[k] += 1
         key = self.key(vt, top, 0, 0)
         if key not in self._tails:  # a coarsest level too large for a cell: a whole slot
             self.pinned_data[key] = source.read_tile(top, 0, 0)
             pinned.append(key)
         if self.cache is not None:
-            if self.table.rows > self.gpu_table.rows or \
-                    self._tail_slots_needed() > self._tail_slots:
+            if self.table.rows > self.gpu_table.rows or new_class or \
+                    not self._pinned_cells_fit():
                 self._rebuild()  # the table or the tail cells grew: resize within allowance
             else:
                 for key in pinned:
@@ -220,13 +245,40 @@ class VirtualTextureSystem:
         return (self.allowance - fixed) // slot_bytes(self.fmt)
 
     def _tail_slots_needed(self) -> int:
-        return sum(self._class_slots())
+        """The fewest slots the packed levels run with: their pinned cells and one slot of
+        cells for each size class that streams."""
+        if self.fmt is None:
+            return 0
+        return sum(-(-n // tails_per_slot(self.fmt, k)) + (self._cell_count[k] > 0)
+                   for k, n in enumerate(self._tail_count))
 
-    def _class_slots(self) -> list[int]:
-        """Slots each size class of packed small levels takes."""
+    def _class_slots(self, total: int) -> list[int]:
+        """Slots each size class of packed small levels takes in a cache of `total` slots:
+        its pinned cells, then its share of CELL_SHARE of the slots beyond those for the
+        cells that stream (at least one slot, at most what all its levels fill)."""
         if self.fmt is None:
             return [0] * TAIL_CLASSES
-        return [-(-n // tails_per_slot(self.fmt, k)) for k, n in enumerate(self._tail_count)]
+        per = [tails_per_slot(self.fmt, k) for k in range(TAIL_CLASSES)]
+        pinned = [-(-n // per[k]) for k, n in enumerate(self._tail_count)]
+        streaming = [k for k in range(TAIL_CLASSES) if self._cell_count[k]]
+        spare = max(0, total - sum(pinned) - len(streaming))
+        extra = int(spare * CELL_SHARE) // max(1, len(streaming))
+        out = list(pinned)
+        for k in streaming:
+            most = -(-(self._tail_count[k] + self._cell_count[k]) // per[k])
+            out[k] = min(most, max(pinned[k] + 1, pinned[k] + extra))
+        return out
+
+    def _pinned_cells_fit(self) -> bool:
+        """Every pinned cell has its place in its class's slots (a registration after the
+        cache was made may add one too many: the cache is then rebuilt)."""
+        if self.fmt is None:
+            return True
+        for k, n in enumerate(self._tail_count):
+            if n + (self._cells[k].slots if self._cells[k] is not None else 0) > \
+                    self._class_cap[k]:
+                return False
+        return True
 
     def _rebuild(self) -> None:
         """(Re)make cache and table for the current allowance, old ones released first.
@@ -241,7 +293,8 @@ class VirtualTextureSystem:
         self._release_gpu()
         slots = self._slot_count()
         sx, sy = cache_grid(slots, SLOT_TEXELS, self.device.caps.max_texture_size)
-        tail_slots = self._tail_slots_needed()
+        class_slots = self._class_slots(sx * sy)
+        tail_slots = sum(class_slots)
         whole = len(self.pinned_data) - len(self._tails)  # coarsest tiles in whole slots
         if sx * sy - tail_slots < max(1, whole):
             raise BudgetError(f"virtual texture allowance {self.allowance} bytes holds "
@@ -250,8 +303,14 @@ class VirtualTextureSystem:
                               f"{whole} whole one(s), and one more to stream")
         self._tail_slots = tail_slots
         self._tail_bases = [0] * TAIL_CLASSES  # first slot of each class's cells
-        for k, n in enumerate(self._class_slots()[:-1]):
+        for k, n in enumerate(class_slots[:-1]):
             self._tail_bases[k + 1] = self._tail_bases[k] + n
+        for k, n in enumerate(class_slots):
+            self._class_cap[k] = n * tails_per_slot(self.fmt, k)
+            cells = min(self._cell_count[k], self._class_cap[k] - self._tail_count[k])
+            self._cells[k] = TilePolicy(cells, hold_frames=self.hold_frames,
+                                        grace_frames=self.grace_frames,
+                                        max_requests=self.max_requests) if cells > 0 else None
         self.gpu_table = PageTableTexture(self.device, TABLE_WIDTH, self.table.rows)
         self.proxy = LodProxy(self.device)
         self.cache = PageCache(self.device, self.fmt, sx, sy, SLOT_TEXELS)
@@ -263,8 +322,7 @@ class VirtualTextureSystem:
             self.policy.resize(sx * sy - tail_slots)
         for t in self.textures:
             t.resident.clear()
-        for key in self.pinned_data:
-            self._pin(key)
+        self._pin_all()
         self.table.mark_all()
         log.info("virtual texture cache: %dx%d slots of %s (%d bytes), table %d rows",
                  sx, sy, self.fmt.name, self.cache.nbytes, self.gpu_table.rows)
@@ -279,13 +337,70 @@ class VirtualTextureSystem:
             self._record(key, slot)
             return
         k, cell = code >> TAIL_CLASS_SHIFT, code & ((1 << TAIL_CLASS_SHIFT) - 1)
+        self._upload_cell(key, k, cell, self.pinned_data[key])
+
+    def _pin_all(self) -> None:
+        """Every pinned tile into a new cache: the cells gathered slot by slot in memory
+        and uploaded as whole slots (one upload per slot, not one per texture: thousands
+        of textures' coarsest levels share a few dozen slots), whole-slot ones as tiles."""
+        shape = slot_shape(self.fmt)
+        slots: dict[int, np.ndarray] = {}
+        for key, data in self.pinned_data.items():
+            code = self._tails.get(key)
+            if code is None:
+                self._pin(key)
+                continue
+            k, cell = code >> TAIL_CLASS_SHIFT, code & ((1 << TAIL_CLASS_SHIFT) - 1)
+            per_row, per_slot = tails_per_row(self.fmt, k), tails_per_slot(self.fmt, k)
+            n = tail_texels(self.fmt, k) // self.fmt.block_w  # blocks a side of a cell
+            slot = self._tail_bases[k] + cell // per_slot
+            img = slots.get(slot)
+            if img is None:
+                img = slots[slot] = np.zeros(shape, np.uint8)
+            c = cell % per_slot
+            bx, by = (c % per_row) * n, (c // per_row) * n
+            img[by:by + n, bx:bx + n] = np.frombuffer(
+                tail_blocks(self.fmt, data, k), np.uint8).reshape(n, n, shape[2])
+            self._record(key, TAIL_FLAG | code)
+        self.cache.upload_tiles([(slot, img.tobytes()) for slot, img in sorted(slots.items())])
+
+    def _upload_cell(self, key: int, k: int, cell: int, data: bytes) -> None:
+        """Upload a packed level's slot bytes into cell `cell` of size class `k` and point
+        its page-table entry there."""
         per_row, size = tails_per_row(self.fmt, k), tail_texels(self.fmt, k)
         per_slot = tails_per_slot(self.fmt, k)
         sx, sy = self.cache.slot_origin(self._tail_bases[k] + cell // per_slot)
         c = cell % per_slot
         self.cache.upload_region(sx + (c % per_row) * size, sy + (c // per_row) * size, size,
-                                 tail_blocks(self.fmt, self.pinned_data[key], k))
-        self._record(key, TAIL_FLAG | code)
+                                 tail_blocks(self.fmt, data, k))
+        self._record(key, TAIL_FLAG | (k << TAIL_CLASS_SHIFT) | cell)
+
+    def _class_of(self, key: int) -> int:
+        """The size class of a streamed cell (asked for, or resident), -1 for a tile that
+        takes a whole slot."""
+        k = self._cell_of.get(key)
+        if k is not None:
+            return k
+        for k, pol in enumerate(self._cells):
+            if pol is not None and key in pol.where:
+                return k
+        return -1
+
+    def _policy_for(self, key: int) -> TilePolicy:
+        k = self._class_of(key)
+        return self.policy if k < 0 else self._cells[k]
+
+    def _held(self, key: int) -> bool:
+        """Resident in a policy's slot or cell (pinned cells aside)."""
+        if self.policy is not None and self.policy.is_resident(key):
+            return True
+        return any(c is not None and c.is_resident(key) for c in self._cells)
+
+    def _resident_keys(self) -> np.ndarray:
+        """Keys of every tile a policy holds (slots and streamed cells)."""
+        parts = [self.policy.slot_key] if self.policy is not None else []
+        parts += [c.slot_key for c in self._cells if c is not None]
+        return np.concatenate(parts) if parts else np.zeros(0, tile_keys.DTYPE)
 
     @property
     def tail_slots(self) -> int:
@@ -298,10 +413,19 @@ class VirtualTextureSystem:
         tests and tools)."""
         return dict(self._tails)
 
+    def cell_key(self, code: int) -> int:
+        """The key held in packed cell `code` (class << TAIL_CLASS_SHIFT | cell, as a
+        page-table entry names it): a pinned coarsest level or a streamed small level; 0 for
+        a free cell (tests and tools)."""
+        k, cell = code >> TAIL_CLASS_SHIFT, code & ((1 << TAIL_CLASS_SHIFT) - 1)
+        if cell < self._tail_count[k]:
+            return next((key for key, c in self._tails.items() if c == code), 0)
+        pol, i = self._cells[k], cell - self._tail_count[k]
+        return int(pol.slot_key[i]) if pol is not None and i < pol.slots else 0
+
     def is_resident(self, key: int) -> bool:
         """The tile is in the cache (a packed coarsest tile, or a policy slot)."""
-        return int(key) in self._tails or (self.policy is not None
-                                          and self.policy.is_resident(key))
+        return int(key) in self._tails or self._held(int(key))
 
     def _record(self, key: int, slot: int | None) -> None:
         vt, level, x, y = tile_keys.unpack_one(key)
@@ -328,12 +452,14 @@ class VirtualTextureSystem:
                    if obj is not None)
 
     def resident_tiles(self) -> int:
-        return (self.policy.occupied if self.policy else 0) + len(self._tails)
+        return (self.policy.occupied if self.policy else 0) + len(self._tails) + \
+            sum(c.occupied for c in self._cells if c is not None)
 
     def visible_tile_count(self) -> int:
-        """Tiles the newest feedback made VISIBLE (asked for, or blended with by trilinear):
-        what the screen needs resident, whatever the cache holds besides."""
-        return int((self._requests.tiers == 0).sum())
+        """Tiles the newest feedback made VISIBLE (asked for, or blended with by trilinear)
+        that take whole slots: what the screen needs resident, whatever the cache holds
+        besides (the small levels that stream as cells aside)."""
+        return self._visible_slots
 
     def wanted_resident_fraction(self) -> float:
         """Of the newest feedback's pixels, the fraction whose tile (at the level they want)
@@ -341,10 +467,21 @@ class VirtualTextureSystem:
         keys, counts = self.last_feedback
         if keys.size == 0:
             return 1.0
-        held = self._packed(keys)
-        if self.policy is not None:
-            held |= np.isin(keys, self.policy.slot_key)
+        held = self._packed(keys) | np.isin(keys, self._resident_keys())
         return float(counts[held].sum() / counts.sum())
+
+    def feedback_coverage(self) -> tuple[float, float, float]:
+        """Of the newest feedback's pixels, the fractions whose lookup shows the level it
+        wants, one level coarser, and two or more coarser (read from the page table as it
+        is now): the screen-weighted detail, as the whole-level `Coverage` counts it."""
+        keys, counts = self.last_feedback
+        if keys.size == 0 or self.policy is None:
+            return 1.0, 0.0, 0.0
+        deficit = self._deficit(keys)
+        total = float(counts.sum())
+        at = float(counts[deficit <= 0].sum()) / total
+        one = float(counts[deficit == 1].sum()) / total
+        return at, one, max(0.0, 1.0 - at - one)
 
     def _packed(self, keys: np.ndarray) -> np.ndarray:
         """Which keys name a packed small level (always resident, never asked for).
@@ -382,15 +519,34 @@ class VirtualTextureSystem:
             # A broken file is not read again: its missing tiles are not asked for (they
             # would take the room of others' in the plan), its resident ones stay wanted.
             keep = ~np.isin(tile_keys.vt_of(req.keys), self._failed_ids) | \
-                np.isin(req.keys, self.policy.slot_key)
+                np.isin(req.keys, self._resident_keys())
             req = TileRequests(req.keys[keep], req.tiers[keep], req.pixels[keep])
-        missing, priority = self.policy.plan(self.frame, req.keys, req.tiers, req.pixels,
-                                             self._deficit(req.keys))
-        # Ask the I/O only for what is new since the last frame (each request takes the
-        # workers' lock; re-asking a pending read every frame was most of this method's
-        # time at 4K), and cancel only when something dropped out of the wanted set.
-        ask: dict[int, float] = {k: p for k, p in zip(missing.tolist(), priority.tolist(),
-                                                       strict=True) if k not in self._ready}
+        # Whole-slot tiles and each size class of streamed cells have a policy of their own
+        # (a cell and a slot are not the same room); their asks go to the one I/O queue.
+        if req.keys.size:
+            vt, level, _, _ = tile_keys.unpack(req.keys)
+            cls = self._grids.cell_class(vt, level, self.fmt)
+        else:
+            cls = np.zeros(0, np.int64)
+        ask: dict[int, float] = {}
+        for k, pol in [(-1, self.policy), *enumerate(self._cells)]:
+            if pol is None:
+                continue
+            m = cls == k
+            keys = req.keys[m]
+            missing, priority = pol.plan(self.frame, keys, req.tiers[m], req.pixels[m],
+                                         self._deficit(keys))
+            # Ask the I/O only for what is new since the last frame (each request takes
+            # the workers' lock; re-asking a pending read every frame was most of this
+            # method's time at 4K), and cancel only when something dropped out of the
+            # wanted set.
+            got = missing.tolist()
+            ask.update((key, p) for key, p in zip(got, priority.tolist(), strict=True)
+                       if key not in self._ready)
+            if k >= 0:
+                self._cell_of.update(dict.fromkeys(got, k))
+            else:
+                self._visible_slots = int((req.tiers[m] == 0).sum())
         for key, prio in ask.items():
             if key not in self._asked:
                 self.io.request(key, prio)
@@ -427,35 +583,44 @@ class VirtualTextureSystem:
         st = self.stats
         uploads: list[tuple[int, bytes]] = []
         self._drain()
-        pol = self.policy
+        classes = {key: self._class_of(key) for key in self._ready}
+        pols = [self.policy, *self._cells]  # by class + 1
         # Best tier first; within it, tiles that found no slot last frame after the others
         # (so they cannot hold the frame's uploads back from tiles that would find one).
         waited = self._deferred
-        order = sorted(self._ready, key=lambda k: (pol.tier_of(k), k in waited,
-                                                   -tile_keys.level_of(k)))
+        order = sorted(self._ready, key=lambda k: (pols[classes[k] + 1].tier_of(k),
+                                                   k in waited, -tile_keys.level_of(k)))
         self._deferred = set()
-        arriving = []
+        arriving: list[list[int]] = [[] for _ in pols]
         for key in order[:self._upload_count()]:
-            if pol.is_resident(key):
+            if pols[classes[key] + 1].is_resident(key):
                 del self._ready[key]
             else:
-                arriving.append(key)
-        for key, adm in zip(arriving, pol.admit_many(arriving), strict=True):
-            if adm is None:
-                st.deferred += 1
-                self._deferred.add(key)
+                arriving[classes[key] + 1].append(key)
+        for c, keys in enumerate(arriving):
+            if not keys:
                 continue
-            data = self._ready.pop(key)
-            if adm.evicted:
-                self._record(adm.evicted, None)
-                st.evictions += 1
-            uploads.append((adm.slot + self._tail_slots, data))
-            self._record(key, adm.slot + self._tail_slots)
-            st.tiles_uploaded += 1
-            st.bytes_uploaded += len(data)
+            for key, adm in zip(keys, pols[c].admit_many(keys), strict=True):
+                if adm is None:
+                    st.deferred += 1
+                    self._deferred.add(key)
+                    continue
+                data = self._ready.pop(key)
+                if adm.evicted:
+                    self._record(adm.evicted, None)
+                    self._cell_of.pop(adm.evicted, None)
+                    st.evictions += 1
+                if c == 0:
+                    uploads.append((adm.slot + self._tail_slots, data))
+                    self._record(key, adm.slot + self._tail_slots)
+                else:
+                    self._upload_cell(key, c - 1, self._tail_count[c - 1] + adm.slot, data)
+                st.tiles_uploaded += 1
+                st.bytes_uploaded += len(data)
         # Tiles in hand nobody wants any more go once there are more than a few frames' worth.
         if len(self._ready) > 4 * self.max_uploads:
-            for key in [k for k in self._ready if pol.tier_of(k) == Tier.RECENT]:
+            for key in [k for k in self._ready
+                        if self._policy_for(k).tier_of(k) == Tier.RECENT]:
                 del self._ready[key]
         st.in_hand = len(self._ready)
         t_up = time.perf_counter()
@@ -496,7 +661,7 @@ class VirtualTextureSystem:
                     "tile": [key >> 16 & 0xF, key & 0xFF, key >> 8 & 0xFF],  # level, x, y
                     "bytes": len(res.data) if res.data is not None else 0,
                     "queue_ms": (res.started - res.requested) * 1e3, "ok": res.ok})
-            if res.ok and not self.policy.is_resident(key):
+            if res.ok and not self._held(key):
                 self._ready[key] = res.data
             elif not res.ok:
                 self._read_failed(key, res.error)

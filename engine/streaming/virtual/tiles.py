@@ -247,18 +247,21 @@ class TextureGrids:
         self._h = np.zeros(16, np.int32)
         self._levels = np.zeros(16, np.int8)
         self._first_packed = np.zeros(16, np.int8)
+        self._first_cell = np.zeros(16, np.int8)
 
     def append(self, layout: VirtualLayout) -> None:
         if self.count == self._w.size:  # doubling: n registrations cost O(n) copies
-            for name in ("_w", "_h", "_levels", "_first_packed"):
+            for name in ("_w", "_h", "_levels", "_first_packed", "_first_cell"):
                 old = getattr(self, name)
                 grown = np.zeros(2 * old.size, old.dtype)
                 grown[:old.size] = old
                 setattr(self, name, grown)
         i = self.count
         self._w[i], self._h[i], self._levels[i] = layout.width, layout.height, layout.levels
-        self._first_packed[i] = min((lv for lv, _ in layout.packed_levels()),
-                                    default=layout.levels)
+        packed = [lv for lv, _ in layout.packed_levels()]
+        # Only the coarsest level is pinned; the other packed levels stream as cells.
+        self._first_packed[i] = layout.levels - 1 if packed else layout.levels
+        self._first_cell[i] = min(packed, default=layout.levels)
         self.count += 1
 
     @property
@@ -268,8 +271,22 @@ class TextureGrids:
 
     @property
     def first_packed(self) -> np.ndarray:
-        """First packed small level per texture (its level count if none; a view)."""
+        """The pinned packed level per texture, its coarsest (its level count if that
+        level takes a whole slot; a view)."""
         return self._first_packed[:self.count]
+
+    def cell_class(self, vt: np.ndarray, level: np.ndarray, fmt: PixelFormat) -> np.ndarray:
+        """Size class of each (texture, level) that streams as a packed cell (a packed
+        level finer than the pinned coarsest one), -1 for the others (whole slots, or
+        pinned), element-wise."""
+        vt = np.asarray(vt, np.int64)
+        level = np.asarray(level, np.int64)
+        cell = (level >= self._first_cell[vt]) & (level < self._first_packed[vt])
+        w = np.maximum(self._w[vt].astype(np.int64) >> level, 1)
+        h = np.maximum(self._h[vt].astype(np.int64) >> level, 1)
+        side = np.maximum(-(-w // fmt.block_w), -(-h // fmt.block_h))
+        k = np.ceil(np.log2(np.maximum(side, 1))).astype(np.int64)
+        return np.where(cell, k, -1)
 
     def grid(self, vt: np.ndarray, level: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Tiles (x, y) of level `level` of texture `vt`, element-wise (int64)."""
