@@ -82,7 +82,8 @@ class ViewersProfile:
 QUICK = ViewersProfile("quick", 6, (640, 480), (2048, 1536), 2, 5, size=(320, 180),
                        timeout_s=90.0, wait_s=15.0)
 SOFTWARE = ViewersProfile("software", 50, (4000, 3000), (20000, 15000), 8, 40)
-GPU = ViewersProfile("gpu", 1000, (4000, 3000), (32768, 32768), 20, 120, timeout_s=150.0)
+GPU = ViewersProfile("gpu", 1000, (4000, 3000), (32768, 32768), 12, 90, timeout_s=75.0,
+                     wait_s=20.0)
 
 
 def viewers_profile(device: Device, quick: bool) -> ViewersProfile:
