@@ -146,13 +146,16 @@ def run_engine(spec: dict[str, Any], rec: Recorder) -> None:
 
     loop = FrameLoop.embedded(device, wall, size=size, budget=spec["budget"],
                               on_frame=wall.hooks(False) + [coverage])
-    frame = peak = over = 0
+    frame = peak = over = textures = 0
 
     def step() -> dict[str, Any]:
-        nonlocal frame, peak, over
+        nonlocal frame, peak, over, textures
         r = loop.step(frame)
         frame += 1
         peak = max(peak, int(r["peak_bytes"]))
+        cats = r["by_category"]
+        textures = max(textures, int(cats.get("texture.streamed", 0))
+                       + int(cats.get("texture.static", 0)))
         over += int(r["total_bytes"] > r["budget_bytes"])
         return r
 
@@ -212,7 +215,8 @@ def run_engine(spec: dict[str, Any], rec: Recorder) -> None:
             rec.data["zooms"].append({"target": index, "point": point, "encoded": encoded,
                                       "reached": reached, "seconds": seconds,
                                       "frames": frames, "chunks": len(shown)})
-            rec.set(gpu_bytes_peak=peak, over_budget_frames=over)
+            rec.set(gpu_bytes_peak=peak, gpu_texture_bytes_peak=textures,
+                    over_budget_frames=over)
         if spec["part"] == "photos":  # pan across the wall, a few images high
             wall.fit_all()
             nav.zoom(spec["pan_zoom_steps"])
@@ -220,7 +224,8 @@ def run_engine(spec: dict[str, Any], rec: Recorder) -> None:
             nav.drag(-PAN_STEP_PX, 0)
             rec.data["pan_ms"].append(float(step()["ms"]))
         children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
-        rec.set(gpu_bytes_peak=peak, workers_maxrss_bytes=children, over_budget_frames=over,
+        rec.set(gpu_bytes_peak=peak, gpu_texture_bytes_peak=textures,
+                workers_maxrss_bytes=children, over_budget_frames=over,
                 budget=spec["budget"], problems=len(wall.problems))
     finally:
         loop.release()
@@ -317,8 +322,8 @@ def run_napari(spec: dict[str, Any], rec: Recorder) -> None:
     w, h = spec["size"]
     canvas.size = (h, w)
 
-    def draw() -> None:
-        viewer.screenshot(canvas_only=True, flash=False)
+    def draw():
+        return viewer.screenshot(canvas_only=True, flash=False)
 
     def look(cx: float, cy: float, zoom: float) -> None:
         viewer.camera.center = (cy, cx)
@@ -339,8 +344,9 @@ def run_napari(spec: dict[str, Any], rec: Recorder) -> None:
             layer = viewer.add_image(levels, rgb=True, multiscale=True, name="huge")
             hh, hw = levels[0].shape[:2]
             look(*fit_view((0, 0, hw, hh), (w, h), 1 / 1.05))
-        draw()
+        shape = draw().shape
         rec.set(first_frame_s=time.time() - spec["spawn"], images=len(viewer.layers),
+                frame_shape=list(shape),
                 gpu_bytes_source="vispy texture uploads (shape x internal format)",
                 gpu_bytes_peak=textures.peak, napari=napari.__version__)
         if spec["part"] == "photos":
@@ -445,8 +451,8 @@ def run_fastplotlib(spec: dict[str, Any], rec: Recorder) -> None:
         hw, hh = w / zoom / 2, h / zoom / 2
         plot.camera.show_rect(cx - hw, cx + hw, cy - hh, cy + hh)
 
-    def draw() -> None:
-        fig.canvas.draw()
+    def draw():
+        return fig.canvas.draw()
 
     if spec["part"] == "photos":
         pw, ph = spec["photo_size"]
@@ -465,8 +471,9 @@ def run_fastplotlib(spec: dict[str, Any], rec: Recorder) -> None:
         home = fit_view((0, 0, hw_, hh_), (w, h), 1 / 1.05)
     fig.show()
     look(*home)
-    draw()
+    shape = draw().shape
     rec.set(first_frame_s=time.time() - spec["spawn"], images=len(plot.graphics),
+            frame_shape=list(shape),
             gpu_bytes_source="wgpu textures created (size x format x mips)",
             gpu_bytes_peak=textures.peak, fastplotlib=fpl.__version__,
             adapter=dict(adapter.info))

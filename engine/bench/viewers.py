@@ -295,18 +295,22 @@ def run_child(viewer: str, spec: dict[str, Any], timeout_s: float, work: Path,
     result["nvml_peak_bytes"] = nvml_peak
     if nvml_peak is None:
         result["nvml"] = nvml_reason or "NVML did not list the process"
-    tail = err_path.read_text(errors="replace").strip().splitlines()[-6:]
+    tail = " | ".join(err_path.read_text(errors="replace").strip().splitlines()[-6:])[-400:]
     if timed_out:
         result["status"] = f"timed out after {timeout_s:.0f} s"
-    elif proc.returncode != 0:
-        result["status"] = f"exit {proc.returncode}: " + " | ".join(tail)[-400:]
     elif not result.get("available", True):
         result["status"] = f"unavailable: {result.get('reason')}"
-    elif not result.get("done"):
-        result["status"] = "ended early: " + " | ".join(tail)[-400:]
+    elif result.get("done"):  # every figure written; a crash after that is said, not lost
+        result["status"] = "ok" if proc.returncode == 0 else \
+            f"ok, then exit {proc.returncode} at shutdown: {tail}"
     else:
-        result["status"] = "ok"
+        result["status"] = f"exit {proc.returncode}: {tail}"
     return result
+
+
+def finished(r: dict[str, Any]) -> bool:
+    """Whether a child wrote all its figures (whatever happened at its exit)."""
+    return bool(r.get("done"))
 
 
 # ---------------------------------------------------------------------------- the suite
@@ -333,7 +337,8 @@ def result_row(r: dict[str, Any]) -> dict[str, Any]:
             "zoom_to_detail_s_p50": _pct(zooms, 50), "zoom_to_detail_s_p95": _pct(zooms, 95),
             "zooms_reached": f"{len(zooms)}/{len(r.get('zooms', []))}",
             "pan_ms_p50": r.get("pan_ms_p50"), "pan_ms_p95": r.get("pan_ms_p95"),
-            "gpu_mib": _mib(gpu), "gpu_source": source, "rss_mib": _mib(rss),
+            "gpu_mib": _mib(gpu), "gpu_source": source,
+            "gpu_textures_mib": _mib(r.get("gpu_texture_bytes_peak")), "rss_mib": _mib(rss),
             "workers_rss_mib": _mib(r.get("workers_maxrss_bytes")),
             "over_budget_frames": r.get("over_budget_frames")}
 
@@ -368,17 +373,20 @@ def goal_notes(results: Sequence[dict[str, Any]]) -> list[str]:
     by = {(r["viewer"], r["part"], r["run"]): r for r in results}
     for part in PARTS:
         eng = by.get(("engine", part, "cold"))
-        if eng is None or eng["status"] != "ok":
+        if eng is None or not finished(eng):
             continue
-        e_gpu, e_src = _gpu_bytes(eng)
         for peer in VIEWERS[1:]:
             p = by.get((peer, part, ""))
             if p is None:
                 continue
-            if p["status"] != "ok":
+            if not finished(p):
                 notes.append(f"{part}: {peer}: {p['status']}")
                 continue
             p_gpu, p_src = _gpu_bytes(p)
+            e_gpu, e_src = _gpu_bytes(eng)
+            if p.get("nvml_peak_bytes") is None and eng.get("gpu_texture_bytes_peak"):
+                # like for like: a peer's texture bytes against the engine's
+                e_gpu, e_src = eng["gpu_texture_bytes_peak"], "engine ledger, textures"
             if e_gpu and p_gpu:
                 ratio = e_gpu / p_gpu
                 want = PHOTO_MEMORY_GOAL if part == "photos" else 1.0
