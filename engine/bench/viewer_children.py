@@ -15,14 +15,13 @@ napari the texture bytes vispy allocates, from the shape and internal format of 
 glTexImage2D/3D it issues (RGB8 counted as 4 bytes a texel: drivers store it padded); for
 fastplotlib the bytes of every wgpu texture pygfx creates, from its size, format and mip
 count, until it is released. Peak RSS is the process's VmHWM (and, for the engine, the
-largest of its encoder workers').
+largest of its live worker processes' at the end).
 """
 from __future__ import annotations
 
 import json
 import math
 import os
-import resource
 import sys
 import time
 import weakref
@@ -48,6 +47,31 @@ def vmhwm_bytes() -> int | None:
     except OSError:
         pass
     return None
+
+
+def descendants_hwm_bytes() -> int | None:
+    """The largest VmHWM among this process's live descendants (the engine's thumbnail and
+    encoder workers, under the pool's fork server); None where /proc does not say it."""
+    parents: dict[int, int] = {}
+    hwm: dict[int, int] = {}
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            fields = dict(line.split(":", 1) for line in status.read_text().splitlines()
+                          if ":" in line)
+        except OSError:  # the process ended while we looked
+            continue
+        pid = int(status.parent.name)
+        parents[pid] = int(fields.get("PPid", "0").strip() or 0)
+        if "VmHWM" in fields:
+            hwm[pid] = int(fields["VmHWM"].split()[0]) * 1024
+    me, found = os.getpid(), []
+    for pid in parents:
+        p = parents[pid]
+        while p and p != me:
+            p = parents.get(p, 0)
+        if p == me:
+            found.append(hwm.get(pid, 0))
+    return max(found) if found else None
 
 
 def _percentile(values: list[float], q: float) -> float | None:
@@ -223,7 +247,7 @@ def run_engine(spec: dict[str, Any], rec: Recorder) -> None:
         for _ in range(spec["pan_frames"]):
             nav.drag(-PAN_STEP_PX, 0)
             rec.data["pan_ms"].append(float(step()["ms"]))
-        children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+        children = descendants_hwm_bytes()
         rec.set(gpu_bytes_peak=peak, gpu_texture_bytes_peak=textures,
                 workers_maxrss_bytes=children, over_budget_frames=over,
                 budget=spec["budget"], problems=len(wall.problems))
