@@ -508,6 +508,16 @@ def _size(text: str) -> tuple[int, int]:
     return w, h
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected seconds") from None
+    if not value > 0 or math.isinf(value):
+        raise argparse.ArgumentTypeError(f"{text!r}: seconds must be > 0 and finite")
+    return value
+
+
 def _names(allowed: Sequence[str]):
     def parse(text: str) -> tuple[str, ...]:
         names = tuple(n for n in text.split(",") if n)
@@ -522,21 +532,27 @@ def _names(allowed: Sequence[str]):
 def main(argv: list[str] | None = None) -> int:
     """`python -m engine.bench.viewers`: the suite with its sizes chosen (the device stage
     sets them to fit one call), the JSON rewritten after every child."""
+    from ..cli_args import output_file, positive_int
     from .harness import _table
 
     ap = argparse.ArgumentParser(prog="python -m engine.bench.viewers",
                                  description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="CI sizes")
-    ap.add_argument("--photos", type=int, help="photographs (default by renderer)")
-    ap.add_argument("--photo-size", type=_size, help="WxH of each photograph")
-    ap.add_argument("--huge", type=_size, help="WxH of the huge image")
-    ap.add_argument("--zooms", type=int, help="photographs zoomed onto")
-    ap.add_argument("--pan-frames", type=int)
-    ap.add_argument("--timeout", type=float, help="seconds per child process")
-    ap.add_argument("--viewers", type=_names(VIEWERS), default=VIEWERS)
-    ap.add_argument("--parts", type=_names(PARTS), default=PARTS)
+    ap.add_argument("--photos", type=positive_int, help="photographs (default by renderer: "
+                    f"{SOFTWARE.photos} on llvmpipe, {GPU.photos} on a GPU)")
+    ap.add_argument("--photo-size", type=_size, help="WxH of each photograph (4000x3000)")
+    ap.add_argument("--huge", type=_size, help="WxH of the huge image (default "
+                    f"{SOFTWARE.huge[0]}x{SOFTWARE.huge[1]} on llvmpipe, "
+                    f"{GPU.huge[0]}x{GPU.huge[1]} on a GPU)")
+    ap.add_argument("--zooms", type=positive_int, help="photographs zoomed onto")
+    ap.add_argument("--pan-frames", type=positive_int, help="frames of the timed pan")
+    ap.add_argument("--timeout", type=_seconds, help="seconds per child process")
+    ap.add_argument("--viewers", type=_names(VIEWERS), default=VIEWERS,
+                    help=f"comma-separated, of {', '.join(VIEWERS)} (default all)")
+    ap.add_argument("--parts", type=_names(PARTS), default=PARTS,
+                    help=f"comma-separated, of {', '.join(PARTS)} (default both)")
     ap.add_argument("--data", type=Path, help="where the data is made (default the cache)")
-    ap.add_argument("--json", type=Path)
+    ap.add_argument("--json", type=output_file, help="write rows, notes and raw figures")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     device = Device.headless()
