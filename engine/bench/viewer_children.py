@@ -74,6 +74,19 @@ def descendants_hwm_bytes() -> int | None:
     return max(found) if found else None
 
 
+def sharpness(frame) -> float:
+    """Mean absolute difference between neighbouring pixels of the frame's grey, over its
+    central half: how much fine detail is on screen. Alignment-free, so viewers whose one
+    to one view lands half a pixel apart compare fairly; the parent divides it by the same
+    figure of the source around the same point."""
+    import numpy as np
+
+    g = np.asarray(frame)[..., :3].astype(np.float32).mean(-1)
+    h, w = g.shape
+    c = g[h // 4:h - h // 4, w // 4:w - w // 4]
+    return float(np.abs(np.diff(c, axis=0)).mean() + np.abs(np.diff(c, axis=1)).mean())
+
+
 def _percentile(values: list[float], q: float) -> float | None:
     if not values:
         return None
@@ -236,9 +249,12 @@ def run_engine(spec: dict[str, Any], rec: Recorder) -> None:
             encoded = all(c.ready or (it.entry is not None and cache.chunk_path(
                 it.entry, wall.format, chunk, c.k).is_file()) for c in shown)
             reached, seconds, frames = settle(index)
-            rec.data["zooms"].append({"target": index, "point": point, "encoded": encoded,
-                                      "reached": reached, "seconds": seconds,
-                                      "frames": frames, "chunks": len(shown)})
+            zoom = {"target": index, "point": point, "encoded": encoded, "reached": reached,
+                    "seconds": seconds, "frames": frames, "chunks": len(shown)}
+            if point is not None:
+                with loop.attributed():
+                    zoom["sharpness"] = sharpness(loop.renderer.read_output())
+            rec.data["zooms"].append(zoom)
             rec.set(gpu_bytes_peak=peak, gpu_texture_bytes_peak=textures,
                     over_budget_frames=over)
         if spec["part"] == "photos":  # pan across the wall, a few images high
@@ -390,13 +406,14 @@ def run_napari(spec: dict[str, Any], rec: Recorder) -> None:
                 start = time.perf_counter()
                 reached = False
                 while time.perf_counter() - start < spec["wait_s"]:
-                    draw()
+                    frame = draw()
                     if layer.data_level == 0 and getattr(layer, "loaded", True):
                         reached = True
                         break
                 rec.data["zooms"].append({"target": 0, "point": (x, y), "reached": reached,
                                           "seconds": time.perf_counter() - start,
-                                          "level": int(layer.data_level)})
+                                          "level": int(layer.data_level),
+                                          "sharpness": sharpness(frame)})
                 rec.set(gpu_bytes_peak=textures.peak)
             cx, cy, z = hw / 2, hh / 2, 1.0
         for i in range(spec["pan_frames"]):
@@ -516,9 +533,10 @@ def run_fastplotlib(spec: dict[str, Any], rec: Recorder) -> None:
         for x, y in huge_points(hw_, hh_):
             look(x, y, 1.0)
             start = time.perf_counter()
-            draw()
+            frame = draw()
             rec.data["zooms"].append({"target": 0, "point": (x, y), "reached": True,
-                                      "seconds": time.perf_counter() - start})
+                                      "seconds": time.perf_counter() - start,
+                                      "sharpness": sharpness(frame)})
             rec.set(gpu_bytes_peak=textures.peak)
         cx, cy, z = hw_ / 2, hh_ / 2, 1.0
     for i in range(spec["pan_frames"]):
