@@ -32,6 +32,8 @@ from typing import Any
 FILL = 0.95
 #: Screen pixels moved per pan frame.
 PAN_STEP_PX = 12
+#: Frames of unchanged sharpness after which a zoom's picture counts as settled.
+SETTLE_FRAMES = 3
 #: A 60 Hz display's frame: the wait for detail draws no faster.
 FRAME_S = 1 / 60
 #: Photographs loaded between the peers' progress records.
@@ -170,7 +172,7 @@ def run_engine(spec: dict[str, Any], rec: Recorder) -> None:
     else:
         wall = ImageView(spec["huge"], **kwargs)
     chunk = min(wall.chunk, device.caps.max_texture_size) // 4 * 4
-    probe: dict[str, Any] = {"on": False, "deficit": None}
+    probe: dict[str, Any] = {"on": False, "deficit": None, "shown": None}
 
     def coverage(ctx: FrameContext) -> None:
         if probe["on"]:
@@ -178,8 +180,11 @@ def run_engine(spec: dict[str, Any], rec: Recorder) -> None:
             count = int(fv.texture_ids.max(initial=-1)) + 1
             # detail counted when it is resident, not as far as its fade-in has got (a
             # level fading in is resident: the floor of the sampler's min LOD)
-            resident = np.floor([ctx.provider.residency(t).base_level for t in range(count)])
-            probe["deficit"] = measure_view(fv, ctx.provider, count, resident=resident)[1]
+            sampled = np.array([ctx.provider.residency(t).base_level for t in range(count)])
+            probe["deficit"] = measure_view(fv, ctx.provider, count,
+                                            resident=np.floor(sampled))[1]
+            # and as far as it has faded in: what the screen shows
+            probe["shown"] = measure_view(fv, ctx.provider, count, sampled=sampled)[1]
 
     loop = FrameLoop.embedded(device, wall, size=size, budget=spec["budget"],
                               on_frame=wall.hooks(False) + [coverage])
@@ -206,12 +211,23 @@ def run_engine(spec: dict[str, Any], rec: Recorder) -> None:
             view = nav.view_rect()
             return [c for c in wall.items[index].chunks if view.overlaps(c.rect)]
 
-        def settle(index: int) -> tuple[bool, float]:
-            """Frames until the target's visible chunks are its own textures, resident at
-            their wanted level; (reached, seconds, frames)."""
+        def settle(index: int) -> dict[str, Any]:
+            """Frames until the target's visible chunks are their own textures with their
+            wanted level resident (`seconds`: the level has arrived), then until it has
+            faded in and the frames drawn show no more detail (`shown_s`: the screen shows
+            it)."""
             start = time.perf_counter()
             first = frame
+            out: dict[str, Any] = {"reached": False}
             probe["on"] = True
+
+            def done(key: str) -> bool:
+                deficit = probe[key]
+                # a texture registered after this frame's view was taken is not drawn yet
+                return deficit is not None and all(c.ready for c in shown) and all(
+                    c.material.albedo < len(deficit) and deficit[c.material.albedo] <= 0
+                    for c in shown)
+
             try:
                 while time.perf_counter() - start < spec["wait_s"]:
                     began = time.perf_counter()
@@ -220,14 +236,30 @@ def run_engine(spec: dict[str, Any], rec: Recorder) -> None:
                     # frame is the encoder's (it shares the cores)
                     time.sleep(max(0.0, FRAME_S - (time.perf_counter() - began)))
                     shown = targets_visible(index)
-                    deficit = probe["deficit"]
-                    if all(c.ready for c in shown) and deficit is not None and all(
-                            c.material.albedo >= len(deficit) or deficit[c.material.albedo] <= 0
-                            for c in shown):
-                        return True, time.perf_counter() - start, frame - first
+                    if not out["reached"] and done("deficit"):
+                        out.update(reached=True, seconds=time.perf_counter() - start,
+                                   frames=frame - first)
+                    if out["reached"] and done("shown"):
+                        break
+                else:
+                    out.setdefault("seconds", time.perf_counter() - start)
+                    out.setdefault("frames", frame - first)
+                    return out
             finally:
                 probe["on"] = False
-            return False, time.perf_counter() - start, frame - first
+            # The provider says the level is there some frames before the screen shows it:
+            # draw until the frame's own detail stops growing (SETTLE_FRAMES alike).
+            last, same = -1.0, 0
+            while time.perf_counter() - start < spec["wait_s"] and same < SETTLE_FRAMES:
+                step()
+                with loop.attributed():
+                    now = sharpness(loop.renderer.read_output())
+                same = same + 1 if abs(now - last) <= 0.01 * max(now, 1e-6) else 0
+                last = now
+            out.update(shown_s=time.perf_counter() - start, shown_frames=frame - first,
+                       settled=same >= SETTLE_FRAMES)
+            return out
+
 
         zooms = []
         if spec["part"] == "photos":
@@ -248,9 +280,9 @@ def run_engine(spec: dict[str, Any], rec: Recorder) -> None:
             shown = targets_visible(index)
             encoded = all(c.ready or (it.entry is not None and cache.chunk_path(
                 it.entry, wall.format, chunk, c.k).is_file()) for c in shown)
-            reached, seconds, frames = settle(index)
-            zoom = {"target": index, "point": point, "encoded": encoded, "reached": reached,
-                    "seconds": seconds, "frames": frames, "chunks": len(shown)}
+            zoom = {"target": index, "point": point, "encoded": encoded, "chunks": len(shown),
+                    **settle(index)}
+            zoom["render_scale"] = float(loop.renderer.render_scale)
             if point is not None:
                 with loop.attributed():
                     zoom["sharpness"] = sharpness(loop.renderer.read_output())
@@ -356,13 +388,27 @@ class VispyTextures:
 def run_napari(spec: dict[str, Any], rec: Recorder) -> None:
     import napari
 
+    from qtpy.QtWidgets import QApplication
+
     textures = VispyTextures()
-    viewer = napari.Viewer(show=False)
-    canvas = viewer.window._qt_viewer.canvas  # the vispy canvas: napari has no public handle
+    # Shown (on the run's Xvfb): a hidden viewer's multiscale slicing reads a canvas extent
+    # that is not the drawn one, and shows the wrong part of the pyramid.
+    viewer = napari.Viewer(show=True)
+    # napari has no public handle on its window and vispy canvas
+    window, native = viewer.window._qt_window, viewer.window._qt_viewer.canvas.native
     w, h = spec["size"]
-    canvas.size = (h, w)
+
+    def fit_canvas() -> None:
+        """Resize the window until the canvas is the output size (the docks take the rest)."""
+        for _ in range(5):
+            QApplication.processEvents()
+            dw, dh = w - native.width(), h - native.height()
+            if not dw and not dh:
+                return
+            window.resize(window.width() + dw, window.height() + dh)
 
     def draw():
+        QApplication.processEvents()
         return viewer.screenshot(canvas_only=True, flash=False)
 
     def look(cx: float, cy: float, zoom: float) -> None:
@@ -378,10 +424,12 @@ def run_napari(spec: dict[str, Any], rec: Recorder) -> None:
                                  name=Path(path).stem)
                 if i % PROGRESS_EVERY == PROGRESS_EVERY - 1:  # a run cut short says how far
                     rec.set(loaded=i + 1, loaded_s=time.time() - spec["spawn"])
+            fit_canvas()
             look(*fit_view(bounds_of(rects), (w, h), 1 / 1.05))
         else:
             levels = huge_levels(spec["huge"])
             layer = viewer.add_image(levels, rgb=True, multiscale=True, name="huge")
+            fit_canvas()
             hh, hw = levels[0].shape[:2]
             look(*fit_view((0, 0, hw, hh), (w, h), 1 / 1.05))
         shape = draw().shape
