@@ -249,15 +249,17 @@ def run_engine(spec: dict[str, Any], rec: Recorder) -> None:
                 probe["on"] = False
             # The provider says the level is there some frames before the screen shows it:
             # draw until the frame's own detail stops growing (SETTLE_FRAMES alike).
-            last, same = -1.0, 0
+            last, same, at, at_frame = -1.0, 0, 0.0, frame
             while time.perf_counter() - start < spec["wait_s"] and same < SETTLE_FRAMES:
                 step()
                 with loop.attributed():
                     now = sharpness(loop.renderer.read_output())
-                same = same + 1 if abs(now - last) <= 0.01 * max(now, 1e-6) else 0
+                if abs(now - last) <= 0.01 * max(now, 1e-6):
+                    same += 1
+                else:  # still changing: the picture is settled from this frame on, or later
+                    same, at, at_frame = 0, time.perf_counter() - start, frame - first
                 last = now
-            out.update(shown_s=time.perf_counter() - start, shown_frames=frame - first,
-                       settled=same >= SETTLE_FRAMES)
+            out.update(shown_s=at, shown_frames=at_frame, settled=same >= SETTLE_FRAMES)
             return out
 
 
