@@ -15,6 +15,9 @@ log = logging.getLogger(__name__)
 
 SUITES = ("accounting", "streaming", "wall", "upload", "startup", "peers", "bake", "resolution",
           "scaling", "frame", "virtual")
+#: Suites run only when named: `viewers` starts a process per viewer and data set and runs
+#: the peers (napari, fastplotlib) where they are installed (the `peers` extra).
+ON_REQUEST = ("viewers",)
 
 
 def _table(rows: list[dict]) -> str:
@@ -61,8 +64,10 @@ def add_parser(sub) -> None:
     from ..cli_args import budget_arg, output_file, registry_arg
 
     p = sub.add_parser("bench", help="benchmarks: ratios side by side in one run")
-    p.add_argument("suites", nargs="*", type=registry_arg("suite", lambda: SUITES),
-                   help=f"suites to run (default all): {', '.join(SUITES)}")
+    p.add_argument("suites", nargs="*",
+                   type=registry_arg("suite", lambda: SUITES + ON_REQUEST),
+                   help=f"suites to run (default all): {', '.join(SUITES)}; and, only when "
+                        f"named: {', '.join(ON_REQUEST)}")
     p.add_argument("--json", type=output_file, help="write the figures to this JSON file")
     p.add_argument("--quick", action="store_true", help="small sizes, for CI smoke runs")
     p.add_argument("--budget", default="80%", type=budget_arg)
