@@ -14,7 +14,7 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 SUITES = ("accounting", "streaming", "wall", "upload", "startup", "peers", "bake", "resolution",
-          "scaling", "frame", "virtual")
+          "scaling", "frame", "virtual", "encode")
 
 
 def _table(rows: list[dict]) -> str:
