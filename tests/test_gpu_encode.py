@@ -211,3 +211,36 @@ def test_split_crosses_levels():
     assert segs == [bands.Segment(0, 90, 10), bands.Segment(1, 0, 20)]
     assert bands.split([100, 25], (1, 20), 50) == [bands.Segment(1, 20, 5)]
     assert bands.blocks_of(37, 23) == (10, 6)
+
+
+# -- the bake's --encoder gpu path ---------------------------------------------------------------
+def test_bake_many_with_the_gpu_chain_encoder(gpu, photos, tmp_path):
+    from engine.textures.bake import bake_many
+    from engine.textures.ktx2 import open_ktx2
+
+    img = np.ascontiguousarray(photos["coffee"][:64, :96])
+    declined = []
+
+    def too_big(levels, fmt):  # what the GPU encoder raises over its texture limit
+        declined.append(fmt)
+        raise UsageError("over the limit")
+
+    [ours] = bake_many([("photo", img)], tmp_path / "gpu", "bc7", jobs=1, progress=False,
+                       encode_chain=gpu.encode_chain)
+    [cpu] = bake_many([("photo", img)], tmp_path / "cpu", "bc7", jobs=1, progress=False,
+                      encode_chain=too_big)
+    assert declined == ["BC7_SRGB"]  # declined: encoded on the pool instead
+    assert ours.levels == cpu.levels == 7 and ours.format == cpu.format == "BC7_SRGB"
+    assert ours.psnr_db >= cpu.psnr_db - BC7_MARGIN_DB
+    assert open_ktx2(ours.output).read_level(0) == gpu.encode(img, "BC7_SRGB")
+
+
+def test_bake_cli_refuses_gpu_for_other_formats(tmp_path, capsys):
+    from engine.textures.bake import bake_main
+
+    src = assets.PHOTOS / "chelsea.jpg"
+    assert bake_main([str(src), "-o", str(tmp_path / "o"), "--encoder", "gpu",
+                      "--format", "bc3"]) == 2
+    assert "bc3" in capsys.readouterr().err
+    assert bake_main([str(src), "-o", str(tmp_path / "o"), "--encoder", "gpu"]) == 2
+    assert not (tmp_path / "o").exists()

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -272,3 +273,18 @@ class EncodeJob:
         if self._owns_source:
             self.device.release(self._source)
         self._source = None
+
+
+@contextmanager
+def chain_encoder() -> Iterator[Callable[[list[np.ndarray], str], list[bytes]]]:
+    """A headless device and its encoder for the length of a bake: yields `encode_chain`
+    (engine.textures.bake's ChainEncoder)."""
+    device = Device.headless()
+    try:
+        enc = GpuBlockEncoder(device)
+        try:
+            yield enc.encode_chain
+        finally:
+            enc.release()
+    finally:
+        device.shutdown()
