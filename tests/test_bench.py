@@ -26,8 +26,9 @@ def _strict(token: str) -> float:
 
 
 #: The suites in two groups of about equal time on llvmpipe (quick seconds: peers 5.6,
-#: wall 3.7, bake 3.1, resolution 2.1, virtual 2.1, frame 1.2, encode 1.0, the rest under 1), run as two
-#: processes at once: the suite's longest test took 21 s as one process, and CI has 2 cores.
+#: wall 3.7, bake 3.1, resolution 2.1, virtual 2.1, frame 1.2, encode 1.0, the rest under 1),
+#: run as two processes at once: the suite's longest test took 21 s as one process, and CI
+#: has 2 cores.
 GROUPS = (("peers", "resolution", "virtual", "startup", "accounting", "upload"),
           ("wall", "bake", "frame", "scaling", "streaming", "encode"))
 
