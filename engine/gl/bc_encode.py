@@ -6,8 +6,9 @@ shaders/bc7_encode.comp.glsl) encode one 4x4 block per invocation from an RGBA8 
 (texelFetch: the texels exactly, edges padded by repetition) into a storage buffer that is
 read back or copied straight into a compressed texture. BC1 fits endpoints along the block's
 principal axis with least-squares refits (BC1 with 1-bit alpha switches blocks with
-transparent texels to 3-colour mode); BC7 writes mode 6 only (one RGBA subset, p-bits,
-4-bit indices), keeping opaque blocks at alpha 255.
+transparent texels to 3-colour mode); BC7 writes mode 6 (one RGBA subset, p-bits, 4-bit
+indices) and, for opaque blocks, mode 1 (two RGB subsets of the best-fitting of its 64
+partitions) where that decodes closer; opaque blocks decode alpha 255 in both.
 
 A job (`EncodeJob`) covers a whole mip chain. `step(budget_s)` dispatches bands of blocks
 until the budget is spent, sized by engine.textures.bands from the rate of the bands before,
