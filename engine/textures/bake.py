@@ -240,16 +240,26 @@ def _scored(piece: Piece, data: bytes, fmt_name: str,
 ChainEncoder = Callable[[list[np.ndarray], str], list[bytes]]
 
 
-def _chain_encoded(prep: _Prepared, encode_chain: ChainEncoder) -> list[_Encoded] | None:
-    """The file's levels encoded by `encode_chain` and scored, or None when it declines."""
+def _chain_encoded(prep: _Prepared, encode_chain: ChainEncoder) -> list[bytes] | None:
+    """The file's levels encoded by `encode_chain`, or None when it declines."""
     try:
-        data = encode_chain(prep.levels, prep.fmt_name)
+        return encode_chain(prep.levels, prep.fmt_name)
     except UsageError as exc:
         log.info("%s: encoded on the CPU (%s)", prep.source, exc)
         return None
-    pieces = [Piece(i, 0, img, prep.reference if i == 0 else None, prep.space)
-              for i, img in enumerate(prep.levels)]
-    return [_scored(p, d, prep.fmt_name, prep.psnr_channels) for p, d in zip(pieces, data)]
+
+
+def _score_write_task(out_path: Path, fmt_name: str, levels: list[bytes], level0: Piece,
+                      psnr_channels: tuple[int, ...], zstd_level: int | None
+                      ) -> tuple[int, float, float, int]:
+    """Worker entry for a chain encoded outside the pool: score level 0 (decoding it again
+    is what the pool's encode tasks do in parallel) and write the file; returns (file bytes,
+    CPU seconds, level 0's squared error and count)."""
+    start = time.process_time()
+    scored = _scored(level0, levels[0], fmt_name, psnr_channels)
+    h, w = level0.rgba.shape[:2]
+    nbytes, _ = _write_task(out_path, fmt_name, w, h, levels, zstd_level)
+    return nbytes, time.process_time() - start, scored.sse, scored.count
 
 
 def _write_task(out_path: Path, fmt_name: str, width: int, height: int, levels: list[bytes],
@@ -592,13 +602,14 @@ def _run(pool: Executor, split: list[tuple[str, np.ndarray | None, str]], out: P
                     st.prepared, st.seconds = prep, prep.seconds
                     if encode_chain is not None:
                         start = time.process_time()
-                        encoded = _chain_encoded(prep, encode_chain)
-                        if encoded is not None:
+                        levels = _chain_encoded(prep, encode_chain)
+                        if levels is not None:
                             st.seconds += time.process_time() - start
-                            levels, st.psnr_db = _assemble(encoded, len(prep.levels))
-                            h, w = prep.levels[0].shape[:2]
-                            futures[pool.submit(_write_task, st.out_path, prep.fmt_name, w, h,
-                                                levels, opts.zstd_level)] = ("write", st)
+                            level0 = Piece(0, 0, prep.levels[0], prep.reference, prep.space)
+                            prep.reference = None
+                            futures[pool.submit(_score_write_task, st.out_path, prep.fmt_name,
+                                                levels, level0, prep.psnr_channels,
+                                                opts.zstd_level)] = ("scored", st)
                             continue
                     groups = _plan(prep.levels, prep.fmt_name, prep.reference, prep.space)
                     prep.reference = None  # it travels with the level-0 pieces now
@@ -619,8 +630,10 @@ def _run(pool: Executor, split: list[tuple[str, np.ndarray | None, str]], out: P
                         h, w = prep.levels[0].shape[:2]
                         futures[pool.submit(_write_task, st.out_path, prep.fmt_name, w, h, levels,
                                             opts.zstd_level)] = ("write", st)
-                else:
-                    nbytes, secs = fut.result()
+                else:  # "write", or "scored": written and level 0 scored (_score_write_task)
+                    nbytes, secs, *scored = fut.result()
+                    if scored:
+                        st.psnr_db = psnr_from_sse(scored[0], scored[1], peak=1.0)
                     prep = st.prepared
                     assert prep is not None
                     results[st.index] = _result(prep, st.out_path, nbytes, st.seconds + secs,
