@@ -169,7 +169,7 @@ class EncodeJob:
         self.encoder, self.device = encoder, encoder.device
         self.fmt = fmt
         self._source, self._owns_source, self._srgb = source, owns_source, srgb_source
-        shader, self.block_bytes = _SHADERS[fmt.family]
+        self.block_bytes = _SHADERS[fmt.family][1]
         w0, h0 = source.size
         self.levels: list[_Level] = []
         base = 0
