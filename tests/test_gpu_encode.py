@@ -164,6 +164,21 @@ def test_start_texture_encodes_a_callers_texture(gpu, dev, photos):
         dev.release(tex)
 
 
+def test_job_memory_is_ledgered_as_staging(gpu, dev):
+    """The source texture (with its mips) and the block buffer are in the ledger while the
+    job lives, as staging memory, and leave it on release."""
+    before = dev.ledger.category_total("staging")
+    job = gpu.start_mipmapped(np.zeros((64, 32, 4), np.uint8), "BC7")
+    try:
+        blocks = sum(16 * lv.blocks for lv in job.levels)
+        texels = sum(4 * w * h for w, h in (((64 >> i) or 1, (32 >> i) or 1)
+                                             for i in range(len(job.levels))))
+        assert dev.ledger.category_total("staging") - before == blocks + texels
+    finally:
+        job.release()
+    assert dev.ledger.category_total("staging") == before
+
+
 @pytest.mark.parametrize("bad,match", [
     (np.zeros((0, 8, 4), np.uint8), "no texels"),
     (np.zeros((8, 8, 3), np.uint8), "RGBA"),

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import multiprocessing
 import os
 import sys
 import time
@@ -460,7 +461,7 @@ def bake_many(inputs: Sequence[ImageInput], out_dir: str | os.PathLike[str], fmt
     huge = _strip_inputs(split, opts)
     workers = jobs or os.cpu_count() or 1
     own = executor is None
-    pool = ProcessPoolExecutor(max_workers=workers) if own else executor
+    pool = _process_pool(workers, clean=encode_chain is not None) if own else executor
     assert pool is not None
     wall = time.perf_counter()
     with closing_pool(pool) if own else nullcontext(pool):
@@ -478,6 +479,14 @@ def bake_many(inputs: Sequence[ImageInput], out_dir: str | os.PathLike[str], fmt
     log.info("baked %d file(s), %.1f Mpx in %.2f s wall (%.1f Mpx/s)", len(results), mpx, wall,
              mpx / wall if wall > 0 else float("inf"))
     return results
+
+
+def _process_pool(workers: int, clean: bool) -> ProcessPoolExecutor:
+    """The bake's worker pool; `clean`: workers from a fork server, for a process that holds
+    a GL context (forking it, with the driver's threads, can deadlock the child)."""
+    clean = clean and "forkserver" in multiprocessing.get_all_start_methods()
+    return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context(
+        "forkserver") if clean else None)
 
 
 #: Files at least this large are baked by strips where libvips can read them: the
@@ -888,7 +897,7 @@ def bake_main(argv: Sequence[str] | None = None,
         print(f"error: --encoder gpu: {exc}", file=sys.stderr)
         _remove_empty(made)
         return 1
-    with encoder, closing_pool(ProcessPoolExecutor(max_workers=workers)) as pool:
+    with encoder, closing_pool(_process_pool(workers, clean=encode_chain is not None)) as pool:
         try:
             results = bake_many(inputs, args.out, args.format, args.srgb, args.zstd,
                                 normal_map=args.normal_map, executor=pool, jobs=workers,
