@@ -17,7 +17,9 @@
 // partitions of the 16 texels, endpoints of 6 bits a channel plus one p-bit per subset
 // (shared by its two endpoints), 3-bit indices (weights 0 9 18 27 37 46 55 64). The
 // partition is the one whose subsets lie closest to a line each (the least energy off each
-// subset's principal axis); the block keeps whichever mode decodes closer. Bit layout: the
+// subset's principal axis); each subset's endpoints are its extremes along that axis, then
+// one least-squares refit, with the p-bit whose quantised endpoints land closest; the block
+// keeps whichever mode decodes closer. Bit layout: the
 // mode (0 then 1), the partition (6 bits), R of subset 0's two endpoints then subset 1's
 // (6 bits each), the same for G and B, the two p-bits, then the indices, texel 0's and the
 // second subset's anchor texel's with 2 bits (top bit implied 0), the others with 3.
@@ -154,41 +156,39 @@ void set4(inout uvec2 v, int i, uint x) {
     v[w] = (v[w] & ~(15u << sh)) | (x << sh);
 }
 
-// One subset of mode 1: the best p-bit for float endpoints (e0, e1); quantised endpoints,
-// p-bit, the indices of the subset's texels (set in idx) and error.
+// One subset of mode 1 for float endpoints (e0, e1): quantised endpoints, p-bit, the
+// indices of the subset's texels (set in idx) and error.
 float subset_quantized(vec3 px[16], uint mask, uint s, vec3 e0, vec3 e1, out ivec3 q0,
                        out ivec3 q1, out int pbit, inout uvec2 idx) {
-    float best = 1e30;
-    uvec2 start = idx;
+    // the p-bit whose quantised endpoints land closest to (e0, e1)
+    float qerr = 1e30;
     for (int p = 0; p < 2; ++p) {
         ivec3 c0 = clamp(ivec3(floor((e0 * 127.0 / 255.0 - float(p)) / 2.0 + 0.5)), 0, 63);
         ivec3 c1 = clamp(ivec3(floor((e1 * 127.0 / 255.0 - float(p)) / 2.0 + 0.5)), 0, 63);
-        vec3 d0 = vec3(expand6(c0, p)), d1 = vec3(expand6(c1, p));
-        vec3 dir = d1 - d0;
-        float len2 = dot(dir, dir);
-        float total = 0.0;
-        uvec2 cand = start;
-        for (int i = 0; i < 16; ++i) {
-            if (((mask >> i) & 1u) != s) continue;
-            int guess = len2 > 0.0 ? int(floor(clamp(dot(px[i] - d0, dir) / len2, 0.0,
-                                                     1.0) * 7.0 + 0.5)) : 0;
-            float e = 1e30;
-            uint pick = 0u;
-            for (int k = max(guess - 1, 0); k <= min(guess + 1, 7); ++k) {
-                float w = float(WEIGHTS3[k]);
-                vec3 col = floor(((64.0 - w) * d0 + w * d1 + 32.0) / 64.0);
-                vec3 d = px[i] - col;
-                float ek = dot(d, d);
-                if (ek < e) { e = ek; pick = uint(k); }
-            }
-            set4(cand, i, pick);
-            total += e;
-        }
-        if (total < best) {
-            best = total; q0 = c0; q1 = c1; pbit = p; idx = cand;
-        }
+        vec3 a = vec3(expand6(c0, p)) - e0, b = vec3(expand6(c1, p)) - e1;
+        float q = dot(a, a) + dot(b, b);
+        if (q < qerr) { qerr = q; q0 = c0; q1 = c1; pbit = p; }
     }
-    return best;
+    vec3 d0 = vec3(expand6(q0, pbit)), d1 = vec3(expand6(q1, pbit));
+    vec3 dir = d1 - d0;
+    float len2 = dot(dir, dir);
+    float total = 0.0;
+    for (int i = 0; i < 16; ++i) {
+        if (((mask >> i) & 1u) != s) continue;
+        int guess = len2 > 0.0 ? int(floor(clamp(dot(px[i] - d0, dir) / len2, 0.0, 1.0)
+                                           * 7.0 + 0.5)) : 0;
+        float e = 1e30;
+        uint pick = 0u;
+        for (int k = max(guess - 1, 0); k <= min(guess + 1, 7); ++k) {
+            float w = float(WEIGHTS3[k]);
+            vec3 d = px[i] - floor(((64.0 - w) * d0 + w * d1 + 32.0) / 64.0);
+            float ek = dot(d, d);
+            if (ek < e) { e = ek; pick = uint(k); }
+        }
+        set4(idx, i, pick);
+        total += e;
+    }
+    return total;
 }
 
 bool subset_refit(vec3 px[16], uint mask, uint s, uvec2 idx, out vec3 e0, out vec3 e1) {
@@ -251,7 +251,7 @@ float mode1(vec3 px[16], out uvec4 word) {
         int pbit;
         float e = subset_quantized(px, mask, s, mean + lo * axis, mean + hi * axis, q0, q1,
                                    pbit, idx);
-        for (int pass = 0; pass < 2 && e > 0.0; ++pass) {
+        for (int pass = 0; pass < 1 && e > 0.0; ++pass) {
             vec3 e0, e1;
             if (!subset_refit(px, mask, s, idx, e0, e1)) break;
             ivec3 n0, n1;
