@@ -409,7 +409,8 @@ def test_gpu_encoder_makes_the_same_chunks_as_the_workers(device, tmp_path, isol
     view.navigator.zoom(1, factor=2.0)
     result = run_scene(view, device=device, frames=40, size=size, provider="streaming",
                        budget="64MiB", deterministic=True, on_frame=view.hooks())
-    assert result.summary["leaked_objects"] == 0
+    assert result.summary["leaked_objects"] == 0 and result.summary["over_budget_frames"] == 0
+    assert result.frames[-1]["view_pending_chunks"] == 0
     core = result.image[40:-40, 60:-60, 0].astype(float)
     assert core.std() > 6, core.std()
     it = view.items[0]
