@@ -319,8 +319,9 @@ def _dispatch(argv: list[str]) -> int:
         if any(a.lower().endswith((".gltf", ".glb")) for a in argv[1:]):  # a whole scene
             from .render.gltf_bake import bake_gltf_main
             return bake_gltf_main(argv[1:])
+        from .gl.bc_encode import chain_encoder
         from .textures.bake import bake_main
-        return bake_main(argv[1:])
+        return bake_main(argv[1:], gpu_encoder=chain_encoder)
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:  # --help

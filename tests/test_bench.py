@@ -26,10 +26,11 @@ def _strict(token: str) -> float:
 
 
 #: The suites in two groups of about equal time on llvmpipe (quick seconds: peers 5.6,
-#: wall 3.7, bake 3.1, resolution 2.1, virtual 2.1, frame 1.2, the rest under 1), run as two
-#: processes at once: the suite's longest test took 21 s as one process, and CI has 2 cores.
+#: wall 3.7, bake 3.1, resolution 2.1, virtual 2.1, frame 1.2, encode 1.0, the rest under 1),
+#: run as two processes at once: the suite's longest test took 21 s as one process, and CI
+#: has 2 cores.
 GROUPS = (("peers", "resolution", "virtual", "startup", "accounting", "upload"),
-          ("wall", "bake", "frame", "scaling", "streaming"))
+          ("wall", "bake", "frame", "scaling", "streaming", "encode"))
 
 
 @pytest.mark.slow
@@ -73,5 +74,8 @@ def test_quick_bench_writes_json(tmp_path):
     assert startup[0]["first_frame_speedup"] > 0
     assert {r["part"] for r in data["suites"]["peers"]["rows"]} >= {"vram@40dB", "loader",
                                                                    "ceiling"}
+    encode = data["suites"]["encode"]["rows"]
+    assert [r["format"] for r in encode] == ["BC1_RGB_SRGB", "BC7_SRGB"]
+    assert all(r["cpu_pool_mpx_s"] > 0 and r["gpu_mpx_s"] > 0 for r in encode)
     scaling = data["suites"]["scaling"]["rows"]
     assert [r["textures"] for r in scaling] == [50, 500]

@@ -414,3 +414,46 @@ def test_view_of_nothing_readable_is_a_user_error(view_env, tmp_path):
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr
     assert "error: " in proc.stderr and "no image could be read" in proc.stderr
+
+
+def test_gpu_encoder_makes_the_same_chunks_as_the_workers(device, tmp_path, isolated_cache):
+    """`encoder="gpu"`: the chunks are encoded by the compute encoder on the render thread
+    (the worker only decodes and writes), shown zoomed as with the CPU encoder, no leaks;
+    the files hold the blocks the GPU encoder makes of the chunk's pixels and GPU mips."""
+    from PIL import Image
+
+    from engine.gl.bc_encode import GpuBlockEncoder
+    from engine.textures.ktx2 import open_ktx2
+
+    if device.caps.version_code < 430:
+        pytest.skip("compute shaders need GL 4.3")
+    src = marked(512, 256, fine=True)  # two chunks of one size: llvmpipe compiles once
+    Image.fromarray(src).save(tmp_path / "big.png")
+    view = ImageView(tmp_path / "big.png", chunk=256, thumb_edge=128, workers=1,
+                     wait_detail=True, progress=False, encoder="gpu")
+    size = (320, 180)
+    view.navigator.resize(*size)
+    view.full_size(0)
+    view.navigator.zoom(1, factor=2.0)
+    result = run_scene(view, device=device, frames=40, size=size, provider="streaming",
+                       budget="64MiB", deterministic=True, on_frame=view.hooks())
+    assert result.summary["leaked_objects"] == 0 and result.summary["over_budget_frames"] == 0
+    assert result.frames[-1]["view_pending_chunks"] == 0
+    core = result.image[40:-40, 60:-60, 0].astype(float)
+    assert core.std() > 6, core.std()
+    it = view.items[0]
+    assert len(it.chunks) == 2
+    chunk = it.chunks[0]
+    x0, y0, x1, y1 = chunk.box
+    written = open_ktx2(cache.chunk_path(it.entry, "bc1", 256, 0))
+    enc = GpuBlockEncoder(device)
+    try:
+        pixels = decode_upright(str(tmp_path / "big.png"))[y0:y1, x0:x1]
+        job = enc.start_mipmapped(np.ascontiguousarray(pixels), written.pixel_format.name)
+        try:
+            job.run()
+            assert job.result() == [written.read_level(i) for i in range(len(written.levels))]
+        finally:
+            job.release()
+    finally:
+        enc.release()

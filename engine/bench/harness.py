@@ -14,7 +14,7 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 SUITES = ("accounting", "streaming", "wall", "upload", "startup", "peers", "bake", "resolution",
-          "scaling", "frame", "virtual")
+          "scaling", "frame", "virtual", "encode")
 #: Suites run only when named: `viewers` starts a process per viewer and data set and runs
 #: the peers (napari, fastplotlib) where they are installed (the `peers` extra).
 ON_REQUEST = ("viewers",)

@@ -175,8 +175,11 @@ class Device(FaultInjection):
 
     def texture(self, size: tuple[int, int], components: int = 4, data: bytes | None = None,
                 *, dtype: str = "f1", levels: int = 1, category: Category | str = Category.STATIC,
-                label: str = "texture") -> moderngl.Texture:
-        """An uncompressed moderngl texture; `levels` > 1 builds that many mip levels."""
+                label: str = "texture", srgb: bool = False) -> moderngl.Texture:
+        """An uncompressed moderngl texture; `levels` > 1 builds that many mip levels (in
+        linear light when `srgb`: an SRGB8_ALPHA8 texture, RGBA8 bytes only)."""
+        if srgb and (components, dtype) != (4, "f1"):
+            raise ValueError(f"texture '{label}': srgb needs 4 components of dtype f1")
         w, h = int(size[0]), int(size[1])
         fmt = mgl_format(components, dtype)
         if fmt is not None:
@@ -186,7 +189,8 @@ class Device(FaultInjection):
                          * mip_dims(w, h, i)[1] for i in range(levels))
 
         def make():
-            t = self._ctx.texture((w, h), components, data, dtype=dtype)
+            t = self._ctx.texture((w, h), components, data, dtype=dtype,
+                                  internal_format=K.SRGB8_ALPHA8 if srgb else None)
             if levels > 1:
                 t.build_mipmaps(0, levels - 1)
             return t
@@ -225,6 +229,20 @@ class Device(FaultInjection):
 
     def program(self, *, label: str = "program", **shaders: str) -> moderngl.Program:
         return self._mgl("program", Category.OTHER, label, 0, lambda: self._ctx.program(**shaders))
+
+    def compute_shader(self, source: str, *, label: str = "compute") -> moderngl.ComputeShader:
+        """A compute program (GL 4.3); owns no memory but is tracked like a program."""
+        if self.caps.version_code < 430:
+            raise GLError(f"compute shader '{label}': needs GL 4.3, this context is "
+                          f"{self.caps.gl_version}")
+        return self._mgl("compute_shader", Category.OTHER, label, 0,
+                         lambda: self._ctx.compute_shader(source))
+
+    def storage_barrier(self) -> None:
+        """Make compute shaders' buffer writes visible to later buffer reads and copies
+        (read-backs, buffer-to-texture uploads)."""
+        self._ctx.memory_barrier(K.SHADER_STORAGE_BARRIER_BIT | K.BUFFER_UPDATE_BARRIER_BIT
+                                 | K.PIXEL_BUFFER_BARRIER_BIT)
 
     def vertex_array(self, program, content, index_buffer=None, *,
                      label: str = "vertex_array", **kw) -> moderngl.VertexArray:

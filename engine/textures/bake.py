@@ -24,10 +24,11 @@ from __future__ import annotations
 
 import argparse
 import logging
+import multiprocessing
 import os
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import (
     FIRST_COMPLETED,
     Executor,
@@ -35,13 +36,13 @@ from concurrent.futures import (
     ProcessPoolExecutor,
     wait,
 )
-from contextlib import contextmanager, nullcontext
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from ..errors import TextureFormatError, install_hint
+from ..errors import EngineError, TextureFormatError, UsageError, install_hint
 from ..formats import get
 from ..memory.sizes import format_bytes
 from . import tiled
@@ -211,21 +212,55 @@ def _encode_task(pieces: list[Piece], fmt_name: str,
                  psnr_channels: tuple[int, ...]) -> tuple[list[_Encoded], float]:
     """Worker entry: encode pieces; level-0 pieces are decoded again and scored."""
     start = time.process_time()
-    out = []
-    for piece in pieces:
-        data = encode_image(piece.rgba, fmt_name)
-        sse, count = 0.0, 0
-        if piece.level == 0:  # scored in units of the peak, against what the user gave
-            h, w = piece.rgba.shape[:2]
-            decoded = decode_image(fmt_name, data, w, h)
-            if piece.reference is None:
-                sse, count = squared_error(decoded, piece.rgba, psnr_channels)
-                sse /= _BYTE_PEAK2
-            else:
-                sse, count = reference_squared_error(decoded, piece.reference, psnr_channels,
-                                                     piece.space)
-        out.append(_Encoded(piece.level, piece.row0, data, sse, count))
+    out = [_scored(piece, encode_image(piece.rgba, fmt_name), fmt_name, psnr_channels)
+           for piece in pieces]
     return out, time.process_time() - start
+
+
+def _scored(piece: Piece, data: bytes, fmt_name: str,
+            psnr_channels: tuple[int, ...]) -> _Encoded:
+    """A piece's blocks; level-0 pieces decoded again and scored in units of the peak,
+    against what the user gave."""
+    sse, count = 0.0, 0
+    if piece.level == 0:
+        h, w = piece.rgba.shape[:2]
+        decoded = decode_image(fmt_name, data, w, h)
+        if piece.reference is None:
+            sse, count = squared_error(decoded, piece.rgba, psnr_channels)
+            sse /= _BYTE_PEAK2
+        else:
+            sse, count = reference_squared_error(decoded, piece.reference, psnr_channels,
+                                                 piece.space)
+    return _Encoded(piece.level, piece.row0, data, sse, count)
+
+
+#: Encodes a whole mip chain (level 0 first) to a format's blocks, in this process: the
+#: GPU compute encoder (engine.gl.bc_encode) is one. It raises UsageError for what it
+#: cannot take (a format it does not write, an image over its size limit); the bake then
+#: encodes that file on the CPU pool.
+ChainEncoder = Callable[[list[np.ndarray], str], list[bytes]]
+
+
+def _chain_encoded(prep: _Prepared, encode_chain: ChainEncoder) -> list[bytes] | None:
+    """The file's levels encoded by `encode_chain`, or None when it declines."""
+    try:
+        return encode_chain(prep.levels, prep.fmt_name)
+    except UsageError as exc:
+        log.info("%s: encoded on the CPU (%s)", prep.source, exc)
+        return None
+
+
+def _score_write_task(out_path: Path, fmt_name: str, levels: list[bytes], level0: Piece,
+                      psnr_channels: tuple[int, ...], zstd_level: int | None
+                      ) -> tuple[int, float, float, int]:
+    """Worker entry for a chain encoded outside the pool: score level 0 (decoding it again
+    is what the pool's encode tasks do in parallel) and write the file; returns (file bytes,
+    CPU seconds, level 0's squared error and count)."""
+    start = time.process_time()
+    scored = _scored(level0, levels[0], fmt_name, psnr_channels)
+    h, w = level0.rgba.shape[:2]
+    nbytes, _ = _write_task(out_path, fmt_name, w, h, levels, zstd_level)
+    return nbytes, time.process_time() - start, scored.sse, scored.count
 
 
 def _write_task(out_path: Path, fmt_name: str, width: int, height: int, levels: list[bytes],
@@ -388,7 +423,8 @@ def bake_many(inputs: Sequence[ImageInput], out_dir: str | os.PathLike[str], fmt
               srgb: bool = True, zstd_level: int | None = None, *, normal_map: bool = False,
               executor: Executor | None = None, jobs: int | None = None,
               progress: bool = True, tonemap: Tonemap | None = None,
-              max_pixels: int = NAMED_FILE_MAX_PIXELS) -> list[BakeResult]:
+              max_pixels: int = NAMED_FILE_MAX_PIXELS,
+              encode_chain: ChainEncoder | None = None) -> list[BakeResult]:
     """Bake many images in parallel, over files and over the levels (and strips of levels)
     of each file. Inputs are image paths or (name, RGBA array) pairs; outputs go to
     `out_dir/<stem>.ktx2`; results come back in input order.
@@ -404,7 +440,9 @@ def bake_many(inputs: Sequence[ImageInput], out_dir: str | os.PathLike[str], fmt
     not grow with the image), one at a time over the same pool, unless `zstd_level` is set
     (a supercompressed level's size is only known once it is whole). Files above
     `max_pixels` are refused (Pillow's own guard, meant for files from strangers, is lifted
-    up to it).
+    up to it). `encode_chain` (see ChainEncoder) encodes each whole-image file's chain in
+    this process instead of on the pool (decoding, mips and writing stay on the pool); files
+    baked by strips are encoded on the pool regardless.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -423,7 +461,7 @@ def bake_many(inputs: Sequence[ImageInput], out_dir: str | os.PathLike[str], fmt
     huge = _strip_inputs(split, opts)
     workers = jobs or os.cpu_count() or 1
     own = executor is None
-    pool = ProcessPoolExecutor(max_workers=workers) if own else executor
+    pool = _process_pool(workers, clean=encode_chain is not None) if own else executor
     assert pool is not None
     wall = time.perf_counter()
     with closing_pool(pool) if own else nullcontext(pool):
@@ -433,7 +471,7 @@ def bake_many(inputs: Sequence[ImageInput], out_dir: str | os.PathLike[str], fmt
         whole: list[BakeResult] = []
         if rest or not split:
             with Progress(len(rest), "bake", enabled=None if progress else False) as bar:
-                whole = _run(pool, rest, out, opts, max(2, workers), bar)
+                whole = _run(pool, rest, out, opts, max(2, workers), bar, encode_chain)
     done = iter(whole)
     results = [by_strips[i] if i in by_strips else next(done) for i in range(len(split))]
     wall = time.perf_counter() - wall
@@ -441,6 +479,14 @@ def bake_many(inputs: Sequence[ImageInput], out_dir: str | os.PathLike[str], fmt
     log.info("baked %d file(s), %.1f Mpx in %.2f s wall (%.1f Mpx/s)", len(results), mpx, wall,
              mpx / wall if wall > 0 else float("inf"))
     return results
+
+
+def _process_pool(workers: int, clean: bool) -> ProcessPoolExecutor:
+    """The bake's worker pool; `clean`: workers from a fork server, for a process that holds
+    a GL context (forking it, with the driver's threads, can deadlock the child)."""
+    clean = clean and "forkserver" in multiprocessing.get_all_start_methods()
+    return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context(
+        "forkserver") if clean else None)
 
 
 #: Files at least this large are baked by strips where libvips can read them: the
@@ -535,8 +581,9 @@ def closing_pool(pool: Executor) -> Iterator[Executor]:
 
 
 def _run(pool: Executor, split: list[tuple[str, np.ndarray | None, str]], out: Path, opts: _Options,
-         ahead: int, bar: Progress) -> list[BakeResult]:
-    """Drive the prepare -> encode -> write state machine of every file over `pool`."""
+         ahead: int, bar: Progress, encode_chain: ChainEncoder | None = None) -> list[BakeResult]:
+    """Drive the prepare -> encode -> write state machine of every file over `pool`; with
+    `encode_chain`, the encode step runs in this process (see ChainEncoder)."""
     results: list[BakeResult | None] = [None] * len(split)
     states = [_FileState(i, out / f"{stem}.ktx2") for i, (_, _, stem) in enumerate(split)]
     futures: dict[Future, tuple[str, _FileState]] = {}
@@ -562,6 +609,17 @@ def _run(pool: Executor, split: list[tuple[str, np.ndarray | None, str]], out: P
                     if isinstance(prep, _Failed):
                         raise TextureFormatError(prep.path, prep.problem)
                     st.prepared, st.seconds = prep, prep.seconds
+                    if encode_chain is not None:
+                        start = time.process_time()
+                        levels = _chain_encoded(prep, encode_chain)
+                        if levels is not None:
+                            st.seconds += time.process_time() - start
+                            level0 = Piece(0, 0, prep.levels[0], prep.reference, prep.space)
+                            prep.reference = None
+                            futures[pool.submit(_score_write_task, st.out_path, prep.fmt_name,
+                                                levels, level0, prep.psnr_channels,
+                                                opts.zstd_level)] = ("scored", st)
+                            continue
                     groups = _plan(prep.levels, prep.fmt_name, prep.reference, prep.space)
                     prep.reference = None  # it travels with the level-0 pieces now
                     st.pending = len(groups)
@@ -581,8 +639,10 @@ def _run(pool: Executor, split: list[tuple[str, np.ndarray | None, str]], out: P
                         h, w = prep.levels[0].shape[:2]
                         futures[pool.submit(_write_task, st.out_path, prep.fmt_name, w, h, levels,
                                             opts.zstd_level)] = ("write", st)
-                else:
-                    nbytes, secs = fut.result()
+                else:  # "write", or "scored": written and level 0 scored (_score_write_task)
+                    nbytes, secs, *scored = fut.result()
+                    if scored:
+                        st.psnr_db = psnr_from_sse(scored[0], scored[1], peak=1.0)
                     prep = st.prepared
                     assert prep is not None
                     results[st.index] = _result(prep, st.out_path, nbytes, st.seconds + secs,
@@ -750,6 +810,13 @@ def build_bake_parser() -> argparse.ArgumentParser:
                         help="zstd-supercompress each level at this level (1-22)")
     parser.add_argument("--jobs", type=_int_range(1, None), default=None, metavar="N",
                         help="worker processes (default: all cores)")
+    parser.add_argument("--encoder", choices=ENCODER_CHOICES, default="cpu",
+                        help="where bc1/bc7 blocks are encoded: cpu (etcpak on the worker "
+                             "processes, default) or gpu (compute shaders, GL 4.3, in this "
+                             "process; decoding, mips and writing stay on the workers). "
+                             "`python -m engine bench encode` measures which is faster here. "
+                             "Other formats, images over the GPU's texture size limit and "
+                             "files baked by strips are encoded on the CPU either way")
     parser.add_argument("--no-progress", dest="progress", action="store_false",
                         help="no progress bar on stderr")
     parser.add_argument("--max-pixels", type=_int_range(1, None), default=NAMED_FILE_MAX_PIXELS,
@@ -771,7 +838,14 @@ def _remove_partials(out: Path, inputs: Sequence[str]) -> None:
             tmp.unlink(missing_ok=True)
 
 
-def bake_main(argv: Sequence[str] | None = None) -> int:
+#: Values of --encoder; "gpu" needs the chain encoder engine.cli hands bake_main.
+ENCODER_CHOICES = ("cpu", "gpu")
+#: Opens an encoder for the duration of a bake (a GL context and its programs).
+EncoderFactory = Callable[[], AbstractContextManager[ChainEncoder]]
+
+
+def bake_main(argv: Sequence[str] | None = None,
+              gpu_encoder: EncoderFactory | None = None) -> int:
     """`python -m engine bake INPUT... -o OUTDIR [--format F] [--srgb|--linear] [--zstd LEVEL]
     [--jobs N]`: bake images in parallel and print one table row per file. Returns the exit
     status: 0 when every file baked, 1 for an unreadable input, 2 for bad arguments (one line
@@ -779,7 +853,9 @@ def bake_main(argv: Sequence[str] | None = None) -> int:
 
     Interrupted (Ctrl-C, or SIGTERM through engine.cli's handler, which stops the worker
     processes first), it removes the temporary files of unfinished outputs and re-raises;
-    finished outputs are whole files and stay."""
+    finished outputs are whole files and stay. `gpu_encoder` opens the encoder of
+    `--encoder gpu` (engine.cli passes engine.gl.bc_encode.chain_encoder: this layer has no
+    GL)."""
     parser = build_bake_parser()
     try:
         args = parser.parse_args(argv)
@@ -797,6 +873,14 @@ def bake_main(argv: Sequence[str] | None = None) -> int:
                   file=sys.stderr)
             return 2
 
+    if args.encoder == "gpu" and args.format not in ("bc1", "bc7"):
+        print(f"error: --encoder gpu writes bc1 and bc7, not {args.format}", file=sys.stderr)
+        return 2
+    if args.encoder == "gpu" and gpu_encoder is None:
+        print("error: --encoder gpu: no GPU encoder here (run `python -m engine bake`)",
+              file=sys.stderr)
+        return 2
+
     wall = time.perf_counter()
     try:
         inputs = _expand_inputs(args.inputs)
@@ -805,12 +889,20 @@ def bake_main(argv: Sequence[str] | None = None) -> int:
         return 1
     made = _missing_dirs(Path(args.out))  # removed again if the bake fails
     workers = args.jobs or os.cpu_count() or 1
-    with closing_pool(ProcessPoolExecutor(max_workers=workers)) as pool:
+    encoder = ExitStack()
+    try:
+        encode_chain = encoder.enter_context(gpu_encoder()) \
+            if args.encoder == "gpu" and gpu_encoder else None
+    except EngineError as exc:  # no context, or no compute shaders
+        print(f"error: --encoder gpu: {exc}", file=sys.stderr)
+        _remove_empty(made)
+        return 1
+    with encoder, closing_pool(_process_pool(workers, clean=encode_chain is not None)) as pool:
         try:
             results = bake_many(inputs, args.out, args.format, args.srgb, args.zstd,
                                 normal_map=args.normal_map, executor=pool, jobs=workers,
                                 progress=args.progress, tonemap=args.tonemap,
-                                max_pixels=args.max_pixels)
+                                max_pixels=args.max_pixels, encode_chain=encode_chain)
         except (TextureFormatError, ValueError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             _remove_empty(made)

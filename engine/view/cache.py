@@ -288,19 +288,10 @@ def encode_chunk(source: str, entry: str, fmt: str, chunk: int, k: int,
     chunk image is decoded here; a larger one is read from its staged chunk file, which is
     removed once the chunk is written. Returns the CPU seconds spent."""
     start = time.process_time()
+    rgba = chunk_pixels(source, entry, fmt, chunk, k, box, staged, max_pixels)
+    if isinstance(rgba, Failed):
+        return rgba
     folder = Path(entry)
-    x0, y0, x1, y1 = box
-    if staged:
-        raw = _staged_chunk(folder, fmt, chunk, k)
-        try:
-            rgba = np.fromfile(raw, np.uint8).reshape(y1 - y0, x1 - x0, 4)
-        except (OSError, ValueError) as exc:  # removed or cut short behind our back
-            return Failed(source, f"staged chunk {k} unreadable: {exc}")
-    else:
-        try:
-            rgba = decode_upright(source, max_pixels=max_pixels)
-        except TextureFormatError as exc:
-            return Failed(source, exc.problem)
     out = chunk_dir(folder, fmt, chunk)
     out.mkdir(parents=True, exist_ok=True)
     try:
@@ -309,7 +300,43 @@ def encode_chunk(source: str, entry: str, fmt: str, chunk: int, k: int,
         _remove_if_empty(out, folder)
         raise
     if staged:
-        raw.unlink(missing_ok=True)
+        _staged_chunk(folder, fmt, chunk, k).unlink(missing_ok=True)
+    return time.process_time() - start
+
+
+def chunk_pixels(source: str, entry: str, fmt: str, chunk: int, k: int,
+                 box: tuple[int, int, int, int], staged: bool,
+                 max_pixels: int = MAX_PIXELS) -> np.ndarray | Failed:
+    """Worker job: chunk `k`'s upright RGBA8 pixels, decoded (a single-chunk image) or read
+    from its staged chunk file, for an encoder outside the worker (the GPU's)."""
+    x0, y0, x1, y1 = box
+    if staged:
+        raw = _staged_chunk(Path(entry), fmt, chunk, k)
+        try:
+            return np.fromfile(raw, np.uint8).reshape(y1 - y0, x1 - x0, 4)
+        except (OSError, ValueError) as exc:  # removed or cut short behind our back
+            return Failed(source, f"staged chunk {k} unreadable: {exc}")
+    try:
+        return decode_upright(source, max_pixels=max_pixels)
+    except TextureFormatError as exc:
+        return Failed(source, exc.problem)
+
+
+def write_chunk(entry: str, fmt: str, chunk: int, k: int, format_name: str, width: int,
+                height: int, levels: list[bytes], staged: bool) -> float:
+    """Worker job: write chunk `k`'s encoded mip chain (as `encode_chunk` would have), and
+    remove its staged chunk file. Returns the CPU seconds spent."""
+    start = time.process_time()
+    folder = Path(entry)
+    out = chunk_dir(folder, fmt, chunk)
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        write_ktx2(chunk_path(folder, fmt, chunk, k), format_name, width, height, levels)
+    except BaseException:
+        _remove_if_empty(out, folder)
+        raise
+    if staged:
+        _staged_chunk(folder, fmt, chunk, k).unlink(missing_ok=True)
     return time.process_time() - start
 
 

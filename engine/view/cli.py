@@ -28,7 +28,7 @@ from ..cli_args import (
     size_arg,
 )
 from .decode import MAX_PIXELS
-from .wall import FORMATS, LAYOUTS, ORDERS, ImageView, ImageWall
+from .wall import ENCODERS, FORMATS, LAYOUTS, ORDERS, ImageView, ImageWall
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +85,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "(reproducible screenshots)")
     p.add_argument("--workers", type=positive_int,
                    help="encoder processes (default: the cores but one)")
+    p.add_argument("--encoder", choices=ENCODERS, default="cpu",
+                   help="where full detail is encoded: cpu (the encoder processes, default) "
+                        "or gpu (compute shaders, GL 4.3, a few ms of each frame; the "
+                        "processes decode and write). `python -m engine bench encode` "
+                        "measures which is faster here")
     p.add_argument("--max-pixels", type=pixels_arg, default=MAX_PIXELS,
                    help=f"largest image read, in pixels (default {MAX_PIXELS})")
     p.add_argument("--provider", default="streaming",
@@ -98,7 +103,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     headless = headless_wanted(args.headless)
     kwargs = {"layout": args.layout, "order": args.order, "format": args.format,
-              "workers": args.workers, "detail": not args.no_detail,
+              "workers": args.workers, "detail": not args.no_detail, "encoder": args.encoder,
               "wait_detail": args.wait_detail, "max_pixels": args.max_pixels}
     single = len(args.paths) == 1 and os.path.isfile(args.paths[0])
     wall = ImageView(args.paths[0], **kwargs) if single else ImageWall(args.paths, **kwargs)

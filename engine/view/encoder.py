@@ -5,6 +5,11 @@ The render thread calls `pump(order)` once a frame: it collects what finished (n
 waiting) and submits the next jobs in `order`. An image of several chunks is first decoded
 once into a staging file (cache.stage_upright), then its chunks are encoded from it each on
 its own; the staging file is removed when its last chunk is written.
+
+With a GPU encoder (engine.gl.bc_encode) the workers only decode (cache.chunk_pixels) and
+write (cache.write_chunk); the blocks and mips are made on the render thread, at most
+GPU_FRAME_BUDGET_S of dispatches a frame (a chunk's pixels are uploaded when its encode
+starts), so `engine bench encode`'s faster side can do the encoding.
 """
 from __future__ import annotations
 
@@ -18,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..gl.bc_encode import EncodeJob, GpuBlockEncoder
+from ..textures.bake import choose_format
 from . import cache
 from .priority import ViewRect, detail_order
 
@@ -26,6 +33,12 @@ progress = logging.getLogger("engine.progress")
 
 #: Seconds between the encoder's progress lines.
 PROGRESS_EVERY_S = 5.0
+
+
+#: Seconds of GPU encoding a frame spends on the render thread (a few ms of a 60 Hz frame).
+GPU_FRAME_BUDGET_S = 0.004
+#: Decoded chunks waiting for the GPU at most (each holds its RGBA pixels in memory).
+GPU_READY_MAX = 2
 
 
 #: Scheduling niceness of the background encoder's workers: below the render loop, so
@@ -71,9 +84,20 @@ class Job:
     staged: bool  # one of several chunks: read from the image's staging file
 
 
+@dataclass
+class _GpuWork:
+    key: Key
+    format_name: str
+    width: int
+    height: int
+    job: EncodeJob
+
+
 class DetailEncoder:
+    """`gpu`: encode on the GPU (see module); the encoder is released by `close()`."""
+
     def __init__(self, jobs: Sequence[Job], fmt: str, chunk: int, workers: int,
-                 max_pixels: int) -> None:
+                 max_pixels: int, gpu: GpuBlockEncoder | None = None) -> None:
         self.jobs: dict[Key, Job] = {(j.item, j.k): j for j in jobs}
         self.fmt, self.chunk, self.workers, self.max_pixels = fmt, chunk, workers, max_pixels
         self._pool: ProcessPoolExecutor | None = None
@@ -91,6 +115,9 @@ class DetailEncoder:
         self._done = self._done_px = 0
         self._started: float | None = None
         self._said = 0.0
+        self._gpu = gpu
+        self._ready: list[tuple[Key, Any]] = []  # decoded chunks waiting for the GPU
+        self._work: _GpuWork | None = None
 
     @property
     def pending(self) -> int:
@@ -104,7 +131,9 @@ class DetailEncoder:
     def _submit(self, order: Sequence[Key]) -> None:
         if self._pool is None:
             self._pool = process_pool(self.workers, background=True)
-        busy = {v[1] for v in self._running.values()}
+        busy = {v[1] for v in self._running.values()} | {k for k, _ in self._ready}
+        if self._work is not None:
+            busy.add(self._work.key)
         for key in order:
             if len(self._running) >= 2 * self.workers:
                 return
@@ -118,9 +147,19 @@ class DetailEncoder:
                                             self.fmt, self.chunk, self.max_pixels)
                     self._running[fut] = ("stage", job.item)
                 continue
-            fut = self._pool.submit(cache.encode_chunk, job.source, job.entry, self.fmt,
-                                    self.chunk, job.k, job.box, job.staged, self.max_pixels)
-            self._running[fut] = ("chunk", key)
+            if self._gpu is not None:
+                pixels = sum(v[0] == "pixels" for v in self._running.values())
+                if pixels + len(self._ready) >= GPU_READY_MAX:
+                    continue  # stages may still start; chunks wait for the GPU to catch up
+                fut = self._pool.submit(cache.chunk_pixels, job.source, job.entry, self.fmt,
+                                        self.chunk, job.k, job.box, job.staged,
+                                        self.max_pixels)
+                self._running[fut] = ("pixels", key)
+            else:
+                fut = self._pool.submit(cache.encode_chunk, job.source, job.entry, self.fmt,
+                                        self.chunk, job.k, job.box, job.staged,
+                                        self.max_pixels)
+                self._running[fut] = ("chunk", key)
             busy.add(key)
 
     def _collect(self, finished: Sequence[Future]) -> list[tuple[Key, str]]:
@@ -141,6 +180,10 @@ class DetailEncoder:
                 for key in [k for k in self.jobs if k[0] == item]:
                     del self.jobs[key]
                 continue
+            if kind == "pixels":
+                if what in self.jobs:
+                    self._ready.append((what, result))
+                continue
             self.cpu_seconds += float(result)
             if kind == "stage":
                 self._staged[what] = True
@@ -156,11 +199,45 @@ class DetailEncoder:
                     cache.drop_staging(Path(job.entry), self.fmt, self.chunk)
         return done
 
+    def _encode_on_gpu(self, budget_s: float | None) -> None:
+        """Spend up to `budget_s` (None: no limit) encoding decoded chunks on the GPU; each
+        finished chain goes to the pool to be written."""
+        start = time.perf_counter()
+        while self._work is not None or self._ready:
+            left = None if budget_s is None else budget_s - (time.perf_counter() - start)
+            if left is not None and left <= 0:
+                return
+            if self._work is None:
+                key, rgba = self._ready.pop(0)
+                if key not in self.jobs:  # its image failed meanwhile
+                    continue
+                name = choose_format(self.fmt, True, rgba)
+                self._work = _GpuWork(key, name, rgba.shape[1], rgba.shape[0],
+                                      self._gpu.start_mipmapped(rgba, name))
+            work = self._work
+            if left is None:
+                work.job.run()
+            elif not work.job.step(left):
+                return
+            levels = work.job.result()
+            work.job.release()
+            self._work = None
+            job = self.jobs.get(work.key)
+            if job is None:
+                continue
+            fut = self._pool.submit(cache.write_chunk, job.entry, self.fmt, self.chunk, job.k,
+                                    work.format_name, work.width, work.height, levels,
+                                    job.staged)
+            self._running[fut] = ("chunk", work.key)
+
     def pump(self, order: Sequence[Key]) -> list[tuple[Key, str]]:
-        """Collect finished chunks (key, file) without waiting; submit the next in `order`."""
+        """Collect finished chunks (key, file) without waiting; submit the next in `order`;
+        with a GPU encoder, encode for up to GPU_FRAME_BUDGET_S."""
         done = self._collect([f for f in self._running if f.done()])
         if self.jobs:
             self._submit(order)
+            if self._gpu is not None:
+                self._encode_on_gpu(GPU_FRAME_BUDGET_S)
         self._report(bool(done))
         return done
 
@@ -192,8 +269,13 @@ class DetailEncoder:
         want = set(keys)
         first = [k for k in order if k in want] + [k for k in order if k not in want]
         done = self.pump(first)
-        while self._running and any(k in self.jobs for k in want):
-            finished, _ = wait(list(self._running), return_when=FIRST_COMPLETED)
+        while (self._running or self._ready or self._work) and \
+                any(k in self.jobs for k in want):
+            if self._ready or self._work:
+                self._encode_on_gpu(None)
+                finished = [f for f in self._running if f.done()]
+            else:
+                finished, _ = wait(list(self._running), return_when=FIRST_COMPLETED)
             got = self._collect(list(finished))
             done += got
             self._submit(first)
@@ -210,3 +292,10 @@ class DetailEncoder:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
         self._running.clear()
+        self._ready.clear()
+        if self._work is not None:
+            self._work.job.release()
+            self._work = None
+        if self._gpu is not None:
+            self._gpu.release()
+            self._gpu = None

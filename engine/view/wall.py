@@ -33,6 +33,7 @@ from pyglm import glm
 
 from ..app.loop import FrameContext, FrameHook
 from ..errors import TextureFormatError, UsageError
+from ..gl.bc_encode import GpuBlockEncoder
 from ..gl.device import Device
 from ..render.camera import Camera
 from ..render.material import Material
@@ -52,6 +53,7 @@ log = logging.getLogger(__name__)
 LAYOUTS = ("rows", "grid")
 ORDERS = ("path", "given")
 FORMATS = ("bc1", "bc7")
+ENCODERS = ("cpu", "gpu")
 #: Thumbnail edge of a single image's deep-zoom view (a wall's is cache.THUMB_EDGE).
 VIEW_THUMB_EDGE = 1024
 
@@ -129,21 +131,27 @@ class ImageWall:
     `order`: "path" (sorted by file path) or "given" (as the paths and folder walks give
     them); `format`: full-detail BCn, "bc1" (8 bits a texel, fastest to encode) or "bc7"
     (16 bits a texel, better colour); `workers`: encoder processes (default: the cores but
-    one); `detail`: False keeps the thumbnails only; `wait_detail`: each frame waits for the
-    full detail of what it shows (reproducible screenshots); `max_pixels`: the largest image
-    read. Files that cannot be read are in `problems` (path, reason), logged once, skipped."""
+    one); `encoder`: where full detail's blocks are made, "cpu" (the workers) or "gpu"
+    (compute shaders on the render thread, a few ms a frame; the workers decode and write;
+    `python -m engine bench encode` says which is faster on a machine); `detail`: False
+    keeps the thumbnails only; `wait_detail`: each frame waits for the full detail of what it
+    shows (reproducible screenshots); `max_pixels`: the largest image read. Files that cannot be read are in `problems` (path, reason), logged once, skipped."""
 
     def __init__(self, paths: Iterable[str | os.PathLike[str]], *, layout: str = "rows",
                  order: str = "path", format: str = "bc1", thumb_edge: int = cache.THUMB_EDGE,
                  chunk: int = cache.CHUNK, workers: int | None = None, detail: bool = True,
                  wait_detail: bool = False, max_pixels: int = MAX_PIXELS,
-                 progress: bool | None = None, cache_dir: Path | None = None) -> None:
+                 progress: bool | None = None, cache_dir: Path | None = None,
+                 encoder: str = "cpu") -> None:
         if layout not in LAYOUTS:
             raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
         if order not in ORDERS:
             raise ValueError(f"order must be one of {ORDERS}, got {order!r}")
         if format not in FORMATS:
             raise ValueError(f"format must be one of {FORMATS}, got {format!r}")
+        if encoder not in ENCODERS:
+            raise ValueError(f"encoder must be one of {ENCODERS}, got {encoder!r}")
+        self.encoder = encoder
         if chunk < 4 or chunk % 4:
             raise ValueError(f"chunk must be a multiple of 4 texels, got {chunk}")
         self.layout, self.format, self.thumb_edge = layout, format, int(thumb_edge)
@@ -271,13 +279,24 @@ class ImageWall:
             scene.provider = provider
             if jobs:
                 scene.encoder = DetailEncoder(jobs, self.format, chunk, self.workers,
-                                              self.max_pixels)
+                                              self.max_pixels, gpu=self._gpu_encoder(device))
             scene.on_update.append(lambda sc, t: self._update(sc))
             self.navigator.apply(scene.camera)
         except BaseException:
             scene.release()
             raise
         return scene
+
+    def _gpu_encoder(self, device: Device) -> GpuBlockEncoder | None:
+        """The GPU encoder `encoder="gpu"` asks for; None (the workers encode) when this
+        context has no compute shaders."""
+        if self.encoder != "gpu":
+            return None
+        try:
+            return GpuBlockEncoder(device)
+        except UsageError as exc:
+            log.warning("full detail encoded on the CPU: %s", exc)
+            return None
 
     def _place(self, it: Item, chunk: int) -> None:
         """Cut the image's rectangle into its chunks' rectangles (edge to edge)."""
