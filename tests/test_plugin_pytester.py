@@ -139,6 +139,7 @@ def test_leaks_and_budget_overruns_fail_the_test_itself(pytester, monkeypatch):
     assert run.ret == pytest.ExitCode.TESTS_FAILED
 
 
+@pytest.mark.slow
 def test_each_test_starts_from_a_clean_ledger(pytester, monkeypatch):
     _project(pytester, test_user=CLEAN_LEDGER_TESTS)
     run = _run(pytester, monkeypatch)
@@ -147,6 +148,7 @@ def test_each_test_starts_from_a_clean_ledger(pytester, monkeypatch):
     assert "left 1 GL object(s) alive" in out and "forgotten-thumbnail" in out, out
 
 
+@pytest.mark.slow
 def test_sizes_are_exact_and_follow_the_byte_rule(pytester, monkeypatch):
     _project(pytester, test_user=SIZE_TESTS)
     run = _run(pytester, monkeypatch)
@@ -160,6 +162,7 @@ def test_sizes_are_exact_and_follow_the_byte_rule(pytester, monkeypatch):
     assert "gl_budget('512'): '512' needs a unit" in out, out
 
 
+@pytest.mark.slow
 def test_no_gl_fails_the_run_with_one_line(pytester, monkeypatch):
     _project(pytester, test_gl=NEEDS_GL)
     run = _run(pytester, monkeypatch, gl=False)
@@ -169,6 +172,7 @@ def test_no_gl_fails_the_run_with_one_line(pytester, monkeypatch):
     assert len(lines) == 1 and "engine_skip_without_gl = true" in lines[0], out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["flag", "ini"])
 def test_no_gl_skips_when_the_user_opted_in(pytester, monkeypatch, how):
     _project(pytester, ini="engine_skip_without_gl = true\n" if how == "ini" else "",

@@ -219,6 +219,7 @@ def test_two_views_on_one_device_release_in_either_order(generated_assets):
         assert views.seats() == []
 
 
+@pytest.mark.slow
 def test_canvas_hosts_share_and_a_hidden_one_gives_back(generated_assets):
     """Two rendercanvas hosts (a device each) on one ViewShares: hiding one drops it to its
     floor at once (unseen frames), the other's grant grows at its next draw."""
@@ -253,6 +254,7 @@ def test_canvas_hosts_share_and_a_hidden_one_gives_back(generated_assets):
         assert [h.close() for h in hosts] == [0, 0]
 
 
+@pytest.mark.slow
 def test_canvas_hosts_on_one_device_share_it_and_close_in_either_order(generated_assets):
     """Two canvases drawing with ONE device, the second given the first's
     (`device=first.device`, from `engine.hosts`), on one ViewShares: each view plans with

@@ -160,6 +160,7 @@ def test_benchmark_data_is_distinct_readable_files(tmp_path):
 
 
 # ----------------------------------------------------------------------------- with GL
+@pytest.mark.slow
 def test_wall_of_mixed_files_upright_in_budget_no_leaks(device, mixed, isolated_cache):
     folder, sizes = mixed
     wall = ImageWall([folder], workers=1, wait_detail=True, progress=False)
@@ -190,6 +191,7 @@ def _static(device):
     return StaticTextureProvider(device)
 
 
+@pytest.mark.slow
 def test_chunked_image_shows_its_detail_when_zoomed(device, tmp_path, isolated_cache):
     """An image cut into a grid of chunk textures (the path of images beyond the driver's
     maximum, here at a small chunk size): zoomed to two screen pixels per image pixel it
@@ -319,6 +321,7 @@ def _example(name: str, args: list[str], env: dict[str, str]) -> subprocess.Comp
                           env=env, capture_output=True, text=True, timeout=120, check=False)
 
 
+@pytest.mark.slow
 def test_jupyter_example_runs_offscreen(mixed, view_env, tmp_path):
     pytest.importorskip("rendercanvas")
     folder, _ = mixed
