@@ -109,6 +109,10 @@ def _project(pytester: pytest.Pytester, ini: str = "", **tests: str) -> None:
 def _run(pytester: pytest.Pytester, monkeypatch, *args: str, gl: bool = True):
     # the engine of this checkout, not whichever one is installed
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    # `-p engine_leaks` loads the plugin by its entry point; the other installed plugins
+    # (hypothesis, xdist, ...) play no part in these runs and their start-up would be most
+    # of each run's time. The autoloaded path is test_gl_budget_marker_is_registered's.
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
     if not gl:  # no EGL vendor library: what a CI image that lost its GL driver sees
         monkeypatch.setenv("__EGL_VENDOR_LIBRARY_FILENAMES", "/nonexistent/egl_vendor.json")
     result = pytester.runpytest_subprocess("-p", "engine_leaks", "-rA", "-q",
