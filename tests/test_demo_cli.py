@@ -58,6 +58,7 @@ def test_demo_stress_mode_keeps_budget_and_leaks_nothing(demo_env, tmp_path):
     assert all(f["total_bytes"] <= f["budget_bytes"] for f in frames)
 
 
+@pytest.mark.slow
 def test_demo_unknown_name(demo_env):
     proc = _demo(["nope", "--headless"], demo_env)
     assert proc.returncode == 2 and "gallery" in proc.stderr

@@ -383,6 +383,7 @@ def test_bake_reads_named_files_past_pillows_bomb_guard(tmp_path, monkeypatch):
         source_image.read_image(tmp_path / "x.png")
 
 
+@pytest.mark.slow
 def test_view_of_nothing_readable_is_a_user_error(view_env, tmp_path):
     """Paths that hold no image are the user's to fix: one line, exit 2, no traceback."""
     proc = _view([str(tmp_path / "missing.jpg"), "--frames", "1"], view_env)
