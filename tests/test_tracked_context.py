@@ -8,6 +8,7 @@ import textwrap
 from pathlib import Path
 
 import moderngl
+import pytest
 
 from engine.gl.tracking import TrackedContext
 
