@@ -196,6 +196,7 @@ def _close(a: np.ndarray, b: np.ndarray, frac: float = 0.001) -> float:
     return float((d > 5).mean())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("view", ["lit", "mip"])
 def test_batched_picture_equals_per_object(dev, texture_files, view) -> None:
     """Every way to draw gives one picture: the per-object path, the batched path with bound

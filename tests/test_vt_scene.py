@@ -186,6 +186,7 @@ def test_off_streams_everything_by_whole_levels(device: Device, assets) -> None:
     assert compare(off.image, static.image).ok
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", ["per_object", "batched"])
 def test_both_render_paths_sample_virtual_textures(device: Device, assets, path: str) -> None:
     """The renderer driven directly (no frame loop) on each path: the per-object path's GLSL
