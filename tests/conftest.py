@@ -46,15 +46,35 @@ def isolated_cache(tmp_path, monkeypatch) -> Path:
     return cache
 
 
+def _run_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A temporary folder of this run that every pytest-xdist worker of it shares (a
+    worker's base folder is one of the run's `popen-gwN` folders)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _encoded_once(tmp_path_factory) -> Iterator[None]:
+    """texture_helpers.encode keeps what it makes in the run's shared folder."""
+    import texture_helpers
+
+    texture_helpers.ENCODED = _run_folder(tmp_path_factory) / "encoded"
+    yield
+    texture_helpers.ENCODED = None
+
+
 @pytest.fixture(scope="session")
 def generated_assets(tmp_path_factory) -> Path:
     """One cache of generated gallery and wall textures for the tests that only read them.
 
-    The generators are deterministic (a texture number always gives the same bytes) and
-    fill in only what is missing, so tests asking for the same sets share one bake instead
-    of making one each. Tests that damage, replace or count freshly made files use a cache
-    of their own."""
-    return tmp_path_factory.mktemp("generated-assets")
+    The generators are deterministic (a texture number always gives the same bytes), fill
+    in only what is missing and write each file whole under its name (a temporary name
+    first), so the tests asking for the same sets share one bake, the workers of a
+    pytest-xdist run included, instead of making one each. Tests that damage, replace or
+    count freshly made files use a cache of their own."""
+    folder = _run_folder(tmp_path_factory) / "generated-assets"
+    folder.mkdir(exist_ok=True)
+    return folder
 
 
 @pytest.fixture(scope="session")

@@ -149,6 +149,7 @@ def test_unreadable_input_names_the_file(tmp_path: Path) -> None:
         bake_file(tmp_path / "missing.png", tmp_path / "out")
 
 
+@pytest.mark.slow
 def test_process_pool_bake_matches_serial_bake(tmp_path: Path, crops: list[Path],
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     # Small tasks so the 256x256 levels really are cut into strips across processes.

@@ -196,6 +196,7 @@ def _close(a: np.ndarray, b: np.ndarray, frac: float = 0.001) -> float:
     return float((d > 5).mean())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("view", ["lit", "mip"])
 def test_batched_picture_equals_per_object(dev, texture_files, view) -> None:
     """Every way to draw gives one picture: the per-object path, the batched path with bound
@@ -237,6 +238,7 @@ def test_batched_picture_equals_per_object(dev, texture_files, view) -> None:
         assert st["texture_handles"] == 6
 
 
+@pytest.mark.slow
 def test_forced_fallback_by_capability_injection(dev, texture_files, monkeypatch) -> None:
     """llvmpipe lacks bindless: pretend it has it, and check that `force_bound` keeps the
     renderer on the bound path (and renders the same picture), while without the flag the

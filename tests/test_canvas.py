@@ -97,6 +97,7 @@ def test_canvas_host_with_its_own_device_releases_everything(device, build):
     device.release(tex)
 
 
+@pytest.mark.slow
 @needs_rendercanvas
 @needs_rfb
 def test_jupyter_remote_frame_buffer_sends_the_engine_picture(device, build, reference):
@@ -144,6 +145,7 @@ def _run_example(args: list[str], env_extra: dict[str, str], tmp_path) -> dict:
     return json.loads([ln for ln in proc.stdout.splitlines() if ln.startswith("{")][-1])
 
 
+@pytest.mark.slow
 @needs_rendercanvas
 def test_example_offscreen(tmp_path):
     png = tmp_path / "canvas.png"
@@ -154,6 +156,7 @@ def test_example_offscreen(tmp_path):
     assert saved.shape == (64, 96, 3) and len(np.unique(saved.reshape(-1, 3), axis=0)) > 10
 
 
+@pytest.mark.slow
 @needs_rendercanvas
 @pytest.mark.window
 @pytest.mark.skipif(importlib.util.find_spec("PySide6") is None, reason="PySide6 not installed")

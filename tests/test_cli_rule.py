@@ -250,6 +250,7 @@ def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
     return env
 
 
+@pytest.mark.slow
 def test_inspect_into_a_closed_pipe_exits_quietly(tmp_path):
     """`inspect f.ktx2 | head -3`: the reader leaves after three lines."""
     f = _ktx2(tmp_path / "t.ktx2")
@@ -272,6 +273,7 @@ def test_inspect_missing_file(capsys):
 SMALL = ["--frames", "2", "--count", "2", "--texture-size", "32", "--size", "64x48"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("display", [":93", "localhost:93.0"])
 def test_display_without_x_server_falls_back_to_headless(tmp_path, display):
     """A local display number with no socket is detected without trying; a TCP one is
@@ -289,6 +291,7 @@ def test_display_without_x_server_falls_back_to_headless(tmp_path, display):
     assert json.loads(report.read_text())["summary"]["frames"] == 2
 
 
+@pytest.mark.slow
 def test_demo_says_what_it_does_and_where_outputs_went(tmp_path):
     """Piped (not a terminal): a line when rendering starts, the output paths at the end, and
     the report carries the metadata block."""

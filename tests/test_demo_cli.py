@@ -43,6 +43,7 @@ def test_demo_gallery_headless_report(demo_env, tmp_path):
     assert shot.stat().st_size > 0
 
 
+@pytest.mark.slow
 def test_demo_stress_mode_keeps_budget_and_leaks_nothing(demo_env, tmp_path):
     """--stress: slow reads (2-40 ms each) and random budget steps, the streamer still keeps
     every frame within its budget and releases everything."""
@@ -57,11 +58,13 @@ def test_demo_stress_mode_keeps_budget_and_leaks_nothing(demo_env, tmp_path):
     assert all(f["total_bytes"] <= f["budget_bytes"] for f in frames)
 
 
+@pytest.mark.slow
 def test_demo_unknown_name(demo_env):
     proc = _demo(["nope", "--headless"], demo_env)
     assert proc.returncode == 2 and "gallery" in proc.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.window
 def test_demo_in_a_window_takes_a_screenshot(demo_env, xvfb_display, tmp_path):
     from PIL import Image

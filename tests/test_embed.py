@@ -22,6 +22,7 @@ def _run(args: list[str], env_extra: dict[str, str], tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
 
 
+@pytest.mark.slow
 def test_embed_glfw(xvfb_display, tmp_path):
     _run(["examples/embed_glfw.py", "--frames", "5"], {"DISPLAY": xvfb_display}, tmp_path)
 
@@ -30,12 +31,14 @@ needs_mglw = pytest.mark.skipif(importlib.util.find_spec("moderngl_window") is N
                                 reason="moderngl-window not installed")
 
 
+@pytest.mark.slow
 @needs_mglw
 def test_embed_moderngl_window_glfw(xvfb_display, tmp_path):
     _run(["examples/embed_moderngl_window.py", "--frames", "5", "--window", "glfw"],
          {"DISPLAY": xvfb_display}, tmp_path)
 
 
+@pytest.mark.slow
 @needs_mglw
 def test_embed_moderngl_window_headless_egl(tmp_path):
     _run(["examples/embed_moderngl_window.py", "--frames", "5", "--window", "headless",

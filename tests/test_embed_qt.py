@@ -29,6 +29,7 @@ RESIZED = (200, 100)
 FRAMES = 5
 
 pytestmark = [
+    pytest.mark.slow,
     pytest.mark.window,
     pytest.mark.skipif(importlib.util.find_spec("PySide6") is None,
                        reason="PySide6 not installed (pip install -e '.[qt]')"),

@@ -121,6 +121,7 @@ def test_basisu_without_transcoder_falls_back_to_png(tmp_path, monkeypatch):
 
 
 # ---------------------------------------------------------------------------- bake
+@pytest.mark.slow
 def test_bake_bc7_scene_reopens_and_renders_like_the_original(tmp_path):
     from demos.gltf_demo import build
     from engine.testing import run_headless
@@ -145,6 +146,7 @@ def test_bake_bc7_scene_reopens_and_renders_like_the_original(tmp_path):
     assert np.array_equal(original, rebaked)  # the same BC7 bake of the same PNG
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not (basis.available() and basis.encoder_available()),
                     reason="Basis transcoder/encoder absent")
 def test_bake_uastc_scene_for_other_viewers(tmp_path):
@@ -183,6 +185,7 @@ def test_bake_cli_dispatches_gltf(tmp_path):
     assert (tmp_path / "o" / "BoxTextured_image0.ktx2").is_file()
 
 
+@pytest.mark.slow
 def test_texture_transform_same_on_both_render_paths(device, tmp_path):
     """The per-object path (uniform rows) and the batched path (object-array rows) apply
     one KHR_texture_transform the same way."""

@@ -96,6 +96,7 @@ def test_summary_table(device):
         device.release(tex)
 
 
+@pytest.mark.slow
 def test_cli_info_json():
     out = subprocess.run([sys.executable, "-m", "engine", "info", "--json", "--headless",
                           "--budget", "256MiB"], capture_output=True, text=True, timeout=120)

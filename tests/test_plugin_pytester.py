@@ -109,6 +109,10 @@ def _project(pytester: pytest.Pytester, ini: str = "", **tests: str) -> None:
 def _run(pytester: pytest.Pytester, monkeypatch, *args: str, gl: bool = True):
     # the engine of this checkout, not whichever one is installed
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    # `-p engine_leaks` loads the plugin by its entry point; the other installed plugins
+    # (hypothesis, xdist, ...) play no part in these runs and their start-up would be most
+    # of each run's time. The autoloaded path is test_gl_budget_marker_is_registered's.
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
     if not gl:  # no EGL vendor library: what a CI image that lost its GL driver sees
         monkeypatch.setenv("__EGL_VENDOR_LIBRARY_FILENAMES", "/nonexistent/egl_vendor.json")
     result = pytester.runpytest_subprocess("-p", "engine_leaks", "-rA", "-q",
@@ -139,6 +143,7 @@ def test_leaks_and_budget_overruns_fail_the_test_itself(pytester, monkeypatch):
     assert run.ret == pytest.ExitCode.TESTS_FAILED
 
 
+@pytest.mark.slow
 def test_each_test_starts_from_a_clean_ledger(pytester, monkeypatch):
     _project(pytester, test_user=CLEAN_LEDGER_TESTS)
     run = _run(pytester, monkeypatch)
@@ -147,6 +152,7 @@ def test_each_test_starts_from_a_clean_ledger(pytester, monkeypatch):
     assert "left 1 GL object(s) alive" in out and "forgotten-thumbnail" in out, out
 
 
+@pytest.mark.slow
 def test_sizes_are_exact_and_follow_the_byte_rule(pytester, monkeypatch):
     _project(pytester, test_user=SIZE_TESTS)
     run = _run(pytester, monkeypatch)
@@ -160,6 +166,7 @@ def test_sizes_are_exact_and_follow_the_byte_rule(pytester, monkeypatch):
     assert "gl_budget('512'): '512' needs a unit" in out, out
 
 
+@pytest.mark.slow
 def test_no_gl_fails_the_run_with_one_line(pytester, monkeypatch):
     _project(pytester, test_gl=NEEDS_GL)
     run = _run(pytester, monkeypatch, gl=False)
@@ -169,6 +176,7 @@ def test_no_gl_fails_the_run_with_one_line(pytester, monkeypatch):
     assert len(lines) == 1 and "engine_skip_without_gl = true" in lines[0], out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["flag", "ini"])
 def test_no_gl_skips_when_the_user_opted_in(pytester, monkeypatch, how):
     _project(pytester, ini="engine_skip_without_gl = true\n" if how == "ini" else "",

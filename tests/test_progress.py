@@ -105,6 +105,7 @@ def _run(code_or_args: list[str], tmp_path: Path) -> subprocess.CompletedProcess
                           capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.slow
 def test_plain_script_sees_the_lines_on_stderr(tmp_path):
     proc = _run(["-c", "from engine.textures.progress import Progress\n"
                        "with Progress(2, 'script stage') as p: p.advance(2)"], tmp_path)
@@ -114,6 +115,7 @@ def test_plain_script_sees_the_lines_on_stderr(tmp_path):
     assert "\r" not in proc.stderr  # piped: no bar redraws
 
 
+@pytest.mark.slow
 def test_cli_bake_log_shows_the_stage(tmp_path):
     """`engine bake` configures logging at WARNING; its stage lines still reach a CI log."""
     img = tmp_path / "tile.png"

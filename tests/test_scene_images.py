@@ -39,6 +39,7 @@ def _run(device: Device, name: str, frames: int, **kw: Any) -> RunResult:
                      options=options, on_frame=demo.hooks(options), **kw)
 
 
+@pytest.mark.slow
 def test_streamed_gallery_is_deterministic_and_matches_reference(device: Device,
                                                                  gallery_cache: Path) -> None:
     """The streamer with the injected frame clock and inline reads: frame 24 of the flight is

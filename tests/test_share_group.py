@@ -20,6 +20,8 @@ from engine.streaming.settings import StreamerSettings
 from process_helpers import headless_env
 
 MIB = 1 << 20
+# The gallery sets are read from generated_assets / "gallery": where ENGINE_CACHE=generated_assets
+# puts them for the Qt example, and where the other modules read the same 512^2 set.
 
 
 @pytest.mark.slow
@@ -37,7 +39,7 @@ def test_two_views_share_one_budget_and_hiding_one_frees_it(generated_assets):
                 loops.append(FrameLoop.embedded(
                     device, build, size=share.SIZE, provider="streaming", streamer=streamer,
                     share=ShareSettings(views, weight=weight),
-                    options=dict(share.SCENE, cache_dir=generated_assets)))
+                    options=dict(share.SCENE, cache_dir=generated_assets / "gallery")))
         records = []
         for frame in range(36):
             loops[1].governor.share.visible = not 12 <= frame < 24
@@ -80,7 +82,7 @@ def test_group_of_processes_reaches_weighted_shares_and_never_goes_over(
     # in it (the renderer's geometry arena is made by the first draw). The outsider is the
     # device script's slot for the PyTorch process; here it only exercises the NVML sampler.
     result = share.scenario(tmp_path / "out", budget=budget, floor=MIB + MIB // 4, hold=1.2,
-                            cache=generated_assets,
+                            cache=generated_assets / "gallery",
                             outsider=[sys.executable, "-c", "import time; time.sleep(1)"])
     phases = {p["phase"]: p for p in result["phases"]}
     assert list(phases) == ["three", "d joined", "d left", "c killed", "modest e joined"]
@@ -162,7 +164,7 @@ def test_two_views_on_one_device_share_one_budget(generated_assets):
     showing it takes it back; released (second first), nothing is left."""
     views = ViewShares(4 * MIB)
     device = headless_device()
-    loops = _two_views_on_one_device(device, views, generated_assets)
+    loops = _two_views_on_one_device(device, views, generated_assets / "gallery")
     records, device_peaks = [], []
     try:
         with made_current(device):
@@ -206,7 +208,7 @@ def test_two_views_on_one_device_release_in_either_order(generated_assets):
     for order in ((0, 1), (1, 0)):
         views = ViewShares(8 * MIB)
         device = headless_device()
-        loops = _two_views_on_one_device(device, views, generated_assets)
+        loops = _two_views_on_one_device(device, views, generated_assets / "gallery")
         with made_current(device):
             try:
                 for loop in loops:
@@ -219,6 +221,7 @@ def test_two_views_on_one_device_release_in_either_order(generated_assets):
         assert views.seats() == []
 
 
+@pytest.mark.slow
 def test_canvas_hosts_share_and_a_hidden_one_gives_back(generated_assets):
     """Two rendercanvas hosts (a device each) on one ViewShares: hiding one drops it to its
     floor at once (unseen frames), the other's grant grows at its next draw."""
@@ -232,7 +235,8 @@ def test_canvas_hosts_share_and_a_hidden_one_gives_back(generated_assets):
     hosts = [CanvasHost(RenderCanvas(size=share.SIZE), build, budget="64MiB", continuous=False,
                         provider="streaming", streamer=streamer,
                         share=ShareSettings(views, weight=w),
-                        options=dict(share.SCENE, cache_dir=generated_assets)) for w in (1, 1)]
+                        options=dict(share.SCENE, cache_dir=generated_assets / "gallery"))
+             for w in (1, 1)]
     try:
         for _ in range(8):
             for host in hosts:
@@ -253,6 +257,7 @@ def test_canvas_hosts_share_and_a_hidden_one_gives_back(generated_assets):
         assert [h.close() for h in hosts] == [0, 0]
 
 
+@pytest.mark.slow
 def test_canvas_hosts_on_one_device_share_it_and_close_in_either_order(generated_assets):
     """Two canvases drawing with ONE device, the second given the first's
     (`device=first.device`, from `engine.hosts`), on one ViewShares: each view plans with
@@ -270,7 +275,7 @@ def test_canvas_hosts_on_one_device_share_it_and_close_in_either_order(generated
         first = CanvasHost(RenderCanvas(size=share.SIZE), build, continuous=False,
                            provider="streaming", streamer=streamer,
                            share=ShareSettings(views),
-                           options=dict(share.SCENE, cache_dir=generated_assets))
+                           options=dict(share.SCENE, cache_dir=generated_assets / "gallery"))
         second = CanvasHost(RenderCanvas(size=share.SIZE), gltf_demo.build, continuous=False,
                             device=first.device, provider="streaming", streamer=streamer,
                             share=ShareSettings(views))

@@ -8,6 +8,7 @@ import textwrap
 from pathlib import Path
 
 import moderngl
+import pytest
 
 from engine.gl.tracking import TrackedContext
 
@@ -63,6 +64,7 @@ def test_external_objects_pass_through_untracked(engine_device):
         buf.release()
 
 
+@pytest.mark.slow
 def test_release_in_any_order_and_a_clean_exit():
     """The context released first, the device shut down after it, then interpreter exit:
     no crash (the issue's run died with a segmentation fault at exit)."""

@@ -117,6 +117,7 @@ def test_fsr_beats_bilinear_on_a_synthetic_render(device):
     assert rows["fsr"]["ssim"] > rows["bilinear"]["ssim"]
 
 
+@pytest.mark.slow
 def test_fsr_beats_bilinear_on_a_photo(device):
     if not PHOTO.is_file():
         pytest.skip(f"{PHOTO} not present")

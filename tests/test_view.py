@@ -188,6 +188,7 @@ def test_warm_start_reads_the_index_and_a_changed_file_misses(tmp_path, monkeypa
 
 
 # ----------------------------------------------------------------------------- with GL
+@pytest.mark.slow
 def test_wall_of_mixed_files_upright_in_budget_no_leaks(device, mixed, isolated_cache):
     folder, sizes = mixed
     wall = ImageWall([folder], workers=1, wait_detail=True, progress=False)
@@ -218,6 +219,7 @@ def _static(device):
     return StaticTextureProvider(device)
 
 
+@pytest.mark.slow
 def test_chunked_image_shows_its_detail_when_zoomed(device, tmp_path, isolated_cache):
     """An image cut into a grid of chunk textures (the path of images beyond the driver's
     maximum, here at a small chunk size): zoomed to two screen pixels per image pixel it
@@ -347,6 +349,7 @@ def _example(name: str, args: list[str], env: dict[str, str]) -> subprocess.Comp
                           env=env, capture_output=True, text=True, timeout=120, check=False)
 
 
+@pytest.mark.slow
 def test_jupyter_example_runs_offscreen(mixed, view_env, tmp_path):
     pytest.importorskip("rendercanvas")
     folder, _ = mixed
@@ -408,6 +411,7 @@ def test_bake_reads_named_files_past_pillows_bomb_guard(tmp_path, monkeypatch):
         source_image.read_image(tmp_path / "x.png")
 
 
+@pytest.mark.slow
 def test_view_of_nothing_readable_is_a_user_error(view_env, tmp_path):
     """Paths that hold no image are the user's to fix: one line, exit 2, no traceback."""
     proc = _view([str(tmp_path / "missing.jpg"), "--frames", "1"], view_env)

@@ -12,6 +12,7 @@ from engine.bench.virtual import VirtualProfile, run_profile
 pytestmark = pytest.mark.usefixtures("isolated_cache")
 
 
+@pytest.mark.slow
 def test_tiny_virtual_bench(tmp_path):
     pytest.importorskip("demos.gallery_assets")
     dev = headless_device()

@@ -21,7 +21,8 @@ from engine.streaming.virtual.system import VirtualTextureSystem
 from engine.textures.ktx2_write import write_ktx2
 
 # Tile-contiguous copies (the default storage) go to a cache folder of each test's own.
-pytestmark = pytest.mark.usefixtures("isolated_cache")
+# slow: the module's three BC7 chains (one wider than 1024) take seconds to encode
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("isolated_cache")]
 
 SIZE = (320, 240)
 CORNERS = np.array([(-1, -1, 0), (1, -1, 0), (1, 1, 0), (-1, 1, 0)], np.float32)

@@ -46,10 +46,10 @@ MIXED = StreamerSettings(virtual_min_size=BIG)
 
 
 @pytest.fixture(scope="module")
-def assets(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Path]]:
+def assets(generated_assets: Path) -> dict[str, list[Path]]:
     from engine.demos.gallery_assets import gallery_textures
 
-    cache = tmp_path_factory.mktemp("vt-scene")
+    cache = generated_assets / "gallery"
     return {"big": gallery_textures(4, BIG, "bc7", cache_dir=cache, progress=False).paths,
             "small": gallery_textures(4, SMALL, "bc7", cache_dir=cache, progress=False).paths}
 
@@ -186,6 +186,7 @@ def test_off_streams_everything_by_whole_levels(device: Device, assets) -> None:
     assert compare(off.image, static.image).ok
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", ["per_object", "batched"])
 def test_both_render_paths_sample_virtual_textures(device: Device, assets, path: str) -> None:
     """The renderer driven directly (no frame loop) on each path: the per-object path's GLSL

@@ -235,6 +235,7 @@ def test_bake_writes_the_tiled_copy_of_a_texture_that_will_go_virtual(tmp_path):
         src.close()
 
 
+@pytest.mark.slow
 def test_neighbours_in_a_row_come_in_one_read_and_none_is_lost(tmp_path):
     from engine.streaming.virtual import keys as tile_keys
     path = bc7_file(tmp_path, "r.ktx2", 1024, seed=11)  # 8 x 8 tiles at level 0

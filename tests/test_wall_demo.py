@@ -90,6 +90,7 @@ def test_demo_wall_headless_reports_its_metrics(demo_env: dict[str, str], tmp_pa
         assert parts == pytest.approx(1.0)
 
 
+@pytest.mark.slow
 @pytest.mark.window
 def test_demo_wall_in_a_window(demo_env: dict[str, str], xvfb_display: str,
                                tmp_path: Path) -> None:

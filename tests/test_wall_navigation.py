@@ -49,6 +49,7 @@ def drive(out: Path, cache: Path) -> None:
     out.write_text(json.dumps({"seen": seen, "leaked": result.summary["leaked_objects"]}))
 
 
+@pytest.mark.slow
 @pytest.mark.window
 def test_wheel_zooms_and_drag_moves_the_wall(xvfb_display: str, tmp_path: Path) -> None:
     out = tmp_path / "seen.json"

@@ -75,6 +75,7 @@ def pan(device: Device, paths: list[Path], prefetch: bool) -> tuple[float, int]:
     return float(np.mean(missing)), reached
 
 
+@pytest.mark.slow
 def test_prefetch_streams_the_images_ahead_of_a_pan(device: Device,
                                                     row_paths: list[Path]) -> None:
     with_pf, reached_pf = pan(device, row_paths, prefetch=True)

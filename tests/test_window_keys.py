@@ -21,6 +21,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+# One window subprocess under Xvfb, read by every test here.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 SIZE = (160, 120)
 FRAMES = 100  # more than the script runs: Esc must end it

@@ -5,8 +5,10 @@ because those fields (pitch, flags, FourCC vs DX10) are where readers break in p
 """
 from __future__ import annotations
 
+import os
 import struct
 import tempfile
+import threading
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -67,8 +69,31 @@ def rgba_image(w: int, h: int, seed: int = 0) -> np.ndarray:
     return np.clip(img, 0, 255).astype(np.uint8)
 
 
+#: Where `encode` keeps the images it made, for the run's other tests (and test processes):
+#: set by conftest to a folder of this run only; None encodes every time.
+ENCODED: Path | None = None
+
+
 def encode(fmt: str, w: int, h: int, seed: int = 0) -> bytes:
-    """One image of `fmt` (our name): etcpak blocks for BC1/3/4/5/7, random blocks otherwise."""
+    """One image of `fmt` (our name): etcpak blocks for BC1/3/4/5/7, random blocks otherwise.
+    The same arguments give the same bytes, so each image is made once a run (BC7 encoding
+    is most of the time of the tests that build textures)."""
+    if ENCODED is None:
+        return _encode(fmt, w, h, seed)
+    path = ENCODED / f"{fmt}-{w}x{h}-{seed}.bin"
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        pass
+    data = _encode(fmt, w, h, seed)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}-{threading.get_ident()}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)  # whole or absent for a test process reading it at the same time
+    return data
+
+
+def _encode(fmt: str, w: int, h: int, seed: int) -> bytes:
     f = get(fmt)
     if not f.compressed:
         n = level_bytes(f, w, h)
