@@ -71,7 +71,8 @@ def test_engine_side_runs_and_peers_where_installed(tmp_path):
     assert cold["status"] == "ok" and warm["status"] == "ok", (cold, warm)
     assert cold["first_frame_s"] > 0 and cold["gpu_bytes_peak"] > 0
     assert cold["over_budget_frames"] == 0 and cold["images"] == TINY.photos
-    assert all(z["reached"] for z in cold["zooms"] + warm["zooms"])
+    for z in cold["zooms"] + warm["zooms"]:  # on screen no sooner than resident
+        assert z["reached"] and z["settled"] and z["shown_s"] >= z["seconds"], z
     assert all(z["encoded"] for z in warm["zooms"])  # the cold run encoded them
     assert len(cold["pan_ms"]) == TINY.pan_frames
     for peer in installed:
