@@ -65,7 +65,8 @@ def test_quick_bench_writes_json(tmp_path):
     streaming = data["suites"]["streaming"]["rows"]
     assert {r["part"] for r in streaming} == {"upload", "latency"}
     wall_rows = data["suites"]["wall"]["rows"]
-    assert {r["part"] for r in wall_rows} == {"wall", "efficiency", "prefetch", "cut", "scale"}
+    assert {r["part"] for r in wall_rows} == {"wall", "efficiency", "prefetch", "cut", "scale",
+                                              "vt-memory", "pan"}  # the virtual path beside
     wall = [r for r in wall_rows if r["part"] == "wall"]
     assert {r["policy"] for r in wall} >= {"tiered", "lru-whole", "global-bias"}
     assert all(r["frames_over_budget"] == 0 for r in wall)

@@ -288,6 +288,9 @@ def _flight_row(probe: WallProbe, policy: str, fraction: float | None, pool: int
         "part": "wall", "policy": policy + ("" if prefetch else " (no prefetch)"),
         "budget_pct": None if fraction is None else round(fraction * 100),
         "pool_mib": mib(pool),
+        # the pool a flight was held at when the asked one is below its floor
+        "pool_held_mib": mib(max(r["pool_bytes"] for r in rows))
+        if pool is not None and any(r.get("pool_bytes", 0) > pool for r in rows) else None,
         "psnr_min_db": min(scores) if scores else None,
         "psnr_median_db": statistics.median(scores) if scores else None,
         "psnr_mean_db": float(np.mean(scores)) if scores else None,

@@ -27,7 +27,9 @@ from .streaming import IDENTICAL_DB
 class FixedPoolProvider(StreamingProvider):
     """The shipped provider with a fixed pool instead of the governor's allowance (the wall
     flights hold the render scale at 1); the page cache's share of it is the provider's own
-    split (`share_pool`), as without a governor split."""
+    split (`share_pool`), as without a governor split. A pool below what the virtual path
+    needs at the least (page table, pinned cells, the fewest slots) is held at that floor,
+    as the governor would refuse to go below it; the flight's row says so (`pool_held_mib`)."""
 
     def __init__(self, device: Device, settings, pool: int, **kw) -> None:
         super().__init__(device, settings, **kw)
@@ -35,8 +37,9 @@ class FixedPoolProvider(StreamingProvider):
         super().grant(self.fixed_pool)
 
     def grant(self, pool_bytes: int, cache_bytes: int | None = None) -> None:
-        """The fixed pool, whatever the governor grants."""
-        super().grant(self.fixed_pool)
+        """The fixed pool, whatever the governor grants (at least the floor)."""
+        floor = self.stats().min_bytes if self.virtual_system() is not None else 0
+        super().grant(max(self.fixed_pool, int(floor)))
 
 
 def use_vt_provider(pool: int) -> str:
@@ -114,6 +117,7 @@ class VtProbe:
         row["min_bytes"] = int(stats.min_bytes)
         streamed = ctx.device.ledger.category_total("texture.streamed")
         pool = provider.pool_bytes
+        row["pool_bytes"] = int(pool)
         refused = int(stats.budget_violations) - self.refusals
         self.refusals = int(stats.budget_violations)
         row["refused_loads"] = refused
