@@ -188,6 +188,22 @@ def test_warm_start_reads_the_index_and_a_changed_file_misses(tmp_path, monkeypa
 
 
 # ----------------------------------------------------------------------------- with GL
+def _zoomed_in_run(device, tmp_path, src, **kw):
+    """`src` as one image in 256-texel chunks, shown at twice full size for 40 frames at
+    320x180 under 64 MiB, each frame waiting for its detail: (the view, the run)."""
+    from PIL import Image
+
+    Image.fromarray(src).save(tmp_path / "big.png")
+    view = ImageView(tmp_path / "big.png", chunk=256, thumb_edge=128, workers=1,
+                     wait_detail=True, progress=False, **kw)
+    size = (320, 180)
+    view.navigator.resize(*size)
+    view.full_size(0)
+    view.navigator.zoom(1, factor=2.0)
+    return view, run_scene(view, device=device, frames=40, size=size, provider="streaming",
+                           budget="64MiB", deterministic=True, on_frame=view.hooks())
+
+
 @pytest.mark.slow
 def test_wall_of_mixed_files_upright_in_budget_no_leaks(device, mixed, isolated_cache):
     folder, sizes = mixed
@@ -224,25 +240,15 @@ def test_chunked_image_shows_its_detail_when_zoomed(device, tmp_path, isolated_c
     """An image cut into a grid of chunk textures (the path of images beyond the driver's
     maximum, here at a small chunk size): zoomed to two screen pixels per image pixel it
     shows the one-pixel checkerboard, which its thumbnail (a flat grey there) cannot hold."""
-    from PIL import Image
-
     src = marked(1200, 700, fine=True)
-    Image.fromarray(src).save(tmp_path / "big.png")
-    view = ImageView(tmp_path / "big.png", chunk=256, thumb_edge=128, workers=1,
-                     wait_detail=True, progress=False)
-    size = (320, 180)
-    view.navigator.resize(*size)
-    view.full_size(0)
-    view.navigator.zoom(1, factor=2.0)
-    result = run_scene(view, device=device, frames=40, size=size, provider="streaming",
-                       budget="64MiB", deterministic=True, on_frame=view.hooks())
+    view, result = _zoomed_in_run(device, tmp_path, src)
     assert result.summary["leaked_objects"] == 0
     assert len(view.items[0].chunks) == 15
     core = result.image[40:-40, 60:-60, 0].astype(float)
     # Bilinear at 2x of a 40/128 checker gives two levels about 18 apart; a thumbnail, flat.
     assert core.std() > 6, core.std()
     view.fit_all()
-    whole = run_scene(view, device=device, frames=2, size=size, provider="streaming",
+    whole = run_scene(view, device=device, frames=2, size=(320, 180), provider="streaming",
                       budget="64MiB", on_frame=view.hooks())
     assert not corners_match(whole.image, view.navigator, view.items[0].rect)
     pick = view.pick((0.0, 0.0))
@@ -424,23 +430,13 @@ def test_gpu_encoder_makes_the_same_chunks_as_the_workers(device, tmp_path, isol
     """`encoder="gpu"`: the chunks are encoded by the compute encoder on the render thread
     (the worker only decodes and writes), shown zoomed as with the CPU encoder, no leaks;
     the files hold the blocks the GPU encoder makes of the chunk's pixels and GPU mips."""
-    from PIL import Image
-
     from engine.gl.bc_encode import GpuBlockEncoder
     from engine.textures.ktx2 import open_ktx2
 
     if device.caps.version_code < 430:
         pytest.skip("compute shaders need GL 4.3")
     src = marked(512, 256, fine=True)  # two chunks of one size: llvmpipe compiles once
-    Image.fromarray(src).save(tmp_path / "big.png")
-    view = ImageView(tmp_path / "big.png", chunk=256, thumb_edge=128, workers=1,
-                     wait_detail=True, progress=False, encoder="gpu")
-    size = (320, 180)
-    view.navigator.resize(*size)
-    view.full_size(0)
-    view.navigator.zoom(1, factor=2.0)
-    result = run_scene(view, device=device, frames=40, size=size, provider="streaming",
-                       budget="64MiB", deterministic=True, on_frame=view.hooks())
+    view, result = _zoomed_in_run(device, tmp_path, src, encoder="gpu")
     assert result.summary["leaked_objects"] == 0 and result.summary["over_budget_frames"] == 0
     assert result.frames[-1]["view_pending_chunks"] == 0
     core = result.image[40:-40, 60:-60, 0].astype(float)

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from wall_helpers import free_flight
+
 from engine.bench.wall import WallProfile, use_wall_streamer, wall_flight
 from engine.bench.wall import main as wall_main
 from engine.gl.device import Device
@@ -24,10 +26,7 @@ def wall_cache(generated_assets: Path) -> Path:
 
 @pytest.mark.slow
 def test_wall_under_a_binding_budget(device: Device, wall_cache: Path) -> None:
-    free = wall_flight(device, PROFILE, use_wall_streamer("tiered", 1 << 40), pace=False,
-                       deterministic=True, cache_dir=wall_cache)
-    peak = max(r["wanted_bytes"] for r in free.rows)
-    tails = max(r["min_bytes"] for r in free.rows)
+    free, peak, tails = free_flight(device, PROFILE, wall_cache)
     assert peak > 2 * tails  # the flight wants real detail, not only tails
     pool = tails + (peak - tails) // 2
     probe = wall_flight(device, PROFILE, use_wall_streamer("tiered", pool), pace=True,

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.bench.wall import WallProfile, _efficiency_rows, use_wall_streamer, wall_flight
+from wall_helpers import free_flight
+
+from engine.bench.wall import WallProfile, _efficiency_rows, wall_flight
 from engine.bench.wall_vt import use_vt_provider
 from engine.gl.device import Device
 
@@ -22,10 +24,7 @@ def wall_cache(generated_assets: Path) -> Path:
 
 @pytest.mark.slow
 def test_virtual_wall_flight_stays_in_its_pool(device: Device, wall_cache: Path) -> None:
-    free = wall_flight(device, PROFILE, use_wall_streamer("tiered", 1 << 40), pace=False,
-                       deterministic=True, cache_dir=wall_cache)
-    peak = max(r["wanted_bytes"] for r in free.rows)
-    tails = max(r["min_bytes"] for r in free.rows)
+    free, peak, tails = free_flight(device, PROFILE, wall_cache)
     pool = tails + (peak - tails) // 4  # the bench's 25% budget
     probe = wall_flight(device, PROFILE, use_vt_provider(pool), pace=False, deterministic=True,
                         cache_dir=wall_cache, virtual=True)

@@ -1,7 +1,9 @@
 """Shared helpers of the benchmark suites: draws that touch textures, payload bytes."""
 from __future__ import annotations
 
+import datetime
 import os
+import platform
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,6 +23,24 @@ uniform sampler2D tex;
 in vec2 uv;
 out vec4 color;
 void main() { color = texture(tex, uv); }"""
+
+
+def run_document(device, suites: dict, **extra) -> dict:
+    """The JSON document a bench run writes: the machine, the date, `extra` keys, and each
+    suite's rows and notes (one shape for `engine bench` and the single-suite commands)."""
+    return {"machine": {"renderer": device.caps.renderer, "gl_version": device.caps.gl_version,
+                        "host": platform.node(), "cpu_count": os.cpu_count()},
+            "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+            **extra, "suites": suites}
+
+
+def write_run(path: str | Path, device, name: str, rows: list, notes: list) -> None:
+    """Write one suite's run (`run_document`) as JSON at `path`."""
+    import json
+
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(run_document(device, {name: {"rows": rows,
+                                                                  "notes": notes}}), indent=2))
 
 
 @dataclass

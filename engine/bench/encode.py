@@ -24,7 +24,6 @@ import os
 import statistics
 import time
 from concurrent.futures import Executor, ProcessPoolExecutor
-from pathlib import Path
 
 import numpy as np
 
@@ -101,12 +100,7 @@ def gpu_chain(device: Device, enc: GpuBlockEncoder, img: np.ndarray, fmt: str
     encode and read-back of the whole chain."""
     device.finish()
     wall, cpu = time.perf_counter(), time.process_time()
-    job = enc.start_mipmapped(img, fmt)
-    try:
-        job.run()
-        levels = job.result()
-    finally:
-        job.release()
+    levels = enc.encode_mipmapped(img, fmt)
     return levels[0], time.perf_counter() - wall, time.process_time() - cpu
 
 
@@ -207,10 +201,8 @@ def main(argv: list[str] | None = None) -> int:
     """`python -m engine.bench.encode [--size N] [--repeats N] [--workers N] [--json OUT]`:
     this suite alone at a chosen size (the device script's entry)."""
     import argparse
-    import datetime
-    import json
-    import platform
 
+    from .common import write_run
     from .harness import _table
 
     ap = argparse.ArgumentParser(prog="python -m engine.bench.encode")
@@ -228,13 +220,7 @@ def main(argv: list[str] | None = None) -> int:
         for note in res.notes:
             print(f"  note: {note}")
         if args.json:
-            out = {"machine": {"renderer": device.caps.renderer,
-                               "gl_version": device.caps.gl_version, "host": platform.node(),
-                               "cpu_count": os.cpu_count()},
-                   "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-                   "suites": {"encode": {"rows": res.rows, "notes": res.notes}}}
-            Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-            Path(args.json).write_text(json.dumps(out, indent=2))
+            write_run(args.json, device, "encode", res.rows, res.notes)
     finally:
         device.shutdown()
     return 0

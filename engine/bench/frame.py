@@ -238,10 +238,8 @@ def main(argv: list[str] | None = None) -> int:
     """`python -m engine.bench.frame [--quick] [--json OUT] [--counts 200,1000]`: this suite
     alone (the same rows as `python -m engine bench frame`)."""
     import argparse
-    import datetime
-    import json
-    import platform
 
+    from .common import write_run
     from .harness import _table
 
     ap = argparse.ArgumentParser(prog="python -m engine.bench.frame")
@@ -270,11 +268,7 @@ def main(argv: list[str] | None = None) -> int:
         res = run(device, quick=args.quick, counts=counts, sizes=sizes)
         print(_table(res.rows))
         if args.json:
-            out = {"machine": {"renderer": device.caps.renderer,
-                               "gl_version": device.caps.gl_version, "host": platform.node()},
-                   "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-                   "suites": {"frame": {"rows": res.rows, "notes": res.notes}}}
-            Path(args.json).write_text(json.dumps(out, indent=2))
+            write_run(args.json, device, "frame", res.rows, res.notes)
     finally:
         device.shutdown()
     return 0

@@ -2,12 +2,9 @@
 from __future__ import annotations
 
 import argparse
-import datetime
 import importlib
 import json
 import logging
-import os
-import platform
 import time
 from pathlib import Path
 
@@ -34,13 +31,11 @@ def _table(rows: list[dict]) -> str:
 
 def bench_main(args: argparse.Namespace) -> int:
     from ..gl.device import Device
+    from .common import run_document
 
     names = args.suites or list(SUITES)  # each checked by the parser (suite_arg)
     device = Device.headless()
-    out = {"machine": {"renderer": device.caps.renderer, "gl_version": device.caps.gl_version,
-                       "host": platform.node(), "cpu_count": os.cpu_count()},
-           "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-           "quick": args.quick, "suites": {}}
+    out = run_document(device, {}, quick=args.quick)
     try:
         for name in names:
             suite = importlib.import_module(f"engine.bench.{name}")

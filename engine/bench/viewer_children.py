@@ -342,16 +342,42 @@ GL_TEXEL_BYTES = {
 }
 
 
-class VispyTextures:
+def timed_pan(rec: Recorder, frames: int, look, draw, cx: float, cy: float, z: float) -> None:
+    """A peer's pan: `frames` steps of PAN_STEP_PX screen pixels to the right from (cx, cy)
+    at zoom z, each frame's draw timed into the record's pan_ms."""
+    for i in range(frames):
+        look(cx + (i + 1) * PAN_STEP_PX / z, cy, z)
+        start = time.perf_counter()
+        draw()
+        rec.data["pan_ms"].append((time.perf_counter() - start) * 1000.0)
+
+
+class _LiveTextures:
+    """Live and peak bytes of a peer's textures, by object, as its allocator is patched to
+    report them (`add`, and the live entry popped when the texture goes)."""
+
+    def __init__(self) -> None:
+        self.live: dict[int, int] = {}
+        self.peak = 0
+        self.unknown: set = set()  # formats without a known texel size (counted at 4 bytes)
+
+    def add(self, key: int, nbytes: int) -> None:
+        self.live[key] = nbytes
+        self.peak = max(self.peak, sum(self.live.values()))
+
+    @property
+    def now(self) -> int:
+        return sum(self.live.values())
+
+
+class VispyTextures(_LiveTextures):
     """Live bytes of the textures vispy allocates: its GLIR texture objects' set_size (one
     glTexImage per level-0 shape and format) and delete, patched at class level."""
 
     def __init__(self) -> None:
         from vispy.gloo import glir
 
-        self.live: dict[int, int] = {}
-        self.peak = 0
-        self.unknown: set[int] = set()
+        super().__init__()
         outer = self
 
         def wrap(cls: type, dims: int) -> None:
@@ -364,9 +390,7 @@ class VispyTextures:
                 if per is None:
                     outer.unknown.add(int(fmt))
                     per = 4
-                texels = math.prod(shape[:dims])
-                outer.live[id(obj)] = texels * per
-                outer.peak = max(outer.peak, sum(outer.live.values()))
+                outer.add(id(obj), math.prod(shape[:dims]) * per)
 
             cls.set_size = set_size
 
@@ -381,10 +405,6 @@ class VispyTextures:
             outer.live.pop(id(obj), None)
 
         glir.GlirTexture.delete = deleted
-
-    @property
-    def now(self) -> int:
-        return sum(self.live.values())
 
 
 def run_napari(spec: dict[str, Any], rec: Recorder) -> None:
@@ -466,11 +486,7 @@ def run_napari(spec: dict[str, Any], rec: Recorder) -> None:
                                           "sharpness": sharpness(frame)})
                 rec.set(gpu_bytes_peak=textures.peak)
             cx, cy, z = hw / 2, hh / 2, 1.0
-        for i in range(spec["pan_frames"]):
-            look(cx + (i + 1) * PAN_STEP_PX / z, cy, z)
-            start = time.perf_counter()
-            draw()
-            rec.data["pan_ms"].append((time.perf_counter() - start) * 1000.0)
+        timed_pan(rec, spec["pan_frames"], look, draw, cx, cy, z)
         rec.set(gpu_bytes_peak=textures.peak, gpu_bytes_end=textures.now,
                 unknown_gl_formats=sorted(textures.unknown))
     finally:
@@ -489,16 +505,14 @@ WGPU_TEXEL_BYTES = {
 }
 
 
-class WgpuTextures:
+class WgpuTextures(_LiveTextures):
     """Live bytes of every texture the wgpu device creates (pygfx's resources and targets):
     GPUDevice.create_texture patched, each texture's bytes dropped when it is released."""
 
     def __init__(self) -> None:
         from wgpu.backends.wgpu_native import _api
 
-        self.live: dict[int, int] = {}
-        self.peak = 0
-        self.unknown: set[str] = set()
+        super().__init__()
         original = _api.GPUDevice.create_texture
         outer = self
 
@@ -516,16 +530,11 @@ class WgpuTextures:
             levels = int(kw.get("mip_level_count", 1))
             n = sum(max(1, dims[0] >> m) * max(1, dims[1] >> m) for m in range(levels))
             key = id(tex)
-            outer.live[key] = n * dims[2] * per * int(kw.get("sample_count", 1))
-            outer.peak = max(outer.peak, sum(outer.live.values()))
+            outer.add(key, n * dims[2] * per * int(kw.get("sample_count", 1)))
             weakref.finalize(tex, outer.live.pop, key, None)
             return tex
 
         _api.GPUDevice.create_texture = create_texture
-
-    @property
-    def now(self) -> int:
-        return sum(self.live.values())
 
 
 def run_fastplotlib(spec: dict[str, Any], rec: Recorder) -> None:
@@ -589,11 +598,7 @@ def run_fastplotlib(spec: dict[str, Any], rec: Recorder) -> None:
                                       "sharpness": sharpness(frame)})
             rec.set(gpu_bytes_peak=textures.peak)
         cx, cy, z = hw_ / 2, hh_ / 2, 1.0
-    for i in range(spec["pan_frames"]):
-        look(cx + (i + 1) * PAN_STEP_PX / z, cy, z)
-        start = time.perf_counter()
-        draw()
-        rec.data["pan_ms"].append((time.perf_counter() - start) * 1000.0)
+    timed_pan(rec, spec["pan_frames"], look, draw, cx, cy, z)
     rec.set(gpu_bytes_peak=textures.peak, gpu_bytes_end=textures.now,
             unknown_wgpu_formats=sorted(textures.unknown))
 

@@ -170,10 +170,9 @@ class WallProbe:
         self.tracker = CutTracker()  # wall-clock seconds
         self.frame_tracker = CutTracker()  # frames
 
-    def __call__(self, ctx: FrameContext) -> None:
-        from ..streaming.contract import ResidentTexturesSource
-        from ..streaming.levels.metrics import measure_view, texture_geometry
-
+    def picture_row(self, ctx: FrameContext) -> dict:
+        """The frame's row with what its picture says (kept, scored against the reference);
+        both paths' probes start their rows here."""
         image = ctx.renderer.read_output()
         row: dict = {"frame": ctx.frame, "segment": ctx.record.get("wall_segment", ""),
                      "ms": ctx.record["ms"]}
@@ -181,6 +180,13 @@ class WallProbe:
             self.images[ctx.frame] = image
         if self.reference is not None:
             row["psnr"] = min(psnr(image, self.reference[ctx.frame]), IDENTICAL_DB)
+        return row
+
+    def __call__(self, ctx: FrameContext) -> None:
+        from ..streaming.contract import ResidentTexturesSource
+        from ..streaming.levels.metrics import measure_view, texture_geometry
+
+        row = self.picture_row(ctx)
         view = ctx.renderer.frame_view(ctx.scene, ctx.frame, ctx.time)
         count = int(view.texture_ids.max(initial=-1)) + 1
         if self.geometry is None or self.geometry.levels.size != count:

@@ -20,8 +20,6 @@ from ..app.run import FrameContext
 from ..gl.device import Device
 from ..streaming.inline_io import InlineLevelIO
 from ..streaming.provider import StreamingProvider
-from ..textures.quality import psnr
-from .streaming import IDENTICAL_DB
 
 
 class FixedPoolProvider(StreamingProvider):
@@ -97,13 +95,7 @@ class VtProbe:
         probe = self.probe
         provider = ctx.provider
         assert isinstance(provider, StreamingProvider)
-        image = ctx.renderer.read_output()
-        row: dict = {"frame": ctx.frame, "segment": ctx.record.get("wall_segment", ""),
-                     "ms": ctx.record["ms"]}
-        if probe.keep_images:
-            probe.images[ctx.frame] = image
-        if probe.reference is not None:
-            row["psnr"] = min(psnr(image, probe.reference[ctx.frame]), IDENTICAL_DB)
+        row = probe.picture_row(ctx)
         fig = vt_figures(provider)
         self.virtual = int((provider.virtual_ids() >= 0).sum())
         row.update({"at_wanted_fraction": fig.at_wanted, "coarser_1_fraction": fig.coarser_1,

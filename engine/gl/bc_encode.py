@@ -148,7 +148,14 @@ class GpuBlockEncoder:
         return self.encode_chain([rgba], fmt)[0]
 
     def encode_chain(self, levels: Sequence[np.ndarray], fmt: str) -> list[bytes]:
-        job = self.start(levels, fmt)
+        return self._finish(self.start(levels, fmt))
+
+    def encode_mipmapped(self, rgba: np.ndarray, fmt: str) -> list[bytes]:
+        """The blocks of every level of `rgba`'s chain, its mips made on the GPU."""
+        return self._finish(self.start_mipmapped(rgba, fmt))
+
+    @staticmethod
+    def _finish(job: EncodeJob) -> list[bytes]:
         try:
             job.run()
             return job.result()

@@ -291,17 +291,24 @@ def encode_chunk(source: str, entry: str, fmt: str, chunk: int, k: int,
     rgba = chunk_pixels(source, entry, fmt, chunk, k, box, staged, max_pixels)
     if isinstance(rgba, Failed):
         return rgba
-    folder = Path(entry)
+    _store_chunk(Path(entry), fmt, chunk, k, staged,
+                 lambda path: encode_chain(rgba, fmt, path))
+    return time.process_time() - start
+
+
+def _store_chunk(folder: Path, fmt: str, chunk: int, k: int, staged: bool,
+                 write: Any) -> None:
+    """Write chunk `k` through `write(path)`; a failed write leaves no empty folder, a
+    written one its staged pixels removed."""
     out = chunk_dir(folder, fmt, chunk)
     out.mkdir(parents=True, exist_ok=True)
     try:
-        encode_chain(rgba, fmt, chunk_path(folder, fmt, chunk, k))
+        write(chunk_path(folder, fmt, chunk, k))
     except BaseException:
         _remove_if_empty(out, folder)
         raise
     if staged:
         _staged_chunk(folder, fmt, chunk, k).unlink(missing_ok=True)
-    return time.process_time() - start
 
 
 def chunk_pixels(source: str, entry: str, fmt: str, chunk: int, k: int,
@@ -327,16 +334,8 @@ def write_chunk(entry: str, fmt: str, chunk: int, k: int, format_name: str, widt
     """Worker job: write chunk `k`'s encoded mip chain (as `encode_chunk` would have), and
     remove its staged chunk file. Returns the CPU seconds spent."""
     start = time.process_time()
-    folder = Path(entry)
-    out = chunk_dir(folder, fmt, chunk)
-    out.mkdir(parents=True, exist_ok=True)
-    try:
-        write_ktx2(chunk_path(folder, fmt, chunk, k), format_name, width, height, levels)
-    except BaseException:
-        _remove_if_empty(out, folder)
-        raise
-    if staged:
-        _staged_chunk(folder, fmt, chunk, k).unlink(missing_ok=True)
+    _store_chunk(Path(entry), fmt, chunk, k, staged,
+                 lambda path: write_ktx2(path, format_name, width, height, levels))
     return time.process_time() - start
 
 
