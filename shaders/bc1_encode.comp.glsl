@@ -88,11 +88,9 @@ bool refit(vec3 px[16], bool hole[16], uint idx[16], bool three, out vec3 e0, ou
 }
 
 void main() {
-    int local = int(gl_GlobalInvocationID.x);
-    if (local >= block_count) return;
-    int block = first_block + local;
     vec4 t[16];
-    load_block(block, t);
+    int block = this_block(t);
+    if (block < 0) return;
     vec3 px[16];
     bool hole[16];
     bool use[16];

@@ -297,11 +297,9 @@ vec3[16] px_rgb(vec4 px[16]) {
 }
 
 void main() {
-    int local = int(gl_GlobalInvocationID.x);
-    if (local >= block_count) return;
-    int block = first_block + local;
     vec4 px[16];
-    load_block(block, px);
+    int block = this_block(px);
+    if (block < 0) return;
     bool use[16];
     bool opaque = true;
     vec4 mean = vec4(0.0);

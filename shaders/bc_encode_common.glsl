@@ -41,6 +41,14 @@ void load_block(int block, out vec4 px[16]) {
 
 // The principal axis of `n` points (power iteration on their covariance), unit length; a
 // flat block gives the grey diagonal.
+// The block this invocation encodes, its texels loaded into px; -1 past the band's end.
+int this_block(out vec4 px[16]) {
+    int local = int(gl_GlobalInvocationID.x);
+    if (local >= block_count) return -1;
+    load_block(first_block + local, px);
+    return first_block + local;
+}
+
 vec4 principal_axis(vec4 px[16], bool use[16], vec4 mean, int channels) {
     mat4 cov = mat4(0.0);
     for (int i = 0; i < 16; ++i) {
