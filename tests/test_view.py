@@ -188,20 +188,23 @@ def test_warm_start_reads_the_index_and_a_changed_file_misses(tmp_path, monkeypa
 
 
 # ----------------------------------------------------------------------------- with GL
-def _zoomed_in_run(device, tmp_path, src, **kw):
-    """`src` as one image in 256-texel chunks, shown at twice full size for 40 frames at
-    320x180 under 64 MiB, each frame waiting for its detail: (the view, the run)."""
+def _zoomed_in_run(device, tmp_path, src, frames=40, **kw):
+    """`src` as one image in 256-texel chunks, shown at twice full size for `frames` frames
+    at 320x180 under 64 MiB, each frame waiting for its detail unless told otherwise: (the
+    view, the run)."""
     from PIL import Image
 
     Image.fromarray(src).save(tmp_path / "big.png")
+    kw.setdefault("wait_detail", True)
     view = ImageView(tmp_path / "big.png", chunk=256, thumb_edge=128, workers=1,
-                     wait_detail=True, progress=False, **kw)
+                     progress=False, **kw)
     size = (320, 180)
     view.navigator.resize(*size)
     view.full_size(0)
     view.navigator.zoom(1, factor=2.0)
-    return view, run_scene(view, device=device, frames=40, size=size, provider="streaming",
-                           budget="64MiB", deterministic=True, on_frame=view.hooks())
+    return view, run_scene(view, device=device, frames=frames, size=size,
+                           provider="streaming", budget="64MiB", deterministic=True,
+                           on_frame=view.hooks())
 
 
 @pytest.mark.slow
@@ -457,3 +460,28 @@ def test_gpu_encoder_makes_the_same_chunks_as_the_workers(device, tmp_path, isol
             job.release()
     finally:
         enc.release()
+
+
+def test_gpu_encoder_leaves_a_chunk_that_does_not_fit_to_the_workers(
+        device, tmp_path, isolated_cache, monkeypatch):
+    """A chunk whose GPU encode (source chain and blocks) would not fit in the budget's room
+    left is encoded by the worker pool instead: the same files as the CPU encoder's, no
+    frame over the budget, no leaks."""
+    from engine.view import encoder
+
+    if device.caps.version_code < 430:
+        pytest.skip("compute shaders need GL 4.3")
+    monkeypatch.setattr(encoder, "gpu_job_bytes", lambda w, h: 1 << 40)
+    monkeypatch.setattr(encoder.DetailEncoder, "gpu_headroom", 0)  # known from frame 0
+    src = marked(512, 256, fine=True)
+    view, result = _zoomed_in_run(device, tmp_path, src, encoder="gpu")
+    assert result.summary["leaked_objects"] == 0 and result.summary["over_budget_frames"] == 0
+    assert result.frames[-1]["view_pending_chunks"] == 0
+    it = view.items[0]
+    whole = decode_upright(str(tmp_path / "big.png"))
+    for c in it.chunks:  # what the workers' encode of the chunk's pixels writes
+        x0, y0, x1, y1 = c.box
+        cache.encode_chain(np.ascontiguousarray(whole[y0:y1, x0:x1]), "bc1",
+                           tmp_path / f"cpu{c.k}.ktx2")
+        assert cache.chunk_path(it.entry, "bc1", 256, c.k).read_bytes() == \
+            (tmp_path / f"cpu{c.k}.ktx2").read_bytes()

@@ -93,8 +93,23 @@ class _GpuWork:
     job: EncodeJob
 
 
+def gpu_job_bytes(width: int, height: int) -> int:
+    """GPU memory a chunk's encode holds while it runs: its RGBA8 source with every mip and
+    the chain's blocks (at most 16 bytes a block, BC7)."""
+    from ..memory.sizes import mip_count, texture_bytes
+
+    levels = mip_count(width, height)
+    return texture_bytes("RGBA8", width, height, levels=levels) + \
+        texture_bytes("BC7", width, height, levels=levels)
+
+
 class DetailEncoder:
     """`gpu`: encode on the GPU (see module); the encoder is released by `close()`."""
+
+    #: Bytes a chunk's GPU encode (source chain and blocks) may take: the budget's room left,
+    #: which `ImageWall.hooks` sets each frame (None before that, or without the hooks: no
+    #: limit); a chunk that does not fit is encoded by the pool instead.
+    gpu_headroom: int | None = None
 
     def __init__(self, jobs: Sequence[Job], fmt: str, chunk: int, workers: int,
                  max_pixels: int, gpu: GpuBlockEncoder | None = None) -> None:
@@ -210,6 +225,14 @@ class DetailEncoder:
             if self._work is None:
                 key, rgba = self._ready.pop(0)
                 if key not in self.jobs:  # its image failed meanwhile
+                    continue
+                h, w = rgba.shape[:2]
+                if self.gpu_headroom is not None and gpu_job_bytes(w, h) > self.gpu_headroom:
+                    job = self.jobs[key]  # no room under the budget: the pool encodes it
+                    fut = self._pool.submit(cache.encode_chunk, job.source, job.entry,
+                                            self.fmt, self.chunk, job.k, job.box, job.staged,
+                                            self.max_pixels)
+                    self._running[fut] = ("chunk", key)
                     continue
                 name = choose_format(self.fmt, True, rgba)
                 self._work = _GpuWork(key, name, rgba.shape[1], rgba.shape[0],

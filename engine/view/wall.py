@@ -376,6 +376,11 @@ class ImageWall:
             ctx.record["view_visible_ready"] = (sum(1 for c in shown if c.ready) / len(shown)
                                                 if shown else 1.0)
             ctx.record["view_images"] = len(self.items)
+            enc = getattr(ctx.scene, "encoder", None)
+            if enc is not None:  # what a GPU encode may take in the next frame
+                budget = int(ctx.record.get("effective_budget_bytes",
+                                            ctx.governor.budget_bytes))
+                enc.gpu_headroom = max(0, budget - ctx.device.ledger.total)
             if metrics:
                 from ..streaming.levels.metrics import measure_view
 
