@@ -485,3 +485,28 @@ def test_gpu_encoder_leaves_a_chunk_that_does_not_fit_to_the_workers(
                            tmp_path / f"cpu{c.k}.ktx2")
         assert cache.chunk_path(it.entry, "bc1", 256, c.k).read_bytes() == \
             (tmp_path / f"cpu{c.k}.ktx2").read_bytes()
+
+
+def test_tiled_tiff_chunks_read_their_own_tiles(device, tmp_path, isolated_cache, monkeypatch):
+    """A tiled TIFF of several chunks is not decoded whole before its first chunk: each
+    chunk job reads the tiles under it; zoomed in, it shows its fine detail, no leaks."""
+    tifffile = pytest.importorskip("tifffile")
+    from engine.view import encoder
+
+    def no_staging(*args, **kw):
+        raise AssertionError("a tiled TIFF was staged")
+
+    monkeypatch.setattr(encoder.cache, "stage_upright", no_staging)
+    src = marked(1200, 700, fine=True)
+    tifffile.imwrite(tmp_path / "big.tif", src, tile=(128, 128), compression="zlib")
+    view = ImageView(tmp_path / "big.tif", chunk=256, thumb_edge=128, workers=1,
+                     wait_detail=True, progress=False)
+    size = (320, 180)
+    view.navigator.resize(*size)
+    view.full_size(0)
+    view.navigator.zoom(1, factor=2.0)
+    result = run_scene(view, device=device, frames=40, size=size, provider="streaming",
+                       budget="64MiB", deterministic=True, on_frame=view.hooks())
+    assert result.summary["leaked_objects"] == 0 and result.summary["over_budget_frames"] == 0
+    assert len(view.items[0].chunks) == 15 and not view.problems
+    assert result.image[40:-40, 60:-60, 0].astype(float).std() > 6

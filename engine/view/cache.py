@@ -29,7 +29,7 @@ from ..textures.bake import choose_format
 from ..textures.cachedir import cache_root
 from ..textures.encode import encode_image
 from ..textures.ktx2_write import write_ktx2
-from ..textures import strips
+from ..textures import strips, tiff_tiles
 from ..textures.mipgen import generate_mips
 from .decode import MAX_PIXELS, decode_upright, probe
 from .layout import chunk_grid
@@ -285,8 +285,9 @@ def encode_chunk(source: str, entry: str, fmt: str, chunk: int, k: int,
                  box: tuple[int, int, int, int], staged: bool,
                  max_pixels: int = MAX_PIXELS) -> float | Failed:
     """Worker job: write full-detail chunk `k` (pixel `box` of the upright image). A single-
-    chunk image is decoded here; a larger one is read from its staged chunk file, which is
-    removed once the chunk is written. Returns the CPU seconds spent."""
+    chunk image is decoded here, a tiled TIFF's chunk read from its tiles; a larger image is
+    read from its staged chunk file, which is removed once the chunk is written. Returns the
+    CPU seconds spent."""
     start = time.process_time()
     rgba = chunk_pixels(source, entry, fmt, chunk, k, box, staged, max_pixels)
     if isinstance(rgba, Failed):
@@ -314,8 +315,9 @@ def _store_chunk(folder: Path, fmt: str, chunk: int, k: int, staged: bool,
 def chunk_pixels(source: str, entry: str, fmt: str, chunk: int, k: int,
                  box: tuple[int, int, int, int], staged: bool,
                  max_pixels: int = MAX_PIXELS) -> np.ndarray | Failed:
-    """Worker job: chunk `k`'s upright RGBA8 pixels, decoded (a single-chunk image) or read
-    from its staged chunk file, for an encoder outside the worker (the GPU's)."""
+    """Worker job: chunk `k`'s upright RGBA8 pixels: read from its staged chunk file, from
+    the tiles under its box (a tiled TIFF: `reads_by_tiles`), or decoded (a single-chunk
+    image); also for an encoder outside the worker (the GPU's)."""
     x0, y0, x1, y1 = box
     if staged:
         raw = _staged_chunk(Path(entry), fmt, chunk, k)
@@ -324,9 +326,19 @@ def chunk_pixels(source: str, entry: str, fmt: str, chunk: int, k: int,
         except (OSError, ValueError) as exc:  # removed or cut short behind our back
             return Failed(source, f"staged chunk {k} unreadable: {exc}")
     try:
+        tiled = tiff_tiles.open_tiled(source)
+        if tiled is not None:
+            probe(source, max_pixels)  # the limit on what is read, as for a whole decode
+            return tiff_tiles.read_region(tiled, box)
         return decode_upright(source, max_pixels=max_pixels)
     except TextureFormatError as exc:
         return Failed(source, exc.problem)
+
+
+def reads_by_tiles(source: str | Path) -> bool:
+    """Whether each chunk of `source` is read from the tiles under it (a tiled TIFF), so
+    its image needs no staging decode before its first chunk."""
+    return tiff_tiles.open_tiled(source) is not None
 
 
 def write_chunk(entry: str, fmt: str, chunk: int, k: int, format_name: str, width: int,

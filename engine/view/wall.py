@@ -248,6 +248,9 @@ class ImageWall:
             jobs: list[Job] = []
             for it, tid in zip(self.items, thumb_ids):
                 self._place(it, chunk)
+                # several chunks: staged by one decode, unless each reads its own tiles
+                staged = len(it.chunks) > 1 and self.detail and it.entry is not None and \
+                    not cache.reads_by_tiles(it.source)
                 for c in it.chunks:
                     c.material = Material(f"{it.source.name}#{c.k}", albedo=tid, roughness=1.0)
                     if it.entry is None:
@@ -260,7 +263,7 @@ class ImageWall:
                             ready_chunks.append(c)
                         elif self.detail:
                             jobs.append(Job(it.index, c.k, str(it.source), str(it.entry),
-                                            c.box, len(it.chunks) > 1))
+                                            c.box, staged))
                     scene.materials.append(c.material)
                     r = c.rect
                     # z scaled like the longer side: the quad is flat, and the streamer
