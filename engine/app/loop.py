@@ -407,6 +407,7 @@ class FrameLoop:
                 self.scene = None
             self.provider.release()
         self.governor.close()  # its seat on a share board goes back to the others
+        self.device.flush_releases()  # releases queued by other threads leave the ledger first
         self.device.ledger.release_owner(self.owner)
 
 
