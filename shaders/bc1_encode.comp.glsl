@@ -80,10 +80,10 @@ bool refit(vec3 px[16], bool hole[16], uint idx[16], bool three, out vec3 e0, ou
         aa += v * v; ab += v * w; bb += w * w;
         ax += v * px[i]; bx += w * px[i];
     }
-    float det = aa * bb - ab * ab;
-    if (abs(det) < 1e-6) return false;
-    e0 = clamp((bb * ax - ab * bx) / det, vec3(0.0), vec3(255.0));
-    e1 = clamp((aa * bx - ab * ax) / det, vec3(0.0), vec3(255.0));
+    vec4 f0, f1;
+    if (!solve_endpoints(aa, ab, bb, vec4(ax, 0.0), vec4(bx, 0.0), f0, f1)) return false;
+    e0 = f0.rgb;
+    e1 = f1.rgb;
     return true;
 }
 

@@ -88,11 +88,7 @@ bool refit(vec4 px[16], uint idx[16], out vec4 e0, out vec4 e1) {
         aa += v * v; ab += v * w; bb += w * w;
         ax += v * px[i]; bx += w * px[i];
     }
-    float det = aa * bb - ab * ab;
-    if (abs(det) < 1e-6) return false;
-    e0 = clamp((bb * ax - ab * bx) / det, vec4(0.0), vec4(255.0));
-    e1 = clamp((aa * bx - ab * ax) / det, vec4(0.0), vec4(255.0));
-    return true;
+    return solve_endpoints(aa, ab, bb, ax, bx, e0, e1);
 }
 
 // Appends `n` bits of `v` at bit `pos` of the 128-bit block.
@@ -201,10 +197,10 @@ bool subset_refit(vec3 px[16], uint mask, uint s, uvec2 idx, out vec3 e0, out ve
         aa += v * v; ab += v * w; bb += w * w;
         ax += v * px[i]; bx += w * px[i];
     }
-    float det = aa * bb - ab * ab;
-    if (abs(det) < 1e-6) return false;
-    e0 = clamp((bb * ax - ab * bx) / det, vec3(0.0), vec3(255.0));
-    e1 = clamp((aa * bx - ab * ax) / det, vec3(0.0), vec3(255.0));
+    vec4 f0, f1;
+    if (!solve_endpoints(aa, ab, bb, vec4(ax, 0.0), vec4(bx, 0.0), f0, f1)) return false;
+    e0 = f0.rgb;
+    e1 = f1.rgb;
     return true;
 }
 

@@ -49,6 +49,17 @@ int this_block(out vec4 px[16]) {
     return first_block + local;
 }
 
+// Least-squares endpoints from the sums over a block's texels of (1-w)^2, (1-w)w, w^2,
+// (1-w)p and w p, clamped to bytes; false when the system is singular (keep the old ones).
+bool solve_endpoints(float aa, float ab, float bb, vec4 ax, vec4 bx,
+                     out vec4 e0, out vec4 e1) {
+    float det = aa * bb - ab * ab;
+    if (abs(det) < 1e-6) return false;
+    e0 = clamp((bb * ax - ab * bx) / det, vec4(0.0), vec4(255.0));
+    e1 = clamp((aa * bx - ab * ax) / det, vec4(0.0), vec4(255.0));
+    return true;
+}
+
 vec4 principal_axis(vec4 px[16], bool use[16], vec4 mean, int channels) {
     mat4 cov = mat4(0.0);
     for (int i = 0; i < 16; ++i) {
