@@ -307,3 +307,55 @@ print(len(set(tiles)), len(os.listdir("/proc/self/fd")) <= 64, OPEN_SOURCES.limi
          "from engine.streaming.descriptors import raise_open_file_limit\n"
          "print(raise_open_file_limit() == hard)"], capture_output=True, text=True, timeout=60)
     assert raised.stdout.split() == ["True"], raised.stderr[-2000:]
+
+
+def test_a_plain_level_is_copied_a_tile_row_at_a_time(tmp_path, monkeypatch):
+    """The tiled copy of a huge texture holds one tile row's blocks, never a whole level:
+    the same records as cutting whole levels, from reads of at most a band each."""
+    from engine.textures.tiled import (
+        BORDER_TEXELS,
+        TILE_TEXELS,
+        cut_slot,
+        level_blocks,
+        tile_grid,
+        tile_records,
+    )
+    from engine.memory.sizes import mip_dims
+    path = bc7_file(tmp_path, "rows.ktx2", 1024, seed=6)
+    tf = textures.open(path)
+    fmt = tf.pixel_format
+    levels = virtual_levels(fmt, tf.width, tf.height, len(tf.levels))
+    want = []
+    for level in range(levels):
+        w, h = mip_dims(tf.width, tf.height, level)
+        blocks = level_blocks(fmt, w, h, tf.read_level(level))
+        gx, gy = tile_grid(w, h)
+        want += [cut_slot(fmt, w, h, x, y, Wrap.REPEAT, blocks)
+                 for y in range(gy) for x in range(gx)]
+    reads: list[int] = []
+    original = type(tf).read_block_rows
+
+    def counted(self, level, row0, count):
+        data = original(self, level, row0, count)
+        reads.append(len(data))
+        return data
+
+    def whole(*_a, **_k):
+        raise AssertionError("a whole level was read")
+
+    monkeypatch.setattr(type(tf), "read_block_rows", counted)
+    monkeypatch.setattr(type(tf), "read_level", whole)
+    assert list(tile_records(tf, levels, Wrap.REPEAT)) == want
+    band_rows = (TILE_TEXELS + 2 * BORDER_TEXELS) // fmt.block_h
+    assert reads and max(reads) <= band_rows * (tf.width // fmt.block_w) * fmt.block_bytes
+
+
+def test_block_rows_outside_a_level_or_of_a_supercompressed_one_are_refused(tmp_path):
+    pytest.importorskip("zstandard")
+    plain = textures.open(bc7_file(tmp_path, "p.ktx2", 256, seed=7))
+    assert len(plain.read_block_rows(0, 63, 1)) == 64 * 16
+    with pytest.raises(ValueError, match="outside"):
+        plain.read_block_rows(0, 63, 2)
+    packed = textures.open(bc7_file(tmp_path, "z.ktx2", 256, seed=7, supercompression="zstd"))
+    with pytest.raises(ValueError, match="plain image"):
+        packed.read_block_rows(0, 0, 1)

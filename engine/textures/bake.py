@@ -518,6 +518,8 @@ def _bake_strips(source: str, out_path: Path, opts: _Options, pool: Executor, wo
     nbytes, seconds, psnr_db, w, h, count = bake_by_strips(
         source, out_path, found, pool, workers, opts.max_pixels,
         progress=None if progress else False, encode=_encode_task)
+    if max(w, h) >= tiled.BAKE_MIN_SIZE:  # read a tile row at a time: memory stays flat
+        tiled.write_sidecar(out_path)
     log.info("baked %s -> %s by strips (%s, %.1f dB)", source, out_path, found.fmt_name, psnr_db)
     return BakeResult(source=source, output=out_path, format=found.fmt_name, width=w, height=h,
                       levels=count, bytes=nbytes, seconds=seconds,

@@ -104,6 +104,23 @@ class TextureFile(ABC):
         Formats whose levels are plain spans of the file read neighbours in one go."""
         return {i: self.read_level_all(i) for i in levels}
 
+    def read_block_rows(self, level: int, row0: int, count: int) -> bytes:
+        """Block rows `row0` .. `row0 + count` of a level stored as one plain image (no
+        supercompression, one layer, face and slice): a band of a huge level without reading
+        the whole level."""
+        lv = self.level(level)
+        if self.supercompression != "none" or self.layers != 1 or self.faces != 1 \
+                or lv.depth != 1:
+            raise ValueError(f"{self.path}: level {level} is not one plain image")
+        fmt = self.pixel_format
+        row_bytes = -(-lv.width // fmt.block_w) * fmt.block_bytes
+        rows = -(-lv.height // fmt.block_h)
+        if not 0 <= row0 <= row0 + count <= rows:
+            raise ValueError(f"{self.path}: block rows {row0}..{row0 + count} outside "
+                             f"level {level}'s {rows}")
+        return self._read_span(lv.offset + row0 * row_bytes, count * row_bytes,
+                               f"level {level} block rows")
+
     @abstractmethod
     def _read_image(self, lv: Level, layer: int, face: int) -> bytes: ...
 

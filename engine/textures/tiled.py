@@ -130,28 +130,71 @@ def cut_slot(fmt: PixelFormat, width: int, height: int, x: int, y: int, wrap: Wr
     """The slot bytes of tile (x, y) from a level's blocks (`level_blocks`): payload and
     border at the slot's top-left, the unused rest of a small level's slot zero."""
     cols, rows = source_indices(fmt, width, height, x, y, wrap)
-    slot = np.zeros(slot_shape(fmt), np.uint8)
-    slot[:rows.size, :cols.size] = blocks[np.ix_(rows, cols)]
-    return slot.tobytes()
+    return _slot(fmt, blocks[np.ix_(rows, cols)])
 
 
 def tile_records(tf: TextureFile, levels: int, wrap: Wrap,
                  stop: Callable[[], bool] | None = None) -> Iterator[bytes]:
-    """Every tile's slot bytes, level by level, row-major (the page table's entry order):
-    each level read once (inflated when supercompressed) and cut into its tiles. Between
-    tiles the GIL is handed over, so a copy made beside a render thread never holds it for
-    a whole level's cutting."""
+    """Every tile's slot bytes, level by level, row-major (the page table's entry order).
+    A level stored as it is is read one tile row at a time (its block rows and the border
+    rows each side), so the memory held does not grow with the image; a supercompressed
+    level can only be read whole (inflated) and is then cut. Between tiles the GIL is
+    handed over, so a copy made beside a render thread never holds it for a whole row."""
     fmt = tf.pixel_format
     for level in range(levels):
         w, h = mip_dims(tf.width, tf.height, level)
-        blocks = level_blocks(fmt, w, h, tf.read_level(level))
         gx, gy = tile_grid(w, h)
+        whole = None if _banded(tf) else level_blocks(fmt, w, h, tf.read_level(level))
         for y in range(gy):
-            for x in range(gx):
+            rows = source_indices(fmt, w, h, 0, y, wrap)[1]
+            band = whole[rows] if whole is not None else _block_rows(tf, level, w, h, rows)
+            for slot in _row_slots(fmt, band, [source_indices(fmt, w, h, x, y, wrap)[0]
+                                               for x in range(gx)]):
                 if stop is not None and stop():
                     return
-                yield cut_slot(fmt, w, h, x, y, wrap, blocks)
+                yield slot
                 time.sleep(0)
+
+
+def _banded(tf: TextureFile) -> bool:
+    """Whether `tf`'s levels can be read by block rows: one plain image per level."""
+    return tf.supercompression == "none" and tf.layers == tf.faces == tf.depth == 1
+
+
+def _block_rows(tf: TextureFile, level: int, width: int, height: int,
+                rows: np.ndarray) -> np.ndarray:
+    """Block rows `rows` (in that order) of a level stored as it is: each run of consecutive
+    rows one read."""
+    fmt = tf.pixel_format
+    nbx = -(-width // fmt.block_w)
+    out = np.empty((rows.size, nbx, fmt.block_bytes), np.uint8)
+    start = 0
+    while start < rows.size:
+        end = start + 1
+        while end < rows.size and rows[end] == rows[end - 1] + 1:
+            end += 1
+        data = tf.read_block_rows(level, int(rows[start]), end - start)
+        out[start:end] = np.frombuffer(data, np.uint8).reshape(end - start, nbx, -1)
+        start = end
+    return out
+
+
+def _slot(fmt: PixelFormat, region: np.ndarray) -> bytes:
+    """A slot's bytes: the region's blocks at its top-left, the rest zero."""
+    slot = np.zeros(slot_shape(fmt), np.uint8)
+    slot[:region.shape[0], :region.shape[1]] = region
+    return slot.tobytes()
+
+
+def _row_slots(fmt: PixelFormat, band: np.ndarray, cols: list[np.ndarray]) -> list[bytes]:
+    """The slots of one tile row from its band of block rows, given each tile's source
+    columns: the tiles of equal width gathered in one indexing, the rest one by one."""
+    size = cols[0].size
+    if any(c.size != size for c in cols):
+        return [_slot(fmt, band[:, c]) for c in cols]
+    slots = np.zeros((len(cols), *slot_shape(fmt)), np.uint8)
+    slots[:, :band.shape[0], :size] = band[:, np.stack(cols)].transpose(1, 0, 2, 3)
+    return [s.tobytes() for s in slots]
 
 
 def tile_header(tf: TextureFile, levels: int, wrap: Wrap) -> TiledHeader:
