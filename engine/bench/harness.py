@@ -13,8 +13,9 @@ log = logging.getLogger(__name__)
 SUITES = ("accounting", "streaming", "wall", "upload", "startup", "peers", "bake", "resolution",
           "scaling", "frame", "virtual", "encode")
 #: Suites run only when named: `viewers` starts a process per viewer and data set and runs
-#: the peers (napari, fastplotlib) where they are installed (the `peers` extra).
-ON_REQUEST = ("viewers",)
+#: the peers (napari, fastplotlib) where they are installed (the `peers` extra); `deepzoom`
+#: generates and bakes a huge image first.
+ON_REQUEST = ("viewers", "deepzoom")
 
 
 def _table(rows: list[dict]) -> str:
