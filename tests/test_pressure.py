@@ -290,3 +290,22 @@ def test_targets_never_grow_into_memory_the_streamer_still_holds(device: Device)
         device.release(held.pop())
         renderer.release()
         provider.release()
+
+
+def test_a_large_output_starts_within_a_budget_full_resolution_would_exceed(
+        device: Device) -> None:
+    """Render targets at full resolution of a 1920x1080 output (about 33 MB) do not fit a
+    24 MiB budget: the first frame starts at the scale that fits instead of making them
+    first and shrinking after, so not even its peak goes over."""
+    from engine.app.loop import FrameLoop
+    from engine.render.scene import Scene
+
+    budget = 24 << 20
+    loop = FrameLoop.embedded(device, lambda dev, provider, options: Scene(dev),
+                              size=(1920, 1080), budget=budget, provider="static")
+    try:
+        record = loop.step(0)
+        assert loop.renderer is not None and loop.renderer.render_scale < 1.0
+        assert record["peak_bytes"] <= budget and not record.get("over_budget_reason")
+    finally:
+        loop.release()

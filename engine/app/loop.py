@@ -169,7 +169,10 @@ class MemoryReaction:
         decision = self.controller.update(self.renderer.output_size, allowance,
                                           alloc.free_bytes, frame_ms)
         if decision.resize and abs(decision.scale - self.renderer.render_scale) > 1e-9:
-            event = self.renderer.set_scale(decision.scale, decision.release_first)
+            # the first decision replaces the smallest targets the run started with, which
+            # nothing has been drawn into: they go first, so the pair never adds up
+            first = decision.reason.startswith("initial")
+            event = self.renderer.set_scale(decision.scale, decision.release_first or first)
             if event.failed:
                 decision = self.controller.on_alloc_failed(decision.scale)
                 self.renderer.set_scale(decision.scale, release_first=True)
@@ -234,8 +237,11 @@ class FrameLoop:
         self.reaction: MemoryReaction | None = None
         try:
             self.scene = scene_factory(device, self.provider, dict(settings.options))
+            # With the controller on, frame 0 picks the scale that fits: the targets start at
+            # the smallest so that none larger than the budget holds is ever made.
+            scale = settings.resolution.grid()[0] if settings.react else settings.scale
             self.renderer = Renderer(device, self.provider, size or settings.size,
-                                     scale=settings.scale, upscale=settings.upscale)
+                                     scale=scale, upscale=settings.upscale)
             if settings.feedback:
                 self.feedback = FeedbackPass(device, self.provider)
             self.renderer.view_mode = settings.view_mode  # type: ignore[assignment]

@@ -198,7 +198,7 @@ def run_engine(spec: dict[str, Any], rec: Recorder) -> None:
         cats = r["by_category"]
         textures = max(textures, int(cats.get("texture.streamed", 0))
                        + int(cats.get("texture.static", 0)))
-        over += int(r["total_bytes"] > r["budget_bytes"])
+        over += int(bool(r.get("over_budget_reason")))  # the frame's peak, not its end
         return r
 
     try:
