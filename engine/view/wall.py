@@ -41,6 +41,7 @@ from ..render.mesh import Mesh, quad
 from ..render.scene import Scene
 from ..streaming.contract import TextureProvider
 from ..textures.progress import Progress
+from . import atlas as atlas_
 from . import cache
 from .decode import MAX_PIXELS
 from .discover import TEXTURE_SUFFIXES, discover
@@ -56,6 +57,8 @@ FORMATS = ("bc1", "bc7")
 ENCODERS = ("cpu", "gpu")
 #: Thumbnail edge of a single image's deep-zoom view (a wall's is cache.THUMB_EDGE).
 VIEW_THUMB_EDGE = 1024
+#: Walls of at least this many thumbnails draw them from atlas pages (engine.view.atlas).
+ATLAS_MIN = 16
 
 
 @dataclass
@@ -225,6 +228,24 @@ class ImageWall:
         self.items = [it for it in slots if it is not None]
         for n, it in enumerate(self.items):
             it.index = n
+        self.atlas = self._atlas(root)
+
+    def _atlas(self, root: Path) -> atlas_.Atlas | None:
+        """The thumbnails of a wall of many images in a few shared pages (engine.view.atlas),
+        made once and kept in the cache; None for a few images."""
+        thumbs = [cache.thumb_path(it.entry, self.thumb_edge) for it in self.items
+                  if it.entry is not None]
+        if len(thumbs) < ATLAS_MIN:
+            return None
+        folder = atlas_.atlas_dir(root, thumbs, self.thumb_edge, atlas_.PAGE)
+        found = atlas_.load(folder, len(thumbs))
+        if found is not None:
+            return found
+        try:
+            return atlas_.build(folder, thumbs, self.thumb_edge, atlas_.PAGE)
+        except OSError as exc:
+            log.warning("thumbnail atlas not made (%s): one texture per thumbnail", exc)
+            return None
 
     # ------------------------------------------------------------------ scene
     def __call__(self, device: Device, provider: TextureProvider,
@@ -238,15 +259,11 @@ class ImageWall:
         scene = ViewScene(device)
         try:
             mesh = scene.add_mesh(Mesh(device, quad(1.0, 1.0), label="view-image"))
-            firsts: list[tuple[str, Path]] = []
-            for it in self.items:
-                firsts.append((f"view:{it.source}", it.source if it.entry is None else
-                               cache.thumb_path(it.entry, self.thumb_edge)))
-            thumb_ids = provider.register_many(firsts)
+            thumb_ids, thumb_uvs = self._register_thumbnails(device, provider)
             ready: list[tuple[str, Path]] = []
             ready_chunks: list[Chunk] = []
             jobs: list[Job] = []
-            for it, tid in zip(self.items, thumb_ids):
+            for it, tid, base in zip(self.items, thumb_ids, thumb_uvs):
                 self._place(it, chunk)
                 # several chunks: staged by one decode, unless each reads its own tiles
                 staged = len(it.chunks) > 1 and self.detail and it.entry is not None and \
@@ -256,7 +273,8 @@ class ImageWall:
                     if it.entry is None:
                         c.ready = True
                     else:
-                        c.material.uv_transform = _sub_rect(c.box, it.width, it.height)
+                        c.material.uv_transform = _compose(base, _sub_rect(c.box, it.width,
+                                                                            it.height))
                         path = cache.chunk_path(it.entry, self.format, chunk, c.k)
                         if path.is_file():
                             ready.append((f"view:{path}", path))
@@ -289,6 +307,33 @@ class ImageWall:
             scene.release()
             raise
         return scene
+
+    def _register_thumbnails(self, device: Device, provider: TextureProvider
+                             ) -> tuple[list[int], list[UvTransform]]:
+        """Each image's first texture id and the UV transform onto its thumbnail: an atlas
+        page and its slot where the wall has an atlas (and the driver takes its pages), else
+        the image's own thumbnail (or its KTX2/DDS file)."""
+        atlas = self.atlas if self.atlas is not None and \
+            self.atlas.page_edge <= device.caps.max_texture_size else None
+        slots = iter(atlas.slots) if atlas is not None else None
+        names: list[tuple[str, Path]] = []
+        where: list[tuple[int, UvTransform]] = []  # (index in names, UV transform)
+        pages: dict[int, int] = {}
+        for it in self.items:
+            slot = next(slots) if slots is not None and it.entry is not None else None
+            if slot is not None:
+                assert atlas is not None
+                if slot.page not in pages:
+                    pages[slot.page] = len(names)
+                    names.append((f"view-atlas:{atlas.pages[slot.page]}",
+                                  atlas.pages[slot.page]))
+                where.append((pages[slot.page], slot.uv(atlas.page_edge)))
+                continue
+            names.append((f"view:{it.source}", it.source if it.entry is None else
+                          cache.thumb_path(it.entry, self.thumb_edge)))
+            where.append((len(names) - 1, IDENTITY))
+        ids = provider.register_many(names)
+        return [ids[n] for n, _ in where], [uv for _, uv in where]
 
     def _gpu_encoder(self, device: Device) -> GpuBlockEncoder | None:
         """The GPU encoder `encoder="gpu"` asks for; None (the workers encode) when this
@@ -394,8 +439,18 @@ class ImageWall:
         return [hook]
 
 
-def _sub_rect(box: tuple[int, int, int, int], width: int, height: int
-              ) -> tuple[tuple[float, float, float], tuple[float, float, float]]:
+UvTransform = tuple[tuple[float, float, float], tuple[float, float, float]]
+IDENTITY: UvTransform = ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0))
+
+
+def _compose(outer: UvTransform, inner: UvTransform) -> UvTransform:
+    """`inner` then `outer` (scale and offset per axis, as `_sub_rect` makes them)."""
+    (a, _, c), (_, d, f) = outer
+    (a2, _, c2), (_, d2, f2) = inner
+    return ((a * a2, 0.0, a * c2 + c), (0.0, d * d2, d * f2 + f))
+
+
+def _sub_rect(box: tuple[int, int, int, int], width: int, height: int) -> UvTransform:
     """UV transform that maps a quad's UV square onto the box's part of the whole image."""
     x0, y0, x1, y1 = box
     return ((float(x1 - x0) / width, 0.0, float(x0) / width),
@@ -405,7 +460,7 @@ def _sub_rect(box: tuple[int, int, int, int], width: int, height: int
 def _show(c: Chunk, tid: int) -> None:
     assert c.material is not None
     c.material.albedo = tid
-    c.material.uv_transform = ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0))
+    c.material.uv_transform = IDENTITY
     c.ready = True
 
 
