@@ -37,7 +37,7 @@ def _thumbs(folder: Path, cache_dir: Path, count: int) -> list[Path]:
 def test_pages_hold_the_thumbnails_blocks_and_are_found_again(photos, tmp_path):
     thumbs = _thumbs(photos, tmp_path / "c", 24)
     cell, edge = 256, 1024  # 16 cells a page: two pages
-    folder = atlas.atlas_dir(tmp_path, thumbs, cell, edge)
+    folder = atlas.atlas_dir(tmp_path, [t.parent.name for t in thumbs], cell, edge)
     made = atlas.build(folder, thumbs, cell, edge)
     assert made is not None and len(made.pages) == 2 and all(made.slots)
     for path, slot in zip(thumbs, made.slots):
@@ -108,3 +108,25 @@ def test_an_atlas_wall_shows_the_picture_of_one_texture_per_thumbnail(
         if it.width == it.height:
             assert mse == 0, it.source.name
         assert mse == 0 or 10 * np.log10(255 ** 2 / mse) > 30, (it.source.name, mse)
+
+
+def test_a_warm_wall_needs_no_thumbnail_file_and_remakes_the_lost_ones(photos, tmp_path,
+                                                                        monkeypatch):
+    first = ImageWall([photos], workers=1, detail=False, progress=False,
+                      cache_dir=tmp_path / "c")
+    thumbs = [cache.thumb_path(it.entry, first.thumb_edge) for it in first.items]
+    for t in thumbs:  # the atlas holds them all: a warm start looks for none of them
+        t.unlink()
+    made: list[int] = []
+    real = wall_mod._thumb_jobs
+    monkeypatch.setattr(wall_mod, "_thumb_jobs",
+                        lambda w, pending: made.append(len(pending)) or real(w, pending))
+    warm = ImageWall([photos], workers=1, detail=False, progress=False,
+                     cache_dir=tmp_path / "c")
+    assert warm.atlas is not None and all(warm.atlas.slots) and made == [0]
+    for page in warm.atlas.pages:  # without the atlas they are missing, and made again
+        page.unlink()
+    again = ImageWall([photos], workers=1, detail=False, progress=False,
+                      cache_dir=tmp_path / "c")
+    assert made[-1] == 24 and all(t.is_file() for t in thumbs)
+    assert again.atlas is not None and all(again.atlas.slots) and len(again.items) == 24

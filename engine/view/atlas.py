@@ -10,7 +10,7 @@ thumbnail). A cell's unused blocks repeat the thumbnail's last block row and col
 filtering at its edge blends the thumbnail with itself.
 
 Pages are kept in the view cache under `atlas/<key>/`, the key a hash of the thumbnails'
-files in their order, so a second run of the same wall finds them at once; `manifest.json`
+cache folders in their order, so a second run of the same wall finds them at once; `manifest.json`
 holds each thumbnail's slot. A thumbnail that cannot be read leaves its slot empty and is
 listed, so its image is drawn from its own file instead.
 """
@@ -68,12 +68,10 @@ class Atlas:
     page_edge: int
 
 
-def atlas_dir(root: Path, thumbs: Sequence[Path], cell: int, page_edge: int) -> Path:
-    """The cache folder of the atlas of `thumbs` in this order."""
+def atlas_dir(root: Path, names: Sequence[str], cell: int, page_edge: int) -> Path:
+    """The cache folder of the atlas of the thumbnails `names` identify, in this order."""
     h = hashlib.sha1(f"{VERSION}\0{cell}\0{page_edge}".encode())
-    for t in thumbs:
-        h.update(os.fsencode(t))
-        h.update(b"\0")
+    h.update("\0".join(names).encode())
     digest = h.hexdigest()
     return root / "atlas" / digest[:2] / digest
 

@@ -100,7 +100,7 @@ class Index:
         if row is None or row[0] != st.st_size or row[1] != st.st_mtime_ns:
             return None
         digest = row[2]
-        return self.root / digest[:2] / digest, Meta(int(row[3]), int(row[4]))
+        return Path(f"{self.root}/{digest[:2]}/{digest}"), Meta(int(row[3]), int(row[4]))
 
     def remember(self, key: str, st: os.stat_result, entry: Path, meta: Meta) -> None:
         row = [st.st_size, st.st_mtime_ns, entry.name, meta.width, meta.height]

@@ -25,8 +25,8 @@ class Discovery:
     problems: list[tuple[str, str]] = field(default_factory=list)
 
 
-def _wanted(path: Path) -> bool:
-    return path.suffix.lower() in IMAGE_SUFFIXES + TEXTURE_SUFFIXES
+def _wanted(path: Path | str) -> bool:
+    return os.path.splitext(path)[1].lower() in IMAGE_SUFFIXES + TEXTURE_SUFFIXES
 
 
 def _walk(folder: Path) -> list[tuple[Path, Path]]:
@@ -48,7 +48,7 @@ def _walk(folder: Path) -> list[tuple[Path, Path]]:
             if e.is_dir():  # a link to a folder is listed, not followed
                 if not e.is_symlink():
                     subfolders.append(e.name)
-            elif _wanted(Path(e.name)):
+            elif _wanted(e.name):
                 path = here / e.name
                 out.append((path, path.resolve() if e.is_symlink() else real / e.name))
         for name in subfolders:

@@ -186,6 +186,7 @@ class ImageWall:
         slots: list[Item | None] = []
         pending: list[tuple[int, Path, Path]] = []
         stats: dict[int, tuple[str, os.stat_result]] = {}
+        trusted: list[int] = []  # the index says their thumbnails were made
         for i, path in enumerate(files):
             if path.suffix.lower() in TEXTURE_SUFFIXES:
                 from ..textures.reader import open_texture
@@ -209,21 +210,45 @@ class ImageWall:
                 slots.append(None)
                 continue
             stats[i] = key, st
-            meta = meta or cache.read_meta(entry)
+            if known is not None:
+                trusted.append(i)
+                slots.append(Item(i, path, meta.width, meta.height, entry))
+                continue
+            meta = cache.read_meta(entry)
             if meta is not None and cache.thumb_path(entry, self.thumb_edge).is_file():
                 slots.append(Item(i, path, meta.width, meta.height, entry))
             else:
                 slots.append(None)
                 pending.append((i, path, entry))
+        self._settle(files, root, index, slots, stats, pending)
+        # Thumbnails the index knows are looked for only where the atlas does not hold them
+        # (a cache folder cleaned by hand): a warm start of a wall stats no thumbnail.
+        covered = set()
+        if self.atlas is not None:
+            with_entry = [it for it in self.items if it.entry is not None]
+            covered = {id(it) for it, slot in zip(with_entry, self.atlas.slots) if slot}
+        lost = [i for i in trusted if slots[i] is not None and id(slots[i]) not in covered
+                and not cache.thumb_path(slots[i].entry, self.thumb_edge).is_file()]
+        if lost:
+            again = [(i, files[i], slots[i].entry) for i in lost]  # type: ignore[union-attr]
+            for i in lost:
+                slots[i] = None
+            self._settle(files, root, index, slots, stats, again)
+
+    def _settle(self, files: list[Path], root: Path, index: cache.Index,
+                slots: list[Item | None], stats: dict[int, tuple[str, os.stat_result]],
+                pending: list[tuple[int, Path, Path]]) -> None:
+        """Make the `pending` thumbnails, remember every image in the index, number the
+        items and find (or make) their atlas."""
         for i, result in _thumb_jobs(self, pending).items():
             if isinstance(result, cache.Failed):
                 self.problems.append((result.path, result.problem))
             else:
                 slots[i] = Item(i, files[i], result.width, result.height,
                                 cache.entry_dir(files[i], root, stats[i][1]))
-        for it in slots:
+        for i, it in enumerate(slots):
             if it is not None and it.entry is not None:
-                index.remember(*stats[it.index], it.entry, cache.Meta(it.width, it.height))
+                index.remember(*stats[i], it.entry, cache.Meta(it.width, it.height))
         index.save()
         self.items = [it for it in slots if it is not None]
         for n, it in enumerate(self.items):
@@ -233,16 +258,18 @@ class ImageWall:
     def _atlas(self, root: Path) -> atlas_.Atlas | None:
         """The thumbnails of a wall of many images in a few shared pages (engine.view.atlas),
         made once and kept in the cache; None for a few images."""
-        thumbs = [cache.thumb_path(it.entry, self.thumb_edge) for it in self.items
-                  if it.entry is not None]
-        if len(thumbs) < ATLAS_MIN:
+        entries = [it.entry for it in self.items if it.entry is not None]
+        if len(entries) < ATLAS_MIN:
             return None
-        folder = atlas_.atlas_dir(root, thumbs, self.thumb_edge, atlas_.PAGE)
-        found = atlas_.load(folder, len(thumbs))
+        # keyed by the cache folders' names: each names its source's path, size and time
+        folder = atlas_.atlas_dir(root, [e.name for e in entries], self.thumb_edge,
+                                  atlas_.PAGE)
+        found = atlas_.load(folder, len(entries))
         if found is not None:
             return found
         try:
-            return atlas_.build(folder, thumbs, self.thumb_edge, atlas_.PAGE)
+            return atlas_.build(folder, [cache.thumb_path(e, self.thumb_edge) for e in entries],
+                                self.thumb_edge, atlas_.PAGE)
         except OSError as exc:
             log.warning("thumbnail atlas not made (%s): one texture per thumbnail", exc)
             return None
@@ -275,8 +302,9 @@ class ImageWall:
                     else:
                         c.material.uv_transform = _compose(base, _sub_rect(c.box, it.width,
                                                                             it.height))
-                        path = cache.chunk_path(it.entry, self.format, chunk, c.k)
-                        if path.is_file():
+                        name = f"{it.entry}/{self.format}-{chunk}/c{c.k}.ktx2"  # chunk_path
+                        if os.path.isfile(name):  # as a string: one stat per image here
+                            path = Path(name)
                             ready.append((f"view:{path}", path))
                             ready_chunks.append(c)
                         elif self.detail:
