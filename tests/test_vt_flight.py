@@ -118,3 +118,26 @@ def test_the_feedback_shader_writes_the_key_layout(dev, wall_files):
             quads.release()
         renderer.release()
         vts.release()
+
+
+def test_uploads_per_frame_follow_the_screen_size(dev, wall_files):
+    """A larger screen shows more finest-level tiles at once: the frame's upload cap and
+    the reads asked for grow with it (a quarter of a screen's tiles a frame), never below
+    the cap the system was made with, and follow the size back down."""
+    from engine.streaming.virtual.system import uploads_for_screen
+
+    assert uploads_for_screen(640, 360, 32) == 32  # 15 tiles: the floor
+    assert uploads_for_screen(3840, 2160, 32) == 128  # 30 x 17 tiles
+    assert uploads_for_screen(3841, 2160, 32) == 132  # a partial column counts
+    vts = VirtualTextureSystem(dev, 2 << 20, io_workers=0, max_uploads=32)
+    try:
+        vts.register(wall_files[0])
+        vts.begin_frame(0)
+        vts.update()
+        assert vts.max_uploads == 32 and vts.policy.max_requests == 128
+        vts.fit_screen(3840, 2160)
+        assert vts.max_uploads == 128 and vts.policy.max_requests == 512
+        vts.fit_screen(1280, 720)
+        assert vts.max_uploads == 32 and vts.policy.max_requests == 128
+    finally:
+        vts.release()

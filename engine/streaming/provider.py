@@ -272,6 +272,7 @@ class StreamingProvider:
         self.levels.begin_frame(view)
         vts = self.virtual_system()
         if vts is not None:
+            vts.fit_screen(w, h)
             if vts.allowance == 0:  # no grant yet (a run without a governor split)
                 self.grant(self._pool)
             vts.begin_frame(view.frame)

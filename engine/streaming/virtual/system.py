@@ -49,6 +49,7 @@ from .policy import Tier, TilePolicy
 from .requests import TileRequests, expand_requests, reduce_feedback
 from .tiles import (
     SLOT_TEXELS,
+    TILE_TEXELS,
     TextureGrids,
     TAIL_CLASS_SHIFT,
     TAIL_CLASSES,
@@ -111,6 +112,14 @@ def choose_virtual(width: int, height: int, min_size: int = 1024) -> bool:
     return max(width, height) >= min_size
 
 
+def uploads_for_screen(width: int, height: int, floor: int) -> int:
+    """Tiles a frame may upload at a render size of `width` x `height`: `floor`, or a
+    quarter of the finest tiles such a screen shows at once (one texel a pixel), so that a
+    cut to new detail is uploaded within about four frames whatever the output size."""
+    tiles = -(-width // TILE_TEXELS) * -(-height // TILE_TEXELS)
+    return max(int(floor), -(-tiles // 4))
+
+
 class VirtualTextureSystem:
     """Page cache + page table + tile I/O + residency policy for textures of one format."""
 
@@ -123,7 +132,7 @@ class VirtualTextureSystem:
                  tiled_dir: Path | bool = True) -> None:
         self.device = device
         self.allowance = int(allowance_bytes)
-        self.max_uploads = int(max_uploads)
+        self.max_uploads = self._min_uploads = int(max_uploads)
         #: Milliseconds of tile uploads a frame may spend (None: `max_uploads` tiles, a
         #: fixed count); the count follows the measured cost of recent uploads, at most
         #: `max_uploads`, at least one tile.
@@ -132,6 +141,7 @@ class VirtualTextureSystem:
         self.hold_frames = int(hold_frames)
         self.grace_frames = int(grace_frames)
         # Reads asked for per frame: a few frames of uploads ahead, so I/O never idles.
+        self._fixed_requests = bool(max_requests)
         self.max_requests = int(max_requests) if max_requests else 4 * self.max_uploads
         self.fmt: PixelFormat | None = None
         self.table = PageTable()
@@ -469,6 +479,19 @@ class VirtualTextureSystem:
             return 1.0
         held = self._packed(keys) | np.isin(keys, self._resident_keys())
         return float(counts[held].sum() / counts.sum())
+
+    def fit_screen(self, width: int, height: int) -> None:
+        """Size the per-frame uploads (and reads asked for) to a render size of `width` x
+        `height` (`uploads_for_screen`, at least the `max_uploads` it was made with)."""
+        n = uploads_for_screen(width, height, self._min_uploads)
+        if n == self.max_uploads:
+            return
+        self.max_uploads = n
+        if not self._fixed_requests:
+            self.max_requests = 4 * n
+            for policy in (self.policy, *self._cells):
+                if policy is not None:
+                    policy.max_requests = self.max_requests
 
     def feedback_coverage(self) -> tuple[float, float, float]:
         """Of the newest feedback's pixels, the fractions whose lookup shows the level it
