@@ -130,3 +130,14 @@ def test_a_warm_wall_needs_no_thumbnail_file_and_remakes_the_lost_ones(photos, t
                       cache_dir=tmp_path / "c")
     assert made[-1] == 24 and all(t.is_file() for t in thumbs)
     assert again.atlas is not None and all(again.atlas.slots) and len(again.items) == 24
+
+
+def test_pages_made_on_an_executor_equal_those_made_in_process(photos, tmp_path):
+    from concurrent.futures import ProcessPoolExecutor
+
+    thumbs = _thumbs(photos, tmp_path / "c", 24)
+    here = atlas.build(tmp_path / "here", thumbs, 256, 1024)
+    with ProcessPoolExecutor(2) as pool:
+        there = atlas.build(tmp_path / "there", thumbs, 256, 1024, pool)
+    assert here is not None and there is not None and here.slots == there.slots
+    assert [p.read_bytes() for p in here.pages] == [p.read_bytes() for p in there.pages]

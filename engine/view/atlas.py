@@ -21,6 +21,7 @@ import json
 import logging
 import os
 from collections.abc import Sequence
+from concurrent.futures import Executor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -91,53 +92,68 @@ def load(folder: Path, count: int) -> Atlas | None:
     return Atlas(pages, slots, edge)
 
 
-def build(folder: Path, thumbs: Sequence[Path], cell: int, page_edge: int) -> Atlas | None:
+def build(folder: Path, thumbs: Sequence[Path], cell: int, page_edge: int,
+          executor: Executor | None = None) -> Atlas | None:
     """Copy `thumbs` (BCn KTX2 chains, each at most `cell` texels on a side, one pixel
-    format) into pages of `page_edge` texels in `folder`; None when there is nothing to put
-    in one (fewer than two thumbnails that can be read)."""
+    format) into pages of `page_edge` texels in `folder`, a page a task on `executor` (in
+    this process without one); None when there is nothing to put in one (fewer than two
+    thumbnails that can be read)."""
     per_row = page_edge // cell
     per_page = per_row * per_row
-    opened: list = []
+    dims: list[tuple[int, int] | None] = []
     fmt_name = None
     for path in thumbs:
         try:
             tf = open_texture(path)
         except TextureFormatError as exc:
             log.info("atlas: %s left out: %s", path, exc.problem)
-            opened.append(None)
+            dims.append(None)
             continue
         if fmt_name is None:
             fmt_name = tf.format
         ok = tf.format == fmt_name and tf.width <= cell and tf.height <= cell and \
             tf.layers == 1 and tf.faces == 1 and tf.depth == 1
-        opened.append(tf if ok else None)
-    members = [i for i, tf in enumerate(opened) if tf is not None]
+        dims.append((tf.width, tf.height) if ok else None)
+    members = [i for i, d in enumerate(dims) if d is not None]
     if fmt_name is None or len(members) < 2:
         return None
-    fmt = get(fmt_name)
     slots: list[Slot | None] = [None] * len(thumbs)
+    pages: list[list[int]] = []
     for n, i in enumerate(members):
         k = n % per_page
-        tf = opened[i]
-        slots[i] = Slot(n // per_page, (k % per_row) * cell, (k // per_row) * cell,
-                        tf.width, tf.height)
+        if k == 0:
+            pages.append([])
+        pages[-1].append(i)
+        w, h = dims[i]  # type: ignore[misc]
+        slots[i] = Slot(n // per_page, (k % per_row) * cell, (k // per_row) * cell, w, h)
     folder.mkdir(parents=True, exist_ok=True)
-    names = []
-    for page in range(-(-len(members) // per_page)):
-        on_page = [i for i in members if slots[i].page == page]  # type: ignore[union-attr]
-        levels = _page_levels(fmt, [opened[i] for i in on_page],
-                              [slots[i] for i in on_page], cell, page_edge)
-        name = f"page{page}.ktx2"
-        tmp = folder / f".{name}.{os.getpid()}.tmp"
-        write_ktx2(tmp, fmt_name, page_edge, page_edge, levels)
-        os.replace(tmp, folder / name)
-        names.append(name)
+    jobs = [(str(folder / f"page{p}.ktx2"), fmt_name, [str(thumbs[i]) for i in on_page],
+             [slots[i] for i in on_page], cell, page_edge) for p, on_page in enumerate(pages)]
+    if executor is None:
+        names = [write_page(*job) for job in jobs]
+    else:
+        names = [f.result() for f in [executor.submit(write_page, *job) for job in jobs]]
     manifest = {"pages": names, "page_edge": page_edge,
                 "slots": [None if s is None else asdict(s) for s in slots]}
     tmp = folder / f".{MANIFEST}.{os.getpid()}.tmp"
     tmp.write_text(json.dumps(manifest), encoding="utf-8")
     os.replace(tmp, folder / MANIFEST)
     return Atlas(tuple(folder / n for n in names), tuple(slots), page_edge)
+
+
+def write_page(path: str, fmt_name: str, thumbs: list[str], slots: list[Slot], cell: int,
+               page_edge: int) -> str:
+    """Worker job: write one page of `thumbs` at their `slots`; the page file's name."""
+    out = Path(path)
+    levels = _page_levels(get(fmt_name), [open_texture(t) for t in thumbs], slots, cell,
+                          page_edge)
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    try:
+        write_ktx2(tmp, fmt_name, page_edge, page_edge, levels)
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return out.name
 
 
 def _page_levels(fmt, thumbs: list, slots: list[Slot], cell: int, page_edge: int

@@ -267,9 +267,12 @@ class ImageWall:
         found = atlas_.load(folder, len(entries))
         if found is not None:
             return found
+        thumbs = [cache.thumb_path(e, self.thumb_edge) for e in entries]
         try:
-            return atlas_.build(folder, [cache.thumb_path(e, self.thumb_edge) for e in entries],
-                                self.thumb_edge, atlas_.PAGE)
+            if self.workers <= 1 or len(entries) <= 2 * ATLAS_MIN:
+                return atlas_.build(folder, thumbs, self.thumb_edge, atlas_.PAGE)
+            with process_pool(self.workers) as pool:
+                return atlas_.build(folder, thumbs, self.thumb_edge, atlas_.PAGE, pool)
         except OSError as exc:
             log.warning("thumbnail atlas not made (%s): one texture per thumbnail", exc)
             return None
