@@ -7,12 +7,13 @@ chains already, so a page level is made by copying each thumbnail's blocks into 
 with no decode or encode, while a cell is at least one block; the page's smaller levels are
 filtered down from the last level so made (decoded and encoded again: a few texels per
 thumbnail). A cell's unused blocks repeat the thumbnail's last block row and column, so
-filtering at its edge blends the thumbnail with itself.
+filtering at its edge blends the thumbnail with itself. A page large enough to stream as
+tiles gets its tiled copy beside it, as `engine bake` writes one.
 
 Pages are kept in the view cache under `atlas/<key>/`, the key a hash of the thumbnails'
-cache folders in their order, so a second run of the same wall finds them at once; `manifest.json`
-holds each thumbnail's slot. A thumbnail that cannot be read leaves its slot empty and is
-listed, so its image is drawn from its own file instead.
+cache folders in their order, so a second run of the same wall finds them at once;
+`manifest.json` holds each thumbnail's slot. A thumbnail that cannot be read leaves its
+slot empty and is listed, so its image is drawn from its own file instead.
 """
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ from ..textures.encode import encode_image
 from ..textures.ktx2_write import write_ktx2
 from ..textures.mipgen import generate_mips
 from ..textures.reader import open_texture
+from ..textures.tiled import BAKE_MIN_SIZE, write_sidecar
 
 log = logging.getLogger(__name__)
 
@@ -153,6 +155,8 @@ def write_page(path: str, fmt_name: str, thumbs: list[str], slots: list[Slot], c
         os.replace(tmp, out)
     finally:
         tmp.unlink(missing_ok=True)
+    if page_edge >= BAKE_MIN_SIZE:  # a page this large streams as tiles: its tiled copy
+        write_sidecar(out)
     return out.name
 
 
