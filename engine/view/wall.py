@@ -138,7 +138,9 @@ class ImageWall:
     (compute shaders on the render thread, a few ms a frame; the workers decode and write;
     `python -m engine bench encode` says which is faster on a machine); `detail`: False
     keeps the thumbnails only; `wait_detail`: each frame waits for the full detail of what it
-    shows (reproducible screenshots); `max_pixels`: the largest image read. Files that cannot be read are in `problems` (path, reason), logged once, skipped."""
+    shows (reproducible screenshots); `max_pixels`: the largest image read. Files that
+    cannot be read are in `problems` (path, reason), logged once, skipped. Walls of
+    `ATLAS_MIN` images or more draw their thumbnails from atlas pages (`atlas`)."""
 
     def __init__(self, paths: Iterable[str | os.PathLike[str]], *, layout: str = "rows",
                  order: str = "path", format: str = "bc1", thumb_edge: int = cache.THUMB_EDGE,
