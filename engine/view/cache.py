@@ -5,7 +5,8 @@ view/v<VERSION>/, so a second run starts from them at once.
 One folder per source file, named by a hash of its resolved path, size and modification
 time (an edited file gets a new folder, so the cache never shows a stale picture):
 `meta.json` (the upright size), `thumb<N>.ktx2` (a BCn mip chain whose longer
-edge is N) and `<format>-<chunk>/c<k>.ktx2`, the full-detail chunk textures. Every job here
+edge is N) and `<format>-<chunk>/c<k>.ktx2`, the full-detail chunk textures (the walls'
+thumbnail atlases live beside them, in atlas/: engine.view.atlas). Every job here
 is a top-level function of plain arguments, so a process pool (or any
 `concurrent.futures.Executor`) runs it; each returns a value rather than raising for a bad
 input, because an exception must cross a process boundary. Files are written to a temporary
