@@ -1,0 +1,35 @@
+"""The deep-zoom bench (engine.bench.deepzoom) at its quick size: a generated tiled TIFF baked
+once with its tiled sidecar, then viewed as one virtual texture under the budget, every cut
+from disk reaching its detail, no frame over the budget, no leak."""
+from __future__ import annotations
+
+import pytest
+
+from engine.bench import deepzoom
+from engine.textures.tiled import sidecar_path
+
+pytest.importorskip("tifffile")
+
+
+def test_cut_points_keep_the_view_inside_the_image():
+    pts = deepzoom.cut_points(4096, 2048, (640, 360), 50, seed=1)
+    assert len(pts) == 50 and len(set(pts)) == 50
+    assert all(320 <= x <= 4096 - 320 and 180 <= y <= 2048 - 180 for x, y in pts)
+    assert pts == deepzoom.cut_points(4096, 2048, (640, 360), 50, seed=1)  # reproducible
+
+
+@pytest.mark.slow
+def test_quick_deep_zoom_reaches_every_cut_from_disk(tmp_path):
+    profile = deepzoom.profile_for(quick=True)
+    r = deepzoom.run_deepzoom(profile, tmp_path)
+    assert r["baked"] == "now" and r["width"] == r["height"] == profile.edge
+    baked = tmp_path / "baked_bc1" / f"huge_{profile.edge}.ktx2"
+    assert baked.is_file() and sidecar_path(baked).is_file()
+    assert r["virtual"] and r["cuts"] == profile.cuts == r["reached"]
+    assert all(c["from_disk"] and c["at_wanted"] >= deepzoom.REACHED for c in r["cut_rows"])
+    assert r["over_budget_frames"] == 0 and r["peak_bytes"] <= profile.budget
+    assert r["leaked_objects"] == 0
+    assert r["cut_p50_ms"] <= r["cut_p95_ms"] <= r["cut_max_ms"]
+    assert len(r["notes"]) == 1 and "goal cut p95" in r["notes"][0]
+    source = tmp_path / f"huge_{profile.edge}.tif"
+    assert deepzoom.bake(source, baked.parent, "bc1") == (baked, {"baked": "kept"})
