@@ -6,6 +6,7 @@ import os
 import select
 import subprocess
 import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +19,21 @@ TESTDATA = ROOT.parent / "shared" / "testdata"
 def pytest_configure(config):
     if not config.pluginmanager.has_plugin("engine_leaks"):
         config.pluginmanager.import_plugin("engine.pytest_plugin")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The modules with the most slow tests first, each module's tests kept in order.
+
+    pytest-xdist (`--dist loadfile --no-loadscope-reorder`) hands the modules to the workers
+    in this order: the long ones start first and the short ones fill in at the end, so the
+    workers finish together instead of one running a long module alone. Counted before
+    `-m` deselects, so the fast tier keeps the same order."""
+    def module(item: pytest.Item) -> str:
+        return item.nodeid.split("::")[0]
+
+    slow = Counter(module(item) for item in items if item.get_closest_marker("slow"))
+    items.sort(key=lambda item: -slow[module(item)])
 
 
 @pytest.fixture(scope="module")
