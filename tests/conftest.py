@@ -12,8 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from engine.textures.cachedir import cache_root
+
 ROOT = Path(__file__).resolve().parents[1]
 TESTDATA = ROOT.parent / "shared" / "testdata"
+#: The user's texture cache ($ENGINE_CACHE, else ~/.cache/engine), read before any test points
+#: ENGINE_CACHE elsewhere.
+USER_CACHE = cache_root()
 
 
 def pytest_configure(config):
@@ -91,6 +96,15 @@ def generated_assets(tmp_path_factory) -> Path:
     folder = _run_folder(tmp_path_factory) / "generated-assets"
     folder.mkdir(exist_ok=True)
     return folder
+
+
+@pytest.fixture(scope="session")
+def user_cache() -> Path:
+    """The user's texture cache, where the demos and benchmarks keep their generated sets, for
+    the tests that only read a set whose bake costs seconds of every run otherwise: made there
+    once a machine (filled in when missing; the generators are deterministic and write each
+    file whole). Tests of the generators themselves make their files afresh elsewhere."""
+    return USER_CACHE
 
 
 @pytest.fixture(scope="session")

@@ -36,13 +36,9 @@ from engine.streaming.provider import StreamingProvider, decide_virtual
 from engine.streaming.settings import StreamerSettings
 from engine.streaming.static import StaticTextureProvider
 from engine.testing import assert_no_leaks
-from engine.textures.cachedir import cache_root
 
 # Tile-contiguous copies (the default storage) go to a cache folder of each test's own.
 pytestmark = pytest.mark.usefixtures("isolated_cache")
-#: The user's texture cache, read before `isolated_cache` moves ENGINE_CACHE: the gallery's
-#: 1024^2 set there is the quick virtual bench's (tests/test_bench.py), made once a machine.
-USER_CACHE = cache_root()
 
 W, H = 160, 120
 BIG, SMALL = 256, 64  # virtual at virtual_min_size=BIG; whole levels
@@ -221,15 +217,16 @@ def test_both_render_paths_sample_virtual_textures(device: Device, assets, path:
 
 
 @pytest.mark.slow
-def test_gallery_textures_of_1024_go_virtual_under_auto(device: Device) -> None:
+def test_gallery_textures_of_1024_go_virtual_under_auto(device: Device,
+                                                         user_cache: Path) -> None:
     """The gallery demo itself with the default settings ("auto"): its 1024^2 textures are
     all virtual, the streamed category holds the page cache alone, and frame 20 of the
-    (slowed) flight is the static picture. The four 1024^2 BC7 files come from the user's
-    cache (made there once: seconds of encoding on a 2-core machine, every run otherwise)."""
+    (slowed) flight is the static picture. The four 1024^2 BC7 files are the first of the
+    quick virtual bench's set in the user's cache (tests/test_bench.py)."""
     from engine.demos import DEMOS
 
     demo = DEMOS["gallery"]
-    opts = {"count": 4, "texture_size": 1024, "speed": 0.01, "cache_dir": USER_CACHE / "gallery"}
+    opts = {"count": 4, "texture_size": 1024, "speed": 0.01, "cache_dir": user_cache / "gallery"}
     seen: dict[str, Any] = {}
 
     def hook(ctx: FrameContext) -> None:

@@ -20,8 +20,8 @@ CUT_SECONDS = 1.0  # from a cut until 95% of the screen has its wanted level res
 
 
 @pytest.fixture(scope="module")
-def wall_cache(generated_assets: Path) -> Path:
-    return generated_assets / "wall"
+def wall_cache(user_cache: Path) -> Path:
+    return user_cache / "wall"
 
 
 @pytest.mark.slow
