@@ -55,8 +55,8 @@ def test_debug_view_colours_classify():
 
 # ---------------------------------------------------------------------- the gallery
 @pytest.fixture(scope="module")
-def gallery_cache(generated_assets) -> Path:
-    return generated_assets / "gallery"
+def gallery_cache(user_cache) -> Path:
+    return user_cache / "gallery"
 
 
 def all_resident_bytes(cache: Path) -> int:
