@@ -6,18 +6,39 @@ import os
 import select
 import subprocess
 import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from engine.textures.cachedir import cache_root
+
 ROOT = Path(__file__).resolve().parents[1]
 TESTDATA = ROOT.parent / "shared" / "testdata"
+#: The user's texture cache ($ENGINE_CACHE, else ~/.cache/engine), read before any test points
+#: ENGINE_CACHE elsewhere.
+USER_CACHE = cache_root()
 
 
 def pytest_configure(config):
     if not config.pluginmanager.has_plugin("engine_leaks"):
         config.pluginmanager.import_plugin("engine.pytest_plugin")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The modules with the most slow tests first, each module's tests kept in order.
+
+    pytest-xdist (`--dist loadfile --no-loadscope-reorder`) hands the modules to the workers
+    in this order: the long ones start first and the short ones fill in at the end, so the
+    workers finish together instead of one running a long module alone. Counted before
+    `-m` deselects, so the fast tier keeps the same order."""
+    def module(item: pytest.Item) -> str:
+        return item.nodeid.split("::")[0]
+
+    slow = Counter(module(item) for item in items if item.get_closest_marker("slow"))
+    items.sort(key=lambda item: -slow[module(item)])
 
 
 @pytest.fixture(scope="module")
@@ -75,6 +96,15 @@ def generated_assets(tmp_path_factory) -> Path:
     folder = _run_folder(tmp_path_factory) / "generated-assets"
     folder.mkdir(exist_ok=True)
     return folder
+
+
+@pytest.fixture(scope="session")
+def user_cache() -> Path:
+    """The user's texture cache, where the demos and benchmarks keep their generated sets, for
+    the tests that only read a set whose bake costs seconds of every run otherwise: made there
+    once a machine (filled in when missing; the generators are deterministic and write each
+    file whole). Tests of the generators themselves make their files afresh elsewhere."""
+    return USER_CACHE
 
 
 @pytest.fixture(scope="session")

@@ -25,12 +25,11 @@ def _strict(token: str) -> float:
     raise ValueError(f"non-standard JSON number {token} (NaN/Infinity)")
 
 
-#: The suites in two groups of about equal time on llvmpipe (quick seconds: peers 5.6,
-#: wall 3.7, bake 3.1, resolution 2.1, virtual 2.1, frame 1.2, encode 1.0, the rest under 1),
-#: run as two processes at once: the suite's longest test took 21 s as one process, and CI
-#: has 2 cores.
-GROUPS = (("peers", "resolution", "virtual", "startup", "accounting", "upload"),
-          ("wall", "bake", "frame", "scaling", "streaming", "encode"))
+#: The suites in two groups of about equal time on llvmpipe (quick seconds: wall 5.2,
+#: peers 3.1, frame 1.6, bake 1.5, virtual 1.2, resolution 1.0, the rest under 1), run as two
+#: processes at once: the suite's longest test took 21 s as one process, and CI has 2 cores.
+GROUPS = (("wall", "bake", "encode", "streaming", "upload"),
+          ("peers", "frame", "virtual", "resolution", "startup", "accounting", "scaling"))
 
 
 @pytest.mark.slow

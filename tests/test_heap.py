@@ -19,7 +19,7 @@ if sys.argv[1] == "fixed":
 keep = []
 def worker(seed):
     r = random.Random(seed)
-    for _ in range(600):
+    for _ in range(200):
         level = bytearray(r.randint(256 << 10, 8 << 20))
         keep.append(bytearray(r.randint(100, 5000)))
         if len(keep) > 2000:

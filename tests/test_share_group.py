@@ -20,12 +20,13 @@ from engine.streaming.settings import StreamerSettings
 from process_helpers import headless_env
 
 MIB = 1 << 20
-# The gallery sets are read from generated_assets / "gallery": where ENGINE_CACHE=generated_assets
-# puts them for the Qt example, and where the other modules read the same 512^2 set.
+# The gallery sets are read from the user's cache (user_cache / "gallery"): where
+# ENGINE_CACHE=user_cache puts them for the Qt example, and where the other modules and the
+# demos read the same 512^2 set.
 
 
 @pytest.mark.slow
-def test_two_views_share_one_budget_and_hiding_one_frees_it(generated_assets):
+def test_two_views_share_one_budget_and_hiding_one_frees_it(user_cache):
     """Two loops on two contexts of this process, weights 1 and 2, one budget: their summed
     ledger peaks never exceed it; hiding the second gives its memory to the first within a
     few frames; showing it again takes it back."""
@@ -39,7 +40,7 @@ def test_two_views_share_one_budget_and_hiding_one_frees_it(generated_assets):
                 loops.append(FrameLoop.embedded(
                     device, build, size=share.SIZE, provider="streaming", streamer=streamer,
                     share=ShareSettings(views, weight=weight),
-                    options=dict(share.SCENE, cache_dir=generated_assets / "gallery")))
+                    options=dict(share.SCENE, cache_dir=user_cache / "gallery")))
         records = []
         for frame in range(36):
             loops[1].governor.share.visible = not 12 <= frame < 24
@@ -73,7 +74,7 @@ def test_two_views_share_one_budget_and_hiding_one_frees_it(generated_assets):
 
 @pytest.mark.slow
 def test_group_of_processes_reaches_weighted_shares_and_never_goes_over(
-        tmp_path, monkeypatch, generated_assets):
+        tmp_path, monkeypatch, user_cache):
     for key, value in headless_env(tmp_path).items():
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
@@ -82,7 +83,7 @@ def test_group_of_processes_reaches_weighted_shares_and_never_goes_over(
     # in it (the renderer's geometry arena is made by the first draw). The outsider is the
     # device script's slot for the PyTorch process; here it only exercises the NVML sampler.
     result = share.scenario(tmp_path / "out", budget=budget, floor=MIB + MIB // 4, hold=1.2,
-                            cache=generated_assets / "gallery",
+                            cache=user_cache / "gallery",
                             outsider=[sys.executable, "-c", "import time; time.sleep(1)"])
     phases = {p["phase"]: p for p in result["phases"]}
     assert list(phases) == ["three", "d joined", "d left", "c killed", "modest e joined"]
@@ -114,7 +115,7 @@ def test_exchange_cost_is_measured(tmp_path, monkeypatch):
 
 @pytest.mark.slow
 @pytest.mark.window
-def test_qt_example_two_views_one_budget(xvfb_display, generated_assets):
+def test_qt_example_two_views_one_budget(xvfb_display, user_cache):
     """examples/embed_qt_views.py: two widgets (two contexts) on one ViewShares; hiding the
     right one gives its memory to the left one; nothing leaks. Skips without Xvfb/PySide6."""
     import importlib.util
@@ -127,7 +128,7 @@ def test_qt_example_two_views_one_budget(xvfb_display, generated_assets):
     if importlib.util.find_spec("PySide6") is None:
         pytest.skip("PySide6 not installed (pip install -e '.[qt]')")
     root = Path(__file__).resolve().parents[1]
-    env = {**os.environ, "DISPLAY": xvfb_display, "ENGINE_CACHE": str(generated_assets),
+    env = {**os.environ, "DISPLAY": xvfb_display, "ENGINE_CACHE": str(user_cache),
            "QT_QPA_PLATFORM": "xcb", "PYTHONPATH": str(root)}
     proc = subprocess.run([sys.executable, "examples/embed_qt_views.py", "--frames", "6",
                            "--size", "160", "120", "--budget", "32MiB"], cwd=root, env=env,
@@ -157,14 +158,14 @@ def _two_views_on_one_device(device, views, cache):
     return loops
 
 
-def test_two_views_on_one_device_share_one_budget(generated_assets):
+def test_two_views_on_one_device_share_one_budget(user_cache):
     """Two loops of different scenes on ONE device and one ViewShares: each plans with its
     own bytes (the ledger's owners), the device's peak in every frame (both steps) is within
     the budget, hiding the box gives its memory to the gallery within a few frames and
     showing it takes it back; released (second first), nothing is left."""
     views = ViewShares(4 * MIB)
     device = headless_device()
-    loops = _two_views_on_one_device(device, views, generated_assets / "gallery")
+    loops = _two_views_on_one_device(device, views, user_cache / "gallery")
     records, device_peaks = [], []
     try:
         with made_current(device):
@@ -202,13 +203,13 @@ def test_two_views_on_one_device_share_one_budget(generated_assets):
     assert back[0]["total_bytes"] + back[1]["total_bytes"] <= views.budget
 
 
-def test_two_views_on_one_device_release_in_either_order(generated_assets):
+def test_two_views_on_one_device_release_in_either_order(user_cache):
     """Released first-first or second-first after a frame each, nothing of either is left
     and the board is empty."""
     for order in ((0, 1), (1, 0)):
         views = ViewShares(8 * MIB)
         device = headless_device()
-        loops = _two_views_on_one_device(device, views, generated_assets / "gallery")
+        loops = _two_views_on_one_device(device, views, user_cache / "gallery")
         with made_current(device):
             try:
                 for loop in loops:
@@ -222,7 +223,7 @@ def test_two_views_on_one_device_release_in_either_order(generated_assets):
 
 
 @pytest.mark.slow
-def test_canvas_hosts_share_and_a_hidden_one_gives_back(generated_assets):
+def test_canvas_hosts_share_and_a_hidden_one_gives_back(user_cache):
     """Two rendercanvas hosts (a device each) on one ViewShares: hiding one drops it to its
     floor at once (unseen frames), the other's grant grows at its next draw."""
     pytest.importorskip("rendercanvas")
@@ -235,7 +236,7 @@ def test_canvas_hosts_share_and_a_hidden_one_gives_back(generated_assets):
     hosts = [CanvasHost(RenderCanvas(size=share.SIZE), build, budget="64MiB", continuous=False,
                         provider="streaming", streamer=streamer,
                         share=ShareSettings(views, weight=w),
-                        options=dict(share.SCENE, cache_dir=generated_assets / "gallery"))
+                        options=dict(share.SCENE, cache_dir=user_cache / "gallery"))
              for w in (1, 1)]
     try:
         for _ in range(8):
@@ -258,7 +259,7 @@ def test_canvas_hosts_share_and_a_hidden_one_gives_back(generated_assets):
 
 
 @pytest.mark.slow
-def test_canvas_hosts_on_one_device_share_it_and_close_in_either_order(generated_assets):
+def test_canvas_hosts_on_one_device_share_it_and_close_in_either_order(user_cache):
     """Two canvases drawing with ONE device, the second given the first's
     (`device=first.device`, from `engine.hosts`), on one ViewShares: each view plans with
     its own bytes, a hidden one gives back, and the device the first host made is shut down
@@ -275,7 +276,7 @@ def test_canvas_hosts_on_one_device_share_it_and_close_in_either_order(generated
         first = CanvasHost(RenderCanvas(size=share.SIZE), build, continuous=False,
                            provider="streaming", streamer=streamer,
                            share=ShareSettings(views),
-                           options=dict(share.SCENE, cache_dir=generated_assets / "gallery"))
+                           options=dict(share.SCENE, cache_dir=user_cache / "gallery"))
         second = CanvasHost(RenderCanvas(size=share.SIZE), gltf_demo.build, continuous=False,
                             device=first.device, provider="streaming", streamer=streamer,
                             share=ShareSettings(views))

@@ -80,9 +80,15 @@ def _stopped_cleanly(proc: subprocess.Popen, status: int, err: str, took: float,
     assert took < 1.0, f"took {took:.2f} s to stop"
 
 
+@pytest.fixture(scope="module")
+def bake_inputs(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """The bakes' input images, made once: a bake only reads them."""
+    return _images(tmp_path_factory.mktemp("signals") / "in", 6, 1024)
+
+
 @pytest.mark.parametrize("sig,status", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
-def test_signal_stops_a_bake_and_its_workers(tmp_path, sig, status):
-    images = _images(tmp_path / "in", 6, 1024)
+def test_signal_stops_a_bake_and_its_workers(tmp_path, bake_inputs, sig, status):
+    images = bake_inputs
     out = tmp_path / "out"
     proc = subprocess.Popen([sys.executable, "-m", "engine", "bake", *map(str, images), "-o",
                              str(out), "--jobs", "2", "--no-progress"], cwd=ROOT,

@@ -13,12 +13,16 @@ pytestmark = pytest.mark.usefixtures("isolated_cache")
 
 
 @pytest.mark.slow
-def test_tiny_virtual_bench(tmp_path):
-    pytest.importorskip("demos.gallery_assets")
+def test_tiny_virtual_bench(tmp_path, user_cache):
+    gallery_assets = pytest.importorskip("demos.gallery_assets")
+    # The bench's own gallery files (4 x 512^2 BC7), from the user's cache that the gallery
+    # tests share rather than made again in this test's cache.
+    files = gallery_assets.gallery_textures(4, 512, "bc7", progress=False,
+                                            cache_dir=user_cache / "gallery").paths
     dev = headless_device()
     try:
         prof = VirtualProfile(textures=4, size=512, allowance=512 << 10, output=(160, 90),
-                              stops=2, hold=8)
+                              stops=2, hold=8, files=tuple(str(p) for p in files))
         with dev.leak_check():
             res = run_profile(dev, prof)
     finally:

@@ -15,13 +15,13 @@ from engine.bench.wall import WallProfile, use_wall_streamer, wall_flight
 from engine.bench.wall import main as wall_main
 from engine.gl.device import Device
 
-PROFILE = WallProfile("test", 24, 256, (192, 108), 160, 2, 2, 0, "CI wall test")
+PROFILE = WallProfile("test", 24, 256, (192, 108), 80, 2, 2, 0, "CI wall test")
 CUT_SECONDS = 1.0  # from a cut until 95% of the screen has its wanted level resident
 
 
 @pytest.fixture(scope="module")
-def wall_cache(generated_assets: Path) -> Path:
-    return generated_assets / "wall"
+def wall_cache(user_cache: Path) -> Path:
+    return user_cache / "wall"
 
 
 @pytest.mark.slow

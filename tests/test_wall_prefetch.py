@@ -26,8 +26,8 @@ COUNT, SIZE, VIEWPORT = 24, 256, (192, 108)
 
 
 @pytest.fixture(scope="module")
-def row_paths(generated_assets: Path) -> list[Path]:
-    return wall_textures(COUNT, SIZE, cache_dir=generated_assets / "wall").paths
+def row_paths(user_cache: Path) -> list[Path]:
+    return wall_textures(COUNT, SIZE, cache_dir=user_cache / "wall").paths
 
 
 def row_view(frame: int, x: float) -> FrameView:

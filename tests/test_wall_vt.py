@@ -14,12 +14,14 @@ from engine.bench.wall import WallProfile, _efficiency_rows, wall_flight
 from engine.bench.wall_vt import use_vt_provider
 from engine.gl.device import Device
 
-PROFILE = WallProfile("test-vt", 48, 256, (320, 180), 60, 1, 1, 0, "CI virtual wall test")
+#: The wall set of test_wall_demo and test_wall_prefetch (24 x 256^2, in the user cache) at
+#: their output size.
+PROFILE = WallProfile("test-vt", 24, 256, (192, 108), 60, 1, 1, 0, "CI virtual wall test")
 
 
 @pytest.fixture(scope="module")
-def wall_cache(generated_assets: Path) -> Path:
-    return generated_assets / "wall"
+def wall_cache(user_cache: Path) -> Path:
+    return user_cache / "wall"
 
 
 @pytest.mark.slow

@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 
 PHOTOS = assets.PHOTOS
 FORMATS = ("bc1", "bc7")
+QUICK_PHOTOS = 2  # the quick run's photos: one bake each, and bake_many over more than one
 
 
 def cpu_seconds(fn, repeats: int) -> float:
@@ -40,7 +41,7 @@ def cpu_seconds(fn, repeats: int) -> float:
 def run(device, quick: bool = False) -> SuiteResult:
     """`device` is unused: baking is CPU work (the harness passes one to every suite)."""
     result = SuiteResult("bake")
-    photos = sorted(PHOTOS.glob("*.jpg"))
+    photos = sorted(PHOTOS.glob("*.jpg"))[:QUICK_PHOTOS if quick else None]
     if not photos:
         result.notes.append(f"no photos in {PHOTOS}")
         return result

@@ -26,8 +26,8 @@ Measured in one run, side by side:
 Tiles are read from tile-contiguous copies in the cache folder (one positioned read a tile,
 made before the flight on first use and kept; `--no-tiled` reads the files as they are).
 
-`--quick`: 16 textures of 1024^2 through 1 MiB at 320x180 (a smoke run). Default: 64 of
-4096^2 through 3 MiB at 480x270 (llvmpipe). The full size for a GPU is set with
+`--quick`: 16 textures of 1024^2 through 1 MiB at 192x108, 3 stops (a smoke run). Default:
+64 of 4096^2 through 3 MiB at 480x270 (llvmpipe). The full size for a GPU is set with
 `python -m engine.bench.virtual --textures 200 --size 4096 --allowance 192MiB
 --output 3840x2160` (see `main`).
 """
@@ -89,8 +89,8 @@ class VirtualProfile:
 
     @staticmethod
     def quick() -> VirtualProfile:
-        return VirtualProfile(textures=16, size=1024, allowance=1 << 20, output=(320, 180),
-                              stops=4, hold=20)
+        return VirtualProfile(textures=16, size=1024, allowance=1 << 20, output=(192, 108),
+                              stops=3, hold=12)
 
 
 def _gallery(count: int, size: int) -> list[Path]:
