@@ -102,6 +102,7 @@ class ObjectArrays:
         self.texture_ids = np.zeros((0, len(TEXTURE_SLOTS)), np.int32)
         self.material_rows = np.zeros((0, MATERIAL_COLUMNS), np.float32)
         self.material_textures = np.zeros((0, len(TEXTURE_SLOTS)), np.int32)
+        self.material_uv_scale = np.zeros(0, np.float32)
         self._dirty: set[int] = set()
         self._stale = True
         self._last: Instance | None = None
@@ -197,5 +198,17 @@ class ObjectArrays:
                                   .reshape(len(mats), len(TEXTURE_SLOTS)))
         self.texture_ids = (self.material_textures[self.material_index] if self.count
                             else np.zeros((0, len(TEXTURE_SLOTS)), np.int32))
+        uv = self.material_rows[:, 12:20].astype(np.float64)
+        self.material_uv_scale = np.maximum(np.hypot(uv[:, 0], uv[:, 4]),
+                                            np.hypot(uv[:, 1], uv[:, 5])).astype(np.float32)
         self._material_version = material_version()
         self.version += 1
+
+    def texel_density(self) -> np.ndarray:
+        """UV units per world unit of each object as its textures are sampled: the mesh's
+        density through the model's scale (`uv_density`) times its material's UV transform
+        scale, so a quad showing part of a texture (an atlas cell, a glTF texture transform)
+        asks for the detail it shows, not the whole texture's."""
+        if not self.count:
+            return self.uv_density
+        return self.uv_density * self.material_uv_scale[self.material_index]

@@ -142,9 +142,10 @@ class Scene:
         return table
 
     def frame_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(centers Nx3, radii N, uv_density N, texture_ids NxS) for the FrameView."""
+        """(centers Nx3, radii N, uv_density N, texture_ids NxS) for the FrameView; the
+        density is as the textures are sampled (`ObjectArrays.texel_density`)."""
         o = self.objects
-        return o.center, o.radius, o.uv_density, o.texture_ids
+        return o.center, o.radius, o.texel_density(), o.texture_ids
 
     def release(self) -> None:
         for mesh in self.meshes:
