@@ -250,3 +250,22 @@ def test_a_member_still_follows_outside_pressure_below_its_grant():
     split = gov.split(usage, stream_wanted=500 * MIB, stream_min=MIB)
     assert split.effective_budget == 30 * MIB + 40 * MIB
     assert split.external_pressure_bytes == 100 * MIB - 70 * MIB
+
+
+def test_a_member_says_when_its_seat_went_back(tmp_path, monkeypatch):
+    """`left_at` is the moment the row was cleared, inside the file lock: from then on the
+    others may be granted what it held (the share bench ends its span there)."""
+    import time
+
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    a = groups.join_group(ShareSettings("left"), 64 * MIB)
+    b = groups.join_group(ShareSettings("left"), 64 * MIB)
+    a.exchange(0, 1 << 40, 0)
+    b.exchange(0, 1 << 40, 0)
+    assert a.left_at is None and b.share == 32 * MIB
+    before = time.monotonic()
+    a.leave()
+    assert a.left_at is not None and before <= a.left_at <= time.monotonic()
+    b.exchange(0, 1 << 40, 0)
+    assert b.peers == 1 and b.share == 64 * MIB
+    b.leave()

@@ -61,8 +61,9 @@ def member(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, lambda *a: stop.update(now=True))
     out = open(args.log, "a", buffering=1, encoding="utf-8")  # a line per frame, flushed
 
-    def emit(**kw: Any) -> None:
-        out.write(json.dumps({"t": time.monotonic(), "pid": os.getpid(), **kw}) + "\n")
+    def emit(t: float | None = None, **kw: Any) -> None:
+        stamp = time.monotonic() if t is None else t
+        out.write(json.dumps({"t": stamp, "pid": os.getpid(), **kw}) + "\n")
 
     size = tuple(args.size)
     scene = dict(SCENE, count=args.count, texture_size=args.texture_size)
@@ -92,8 +93,11 @@ def member(args: argparse.Namespace) -> int:
                      pressure=rec.get("external_pressure_bytes"), ms=rec["ms"])
                 frame += 1
         finally:
-            loop.release()  # leaves the group
-        emit(event="left", total=device.ledger.total)
+            loop.release()  # frees its memory, then leaves the group
+        # when its row went: from then on the others may grow into what it held (the line is
+        # written later, and a loaded machine can make that much later)
+        emit(t=getattr(governor.share, "left_at", None), event="left",
+             total=device.ledger.total)
     finally:
         device.shutdown()
         out.close()

@@ -256,6 +256,7 @@ class GroupMember(MemberState):
         super().__init__(settings)
         self.peers = 1  # live members (this one included) at the last exchange
         self.exchanged_at = 0.0  # time.monotonic() of the last exchange
+        self.left_at: float | None = None  # time.monotonic() its seat was given back
         self.pid = os.getpid()
         ticks = start_ticks(self.pid)
         assert ticks is not None
@@ -348,6 +349,7 @@ class GroupMember(MemberState):
             return
         with self._file.locked():
             self._file.write_row(self._index, None)
+            self.left_at = time.monotonic()  # from here on the others may take its memory
             live_rows(self._file, self._file.read()[1], self._liveness)
             self._file.remove_if_empty()
         self._index = None
