@@ -33,3 +33,23 @@ def test_quick_deep_zoom_reaches_every_cut_from_disk(tmp_path):
     assert len(r["notes"]) == 1 and "goal cut p95" in r["notes"][0]
     source = tmp_path / f"huge_{profile.edge}.tif"
     assert deepzoom.bake(source, baked.parent, "bc1") == (baked, {"baked": "kept"})
+
+
+@pytest.mark.parametrize("args", [["--cuts", "0"], ["--budget", "50%"], ["--budget", "12xyz"],
+                                  ["--wait", "nan"], ["--source", "/no/such.tif"]])
+def test_bad_arguments_are_one_line_and_status_2(args, capsys):
+    with pytest.raises(SystemExit) as exc:
+        deepzoom.main(args)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and "Traceback" not in "".join(err)
+    assert err[-1].startswith("python -m engine.bench.deepzoom: error: argument")  # after usage
+
+
+def test_a_source_that_cannot_be_baked_is_a_one_line_error(tmp_path, capsys):
+    bad = tmp_path / "bad.tif"
+    bad.write_bytes(b"not a tiff")
+    with pytest.raises(SystemExit) as exc:
+        deepzoom.main(["--source", str(bad), "--work", str(tmp_path / "work")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and "bake of" in err[-1] and "Traceback" not in "".join(err)
+    assert not list((tmp_path / "work").rglob("*.ktx2"))

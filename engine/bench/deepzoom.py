@@ -38,9 +38,10 @@ from typing import Any
 
 import numpy as np
 
-from ..cli_args import size_arg
+from ..cli_args import budget_arg, input_file, positive_int, size_arg
+from ..errors import UsageError
 from ..gl.device import Device
-from ..memory.sizes import format_bytes, parse_bytes
+from ..memory.sizes import format_bytes
 from ..textures.cachedir import cache_root
 from ..textures.tiled import sidecar_path
 from .common import SuiteResult, drop_page_cache
@@ -81,8 +82,9 @@ def bake(source: Path, out: Path, fmt: str) -> tuple[Path, dict[str, Any]]:
            fmt, "--max-pixels", str(2 ** 33)]
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0 or not baked.is_file():
-        raise RuntimeError(f"bake of {source} failed (rc {done.returncode}): "
-                           f"{done.stderr[-2000:]}")
+        said = done.stderr.strip().splitlines()
+        raise UsageError(f"bake of {source} failed (rc {done.returncode}): "
+                         f"{said[-1] if said else 'no message'}")
     peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     return baked, {"baked": "now", "bake_wall_s": round(time.perf_counter() - start, 2),
                    "bake_largest_process_rss_mib": round(max(peak_kib, before) / 1024, 1),
@@ -216,26 +218,51 @@ def run(device: Device, quick: bool = False) -> SuiteResult:
     return SuiteResult("deepzoom", [row], r["notes"])
 
 
+def budget_bytes_arg(text: str) -> int:
+    """A budget of so many bytes (a percentage names no fixed slice to measure against)."""
+    from ..memory.budget import BudgetSpec
+
+    spec = BudgetSpec.parse(budget_arg(text))
+    if spec.absolute is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is a share of the device; accepted: a "
+                                         f"size such as 128MiB")
+    return int(spec.absolute)
+
+
+def seconds_arg(text: str) -> float:
+    """Seconds > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is out of range; accepted: seconds > 0")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m engine.bench.deepzoom",
                                 description=__doc__.split("\n\n")[0])
-    p.add_argument("--edge", type=int, default=DeepZoomProfile.edge,
+    p.add_argument("--edge", type=positive_int, default=DeepZoomProfile.edge,
                    help="side of the generated square image (without --source)")
-    p.add_argument("--source", type=Path, help="an image to bake and view instead")
-    p.add_argument("--budget", default="128MiB", help="GPU memory budget of the view")
+    p.add_argument("--source", type=input_file, help="an image to bake and view instead")
+    p.add_argument("--budget", type=budget_bytes_arg, default=128 << 20, help="GPU memory budget of the view")
     p.add_argument("--size", type=size_arg, default=DeepZoomProfile.size, help="output WxH")
-    p.add_argument("--cuts", type=int, default=DeepZoomProfile.cuts)
-    p.add_argument("--wait", type=float, default=DeepZoomProfile.wait_s,
+    p.add_argument("--cuts", type=positive_int, default=DeepZoomProfile.cuts)
+    p.add_argument("--wait", type=seconds_arg, default=DeepZoomProfile.wait_s,
                    help="seconds a cut may take before it counts as not reached")
     p.add_argument("--format", choices=("bc1", "bc7"), default="bc1")
     p.add_argument("--work", type=Path, help="work folder (default: the engine cache's)")
     p.add_argument("--json", type=Path, help="write the result here")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    profile = DeepZoomProfile(edge=args.edge, budget=parse_bytes(args.budget),
+    profile = DeepZoomProfile(edge=args.edge, budget=args.budget,
                               size=args.size, cuts=args.cuts, wait_s=args.wait,
                               format=args.format)
-    r = run_deepzoom(profile, args.work or cache_root() / "bench-deepzoom", args.source)
+    try:
+        r = run_deepzoom(profile, args.work or cache_root() / "bench-deepzoom", args.source)
+    except UsageError as exc:
+        p.exit(2, f"{p.prog}: error: {exc}\n")
     text = json.dumps({**r, "profile": asdict(profile)}, indent=1)
     if args.json:
         args.json.write_text(text)
