@@ -103,6 +103,7 @@ class ObjectArrays:
         self.material_rows = np.zeros((0, MATERIAL_COLUMNS), np.float32)
         self.material_textures = np.zeros((0, len(TEXTURE_SLOTS)), np.int32)
         self.material_uv_scale = np.zeros(0, np.float32)
+        self._density: tuple[int, np.ndarray] = (-1, self.uv_density)
         self._dirty: set[int] = set()
         self._stale = True
         self._last: Instance | None = None
@@ -209,6 +210,8 @@ class ObjectArrays:
         density through the model's scale (`uv_density`) times its material's UV transform
         scale, so a quad showing part of a texture (an atlas cell, a glTF texture transform)
         asks for the detail it shows, not the whole texture's."""
-        if not self.count:
-            return self.uv_density
-        return self.uv_density * self.material_uv_scale[self.material_index]
+        if self._density[0] != self.version:  # computed once per change, not per frame
+            density = self.uv_density * self.material_uv_scale[self.material_index] \
+                if self.count else self.uv_density
+            self._density = (self.version, density)
+        return self._density[1]
