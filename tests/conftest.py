@@ -108,6 +108,12 @@ def user_cache() -> Path:
 
 
 @pytest.fixture(scope="session")
+def wall_cache(user_cache: Path) -> Path:
+    """The wall flights' generated set (demos.wall_assets), in the user's cache."""
+    return user_cache / "wall"
+
+
+@pytest.fixture(scope="session")
 def testdata() -> Path:
     if not TESTDATA.is_dir():
         pytest.skip(f"shared test data not found at {TESTDATA}")

@@ -19,11 +19,6 @@ PROFILE = WallProfile("test", 24, 256, (192, 108), 80, 2, 2, 0, "CI wall test")
 CUT_SECONDS = 1.0  # from a cut until 95% of the screen has its wanted level resident
 
 
-@pytest.fixture(scope="module")
-def wall_cache(user_cache: Path) -> Path:
-    return user_cache / "wall"
-
-
 @pytest.mark.slow
 def test_wall_under_a_binding_budget(device: Device, wall_cache: Path) -> None:
     free, peak, tails = free_flight(device, PROFILE, wall_cache)

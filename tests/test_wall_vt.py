@@ -19,11 +19,6 @@ from engine.gl.device import Device
 PROFILE = WallProfile("test-vt", 24, 256, (192, 108), 60, 1, 1, 0, "CI virtual wall test")
 
 
-@pytest.fixture(scope="module")
-def wall_cache(user_cache: Path) -> Path:
-    return user_cache / "wall"
-
-
 @pytest.mark.slow
 def test_virtual_wall_flight_stays_in_its_pool(device: Device, wall_cache: Path) -> None:
     free, peak, tails = free_flight(device, PROFILE, wall_cache)
