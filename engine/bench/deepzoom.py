@@ -7,8 +7,8 @@ viewed under 128 MiB with camera cuts of at most 150 ms p95 from disk).
 
 The data: a tiled TIFF (generated once into the work folder by engine.bench.viewers'
 generator, or `--source`), baked once by `python -m engine bake` in a subprocess (by strips
-for an image that large, with the tile-contiguous sidecar), its wall time and the largest
-process's peak RSS recorded. The view is what `python -m engine view baked.ktx2` shows: an
+for an image that large, with the tile-contiguous sidecar), its wall time recorded (its
+memory: benchmarks/bake_rss.py). The view is what `python -m engine view baked.ktx2` shows: an
 `ImageView` of the baked file through the shipped streaming provider under the budget, the
 image larger than the driver's largest texture streaming as a virtual texture.
 
@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import resource
 import statistics
 import subprocess
 import sys
@@ -77,7 +76,6 @@ def bake(source: Path, out: Path, fmt: str) -> tuple[Path, dict[str, Any]]:
     if baked.is_file() and sidecar_path(baked).is_file():
         return baked, {"baked": "kept"}
     start = time.perf_counter()
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     cmd = [sys.executable, "-m", "engine", "bake", str(source), "-o", str(out), "--format",
            fmt, "--max-pixels", str(2 ** 33)]
     done = subprocess.run(cmd, capture_output=True, text=True)
@@ -85,9 +83,7 @@ def bake(source: Path, out: Path, fmt: str) -> tuple[Path, dict[str, Any]]:
         said = done.stderr.strip().splitlines()
         raise UsageError(f"bake of {source} failed (rc {done.returncode}): "
                          f"{said[-1] if said else 'no message'}")
-    peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     return baked, {"baked": "now", "bake_wall_s": round(time.perf_counter() - start, 2),
-                   "bake_largest_process_rss_mib": round(max(peak_kib, before) / 1024, 1),
                    "baked_bytes": baked.stat().st_size,
                    "sidecar_bytes": sidecar_path(baked).stat().st_size}
 
