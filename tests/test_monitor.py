@@ -109,12 +109,15 @@ def test_a_reader_never_sees_half_a_write(tmp_path):
             state.write(json.dumps({"n": n, "pad": "x" * (n % 3000)}).encode())
 
     writer = threading.Thread(target=write)
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-4)  # the threads take turns often: more interleavings, no waits
     writer.start()
     try:
         seen = [live.StateFile.read(path) for _ in range(300)]
     finally:
         stop.set()
         writer.join()
+        sys.setswitchinterval(interval)
     docs = [d for d in seen if d is not None]
     assert len(docs) > 250 and all(len(d["pad"]) == d["n"] % 3000 for d in docs)
     state.close()
@@ -160,14 +163,17 @@ def test_monitor_shows_running_demos_and_forgets_them(tmp_path):
     env["XDG_RUNTIME_DIR"] = str(tmp_path)
     folder = tmp_path / "engine-monitor"
     report = tmp_path / "run.json"
-    finite = subprocess.Popen([sys.executable, *DEMO, "--frames", "1500", "--report", str(report)],
-                              env=env, cwd=ROOT, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE, text=True)
     endless = subprocess.Popen([sys.executable, *DEMO, "--frames", "1000000"], env=env, cwd=ROOT,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    finite = None
     try:
-        _wait_for(folder, finite.pid, finite)
         _wait_for(folder, endless.pid, endless)
+        # started once the other one draws, so its frames (about 2 s of them alone) need
+        # only outlast one monitor command
+        finite = subprocess.Popen([sys.executable, *DEMO, "--frames", "600", "--report",
+                                   str(report)], env=env, cwd=ROOT, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.PIPE, text=True)
+        _wait_for(folder, finite.pid, finite)
         both = {s["pid"]: s for s in _monitor(env)}  # the command itself sees both
         assert {finite.pid, endless.pid} <= set(both)
         sample, other = both[finite.pid], both[endless.pid]
@@ -186,7 +192,7 @@ def test_monitor_shows_running_demos_and_forgets_them(tmp_path):
         assert finite.wait(timeout=180) == 0, finite.stderr.read()
     finally:
         for proc in (finite, endless):
-            if proc.poll() is None:
+            if proc is not None and proc.poll() is None:
                 proc.kill()
                 proc.wait()
     assert [s for s in _monitor(env) if s["pid"] in (finite.pid, endless.pid)] == []

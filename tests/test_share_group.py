@@ -83,6 +83,7 @@ def test_group_of_processes_reaches_weighted_shares_and_never_goes_over(
     # in it (the renderer's geometry arena is made by the first draw). The outsider is the
     # device script's slot for the PyTorch process; here it only exercises the NVML sampler.
     result = share.scenario(tmp_path / "out", budget=budget, floor=MIB + MIB // 4, hold=1.2,
+                            fps=30,  # paced: the other tests keep the cores
                             cache=user_cache / "gallery",
                             outsider=[sys.executable, "-c", "import time; time.sleep(1)"])
     phases = {p["phase"]: p for p in result["phases"]}

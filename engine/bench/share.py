@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..cli_args import positive_int
+
 log = logging.getLogger(__name__)
 
 #: The member scene: the gallery at a tiny size, wanting far more detail than it can have
@@ -81,7 +83,9 @@ def member(args: argparse.Namespace) -> int:
         loop = FrameLoop(device, governor, build, settings, size=size)
         try:
             frame, deadline = 0, time.monotonic() + args.seconds
+            interval = 1.0 / args.fps if args.fps else 0.0
             while not stop["now"] and time.monotonic() < deadline:
+                started = time.monotonic()
                 rec = loop.step(frame)
                 share = governor.share
                 emit(event="frame", frame=frame, total=rec["total_bytes"],
@@ -92,6 +96,7 @@ def member(args: argparse.Namespace) -> int:
                      over=bool(rec.get("over_budget")), weight=args.weight,
                      pressure=rec.get("external_pressure_bytes"), ms=rec["ms"])
                 frame += 1
+                time.sleep(max(0.0, started + interval - time.monotonic()))
         finally:
             loop.release()  # frees its memory, then leaves the group
         # when its row went: from then on the others may grow into what it held (the line is
@@ -138,6 +143,8 @@ class Group:
     cache: Path | None
     #: the members' output size, texture count and texture edge
     scene: tuple[tuple[int, int], int, int] = (SIZE, SCENE["count"], SCENE["texture_size"])
+    #: the members' frame rate, as a display would pace them; None: as fast as they draw
+    fps: float | None = None
     members: dict[str, Member] = field(default_factory=dict)
     events: list[dict[str, Any]] = field(default_factory=list)
 
@@ -155,7 +162,8 @@ class Group:
                "--log", str(path), "--size", *map(str, self.scene[0]),
                "--count", str(self.scene[1]), "--texture-size", str(self.scene[2])] + \
             (["--cache", str(self.cache)] if self.cache else []) + \
-            (["--go", str(go)] if ahead else [])
+            (["--go", str(go)] if ahead else []) + \
+            (["--fps", str(self.fps)] if self.fps else [])
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL,
                                 stderr=open(self.out / f"{name}.err", "w"))
         m = Member(name, weight, bias, proc, path, time.monotonic())
@@ -244,7 +252,7 @@ def settle_time(group: Group, names: Sequence[str], since: float,
 def window(group: Group, names: Sequence[str], start: float, end: float) -> Group:
     """A view of `group` whose members keep only their frames in [start, end]."""
     view = Group(group.out, group.name, group.budget, group.floor, group.seconds, group.cache,
-                 group.scene)
+                 group.scene, group.fps)
     for n in names:
         m = group.members[n]
         copy = Member(m.name, m.weight, m.bias, m.proc, m.log, m.started, m.killed)
@@ -309,14 +317,17 @@ def group_sums(group: Group) -> dict[str, Any]:
 def scenario(out: Path, *, budget: int, floor: int, hold: float = 2.5,
              cache: Path | None = None, outsider: Sequence[str] | None = None,
              size: tuple[int, int] = SIZE, count: int = SCENE["count"],
-             texture_size: int = SCENE["texture_size"]) -> dict[str, Any]:
-    """The join / leave / kill / modest-member run described in the module docstring."""
+             texture_size: int = SCENE["texture_size"],
+             fps: float | None = None) -> dict[str, Any]:
+    """The join / leave / kill / modest-member run described in the module docstring;
+    `fps` paces the members (a shared CI machine's cores are not spent on unseen frames)."""
     out.mkdir(parents=True, exist_ok=True)
     from engine.demos.gallery_assets import gallery_textures
     # Made once, before the members start, so none of them bakes.
     gallery_textures(count, texture_size, "bc7", cache_dir=cache, progress=False)
     group = Group(out, f"bench-{uuid.uuid4().hex[:12]}", budget, floor,
-                  seconds=hold * 8 + 60, cache=cache, scene=(size, count, texture_size))
+                  seconds=hold * 8 + 60, cache=cache, scene=(size, count, texture_size),
+                  fps=fps)
     sampler = NvmlSampler(out / "nvml.jsonl") if outsider else None
     phases: list[dict[str, Any]] = []
     other = None
@@ -375,7 +386,7 @@ def scenario(out: Path, *, budget: int, floor: int, hold: float = 2.5,
               "host": {"cpus": os.cpu_count(), "platform": sys.platform},
               "scene": {"size": list(size), "count": count, "texture_size": texture_size},
               "group": group.name, "budget_bytes": budget, "floor_bytes": floor,
-              "hold_s": hold, "phases": phases, "sums": group_sums(group),
+              "hold_s": hold, "fps": fps, "phases": phases, "sums": group_sums(group),
               "events": group.events,
               "nvml": None if sampler is None else sampler.summary(
                   other.pid if other is not None else None,
@@ -591,6 +602,7 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("--size", type=int, nargs=2, default=SIZE)
     m.add_argument("--count", type=int, default=SCENE["count"])
     m.add_argument("--texture-size", type=int, default=SCENE["texture_size"])
+    m.add_argument("--fps", type=positive_int, help="frames a second at most (default: unpaced)")
     c = sub.add_parser("cost", help="the cost of one exchange (per frame)")
     c.add_argument("--members", type=int, default=4)
     v = sub.add_parser("views", help="two views drawing with one device (one process)")
@@ -604,6 +616,7 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--size", type=int, nargs=2, default=SIZE, help="each member's output")
     r.add_argument("--count", type=int, default=SCENE["count"], help="gallery textures")
     r.add_argument("--texture-size", type=int, default=SCENE["texture_size"])
+    r.add_argument("--fps", type=positive_int, help="pace each member to this frame rate")
     r.add_argument("--outsider", nargs=argparse.REMAINDER,
                    help="a command run beside the group (the GPU memory outsider)")
     args = ap.parse_args(argv)
@@ -619,7 +632,8 @@ def main(argv: list[str] | None = None) -> int:
     from engine.memory.sizes import parse_bytes
     result = scenario(args.out, budget=parse_bytes(args.budget), floor=parse_bytes(args.floor),
                       hold=args.hold, cache=args.cache, outsider=args.outsider,
-                      size=tuple(args.size), count=args.count, texture_size=args.texture_size)
+                      size=tuple(args.size), count=args.count, texture_size=args.texture_size,
+                      fps=args.fps)
     print(json.dumps({"phases": result["phases"], "sums": result["sums"]}, indent=1))
     return 0
 
