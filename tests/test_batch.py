@@ -156,7 +156,7 @@ def texture_files(tmp_path_factory) -> list[Path]:
     d = tmp_path_factory.mktemp("batch-textures")
     paths = []
     for i in range(6):
-        data, _ = ktx2_for("BC7_SRGB" if i % 2 == 0 else "BC7", 64, 64, levels=7)
+        data, _ = ktx2_for("BC1_RGB_SRGB" if i % 2 == 0 else "BC1_RGB", 64, 64, levels=7)
         p = d / f"t{i}.ktx2"
         p.write_bytes(data)
         paths.append(p)

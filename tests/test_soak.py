@@ -69,7 +69,7 @@ def test_wall_soak_with_tile_faults_recovers_the_clean_picture(tmp_path):
     if "ENGINE_CACHE" in os.environ:
         env["ENGINE_CACHE"] = os.environ["ENGINE_CACHE"]
     proc = subprocess.run([sys.executable, "-m", "engine", "soak", "--scene", "wall",
-                           "--texture-size", "1024", "--count", "8", "--frames", "300",
+                           "--texture-size", "1024", "--count", "8", "--frames", "200",
                            "--size", "320x180", "--io-fault-every", "30", "--json", str(out)],
                           cwd=ROOT, env=env, capture_output=True, text=True, check=False,
                           timeout=400)
