@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from vt_helpers import bc7_file, paced_reads, wait_tiled
+from vt_helpers import chain_file, paced_reads, wait_tiled
 
 from engine.bench.virtual import stop_views, wall_extent
 from engine.gl.vt import QuadBatch
@@ -74,7 +74,7 @@ def fly(dev, paths, allowance, concurrency, latency, stops=6, seed=13):
 @pytest.fixture(scope="module")
 def wall_files(tmp_path_factory):
     d = tmp_path_factory.mktemp("vtflight")
-    return [bc7_file(d, f"f{i}.ktx2", SIZE, seed=70 + i) for i in range(3)]
+    return [chain_file(d, f"f{i}.ktx2", SIZE, seed=70 + i) for i in range(3)]
 
 
 @pytest.mark.slow

@@ -9,7 +9,7 @@ import os
 
 import numpy as np
 import pytest
-from vt_helpers import bc7_file, headless_device
+from vt_helpers import chain_file, headless_device
 
 from engine import textures
 from engine.errors import TextureFormatError
@@ -51,7 +51,7 @@ def _truncate_by_replace(path) -> None:
 @pytest.mark.parametrize("use_mmap", [True, False])
 @pytest.mark.parametrize("kind", ["vanish", "truncate", "unreadable"])
 def test_tile_source_meets_a_damaged_file_after_reopen(tmp_path, kind, use_mmap):
-    path = bc7_file(tmp_path, f"t_{kind}.ktx2", 512, seed=3)
+    path = chain_file(tmp_path, f"t_{kind}.ktx2", 512, seed=3)
     src = _source(path, use_mmap)
     try:
         good = src.read_tile(0, 1, 1)
@@ -77,7 +77,7 @@ def test_tile_source_meets_a_damaged_file_after_reopen(tmp_path, kind, use_mmap)
 def test_broken_file_is_reported_once_and_read_no_more(tmp_path, caplog):
     dev = headless_device()
     try:
-        paths = [bc7_file(tmp_path, f"v{i}.ktx2", 512, seed=10 + i) for i in range(2)]
+        paths = [chain_file(tmp_path, f"v{i}.ktx2", 512, seed=10 + i) for i in range(2)]
         with dev.leak_check():
             vts = VirtualTextureSystem(dev, 1 << 20, latency_ms=None)
             try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from vt_helpers import bc7_file
+from vt_helpers import chain_file
 
 from engine import textures
 from engine.gl.upload import upload_texture_file
@@ -34,7 +34,7 @@ NEAR = view_projection((0.25, 0.1, 0.35), (0.0, 0.0, -0.5), SIZE[0] / SIZE[1])
 
 @pytest.fixture(scope="module")
 def tex512(tmp_path_factory):
-    return bc7_file(tmp_path_factory.mktemp("vt"), "t512.ktx2", 512, seed=3)
+    return chain_file(tmp_path_factory.mktemp("vt"), "t512.ktx2", 512, seed=3)
 
 
 @pytest.fixture
@@ -137,7 +137,7 @@ def test_feedback_loop_settles_on_the_full_picture_within_budget(dev, tmp_path_f
     frames the picture equals the fully resident one, and the cache (ledgered as the
     streaming pool) never exceeds its allowance."""
     d = tmp_path_factory.mktemp("vtwall")
-    paths = [bc7_file(d, f"w{i}.ktx2", 512, seed=10 + i) for i in range(4)]
+    paths = [chain_file(d, f"w{i}.ktx2", 512, seed=10 + i) for i in range(4)]
     allowance = 4 << 20
     with dev.leak_check():
         vts = VirtualTextureSystem(dev, allowance, max_uploads=64)
@@ -190,7 +190,7 @@ def test_ledger_sees_the_cache_next_to_whole_level_textures(dev, tex512, tmp_pat
     """Virtual and whole-level textures in one device: the ledger's streaming category
     grows by exactly the cache + table + proxy bytes the system reports, the static
     category by the resident texture, and releasing the system gives all of it back."""
-    other = bc7_file(tmp_path, "static.ktx2", 256, seed=8)
+    other = chain_file(tmp_path, "static.ktx2", 256, seed=8)
     with dev.leak_check():
         before = dict(dev.ledger.by_category())
         static = upload_texture_file(dev, textures.open(other))

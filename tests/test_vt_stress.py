@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from vt_helpers import bc7_file, wait_tiled
+from vt_helpers import chain_file, wait_tiled
 
 from engine.gl.vt import QuadBatch
 from engine.streaming.virtual.pagetable import TABLE_WIDTH
@@ -46,7 +46,7 @@ def test_random_budgets_and_cameras(dev, tmp_path_factory, seed):
     rng = np.random.default_rng(seed)
     d = tmp_path_factory.mktemp("vtstress")
     sizes = [256, 512, 512, 1024, 256, 512]
-    paths = [bc7_file(d, f"s{i}_{s}.ktx2", s, seed=40 + i) for i, s in enumerate(sizes)]
+    paths = [chain_file(d, f"s{i}_{s}.ktx2", s, seed=40 + i) for i, s in enumerate(sizes)]
     size = (160, 120)
     slot = 136 * 136
     with dev.leak_check():

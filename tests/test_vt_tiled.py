@@ -10,7 +10,7 @@ import time
 
 import numpy as np
 import pytest
-from vt_helpers import bc7_file
+from vt_helpers import bc7_file, chain_file
 
 from engine import textures
 from engine.errors import TextureFormatError
@@ -46,7 +46,7 @@ def _wait(cache, seconds=20.0):
 def test_tiled_copy_reads_the_same_tiles_in_one_read_each(tmp_path, supercompression, wrap):
     if supercompression:
         pytest.importorskip("zstandard")
-    path = bc7_file(tmp_path, f"t_{supercompression}.ktx2", 512, seed=4,
+    path = chain_file(tmp_path, f"t_{supercompression}.ktx2", 512, seed=4,
                     supercompression=supercompression)
     plain, tiled = _source(path, wrap), _source(path, wrap)
     cache = TiledCache(tmp_path / "cache")
@@ -73,7 +73,7 @@ def test_tiled_copy_reads_the_same_tiles_in_one_read_each(tmp_path, supercompres
 
 
 def test_a_changed_source_is_converted_again(tmp_path):
-    path = bc7_file(tmp_path, "c.ktx2", 256, seed=5)
+    path = chain_file(tmp_path, "c.ktx2", 256, seed=5)
     cache = TiledCache(tmp_path / "cache")
     try:
         src = _source(path)
@@ -94,7 +94,7 @@ def test_a_changed_source_is_converted_again(tmp_path):
 def test_a_reopen_drops_a_copy_of_what_the_path_no_longer_holds(tmp_path):
     """A file replaced (or removed) under a running engine: after `reopen` the reads see what
     the path holds now, not the copy made from the old file; an unchanged file keeps it."""
-    path = bc7_file(tmp_path, "r.ktx2", 256, seed=6)
+    path = chain_file(tmp_path, "r.ktx2", 256, seed=6)
     cache = TiledCache(tmp_path / "cache")
     src = _source(path)
     try:
@@ -102,7 +102,7 @@ def test_a_reopen_drops_a_copy_of_what_the_path_no_longer_holds(tmp_path):
         _wait(cache)
         src.reopen()
         assert src.tiled  # same file: the copy stays
-        bc7_file(tmp_path, "r.ktx2", 256, seed=7)  # new content at the same path
+        chain_file(tmp_path, "r.ktx2", 256, seed=7)  # new content at the same path
         st = os.stat(path)
         os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
         src.reopen()
@@ -143,7 +143,7 @@ def test_bad_tiled_files_are_typed_errors(tmp_path):
 
 
 def test_the_default_is_tiled_copies_in_the_engine_cache(tmp_path, isolated_cache):
-    path = bc7_file(tmp_path, "d.ktx2", 512, seed=6)
+    path = chain_file(tmp_path, "d.ktx2", 512, seed=6)
     io = TileIO(workers=0)
     try:
         src = io.add(textures.open(path), _source(path).layout)
@@ -156,7 +156,7 @@ def test_the_default_is_tiled_copies_in_the_engine_cache(tmp_path, isolated_cach
 
 
 def test_an_unwritable_cache_reads_the_files_with_one_warning(tmp_path, monkeypatch, caplog):
-    path = bc7_file(tmp_path, "u.ktx2", 256, seed=7)
+    path = chain_file(tmp_path, "u.ktx2", 256, seed=7)
     blocker = tmp_path / "a-file"
     blocker.write_bytes(b"")
     monkeypatch.setenv("ENGINE_CACHE", str(blocker / "cache"))  # cannot be made
@@ -173,7 +173,7 @@ def test_an_unwritable_cache_reads_the_files_with_one_warning(tmp_path, monkeypa
 
 
 def test_a_read_only_cache_still_serves_its_copies(tmp_path, monkeypatch):
-    old, new = bc7_file(tmp_path, "o.ktx2", 256, seed=8), bc7_file(tmp_path, "n.ktx2", 256,
+    old, new = chain_file(tmp_path, "o.ktx2", 256, seed=8), chain_file(tmp_path, "n.ktx2", 256,
                                                                    seed=9)
     folder = tmp_path / "cache"
     cache = TiledCache(folder)
@@ -195,7 +195,7 @@ def test_a_read_only_cache_still_serves_its_copies(tmp_path, monkeypatch):
 
 
 def test_a_baked_sidecar_is_used_at_once(tmp_path):
-    path = bc7_file(tmp_path, "s.ktx2", 512, seed=10)
+    path = chain_file(tmp_path, "s.ktx2", 512, seed=10)
     assert write_sidecar(path) > 0 and sidecar_path(path).is_file()
     cache = TiledCache(tmp_path / "cache")
     try:
@@ -238,7 +238,7 @@ def test_bake_writes_the_tiled_copy_of_a_texture_that_will_go_virtual(tmp_path):
 @pytest.mark.slow
 def test_neighbours_in_a_row_come_in_one_read_and_none_is_lost(tmp_path):
     from engine.streaming.virtual import keys as tile_keys
-    path = bc7_file(tmp_path, "r.ktx2", 1024, seed=11)  # 8 x 8 tiles at level 0
+    path = chain_file(tmp_path, "r.ktx2", 1024, seed=11)  # 8 x 8 tiles at level 0
     plain = _source(path)
     io = TileIO(workers=0, tiled_dir=tmp_path / "cache")
     try:
@@ -272,7 +272,7 @@ def test_thousands_of_sources_under_a_low_descriptor_limit(tmp_path):
     import subprocess
     import sys
 
-    bc7_file(tmp_path, "t.ktx2", 64)
+    chain_file(tmp_path, "t.ktx2", 64)
     code = f"""
 import os, resource, shutil
 from pathlib import Path
@@ -321,7 +321,7 @@ def test_a_plain_level_is_copied_a_tile_row_at_a_time(tmp_path, monkeypatch):
         tile_records,
     )
     from engine.memory.sizes import mip_dims
-    path = bc7_file(tmp_path, "rows.ktx2", 1024, seed=6)
+    path = chain_file(tmp_path, "rows.ktx2", 1024, seed=6)
     tf = textures.open(path)
     fmt = tf.pixel_format
     levels = virtual_levels(fmt, tf.width, tf.height, len(tf.levels))
