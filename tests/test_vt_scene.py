@@ -50,8 +50,8 @@ def assets(generated_assets: Path) -> dict[str, list[Path]]:
     from engine.demos.gallery_assets import gallery_textures
 
     cache = generated_assets / "gallery"
-    return {"big": gallery_textures(4, BIG, "bc7", cache_dir=cache, progress=False).paths,
-            "small": gallery_textures(4, SMALL, "bc7", cache_dir=cache, progress=False).paths}
+    return {"big": gallery_textures(4, BIG, "bc1", cache_dir=cache, progress=False).paths,
+            "small": gallery_textures(4, SMALL, "bc1", cache_dir=cache, progress=False).paths}
 
 
 def mixed_scene(assets: dict[str, list[Path]]):
