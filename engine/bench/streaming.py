@@ -76,7 +76,7 @@ class GalleryProfile:
                 f"{self.repeats} repeat(s): {self.why}")
 
 
-QUICK = GalleryProfile("quick", 12, 512, (192, 108), 60, 6, 30, 10.0, 1, 1, 6, 12,
+QUICK = GalleryProfile("quick", 12, 512, (96, 54), 60, 6, 30, 10.0, 1, 1, 6, 12,
                        "CI smoke run; figures are not meaningful at this size")
 SOFTWARE = GalleryProfile(
     "software", 64, 2048, (480, 270), 360, 12, 60, 10.0, 3, 3, 16, 64,

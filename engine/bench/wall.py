@@ -80,7 +80,7 @@ class WallProfile:
                 "metrics": False}
 
 
-WALL_QUICK = WallProfile("quick", 12, 128, (128, 72), 24, 1, 2, 200,
+WALL_QUICK = WallProfile("quick", 12, 128, (64, 36), 24, 1, 2, 200,
                          "CI smoke run; figures are not meaningful at this size",
                          fractions=(0.25,), cut_sources=("ram",))
 WALL_SOFTWARE = WallProfile(
