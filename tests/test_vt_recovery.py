@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 
 import numpy as np
 import pytest
@@ -105,6 +106,29 @@ def test_broken_file_is_reported_once_and_read_no_more(tmp_path, caplog):
                 # its coarsest tile stays: the fallback every lookup reaches
                 top = vts.textures[ids[0]].layout.levels - 1
                 assert vts.is_resident(vts.key(ids[0], top, 0, 0))
+            finally:
+                vts.release()
+    finally:
+        dev.shutdown()
+
+
+def test_preload_gives_up_once_only_failed_textures_tiles_are_missing(tmp_path):
+    """A wait for tiles that can never come (their file broke) ends when the failure is
+    known, not at the timeout."""
+    dev = headless_device()
+    try:
+        path = chain_file(tmp_path, "gone.ktx2", 512, seed=12)
+        with dev.leak_check():
+            vts = VirtualTextureSystem(dev, 1 << 20, latency_ms=None)
+            try:
+                vt = vts.register(path)
+                path.unlink()
+                path.mkdir()
+                vts.io.sources[vt].reopen()
+                start = time.perf_counter()
+                assert not vts.preload(vts.all_tiles(vt, 0), timeout=120)
+                assert time.perf_counter() - start < 60  # far from the timeout
+                assert set(vts.failed) == {vt}
             finally:
                 vts.release()
     finally:

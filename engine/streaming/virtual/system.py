@@ -729,7 +729,8 @@ class VirtualTextureSystem:
 
     def preload(self, keys: np.ndarray, timeout: float = 30.0) -> bool:
         """Make the given tiles resident now (tests, benchmarks, a level start): they are
-        asked for as visible until all are in or `timeout` seconds passed. True if all are
+        asked for as visible until all are in, or `timeout` seconds passed, or the ones
+        missing are all of textures that failed (they can never come). True if all are
         (False too when the cache cannot hold them)."""
         keys = np.unique(np.asarray(keys, tile_keys.DTYPE))
         saved = self._requests
@@ -740,9 +741,11 @@ class VirtualTextureSystem:
             while True:
                 self.begin_frame(self.frame + 1, feedback=np.zeros(0, tile_keys.DTYPE))
                 self.update()
-                if all(self.is_resident(k) for k in keys.tolist()):
+                missing = [k for k in keys.tolist() if not self.is_resident(k)]
+                if not missing:
                     return True
-                if time.perf_counter() > end:
+                if time.perf_counter() > end or \
+                        all(int(tile_keys.vt_of(k)) in self.failed for k in missing):
                     return False
                 time.sleep(0.001)
         finally:
