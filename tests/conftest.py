@@ -12,7 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from engine.textures.cachedir import cache_root
+# One BLAS thread per process: the xdist workers already fill the cores, and OpenBLAS's idle
+# threads spin between numpy's small matrix products (2% of the suite's CPU). Set before
+# numpy loads, here and in the engine processes the tests start.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+from engine.textures.cachedir import cache_root  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTDATA = ROOT.parent / "shared" / "testdata"
