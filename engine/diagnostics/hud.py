@@ -155,9 +155,9 @@ class Hud:
             self.font = self._keep(device.texture((w, h), 1, self.atlas.pixels.tobytes(),
                                                   category="other", label="hud.font"))
             self.font.filter = (NEAREST, NEAREST)  # glyph texels, never blurred
-            self.program = self._keep(device.program(
+            self.program = device.shared_program(
                 vertex_shader=shaders.load("hud.vert.glsl"),
-                fragment_shader=shaders.load("hud.frag.glsl"), label="hud"))
+                fragment_shader=shaders.load("hud.frag.glsl"), label="hud")
             self.vbo = self._keep(device.buffer(
                 reserve=MAX_QUADS * 6 * _FLOATS_PER_VERTEX * 4, dynamic=True,
                 category="other", label="hud.vbo"))

@@ -202,6 +202,16 @@ class Allocator:
     def owns(self, obj: Any) -> bool:
         return id(obj) in self._by_obj
 
+    def keep(self, obj: Any) -> None:
+        """Make a live object this allocator made the device's own: no leak check counts it,
+        no view owns it (it outlives the run that made it), shutdown releases it."""
+        entry = self._entries[self._by_obj[id(obj)]]
+        entry.rec.kept = True
+        old = entry.alloc
+        self.ledger.remove(old)
+        entry.alloc = self.ledger.add(old.kind, old.category, old.label, old.nbytes, old.glo,
+                                      owner=None)
+
     def reaccount(self, obj: Any, nbytes: int) -> Allocation:
         """Change the ledgered size of a live object whose memory changes in place."""
         entry = self._entries[self._by_obj[id(obj)]]

@@ -21,9 +21,9 @@ import ctypes as C
 import functools
 import logging
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import moderngl
 
@@ -38,6 +38,7 @@ from . import constants as K
 from .allocator import Allocator, ByteLedger, FaultInjection, ObjectTracker
 from .capabilities import Capabilities, detect
 from .commands import Commands, Fence
+from .current import current_context
 from .context import (
     ContextHandle,
     RenderThread,
@@ -52,6 +53,7 @@ from .swizzle import format_swizzle, set_bound_swizzle
 from .textures import GpuTexture
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 _MGL_FORMATS = {(4, "f1"): "RGBA8", (1, "f1"): "R8", (2, "f1"): "RG8", (4, "f2"): "RGBA16F",
                 (4, "f4"): "RGBA32F", (1, "f4"): "R32F", (2, "f2"): "RG16F"}
@@ -104,6 +106,10 @@ class Device(FaultInjection):
         self._debug_proc = None
         self._install_debug_output()
         self._alloc.drain_errors()
+        #: shared programs (`shared_program`, with the context each was made in) and what
+        #: callers keep with them (`prepared`)
+        self._prepared: dict[Hashable, Any] = {}
+        self._kept: list[tuple[int, Any]] = []
         # A weak reference: the exit hook must not keep a dropped device (and its context) alive.
         self._atexit = functools.partial(_release_at_exit, weakref.ref(self))
         atexit.register(self._atexit)
@@ -229,6 +235,30 @@ class Device(FaultInjection):
 
     def program(self, *, label: str = "program", **shaders: str) -> moderngl.Program:
         return self._mgl("program", Category.OTHER, label, 0, lambda: self._ctx.program(**shaders))
+
+    def shared_program(self, *, label: str = "program", **shaders: str) -> moderngl.Program:
+        """The program of these sources, compiled once per device (and current context) and
+        kept until shutdown; the caller does not release it. A driver compiles a program's
+        variants per program object, so renderers and passes made after the first reuse its
+        work, as a per-context table of prepared shaders does (a software rasterizer spends
+        tenths of a second on each)."""
+        where = current_context()
+
+        def make() -> moderngl.Program:
+            prog = self.program(label=label, **shaders)
+            self._alloc.keep(prog)
+            self._kept.append((where, prog))
+            return prog
+        return self.prepared(("program", where, *sorted(shaders.items())), make)
+
+    def prepared(self, key: Hashable, make: Callable[[], _T]) -> _T:
+        """What `make()` returns, made once per device for `key` and kept until shutdown: a
+        shared program and the state that goes with it (its last uniform values)."""
+        try:
+            return self._prepared[key]
+        except KeyError:
+            value = self._prepared[key] = make()
+            return value
 
     def compute_shader(self, source: str, *, label: str = "compute") -> moderngl.ComputeShader:
         """A compute program (GL 4.3); owns no memory but is tracked like a program."""
@@ -470,6 +500,13 @@ class Device(FaultInjection):
             return []
         if not self._thread.current:
             raise ContextError("shutdown must run on the render thread")
+        self._prepared.clear()
+        now = current_context()
+        for where, prog in reversed(self._kept):
+            # deleted in the context it was made in; one made in another context (not current
+            # now) is forgotten: a GL name deleted here could be another object's
+            self._alloc.release(prog, closed=where != now)
+        self._kept.clear()
         left = self.live_objects()
         if left:
             log.warning("%d GL object(s) still alive at shutdown:\n%s", len(left),

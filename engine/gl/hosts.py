@@ -12,18 +12,17 @@ context as the caller had it.
 from __future__ import annotations
 
 import ctypes
-import functools
 import logging
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
 import moderngl
 
 from ..errors import ContextError
 from .context import MIN_GL, context_loader
+from .current import restore_current, save_current
 from .device import Device
 
 log = logging.getLogger(__name__)
@@ -92,75 +91,6 @@ def present_to(device: Device, source: moderngl.Framebuffer, glo: int) -> None:
     target = host_framebuffer(device, glo)
     device.copy_framebuffer(target, source)
     _bind_framebuffer(device, glo)
-
-
-@dataclass(frozen=True)
-class CurrentContext:
-    """Which context (EGL or GLX) the calling thread had current, to put it back later."""
-
-    api: str  # "egl", "glx" or "none"
-    handles: tuple[int, ...] = ()
-
-
-_EGL_DRAW, _EGL_READ = 0x3059, 0x305A
-
-
-_SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
-    "eglGetCurrentContext": (ctypes.c_void_p, []),
-    "eglGetCurrentDisplay": (ctypes.c_void_p, []),
-    "eglGetCurrentSurface": (ctypes.c_void_p, [ctypes.c_int32]),
-    "eglMakeCurrent": (ctypes.c_uint, [ctypes.c_void_p] * 4),
-    "glXGetCurrentContext": (ctypes.c_void_p, []),
-    "glXGetCurrentDisplay": (ctypes.c_void_p, []),
-    "glXGetCurrentDrawable": (ctypes.c_ulong, []),
-    "glXMakeCurrent": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_ulong, ctypes.c_void_p]),
-}
-
-
-@functools.cache
-def _lib(name: str) -> ctypes.CDLL | None:
-    """libEGL / libGL with the few context calls typed (pointers must not be truncated)."""
-    try:
-        lib = ctypes.CDLL(name)
-    except OSError:
-        return None
-    for fn, (restype, argtypes) in _SIGNATURES.items():
-        if hasattr(lib, fn):
-            getattr(lib, fn).restype = restype
-            getattr(lib, fn).argtypes = argtypes
-    return lib
-
-
-def save_current() -> CurrentContext:
-    """What the thread has current now (EGL first, then GLX; the two share one slot)."""
-    egl = _lib("libEGL.so.1")
-    if egl is not None and hasattr(egl, "eglGetCurrentContext"):
-        ctx = egl.eglGetCurrentContext()
-        if ctx:
-            return CurrentContext("egl", (egl.eglGetCurrentDisplay(),
-                                          egl.eglGetCurrentSurface(_EGL_DRAW),
-                                          egl.eglGetCurrentSurface(_EGL_READ), ctx))
-    glx = _lib("libGL.so.1")
-    if glx is not None and hasattr(glx, "glXGetCurrentContext"):
-        ctx = glx.glXGetCurrentContext()
-        if ctx:
-            return CurrentContext("glx", (glx.glXGetCurrentDisplay(),
-                                          glx.glXGetCurrentDrawable(), ctx))
-    return CurrentContext("none")
-
-
-def restore_current(saved: CurrentContext) -> None:
-    """Make `saved` current again. Nothing was current: leave whatever is current now (a
-    context the engine made current harms nobody who makes their own current first)."""
-    try:
-        if saved.api == "egl":
-            dpy, draw, read, ctx = saved.handles
-            _lib("libEGL.so.1").eglMakeCurrent(dpy, draw, read, ctx)
-        elif saved.api == "glx":
-            dpy, drawable, ctx = saved.handles
-            _lib("libGL.so.1").glXMakeCurrent(dpy, drawable, ctx)
-    except Exception as exc:  # a diagnostic convenience: never fail the caller's frame
-        log.warning("could not restore the previously current GL context: %s", exc)
 
 
 def headless_device(**kw: Any) -> Device:

@@ -36,6 +36,8 @@ class TrackedObject:
     stack: str | None = None
     alive: Callable[[], bool] | None = None
     created: float = 0.0  # time.monotonic() when it was tracked (a snapshot shows its age)
+    #: the device's own until it shuts down (a shared program): no leak check counts it
+    kept: bool = False
 
     def describe(self) -> str:
         where = ""
@@ -106,7 +108,7 @@ class LeakTracker:
             return next(self._serials)
 
     def made_since(self, mark: int) -> list[TrackedObject]:
-        return [r for r in self.live() if r.serial > mark]
+        return [r for r in self.live() if r.serial > mark and not r.kept]
 
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = {}

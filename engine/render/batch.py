@@ -595,14 +595,10 @@ class BatchedPass:
 
 
 def feedback_pass(device: Any, provider: Any, shader: str, label: str) -> tuple[Any, BatchedPass]:
-    """A program of `shader`.batched.frag.glsl behind the feedback passes' shared vertex
-    stage, and a textureless BatchedPass to draw it with; nothing stays made if either
-    fails."""
-    prog = device.program(vertex_shader=shaders.load("feedback.batched.vert.glsl"),
-                          fragment_shader=shaders.load(f"{shader}.batched.frag.glsl"),
-                          label=f"{label}.batched")
-    try:
-        return prog, BatchedPass(device, provider, mode="none", label=label)
-    except BaseException:
-        device.release(prog)
-        raise
+    """The device's program of `shader`.batched.frag.glsl behind the feedback passes' shared
+    vertex stage (`Device.shared_program`: not released by the caller), and a textureless
+    BatchedPass to draw it with."""
+    prog = device.shared_program(vertex_shader=shaders.load("feedback.batched.vert.glsl"),
+                                 fragment_shader=shaders.load(f"{shader}.batched.frag.glsl"),
+                                 label=f"{label}.batched")
+    return prog, BatchedPass(device, provider, mode="none", label=label)

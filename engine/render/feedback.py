@@ -62,8 +62,8 @@ class InstancePass:
     def __init__(self, device: Device, fragment: str, label: str) -> None:
         self.device = device
         self.label = label
-        self.prog = device.program(vertex_shader=shaders.load("feedback.vert.glsl"),
-                                   fragment_shader=shaders.load(fragment), label=label)
+        self.prog = device.shared_program(vertex_shader=shaders.load("feedback.vert.glsl"),
+                                          fragment_shader=shaders.load(fragment), label=label)
         self._names = set(self.prog)
         self._vaos: dict[Mesh, VertexArray] = {}
 
@@ -102,7 +102,6 @@ class InstancePass:
         for vao in self._vaos.values():
             self.device.release(vao)
         self._vaos.clear()
-        self.device.release(self.prog)
 
 
 class FeedbackPass:
@@ -243,6 +242,4 @@ class FeedbackPass:
         if self._batch is not None:
             self._batch.release()
             self._batch = None
-        if self._batch_prog is not None:
-            self.device.release(self._batch_prog)
-            self._batch_prog = None
+        self._batch_prog = None

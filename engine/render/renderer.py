@@ -107,9 +107,17 @@ class _Program:
         self._last: dict[str, object] = {}
 
     @classmethod
+    def shared(cls, device: Device, label: str, vertex_shader: str,
+               fragment_shader: str) -> _Program:
+        """The device's program of these sources (`Device.shared_program`) with its uniform
+        values: every renderer on the device writes through the same record."""
+        prog = device.shared_program(vertex_shader=vertex_shader,
+                                     fragment_shader=fragment_shader, label=label)
+        return device.prepared(("_Program", id(prog)), lambda: cls(prog))
+
+    @classmethod
     def load(cls, device: Device, label: str, vertex: str, fragment: str) -> _Program:
-        return cls(device.program(vertex_shader=shaders.load(vertex),
-                                  fragment_shader=shaders.load(fragment), label=label))
+        return cls.shared(device, label, shaders.load(vertex), shaders.load(fragment))
 
     def set(self, name: str, value) -> None:
         if name not in self.names:
@@ -145,10 +153,10 @@ class Renderer:
         try:
             self.targets = RenderTargetSet(device, targets_spec or default_targets_spec(),
                                            output_size, scale, label="scene")
-            self._forward = self._keep(_Program.load(device, "forward", "forward.vert.glsl",
-                                                "forward.frag.glsl"))
-            self._present = self._keep(_Program.load(device, "present", "fullscreen.vert.glsl",
-                                                "present.frag.glsl"))
+            self._forward = _Program.load(device, "forward", "forward.vert.glsl",
+                                          "forward.frag.glsl")
+            self._present = _Program.load(device, "present", "fullscreen.vert.glsl",
+                                          "present.frag.glsl")
             self._fullscreen = self._keep_gl(device.vertex_array(self._present.prog, [],
                                                                  label="fullscreen"))
             self._output_tex, self._output_fbo = self._make_output(output_size)
@@ -170,10 +178,6 @@ class Renderer:
         self._vt_pass: VtFeedbackPass | None = None
 
     # ------------------------------------------------------------------ construction helpers
-    def _keep(self, p: _Program) -> _Program:
-        self._made.append(p.prog)
-        return p
-
     def _keep_gl(self, obj):
         self._made.append(obj)
         return obj
@@ -210,13 +214,10 @@ class Renderer:
         prog = self._batched_variants.get(vt_slots)
         if prog is None:
             use_bindless, clamp_ext = self._batched_flags
-            raw = self.device.program(
-                vertex_shader=batched_source("forward.batched.vert.glsl", use_bindless),
-                fragment_shader=batched_source("forward.batched.frag.glsl", use_bindless,
-                                               clamp_ext, vt_slots),
-                label=f"forward.batched.{self.texture_mode}.vt{vt_slots}")
-            self._made.append(raw)
-            prog = self._batched_variants[vt_slots] = _Program(raw)
+            prog = self._batched_variants[vt_slots] = _Program.shared(
+                self.device, f"forward.batched.{self.texture_mode}.vt{vt_slots}",
+                batched_source("forward.batched.vert.glsl", use_bindless),
+                batched_source("forward.batched.frag.glsl", use_bindless, clamp_ext, vt_slots))
         return prog
 
     # ------------------------------------------------------------------ properties
@@ -438,12 +439,9 @@ class Renderer:
         """The per-object program with vt_sample code, compiled on first use."""
         prog = getattr(self, "_forward_vt", None)
         if prog is None:
-            raw = self.device.program(
-                vertex_shader=shaders.load("forward.vert.glsl"),
-                fragment_shader=batched_source("forward.frag.glsl", False, False, 7),
-                label="forward.vt")
-            self._made.append(raw)
-            prog = self._forward_vt = _Program(raw)
+            prog = self._forward_vt = _Program.shared(
+                self.device, "forward.vt", shaders.load("forward.vert.glsl"),
+                batched_source("forward.frag.glsl", False, False, 7))
         return prog
 
     def _is_virtual(self, m: Material) -> bool:

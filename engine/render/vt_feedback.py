@@ -72,4 +72,3 @@ class VtFeedbackPass:
 
     def release(self) -> None:
         self.batch.release()
-        self.device.release(self.prog)

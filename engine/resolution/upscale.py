@@ -103,10 +103,10 @@ class Upscaler:
 
     def _pass(self, name: str) -> VertexArray:
         """Program + buffer-less VAO of one pass (the triangle comes from gl_VertexID)."""
-        prog = self._own(self._device.program(
+        prog = self._device.shared_program(
             vertex_shader=shaders.load("fullscreen.vert.glsl"),
             fragment_shader=shaders.load(f"upscale_{name}.glsl"),
-            label=f"{self._label}.{name}"))
+            label=f"{self._label}.{name}")
         return self._own(self._device.vertex_array(prog, [], label=f"{self._label}.{name}.vao"))
 
     def _draw(self, vao: VertexArray, src: Texture,
