@@ -107,6 +107,15 @@ def test_group_of_processes_reaches_weighted_shares_and_never_goes_over(
         or nvml["samples"] > 0
 
 
+def test_scenario_refuses_a_bad_frame_rate_before_starting_anything(tmp_path):
+    from engine.errors import UsageError
+
+    for fps in (0, -5, 2.5, "fast"):
+        with pytest.raises(UsageError, match="fps"):
+            share.scenario(tmp_path / "out", budget=8 * MIB, floor=MIB, fps=fps)
+    assert not (tmp_path / "out").exists()
+
+
 def test_exchange_cost_is_measured(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
     cost = share.exchange_cost(members=3, repeats=20)

@@ -34,7 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..cli_args import positive_int
+from ..cli_args import positive_int as positive_int_arg
+from ..inputs import checked, positive_int
 
 log = logging.getLogger(__name__)
 
@@ -144,7 +145,7 @@ class Group:
     #: the members' output size, texture count and texture edge
     scene: tuple[tuple[int, int], int, int] = (SIZE, SCENE["count"], SCENE["texture_size"])
     #: the members' frame rate, as a display would pace them; None: as fast as they draw
-    fps: float | None = None
+    fps: int | None = None
     members: dict[str, Member] = field(default_factory=dict)
     events: list[dict[str, Any]] = field(default_factory=list)
 
@@ -318,9 +319,11 @@ def scenario(out: Path, *, budget: int, floor: int, hold: float = 2.5,
              cache: Path | None = None, outsider: Sequence[str] | None = None,
              size: tuple[int, int] = SIZE, count: int = SCENE["count"],
              texture_size: int = SCENE["texture_size"],
-             fps: float | None = None) -> dict[str, Any]:
+             fps: int | None = None) -> dict[str, Any]:
     """The join / leave / kill / modest-member run described in the module docstring;
     `fps` paces the members (a shared CI machine's cores are not spent on unseen frames)."""
+    if fps is not None:
+        fps = checked("fps", positive_int, fps)  # as --fps: a whole number, 1 or more
     out.mkdir(parents=True, exist_ok=True)
     from engine.demos.gallery_assets import gallery_textures
     # Made once, before the members start, so none of them bakes.
@@ -602,7 +605,8 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("--size", type=int, nargs=2, default=SIZE)
     m.add_argument("--count", type=int, default=SCENE["count"])
     m.add_argument("--texture-size", type=int, default=SCENE["texture_size"])
-    m.add_argument("--fps", type=positive_int, help="frames a second at most (default: unpaced)")
+    m.add_argument("--fps", type=positive_int_arg,
+                   help="frames a second at most (default: unpaced)")
     c = sub.add_parser("cost", help="the cost of one exchange (per frame)")
     c.add_argument("--members", type=int, default=4)
     v = sub.add_parser("views", help="two views drawing with one device (one process)")
@@ -616,7 +620,7 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--size", type=int, nargs=2, default=SIZE, help="each member's output")
     r.add_argument("--count", type=int, default=SCENE["count"], help="gallery textures")
     r.add_argument("--texture-size", type=int, default=SCENE["texture_size"])
-    r.add_argument("--fps", type=positive_int, help="pace each member to this frame rate")
+    r.add_argument("--fps", type=positive_int_arg, help="pace each member to this frame rate")
     r.add_argument("--outsider", nargs=argparse.REMAINDER,
                    help="a command run beside the group (the GPU memory outsider)")
     args = ap.parse_args(argv)
