@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from ..formats import BCN_FAMILIES, FORMATS, PixelFormat
 from . import constants as K
+from .profile import parse_glsl_version
 from .raw import RawGL
 
 log = logging.getLogger(__name__)
@@ -33,6 +34,7 @@ class Capabilities:
     vendor: str
     gl_version: str
     version_code: int  # 450 for 4.5
+    glsl_version: int  # 450 for GLSL 4.50
     extensions: frozenset[str]
     max_texture_size: int
     max_array_layers: int
@@ -80,6 +82,14 @@ def _creatable(raw: RawGL, fmt: PixelFormat) -> bool:
     return err == K.NO_ERROR
 
 
+_SHADING_LANGUAGE_VERSION = 0x8B8C
+
+
+def _glsl_version(raw: RawGL, gl_version: int) -> int:
+    text = raw.glGetString(_SHADING_LANGUAGE_VERSION) if raw.has("glGetString") else None
+    return parse_glsl_version(text.decode("latin-1") if text else None, gl_version)
+
+
 def detect(ctx, raw: RawGL) -> Capabilities:
     info = ctx.info
     exts = frozenset(ctx.extensions)
@@ -94,6 +104,7 @@ def detect(ctx, raw: RawGL) -> Capabilities:
         vendor=str(info.get("GL_VENDOR", "")),
         gl_version=str(info.get("GL_VERSION", "")),
         version_code=version,
+        glsl_version=_glsl_version(raw, version),
         extensions=exts,
         max_texture_size=raw.get_int(K.MAX_TEXTURE_SIZE),
         max_array_layers=raw.get_int(K.MAX_ARRAY_TEXTURE_LAYERS),
@@ -107,6 +118,6 @@ def detect(ctx, raw: RawGL) -> Capabilities:
         texture_storage=raw.has("glTexStorage2D"),
         memory_info=memory_info,
     )
-    log.info("GL %s on %s; compressed: %s", caps.gl_version, caps.renderer,
-             ",".join(caps.compressed_families))
+    log.debug("GL %s (GLSL %d) on %s; compressed: %s", caps.gl_version, caps.glsl_version,
+              caps.renderer, ",".join(caps.compressed_families))
     return caps

@@ -47,7 +47,10 @@ from .context import (
     create_window,
     has_display,
 )
+from .bindless import bindless_supported
+from .extensions import extensions
 from .probe import VramProbe
+from .profile import DeviceProfile, at_version, decide, describe
 from .raw import DEBUGPROC, RawGL
 from .swizzle import format_swizzle, set_bound_swizzle
 from .textures import GpuTexture
@@ -95,6 +98,7 @@ class Device(FaultInjection):
         self._thread = RenderThread()
         self._raw = RawGL(handle.loader)
         self.caps: Capabilities = detect(self._ctx, self._raw)
+        self.profile: DeviceProfile = self._decide_profile()
         self.ledger = ledger if ledger is not None else Ledger()
         self.tracker = tracker if tracker is not None else LeakTracker(capture_stacks=capture_stacks)
         self._alloc = Allocator(self._raw, self._thread, self.ledger, self.tracker,
@@ -113,6 +117,16 @@ class Device(FaultInjection):
         # A weak reference: the exit hook must not keep a dropped device (and its context) alive.
         self._atexit = functools.partial(_release_at_exit, weakref.ref(self))
         atexit.register(self._atexit)
+
+    def _decide_profile(self) -> DeviceProfile:
+        caps = self.caps
+        ext = extensions(self)
+        profile = decide(caps.version_code, caps.glsl_version, caps.extensions, caps.can_sample,
+                         entry_points=lambda name: self._raw.has(name) or ext.has(name),
+                         buffer_storage=caps.buffer_storage, bindless=bindless_supported(self),
+                         sparse=caps.sparse_texture)
+        log.info("%s on %s: %s", caps.gl_version, caps.renderer, describe(profile))
+        return profile
 
     # ----------------------------------------------------------------- construction
     @classmethod
@@ -234,7 +248,13 @@ class Device(FaultInjection):
                          lambda: self._ctx.buffer(data, reserve=reserve, dynamic=dynamic))
 
     def program(self, *, label: str = "program", **shaders: str) -> moderngl.Program:
-        return self._mgl("program", Category.OTHER, label, 0, lambda: self._ctx.program(**shaders))
+        """A program of these sources, each compiled at this context's GLSL version where it
+        asks for more (`profile.at_version`)."""
+        glsl = self.profile.glsl_version
+        sources = {k: at_version(v, glsl) if isinstance(v, str) else v
+                   for k, v in shaders.items()}
+        return self._mgl("program", Category.OTHER, label, 0,
+                         lambda: self._ctx.program(**sources))
 
     def shared_program(self, *, label: str = "program", **shaders: str) -> moderngl.Program:
         """The program of these sources, compiled once per device (and current context) and
@@ -262,9 +282,9 @@ class Device(FaultInjection):
 
     def compute_shader(self, source: str, *, label: str = "compute") -> moderngl.ComputeShader:
         """A compute program (GL 4.3); owns no memory but is tracked like a program."""
-        if self.caps.version_code < 430:
-            raise GLError(f"compute shader '{label}': needs GL 4.3, this context is "
-                          f"{self.caps.gl_version}")
+        if not self.profile.compute:
+            raise GLError(f"compute shader '{label}': needs GL 4.3 or ARB_compute_shader, "
+                          f"this context is {self.caps.gl_version}")
         return self._mgl("compute_shader", Category.OTHER, label, 0,
                          lambda: self._ctx.compute_shader(source))
 

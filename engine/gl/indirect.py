@@ -6,9 +6,9 @@ baseInstance = the object's row in the per-frame object data, which the vertex s
 gl_BaseInstanceARB), writes it with the object data into the frame ring, and draws a run of
 commands with one glMultiDrawElementsIndirect: the per-object cost is numpy, not Python.
 
-`batched_frame_supported` says whether the driver has what the batched frame needs: indirect
-multi-draws, shader storage buffers and ARB_shader_draw_parameters (llvmpipe 22.3 has all
-three at GL 4.5; GL 4.6 has them in core).
+`batched_frame_supported` says whether the device's profile chose the batched frame: GLSL
+4.30, indirect multi-draws, shader storage buffers, base instances and
+ARB_shader_draw_parameters (llvmpipe 22.3 has all of them at GL 4.5; GL 4.6 in core).
 """
 from __future__ import annotations
 
@@ -32,13 +32,8 @@ DRAW_COMMAND = np.dtype([("count", "<u4"), ("instance_count", "<u4"), ("first_in
 
 
 def batched_frame_supported(device: Any) -> bool:
-    exts, v = device.caps.extensions, device.caps.version_code
-    ext = extensions(device)
-    return ((v >= 430 or "GL_ARB_multi_draw_indirect" in exts)
-            and (v >= 430 or "GL_ARB_shader_storage_buffer_object" in exts)
-            and (v >= 460 or "GL_ARB_shader_draw_parameters" in exts)
-            and ext.has("glMultiDrawElementsIndirect", "glBindBufferRange", "glUseProgram",
-                        "glBindVertexArray"))
+    """The device profile's draw path (engine/gl/profile.py decides it once)."""
+    return device.profile.draw_path == "batched"
 
 
 def draw_commands(index_count: np.ndarray, first_index: np.ndarray, base_vertex: np.ndarray,

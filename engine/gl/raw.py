@@ -25,6 +25,7 @@ SIGNATURES: dict[str, tuple[object, tuple[object, ...]]] = {
     "glGetError": (u32, ()),
     "glGetIntegerv": (None, (u32, i32p)),
     "glGetInteger64v": (None, (u32, i64p)),
+    "glGetString": (C.c_char_p, (u32,)),
     "glGetStringi": (C.c_char_p, (u32, u32)),
     "glGenTextures": (None, (sizei, u32p)),
     "glDeleteTextures": (None, (sizei, u32p)),

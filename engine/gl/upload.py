@@ -13,7 +13,8 @@ import logging
 from ..errors import UnsupportedFormatError
 from ..formats import PixelFormat
 from ..formats import get as get_format
-from ..textures import TextureFile, decode_rgba
+from ..textures import TextureFile
+from ..textures.transcode import TRANSCODER, served_format
 from .device import Device
 from .textures import GpuTexture
 from ..memory.ledger import Category
@@ -22,18 +23,21 @@ log = logging.getLogger(__name__)
 
 
 def gpu_format(device: Device, tf: TextureFile, force_cpu_decode: bool = False) -> PixelFormat:
-    """The format the GPU copy will have: the file's own, or RGBA8 after a CPU decode."""
+    """The format the GPU copy will have: what the device's profile serves the file's format
+    as (itself where the driver samples it), or RGBA8 after a CPU decode when forced."""
     fmt = tf.pixel_format
-    if not force_cpu_decode and device.caps.can_sample(fmt):
-        return fmt
-    return get_format("RGBA8_SRGB" if fmt.srgb else "RGBA8")
+    if force_cpu_decode:
+        return get_format("RGBA8_SRGB" if fmt.srgb else "RGBA8")
+    return served_format(fmt, device.caps.can_sample)
 
 
 def level_payload(tf: TextureFile, fmt: PixelFormat, level: int, layer: int, face: int) -> bytes:
-    """Bytes of one image ready for `Device.upload` in `fmt` (decoding when fmt differs)."""
+    """Bytes of one image ready for `Device.upload` in `fmt` (transcoded when fmt differs)."""
     if fmt is tf.pixel_format:
         return tf.read_level(level, layer, face)
-    return decode_rgba(tf, level, layer, face).tobytes()
+    lv = tf.level(level)
+    return TRANSCODER(tf.read_level(level, layer, face), tf.pixel_format, fmt, lv.width,
+                      lv.height, tf.path)
 
 
 def upload_texture_file(device: Device, tf: TextureFile, *, base_level: int = 0,
@@ -51,7 +55,7 @@ def upload_texture_file(device: Device, tf: TextureFile, *, base_level: int = 0,
                          f"0..{len(tf.levels) - 1}")
     fmt = gpu_format(device, tf, force_cpu_decode)
     if fmt is not tf.pixel_format:
-        log.info("%s: %s decoded on the CPU to %s", tf.path, tf.format, fmt.name)
+        log.debug("%s: %s served as %s", tf.path, tf.format, fmt.name)
     tex = device.storage_texture(fmt, tf.width, tf.height, levels=last - base_level + 1,
                                  base_level=base_level, layers=tf.layers, cube=tf.is_cube,
                                  category=category, label=label or tf.path.name)

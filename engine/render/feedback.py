@@ -85,11 +85,13 @@ class InstancePass:
             self._vaos[mesh] = vao
         return vao
 
-    def draw(self, scene: Scene, view_proj: glm.mat4,
+    def draw(self, scene: Scene, view_proj: glm.mat4 | None,
              material_uniforms: Callable[[Material], None]) -> None:
-        """Draw every instance; `material_uniforms` is called whenever the material changes."""
+        """Draw every instance; `material_uniforms` is called whenever the material changes
+        (`view_proj` None: the caller wrote u_view_proj)."""
         self.device.set_state(depth_test=True)
-        self.set("u_view_proj", view_proj)
+        if view_proj is not None:
+            self.set("u_view_proj", view_proj)
         bound: Material | None = None
         for inst in scene.instances:
             if inst.material is not bound:

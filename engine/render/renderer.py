@@ -331,19 +331,13 @@ class Renderer:
 
     def _vt_feedback(self, scene: Scene, vts: VirtualTextures) -> None:
         """The tile feedback pass (vt_feedback.py), after the scene pass: its readback is
-        polled by the system's next begin_frame. Without the batched frame there is none
-        (virtual textures then stay at their pinned coarsest tiles: logged once)."""
+        polled by the system's next begin_frame."""
         if self._vt_pass is None:
-            try:
-                self._vt_pass = VtFeedbackPass(self.device, self.provider,
-                                               self.settings.vt_feedback_scale)
-            except RuntimeError as exc:
-                log.warning("no virtual-texture feedback: %s", exc)
-                self._vt_pass = False  # type: ignore[assignment]
-        if self._vt_pass:
-            view_proj = self._view_proj(scene)
-            self._vt_pass.render(vts, scene, self.render_size, mat_to_numpy(view_proj),
-                                 view_proj.to_bytes(), self._frame)
+            self._vt_pass = VtFeedbackPass(self.device, self.provider,
+                                           self.settings.vt_feedback_scale)
+        view_proj = self._view_proj(scene)
+        self._vt_pass.render(vts, scene, self.render_size, mat_to_numpy(view_proj),
+                             view_proj.to_bytes(), self._frame)
 
     def _view_proj(self, scene: Scene) -> glm.mat4:
         w, h = self.render_size

@@ -29,9 +29,11 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import UnsupportedFormatError
 from ..formats import PixelFormat
 from ..gl.device import Device
 from ..memory.split import MIN_STREAM_SLOTS, CacheNeeds, share_pool
+from ..textures.transcode import served_tile_format
 from .contract import FrameView, Residency, ResidentTextures
 from .handles import HeadReader
 from .levels.streamer import Clock, LevelSourceFactory, LevelStreamer
@@ -128,9 +130,10 @@ class StreamingProvider:
             if key in self._ids or key in new:
                 continue
             tf = reader.open_header(path)
-            virtual = self._decide(tf, vt_format)
+            tile_format = self._tile_format(tf)
+            virtual = tile_format is not None and self._decide(tf, tile_format, vt_format)
             if virtual:
-                vt_format = tf.pixel_format
+                vt_format = tile_format
             new[key] = (Path(path), tf, virtual)
         whole = [(k, p) for k, (p, _, virtual) in new.items() if not virtual]
         sids = iter(self.levels.register_many(whole, reader)) if whole else iter(())
@@ -148,13 +151,20 @@ class StreamingProvider:
         self._luts_dirty = True  # rebuilt once when next read, not per registration
         return [self._ids[key] for key, _ in entries]
 
-    def _decide(self, tf, vt_format: PixelFormat | None) -> bool:
+    def _tile_format(self, tf) -> PixelFormat | None:
+        """The page-cache format of the file's tiles (its own, or a block-compatible one the
+        driver samples); None where the file can stream by whole levels only."""
+        try:
+            return served_tile_format(tf, self.device.caps.can_sample)
+        except UnsupportedFormatError:
+            return None
+
+    def _decide(self, tf, fmt: PixelFormat, vt_format: PixelFormat | None) -> bool:
         cfg = self.settings
-        fmt = tf.pixel_format
         return decide_virtual(
             cfg.virtual, tf.width, tf.height, fmt,
             is_2d=tf.layers == 1 and tf.faces == 1 and tf.depth == 1, vt_format=vt_format,
-            min_size=cfg.virtual_min_size) and self.device.caps.can_sample(fmt)
+            min_size=cfg.virtual_min_size)
 
     def _refresh_luts(self) -> None:
         """The id lookup arrays, rebuilt only after registrations (rebuilding them in every

@@ -16,6 +16,7 @@ import numpy as np
 
 from ... import textures
 from ...errors import GLError, GLOutOfMemoryError
+from ...textures.transcode import ServedFile, served_format
 from ..handles import HeadReader, LevelFiles
 from .backends import ReallocBackend, SparseBackend, Streamed, Uploader
 from .estimator import TextureArrays
@@ -24,6 +25,17 @@ from .state import TextureTable, tail_base_level
 log = logging.getLogger(__name__)
 
 Backend = ReallocBackend | SparseBackend
+
+
+def served(tf: textures.TextureFile, tail: dict[int, bytes], sampled
+           ) -> tuple[textures.TextureFile, dict[int, bytes]]:
+    """The file as the driver will hold it (`ServedFile` where it cannot sample the file's
+    own format: its reads transcode, on the workers) and its tail levels in that format."""
+    fmt = served_format(tf.pixel_format, sampled)
+    if fmt is tf.pixel_format:
+        return tf, tail
+    out = ServedFile.of(tf, fmt)
+    return out, {i: out.transcode_level(i, data) for i, data in tail.items()}
 
 
 @dataclass(eq=False)
@@ -100,6 +112,7 @@ class Registry:
         """One file's Streamed with its tail texture made and filled (render thread)."""
         try:  # tail_of may allocate too (a sparse backend's page-geometry probe)
             tf, tail, tail_bytes = reader.open_tail(path, self._tail_of)
+            tf, tail_bytes = served(tf, tail_bytes, self.realloc.device.caps.can_sample)
             item = Streamed(key, tf)
             self.backend_for(item).create(item, tail, tail_bytes.__getitem__, uploader)
         except GLOutOfMemoryError as exc:

@@ -31,6 +31,7 @@ import queue
 import stat
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -99,12 +100,15 @@ class TileSource:
     """One virtual texture's file and layout; `read_tile` is safe from any thread."""
 
     def __init__(self, tf: TextureFile, layout: VirtualLayout,
-                 level_cache: LevelCache | None = None, use_mmap: bool = True) -> None:
+                 level_cache: LevelCache | None = None, use_mmap: bool = True,
+                 serve: Callable[[bytes], bytes] | None = None) -> None:
         if tf.layers != 1 or tf.faces != 1 or tf.depth != 1:
             raise TextureFormatError(tf.path, "virtual textures are 2D (no arrays, cube maps "
                                               "or 3D)")
         self.tf = tf
         self.layout = layout
+        #: stored tile bytes -> the page cache's format (a driver without the file's own)
+        self.serve = serve
         self.strided = tf.supercompression == "none"
         self._levels = level_cache
         self._fd: int | None = None
@@ -216,10 +220,16 @@ class TileSource:
         if tiled is None:
             return None
         OPEN_SOURCES.touch(self)
-        return tiled.read_run(tile_index(self.layout, level, x, y), count)
+        run = tiled.read_run(tile_index(self.layout, level, x, y), count)
+        return run if self.serve is None else [self.serve(t) for t in run]
 
     def read_tile(self, level: int, x: int, y: int) -> bytes:
-        """Slot bytes of tile (level, x, y): payload and border (see tiles.cut_tile)."""
+        """Slot bytes of tile (level, x, y): payload and border (see tiles.cut_tile), in the
+        page cache's format."""
+        data = self._read_stored(level, x, y)
+        return data if self.serve is None else self.serve(data)
+
+    def _read_stored(self, level: int, x: int, y: int) -> bytes:
         OPEN_SOURCES.touch(self)
         tiled = self._tiled
         if tiled is not None:
@@ -489,8 +499,9 @@ class TileIO:
             InlineLevelIO(self._read) if workers == 0 else
             LevelIO(self._read, workers=workers, latency_ms=latency_ms))
 
-    def add(self, tf: TextureFile, layout: VirtualLayout) -> TileSource:
-        src = TileSource(tf, layout, self.level_cache, self.use_mmap)
+    def add(self, tf: TextureFile, layout: VirtualLayout,
+            serve: Callable[[bytes], bytes] | None = None) -> TileSource:
+        src = TileSource(tf, layout, self.level_cache, self.use_mmap, serve)
         self.sources.append(src)
         if self.tiled is not None:
             self.tiled.add(src)

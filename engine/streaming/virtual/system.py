@@ -33,6 +33,7 @@ from ...errors import BudgetError, FaultKind, TextureFormatError
 from ...formats import PixelFormat
 from ...gl.device import Device
 from ...memory import events
+from ...textures.transcode import blocks_transcoder, served_tile_format
 from ...gl.vt import (
     DepthFeedbackTarget,
     FeedbackTarget,
@@ -199,19 +200,18 @@ class VirtualTextureSystem:
         `path` may be the file already opened (`textures.open`: a caller that opened it to
         decide how it streams does not parse its header twice)."""
         tf = path if isinstance(path, textures.TextureFile) else textures.open(path)
-        fmt = tf.pixel_format
+        fmt = served_tile_format(tf, self.device.caps.can_sample)
         if self.fmt is None:
             self.fmt = fmt
         elif fmt != self.fmt:
             raise TextureFormatError(tf.path, f"{fmt.name} in a virtual texture system of "
                                               f"{self.fmt.name} (one page cache per format)")
-        if not self.device.caps.can_sample(fmt):
-            raise TextureFormatError(tf.path, f"{fmt.name} is not sampled by this driver")
         w = Wrap[wrap.upper()] if isinstance(wrap, str) else Wrap(wrap)
         layout = VirtualLayout(fmt, tf.width, tf.height,
                                virtual_levels(fmt, tf.width, tf.height, len(tf.levels)), w,
                                self.table.next_base())
-        source = self.io.add(tf, layout)
+        source = self.io.add(tf, layout, None if fmt is tf.pixel_format
+                             else blocks_transcoder(tf.pixel_format, fmt, tf.path))
         vt = self.table.add(layout)
         self._grids.append(layout)
         self.textures.append(_Texture(layout, tf.path))
