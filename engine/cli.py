@@ -79,7 +79,11 @@ def _info(args: argparse.Namespace) -> int:
             "renderer": caps.renderer,
             "vendor": caps.vendor,
             "gl_version": caps.gl_version,
+            "glsl_version": caps.glsl_version,
             "context": dev.handle.mode,
+            # what this driver gets: draw and feedback paths, compute, staging, and what each
+            # source format is served as (engine/gl/profile.py)
+            "profile": dev.profile.as_dict(),
             "compressed_formats": caps.compressed_families,
             "compressed_format_variants": sorted(caps.compressed),
             "max_texture_size": caps.max_texture_size,
@@ -109,6 +113,8 @@ def _info(args: argparse.Namespace) -> int:
         print(f"GL            {data['gl_version']} via {data['context']}")
         print(f"compressed    {', '.join(data['compressed_formats']) or 'none'}")
         print(f"max texture   {data['max_texture_size']}")
+        for line in profile_lines(data["profile"]):
+            print(line)
         print(f"features      sparse={data['sparse_texture']} copy_image={data['copy_image']} "
               f"buffer_storage={data['buffer_storage']} debug={data['debug_output']}")
         print(f"VRAM          source={v['source'] or 'none'} total={format_bytes(v['total_bytes'])}"
@@ -117,6 +123,25 @@ def _info(args: argparse.Namespace) -> int:
               f"{data['budget_reference']} {format_bytes(data['budget_reference_bytes'])})")
         print(f"NVML          {nvml.summary()}")
     return 0
+
+
+def profile_lines(p: dict) -> list[str]:
+    """`info`'s lines of the device profile (`DeviceProfile.as_dict`)."""
+    fb = {k: v for k, v in p["served"].items() if v != k}
+    served = ", ".join(f"{k} as {v}" for k, v in fb.items() if v != "-") or "every format as itself"
+    lost = [k for k, v in fb.items() if v == "-"]
+    return [
+        f"GLSL          {p['glsl_version'] // 100}.{p['glsl_version'] % 100:02d}",
+        f"draw path     {p['draw_path']}" + (" (batched indirect multi-draws)"
+                                             if p["draw_path"] == "batched"
+                                             else " (a draw call per object)"),
+        f"feedback      {p['feedback_path']}",
+        f"compute       {'yes (GPU encoder available)' if p['compute'] else 'no (CPU encoder)'}",
+        f"staging       {'persistently mapped ring' if p['staging'] == 'persistent' else 'plain uploads'}",
+        f"bindless      {'yes' if p['bindless'] else 'no'}",
+        f"served        {served}" + (f"; cannot serve {', '.join(lost)}" if lost else ""),
+        f"missing       {', '.join(p['missing']) or 'nothing'}",
+    ]
 
 
 def _describe(info: dict) -> str:

@@ -31,6 +31,27 @@ def pytest_configure(config):
         config.pluginmanager.import_plugin("engine.pytest_plugin")
 
 
+def _skip_what_the_driver_lacks(items: list[pytest.Item]) -> None:
+    """`@pytest.mark.needs("BC7 sampling", ...)` (names as in tests/driver_needs.py): skip
+    where this driver lacks one. The profile is read once, at collection, from a device made
+    and shut down before any test's own."""
+    marked = [(item, m) for item in items if (m := item.get_closest_marker("needs"))]
+    if not marked:
+        return
+    from driver_needs import lacking
+    from engine.gl.device import Device
+
+    dev = Device.headless()
+    try:
+        profile = dev.profile
+    finally:
+        dev.shutdown()
+    for item, m in marked:
+        missing = lacking(profile, *m.args)
+        if missing:
+            item.add_marker(pytest.mark.skip(reason="this driver lacks " + "; ".join(missing)))
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The modules with the most slow tests first, each module's tests kept in order.
@@ -44,6 +65,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
     slow = Counter(module(item) for item in items if item.get_closest_marker("slow"))
     items.sort(key=lambda item: -slow[module(item)])
+    _skip_what_the_driver_lacks(items)
 
 
 @pytest.fixture(scope="module")

@@ -384,6 +384,7 @@ def test_bc1_rgba_opaque_texels_stay_opaque():
     assert (dec[..., 3][img[..., 3] == 255] == 255).all()
 
 
+@pytest.mark.needs("BC7 sampling")
 def test_opaque_bc7_on_the_gpu(device, opaque_photo, tmp_path):
     """What llvmpipe samples from the baked BC7 file is opaque in every texel."""
     from engine.gl.upload import upload_texture_file

@@ -63,6 +63,7 @@ def test_sampled_formats_steer_new_files(monkeypatch):
 
 # ---------------------------------------------------------------------------- CTS files
 @pytest.mark.parametrize("path", _cts_basis())
+@pytest.mark.needs("BC7 sampling")
 def test_cts_basis_loads_and_matches_library(path: Path):
     tex = textures.open(path)
     assert isinstance(tex, basis.BasisKtx2File)

@@ -26,6 +26,7 @@ from engine.render.material import Material
 from engine.render.objects import FLAG_ALBEDO, FLAG_NORMAL, ObjectArrays
 from engine.render.renderer import RendererSettings, choose_path, choose_texture_mode
 from engine.streaming.culling import cull_spheres, frustum_planes
+from driver_needs import BATCHED
 
 
 # ---------------------------------------------------------------------- pure
@@ -198,6 +199,7 @@ def _close(a: np.ndarray, b: np.ndarray, frac: float = 0.001) -> float:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("view", ["lit", "mip"])
+@pytest.mark.needs(BATCHED)
 def test_batched_picture_equals_per_object(dev, texture_files, view) -> None:
     """Every way to draw gives one picture: the per-object path, the batched path with bound
     textures (forced where the driver has bindless) and, where the driver has it, bindless."""
@@ -239,6 +241,7 @@ def test_batched_picture_equals_per_object(dev, texture_files, view) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.needs(BATCHED)
 def test_forced_fallback_by_capability_injection(dev, texture_files, monkeypatch) -> None:
     """llvmpipe lacks bindless: pretend it has it, and check that `force_bound` keeps the
     renderer on the bound path (and renders the same picture), while without the flag the
@@ -273,6 +276,7 @@ def test_forced_fallback_by_capability_injection(dev, texture_files, monkeypatch
 
 
 @pytest.mark.slow
+@pytest.mark.needs(BATCHED)
 def test_streamed_fade_in_same_picture_on_both_paths(dev, texture_files) -> None:
     """The streamer fades levels in through the sampler's min LOD; the batched path's shader
     clamp (what bindless needs) must give the same picture. Same frames, same provider state:
@@ -317,6 +321,7 @@ def test_streamed_fade_in_same_picture_on_both_paths(dev, texture_files) -> None
     assert worst[2] <= 0.001
 
 
+@pytest.mark.needs(BATCHED)
 def test_one_buffer_write_per_frame_and_ring_reuse(dev, texture_files) -> None:
     from engine.render.renderer import Renderer
     from engine.streaming.static import StaticTextureProvider
@@ -346,6 +351,7 @@ def test_one_buffer_write_per_frame_and_ring_reuse(dev, texture_files) -> None:
 
 
 @pytest.mark.parametrize("persistent", [True, False])
+@pytest.mark.needs(BATCHED)
 def test_frame_ring_grows_and_releases_everything(dev, persistent) -> None:
     from engine.gl.buffers import FrameRing
 
@@ -369,6 +375,7 @@ def test_frame_ring_grows_and_releases_everything(dev, persistent) -> None:
         assert set(offsets) == {0}
 
 
+@pytest.mark.needs(BATCHED)
 def test_feedback_pass_batched_equals_its_instance_loop(dev, texture_files) -> None:
     """The GPU feedback pass through the batched path reports the same finest level per
     texture as its per-instance loop (same fragments, ids and chain sizes from the rows)."""

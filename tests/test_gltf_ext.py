@@ -96,6 +96,7 @@ def test_msft_texture_dds_is_preferred(device, tmp_path):
 
 # ---------------------------------------------------------------------------- basisu
 @pytest.mark.skipif(not basis.available(), reason="Basis transcoder absent")
+@pytest.mark.needs("BC7 sampling")
 def test_khr_texture_basisu_source_from_cts(tmp_path, testdata):
     cts = sorted((testdata / "ktx2-cts" / "unsupported").glob("*UASTC*zstd*.ktx2"))
     if not cts:

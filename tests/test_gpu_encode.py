@@ -204,6 +204,7 @@ def test_absurd_size_format_and_chain_are_usage_errors(gpu, dev):
         job.release()
 
 
+@pytest.mark.needs("BC7 sampling")
 def test_bc7_partition_tables_match_the_decoders(dev):
     """The shader's mode-1 partition and anchor tables, read back from texture2ddecoder and
     from the GL driver's own BC7 decoder: one probe block per partition with subset 0 black

@@ -12,7 +12,7 @@ from engine.errors import LeakError
 def test_leak_check_names_engine_objects(engine_device):
     dev = engine_device
     with pytest.raises(LeakError) as info, dev.leak_check():
-        tex = dev.storage_texture("BC7", 64, 64, levels=7, label="leaky-texture")
+        tex = dev.storage_texture("BC4", 64, 64, levels=7, label="leaky-texture")
         color = dev.texture((32, 32), label="leaky-color")
         fbo = dev.framebuffer([color], label="leaky-fbo")
         buf = dev.buffer(reserve=1024, label="leaky-buffer")
@@ -27,7 +27,7 @@ def test_leak_check_names_engine_objects(engine_device):
             dev.release(obj)
     # and now a clean block passes
     with dev.leak_check():
-        t = dev.storage_texture("BC1_RGBA", 16, 16, label="clean")
+        t = dev.storage_texture("BC5", 16, 16, label="clean")
         dev.release(t)
 
 
@@ -76,7 +76,7 @@ def test_stacks_are_captured_when_asked(engine_device):
 def test_shutdown_reports_and_releases_leftovers():
     from engine.gl.device import Device
     dev = Device.headless()
-    dev.storage_texture("BC7", 32, 32, label="left-over")
+    dev.storage_texture("BC4", 32, 32, label="left-over")
     dev.buffer(reserve=16, label="left-buffer")
     left = dev.shutdown()
     assert sorted(r.label for r in left) == ["left-buffer", "left-over"]

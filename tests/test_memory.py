@@ -84,7 +84,7 @@ def test_probe_nvx_accumulates_evictions_and_rejects_nonsense():
 
 
 def test_summary_table(device):
-    tex = device.storage_texture("BC7", 256, 256, levels=9, label="summary")
+    tex = device.storage_texture("BC5", 256, 256, levels=9, label="summary")
     try:
         d = summary_dict(device.ledger, 256 << 20, device.vram())
         assert d["categories"]["texture.static"]["objects"] >= 1

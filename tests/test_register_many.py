@@ -62,6 +62,7 @@ def _gpu_level(device, tex, tf, level: int) -> bytes:
     return device.read_level(tex, level)
 
 
+@pytest.mark.needs("BC7 sampling")
 def test_bulk_registration_equals_the_reader(device, mixed):
     """Same TextureFile as `textures.open`, same tail bytes on the GPU, same ledger bytes
     and tail level as registering the files one at a time."""
@@ -87,6 +88,7 @@ def test_bulk_registration_equals_the_reader(device, mixed):
         single.release()
 
 
+@pytest.mark.needs("BC7 sampling")
 def test_level_reads_and_streaming_after_bulk_registration(device, mixed):
     """The kept TextureFiles read any level later (handle cache for plain KTX2, the reader
     for zstd and DDS), and the streamer streams from them."""
@@ -228,6 +230,7 @@ def test_every_provider_registers_in_batches(device, mixed):
 @pytest.mark.parametrize("fmt,cube,layers", [("BC1_RGBA", False, 1), ("BC7", True, 1),
                                              ("BC3", False, 3), ("RGBA8", False, 1),
                                              ("RGBA8", True, 1)])
+@pytest.mark.needs("BC7 sampling")
 def test_upload_levels_equals_per_level_uploads(device, fmt, cube, layers):
     """Same GPU bytes as one `upload` per level and image, for 2D, cube and array
     textures, compressed or not; one error check for the whole texture."""

@@ -42,6 +42,7 @@ def _run(device, cache: Path, **kw):
                      budget=None, device=device, options=options, **kw)
 
 
+@pytest.mark.needs("BC7 sampling")
 def test_gallery_matches_reference(device, gallery_cache, tmp_path):
     result = _run(device, gallery_cache, report=tmp_path / "report.json")
     assert result.summary["leaked_objects"] == 0

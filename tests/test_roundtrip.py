@@ -20,6 +20,7 @@ from PIL import Image
 import engine.textures
 from engine.gl.upload import upload_texture_file
 from engine.textures.bake import bake_file
+from driver_needs import require
 
 ROOT = Path(__file__).resolve().parents[1]
 PHOTO = ROOT / "assets" / "photos" / "coffee.jpg"
@@ -59,6 +60,7 @@ def gpu_round_trip(device, tf) -> None:
 def test_bake_open_upload_read_back(device, crop, tmp_path, fmt, srgb):
     result = bake_file(crop, tmp_path, fmt=fmt, srgb=srgb)
     tf = engine.textures.open(result.output)
+    require(device, f"{tf.format} sampling")
     assert tf.pixel_format.srgb == (srgb and fmt not in ("bc4", "bc5"))
     gpu_round_trip(device, tf)
     if fmt == "bc7":  # the library decoder agrees with the driver exactly for BC7
@@ -79,6 +81,8 @@ def test_every_conformance_bcn_file_round_trips(device, testdata):
         tf = engine.textures.open(path)
         if tf.format == "BC6H_SF":
             continue  # no CPU decoder for signed BC6H (texture2ddecoder lacks it)
+        if not device.caps.can_sample(tf.pixel_format):
+            continue  # served as another format: test_drivers.py compares those pictures
         formats.add(tf.pixel_format.family)
         gpu_round_trip(device, tf)
-    assert {"BC1", "BC2", "BC3", "BC4", "BC5", "BC6H", "BC7"} <= formats
+    assert set(device.caps.compressed_families) <= formats

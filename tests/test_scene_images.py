@@ -58,6 +58,7 @@ def test_streamed_gallery_is_deterministic_and_matches_reference(device: Device,
     assert_image_close(first, REFERENCE / f"gallery_streamed_{W}x{H}.png")
 
 
+@pytest.mark.needs("BC7 sampling")
 def test_pressure_under_a_cut_budget_matches_reference(device: Device,
                                                        gallery_cache: Path) -> None:
     """Frame 14 lies in the cycle's low quarter (frames 10-19 of 40): the picture is the
@@ -73,6 +74,7 @@ def test_pressure_under_a_cut_budget_matches_reference(device: Device,
 
 
 @pytest.mark.parametrize("frames", [1, 20])
+@pytest.mark.needs("BC7 sampling")
 def test_gltf_matches_reference(device: Device, frames: int) -> None:
     """BoxTextured on its orbit: frame 0 and a third of a turn later (the orbit is a function
     of time only, so each frame has one picture)."""

@@ -67,6 +67,7 @@ def test_snapshot_sums_to_the_ledger(taken):
                                          for s in sites)
 
 
+@pytest.mark.needs("ARB_buffer_storage")
 def test_snapshot_has_the_page_cache_staging_and_free_pieces(taken):
     doc = taken["doc"]
     cache = doc["page_cache"]

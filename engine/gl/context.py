@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,6 +70,25 @@ def context_loader(ctx: moderngl.Context) -> Callable[[str], int | None] | None:
     return None
 
 
+@contextmanager
+def driver_output_to_stderr() -> Iterator[None]:
+    """While a context is made, the driver's own prints go to stderr: Mesa writes override
+    warnings ("GL_ARB_direct_state_access cannot be disabled") to stdout, where they would
+    break a command's JSON output."""
+    try:
+        sys.stdout.flush()
+        saved = os.dup(1)
+    except (OSError, ValueError):  # no usable stdout (closed, or replaced by a host)
+        yield
+        return
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
 def create_headless() -> ContextHandle:
     """A standalone context through EGL: no display needed (llvmpipe or a real GPU).
 
@@ -76,7 +97,8 @@ def create_headless() -> ContextHandle:
     ctx, last_exc = None, None
     for version in (460, 450, MIN_GL):
         try:
-            ctx = moderngl.create_context(standalone=True, backend="egl", require=version)
+            with driver_output_to_stderr():
+                ctx = moderngl.create_context(standalone=True, backend="egl", require=version)
             break
         except Exception as exc:  # this version is not offered; try the next lower one
             last_exc = exc
@@ -117,9 +139,11 @@ def create_window(size: tuple[int, int] = (1280, 720), title: str = "engine",
     """A glfw window with a core 3.3+ context, owned by the engine."""
     import glfw
 
-    win = open_glfw_window(size, title, visible, vsync)
+    with driver_output_to_stderr():
+        win = open_glfw_window(size, title, visible, vsync)
     try:
-        ctx = moderngl.create_context(require=MIN_GL)
+        with driver_output_to_stderr():
+            ctx = moderngl.create_context(require=MIN_GL)
     except Exception as exc:
         glfw.destroy_window(win)
         raise ContextError(f"moderngl cannot use the glfw context: {exc}") from exc

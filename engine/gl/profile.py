@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ..formats import FORMATS, PixelFormat
-from ..textures.transcode import FALLBACKS, served_table
+from ..textures.transcode import served_table
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +99,7 @@ def decide(gl_version: int, glsl_version: int, extensions: Iterable[str],
         missing.append("ARB_sparse_texture")
     names = [f.name for f in FORMATS if f.compressed]
     served = served_table(names, sampled)
-    missing += [f"{n} sampling" for n in names if served[n] != n and n in FALLBACKS]
+    missing += [f"{n} sampling" for n in names if served[n] != n]
     path: Path = "batched" if batched else "per_object"
     return DeviceProfile(gl_version=gl_version, glsl_version=glsl_version, draw_path=path,
                          feedback_path=path, compute=compute,
