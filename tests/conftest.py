@@ -26,6 +26,12 @@ TESTDATA = ROOT.parent / "shared" / "testdata"
 USER_CACHE = cache_root()
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--driver-matrix", action="store_true",
+                     help="run the driver matrix (tests/test_drivers.py: the engine under "
+                          "emulated lesser drivers); deselected without it")
+
+
 def pytest_configure(config):
     if not config.pluginmanager.has_plugin("engine_leaks"):
         config.pluginmanager.import_plugin("engine.pytest_plugin")
@@ -35,7 +41,8 @@ def _skip_what_the_driver_lacks(items: list[pytest.Item]) -> None:
     """`@pytest.mark.needs("BC7 sampling", ...)` (names as in tests/driver_needs.py): skip
     where this driver lacks one. The profile is read once, at collection, from a device made
     and shut down before any test's own."""
-    marked = [(item, m) for item in items if (m := item.get_closest_marker("needs"))]
+    marked = [(item, [f for m in item.iter_markers("needs") for f in m.args])
+              for item in items if item.get_closest_marker("needs")]
     if not marked:
         return
     from driver_needs import lacking
@@ -46,14 +53,14 @@ def _skip_what_the_driver_lacks(items: list[pytest.Item]) -> None:
         profile = dev.profile
     finally:
         dev.shutdown()
-    for item, m in marked:
-        missing = lacking(profile, *m.args)
+    for item, features in marked:
+        missing = lacking(profile, *features)
         if missing:
             item.add_marker(pytest.mark.skip(reason="this driver lacks " + "; ".join(missing)))
 
 
 @pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The modules with the most slow tests first, each module's tests kept in order.
 
     pytest-xdist (`--dist loadfile --no-loadscope-reorder`) hands the modules to the workers
@@ -63,6 +70,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     def module(item: pytest.Item) -> str:
         return item.nodeid.split("::")[0]
 
+    if not config.getoption("--driver-matrix"):
+        matrix = [item for item in items if item.get_closest_marker("drivers")]
+        if matrix:
+            config.hook.pytest_deselected(items=matrix)
+            items[:] = [item for item in items if not item.get_closest_marker("drivers")]
     slow = Counter(module(item) for item in items if item.get_closest_marker("slow"))
     items.sort(key=lambda item: -slow[module(item)])
     _skip_what_the_driver_lacks(items)

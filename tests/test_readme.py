@@ -5,6 +5,7 @@ import re
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from engine.memory.sizes import level_bytes, mip_dims
 from engine.textures.ktx2_write import write_ktx2
@@ -12,6 +13,8 @@ from engine.textures.ktx2_write import write_ktx2
 README = Path(__file__).resolve().parents[1] / "README.md"
 
 
+# BC7 keeps its 368 bytes where the driver samples BC7 or serves it as BC3 (same blocks)
+@pytest.mark.needs("BC3 sampling")
 def test_readme_api_example_runs(tmp_path, capsys):
     text = README.read_text(encoding="utf-8")
     section = text[text.index("## Using it"):]

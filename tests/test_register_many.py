@@ -266,6 +266,7 @@ def test_upload_levels_equals_per_level_uploads(device, fmt, cube, layers):
         device.release(b)
 
 
+@pytest.mark.needs("BC1_RGBA sampling")
 def test_upload_levels_checks_sizes_before_any_upload(device):
     tex = device.storage_texture("BC1_RGBA", 16, 16, levels=3, label="ul-bad")
     try:
@@ -282,6 +283,7 @@ def test_upload_levels_checks_sizes_before_any_upload(device):
         device.release(tex)
 
 
+@pytest.mark.needs("BC1_RGBA sampling")
 def test_streaming_provider_batches_and_refuses_a_bad_file_whole(device, mixed, tmp_path):
     """The streaming provider opens and sorts every file of a batch before making anything: a
     bad file raises with nothing of the batch registered; a good batch gives composite ids

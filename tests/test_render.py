@@ -82,6 +82,7 @@ def test_mip_debug_all_resident_is_green(device, gallery_cache):
     assert red.sum() == 0  # the static provider holds every level
 
 
+@pytest.mark.needs("BC1_RGB sampling")
 def test_render_scale_follows_the_budget(device, gallery_cache):
     """Pressure: with the budget cut, the run lowers its render scale, then recovers."""
     from engine.demos import DEMOS

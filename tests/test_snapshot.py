@@ -68,6 +68,7 @@ def test_snapshot_sums_to_the_ledger(taken):
 
 
 @pytest.mark.needs("ARB_buffer_storage")
+@pytest.mark.needs("BC1_RGB sampling")
 def test_snapshot_has_the_page_cache_staging_and_free_pieces(taken):
     doc = taken["doc"]
     cache = doc["page_cache"]

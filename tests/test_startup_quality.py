@@ -4,10 +4,13 @@ compared the page cache's target size with its held size instead of asking which
 tiles were missing."""
 from dataclasses import replace
 
+import pytest
+
 from engine.app.providers import register_provider
 from engine.bench.startup import measure_startup
 from engine.bench.streaming import QUICK
 from engine.streaming.provider import StreamingProvider
+
 
 
 def _always_virtual(device, settings, clock):
@@ -15,6 +18,7 @@ def _always_virtual(device, settings, clock):
     return StreamingProvider(device, cfg)
 
 
+@pytest.mark.needs("BC1_RGB sampling")
 def test_startup_reaches_full_quality_with_every_texture_virtual(device):
     register_provider("test-always-virtual", _always_virtual)
     run = measure_startup(device, QUICK, "test-always-virtual", timeout_s=30.0)

@@ -12,6 +12,7 @@ from engine.memory.governor import Governor
 from engine.memory.sizes import texture_bytes
 from engine.streaming.levels.streamer import LevelStreamer
 
+
 COUNT = 24
 
 
@@ -39,6 +40,7 @@ def run_frames(dev, gov, streamer, frames, eye_fn, budget_fn=None, start=0):
     return samples, budgets
 
 
+@pytest.mark.needs("BC1_RGB sampling")
 def test_streams_visible_detail_and_respects_budget(device, gov, files):
     full = texture_bytes("BC1_RGBA", 256, 256, levels=9) * COUNT
     s = LevelStreamer(device, backend="realloc", staging_bytes=64 << 10)

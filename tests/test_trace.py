@@ -17,6 +17,7 @@ from engine.gl.fake import FakeDevice
 from engine.memory import events
 from engine.streaming.contract import ProviderStats
 
+
 OPTIONS = {"count": 6, "texture_size": 256, "format": "bc1", "frames": 90}
 
 
@@ -139,6 +140,7 @@ def test_a_second_traced_loop_in_one_process_is_a_usage_error(dev, tmp_path):
         tracer.close()
 
 
+@pytest.mark.needs("BC1_RGB sampling")
 def test_virtual_texture_tiles_are_traced(dev, tmp_path):
     """With the gallery's textures streamed virtually, tile reads and tile uploads are spans
     and the tiles-resident counter ends at the page cache's count."""

@@ -17,7 +17,7 @@ from engine.streaming.virtual.quads import QuadRenderer, view_projection, wall
 from engine.streaming.virtual.system import VirtualTextureSystem
 
 # Tile-contiguous copies (the default storage) go to a cache folder of each test's own.
-pytestmark = pytest.mark.usefixtures("isolated_cache")
+pytestmark = [pytest.mark.usefixtures("isolated_cache"), pytest.mark.needs("BC1_RGB sampling")]
 
 OUTPUT = (480, 270)
 PANELS = 60

@@ -26,7 +26,7 @@ from engine.streaming.virtual.tiles import (
 )
 
 # Tile-contiguous copies (the default storage) go to a cache folder of each test's own.
-pytestmark = pytest.mark.usefixtures("isolated_cache")
+pytestmark = [pytest.mark.usefixtures("isolated_cache"), pytest.mark.needs("BC1_RGB sampling")]
 
 
 def key(vt: int, level: int, x: int = 0, y: int = 0) -> int:

@@ -21,7 +21,7 @@ from engine.streaming.virtual.system import VirtualTextureSystem
 from engine.streaming.virtual.tiles import TAIL_CLASS_SHIFT, slot_bytes
 
 # Tile-contiguous copies (the default storage) go to a cache folder of each test's own.
-pytestmark = pytest.mark.usefixtures("isolated_cache")
+pytestmark = [pytest.mark.usefixtures("isolated_cache"), pytest.mark.needs("BC1_RGB sampling")]
 
 SIZE = (320, 240)
 CORNERS = np.array([(-1, -1, 0), (1, -1, 0), (1, 1, 0), (-1, 1, 0)], np.float32)
@@ -52,6 +52,7 @@ def _reference(dev, path, levels, wrap):
 
 @pytest.mark.parametrize(("wrap", "uv_scale"), [("repeat", 2.0), ("clamp", 1.0),
                                                 ("repeat", 3.0)])
+@pytest.mark.needs("GLSL 4.00")
 def test_all_tiles_resident_equals_gl_trilinear(dev, tex512, renderer, wrap, uv_scale):
     with dev.leak_check():
         vts = VirtualTextureSystem(dev, 8 << 20)
@@ -210,6 +211,7 @@ def test_ledger_sees_the_cache_next_to_whole_level_textures(dev, tex512, tmp_pat
         assert after.get(VT_CATEGORY, 0) == before.get(VT_CATEGORY, 0)
 
 
+@pytest.mark.needs("GLSL 4.00")
 def test_non_square_small_levels_pack_by_their_longer_side_and_draw_like_gl(dev, tmp_path,
                                                                           renderer):
     """512x128: levels 4 (32x8) and 5 (16x4) share slots in cells of the class of their

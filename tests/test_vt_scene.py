@@ -38,7 +38,7 @@ from engine.streaming.static import StaticTextureProvider
 from engine.testing import assert_no_leaks
 
 # Tile-contiguous copies (the default storage) go to a cache folder of each test's own.
-pytestmark = pytest.mark.usefixtures("isolated_cache")
+pytestmark = [pytest.mark.usefixtures("isolated_cache"), pytest.mark.needs("BC1_RGB sampling")]
 
 W, H = 160, 120
 BIG, SMALL = 256, 64  # virtual at virtual_min_size=BIG; whole levels

@@ -85,6 +85,10 @@ def decide(gl_version: int, glsl_version: int, extensions: Iterable[str],
         and entry_points("glDrawElementsInstancedBaseVertexBaseInstance"),
     }
     missing += [k for k, ok in need.items() if not ok]
+    if glsl_version < 400:
+        # textureQueryLod: below it virtual textures compute their LOD from the footprint
+        # formula, which drivers round differently from their own trilinear filtering
+        missing.insert(0, "GLSL 4.00")
     batched = all(need.values())
     compute = glsl_version >= COMPUTE_GLSL and _has(exts, gl_version, 430,
                                                    "GL_ARB_compute_shader") \

@@ -100,6 +100,7 @@ class StreamingProvider:
         self._pool = 0
         self._demand = 0  # the largest starved page-cache demand seen (_demand_bytes)
         self._vt_uploaded = 0  # tile bytes uploaded so far (ProviderStats.bytes_uploaded)
+        self._said_no_tiles = False  # a format without tiles on this driver: said once
         self._table_cache: tuple[tuple[int, int], ResidentTextures] | None = None
         self._whole_index = np.zeros(0, np.intp)
         self._whole_sids = np.zeros(0, np.intp)
@@ -156,7 +157,11 @@ class StreamingProvider:
         driver samples); None where the file can stream by whole levels only."""
         try:
             return served_tile_format(tf, self.device.caps.can_sample)
-        except UnsupportedFormatError:
+        except UnsupportedFormatError as exc:
+            if self.settings.virtual != "off" and not self._said_no_tiles:
+                self._said_no_tiles = True
+                log.warning("%s: streamed by whole levels, not as virtual tiles (%s)",
+                            tf.path, exc.why)
             return None
 
     def _decide(self, tf, fmt: PixelFormat, vt_format: PixelFormat | None) -> bool:

@@ -20,7 +20,7 @@ from ..errors import UnsupportedFormatError
 from ..formats import PixelFormat, get
 from .container import Level, TextureFile, level_geometry
 from .decode import decode_image
-from .encode import encode_image
+from .encode import encode_refined
 from .quality import psnr
 
 log = logging.getLogger(__name__)
@@ -84,7 +84,7 @@ def transcode(data: bytes, src: PixelFormat, dst: PixelFormat, width: int, heigh
         return data
     rgba = decode_image(src.name, data, width, height, path)
     if dst.compressed:
-        return encode_image(rgba, dst)
+        return encode_refined(rgba, dst)
     if dst.name in ("RGBA8", "RGBA8_SRGB"):
         return rgba.tobytes()
     if dst.name == "R8":
