@@ -124,6 +124,19 @@ wallpace)  # the 25% wall flights of all three policies (the deterministic fligh
   python3 -c "from engine.demos.gallery_assets import gallery_textures; gallery_textures(200, 4096, 'bc7', progress=False)"
   timeout $(left 470) python3 benchmarks/gpu_pacing.py "$OUT/pacing_h200.json" > "$OUT/pacing_h200.txt" 2>&1
   echo "pacing rc $? at $(( $(date +%s) - t0 )) s" ;;
+drivers)  # the device profile, the per-object path against the batched one, transcode cost,
+  # and the driver matrix's scenes on the full driver (the NVIDIA pictures beside llvmpipe's)
+  python3 -m engine info --headless --json > "$OUT/info_h200.json" 2> "$OUT/info_h200.err"
+  timeout $(left 300) python3 -m engine.bench.frame --counts 200,1000,10000 --sizes 1280x720 \
+    --json "$OUT/frame_paths_h200.json" > "$OUT/frame_paths_h200.txt" 2>&1
+  echo "frame rc $? at $(( $(date +%s) - t0 )) s"
+  timeout $(left 360) python3 -m engine bench transcode --json "$OUT/transcode_h200.json" \
+    > "$OUT/transcode_h200.txt" 2>&1
+  echo "transcode rc $? at $(( $(date +%s) - t0 )) s"
+  for s in gallery gallery-vt gltf; do
+    timeout $(left 560) python3 tests/driver_child.py "$s" "$OUT/drivers" > "$OUT/drivers_$s.txt" 2>&1
+    echo "$s rc $? at $(( $(date +%s) - t0 )) s"
+  done ;;
 *) echo "unknown stage $stage"; exit 2 ;;
 esac
 tail -c 3000 "$OUT"/*.txt

@@ -149,11 +149,11 @@ def run(device: Device, quick: bool = False, size: int | None = None,
     size = size or (256 if quick else 2048)
     repeats = repeats or (1 if quick else 3)
     workers = workers or os.cpu_count() or 1
-    if device.caps.version_code < 430:
+    if not device.profile.compute:
         result.notes.append(f"no compute shaders on GL {device.caps.gl_version}: CPU only")
     img = mosaic(size)
     mpx = size * size / 1e6
-    enc = GpuBlockEncoder(device) if device.caps.version_code >= 430 else None
+    enc = GpuBlockEncoder(device) if device.profile.compute else None
     try:
         with ProcessPoolExecutor(workers) as pool:
             pool.map(int, range(workers))  # workers started before any timing

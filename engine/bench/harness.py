@@ -11,7 +11,7 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 SUITES = ("accounting", "streaming", "wall", "upload", "startup", "peers", "bake", "resolution",
-          "scaling", "frame", "virtual", "encode")
+          "scaling", "frame", "virtual", "encode", "transcode")
 #: Suites run only when named: `viewers` starts a process per viewer and data set and runs
 #: the peers (napari, fastplotlib) where they are installed (the `peers` extra); `deepzoom`
 #: generates and bakes a huge image first.

@@ -77,7 +77,7 @@ class GpuBlockEncoder:
     """The compute programs, made once per format family and kept until `release()`."""
 
     def __init__(self, device: Device) -> None:
-        if device.caps.version_code < 430:
+        if not device.profile.compute:
             raise UsageError(f"the GPU encoder needs GL 4.3 compute shaders; this context is "
                              f"GL {device.caps.gl_version}")
         self.device = device
