@@ -33,7 +33,7 @@ CHILD = Path(__file__).with_name("driver_child.py")
 #: where only formats change, and where the per-object path draws too (the issue's goals)
 FORMAT_DB, PATH_DB = 35.0, 30.0
 #: the suite's slice: modules of every layer that draw, stream, account and read back
-SLICE = ("tests/test_render.py", "tests/test_vt_system.py", "tests/test_roundtrip.py",
+SLICE = ("tests/test_render.py", "tests/test_vt_render.py", "tests/test_roundtrip.py",
          "tests/test_memory.py", "tests/test_leaks.py", "tests/test_sizes.py",
          "tests/test_batch.py", "tests/test_profile.py", "tests/test_hud.py",
          "tests/test_feedback.py")

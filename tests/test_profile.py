@@ -82,8 +82,8 @@ def test_without_s3tc_colour_is_served_uncompressed():
 
 
 def test_no_fallback_is_a_typed_error():
-    with pytest.raises(UnsupportedFormatError, match="BC6H_SF"):
-        served_format(get("BC6H_SF"), sampler(NO_BPTC))
+    with pytest.raises(UnsupportedFormatError, match=r"hdr\.ktx2.*BC6H_SF.*no fallback"):
+        served_format(get("BC6H_SF"), sampler(NO_BPTC), "hdr.ktx2")
 
 
 @pytest.mark.parametrize("text, gl, want", [

@@ -60,14 +60,16 @@ def test_gallery_matches_reference(device, gallery_cache, tmp_path):
 
 def test_report_has_required_keys(device, gallery_cache, tmp_path):
     path = tmp_path / "r.json"
-    result = _run(device, gallery_cache, frames=3, report=path)
+    # deterministic: level reads inline, so frame 2 holds what it asked for on any driver
+    # (where formats are transcoded, the I/O threads take longer than three frames)
+    result = _run(device, gallery_cache, frames=3, report=path, deterministic=True)
     data = json.loads(path.read_text())
     assert SUMMARY_KEYS <= set(data["summary"])
     assert len(data["frames"]) == 3
     for rec in data["frames"]:
         assert REPORT_KEYS <= set(rec)
     assert result.summary["peak_bytes"] >= max(f["total_bytes"] for f in result.frames)
-    # static textures: everything wanted is resident
+    # everything wanted is resident
     assert data["frames"][-1]["texture_resident_bytes"] == \
         data["frames"][-1]["texture_wanted_bytes"] > 0
 

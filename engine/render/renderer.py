@@ -161,6 +161,9 @@ class Renderer:
                                                                  label="fullscreen"))
             self._output_tex, self._output_fbo = self._make_output(output_size)
             self.path: RenderPath = choose_path(self.settings, batched_frame_supported(device))
+            if self.path != self.settings.path:
+                log.info("renderer: a draw per object (the driver lacks %s)",
+                         ", ".join(device.profile.missing[:5]))
             self.texture_mode: TextureMode | None = None
             self._batch: BatchedPass | None = None
             self._batched: _Program | None = None

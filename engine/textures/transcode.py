@@ -44,17 +44,19 @@ FALLBACKS: dict[str, tuple[str, ...]] = {
 }
 
 
-def served_format(fmt: PixelFormat, sampled: Callable[[PixelFormat], bool]) -> PixelFormat:
+def served_format(fmt: PixelFormat, sampled: Callable[[PixelFormat], bool],
+                  path: object = "<driver>") -> PixelFormat:
     """The format `fmt` is held in on a driver that samples what `sampled` accepts: itself
-    when it can, else its first sampled fallback. Raises UnsupportedFormatError when there
-    is none (BC6H_SF, the signed RGTC forms: no CPU decoder to go through)."""
+    when it can, else its first sampled fallback. Raises UnsupportedFormatError naming
+    `path` when there is none (BC6H_SF, the signed RGTC forms: no CPU decoder to go
+    through)."""
     if sampled(fmt):
         return fmt
     for name in FALLBACKS.get(fmt.name, ()):
         alt = get(name)
         if sampled(alt):
             return alt
-    raise UnsupportedFormatError("<driver>", fmt.name,
+    raise UnsupportedFormatError(path, fmt.name,
                                  "the driver cannot sample it and there is no fallback")
 
 
@@ -205,7 +207,7 @@ def served_tile_format(tf: TextureFile, sampled: Callable[[PixelFormat], bool]) 
     """The page-cache format of a virtual texture: the file's own, or a block-compatible
     fallback (tiles keep their slot layout). Raises UnsupportedFormatError otherwise, so the
     caller streams the file by whole levels instead."""
-    fmt = served_format(tf.pixel_format, sampled)
+    fmt = served_format(tf.pixel_format, sampled, tf.path)
     if fmt is not tf.pixel_format and not block_compatible(tf.pixel_format, fmt):
         raise UnsupportedFormatError(tf.path, tf.format, f"served as {fmt.name}, whose blocks "
                                                          "differ: no virtual tiles")

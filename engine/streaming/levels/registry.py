@@ -31,7 +31,7 @@ def served(tf: textures.TextureFile, tail: dict[int, bytes], sampled
            ) -> tuple[textures.TextureFile, dict[int, bytes]]:
     """The file as the driver will hold it (`ServedFile` where it cannot sample the file's
     own format: its reads transcode, on the workers) and its tail levels in that format."""
-    fmt = served_format(tf.pixel_format, sampled)
+    fmt = served_format(tf.pixel_format, sampled, tf.path)
     if fmt is tf.pixel_format:
         return tf, tail
     out = ServedFile.of(tf, fmt)
