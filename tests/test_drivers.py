@@ -128,6 +128,8 @@ def test_scenes_match_the_full_driver(profile: DriverProfile, full: Path, photos
             assert run["over_budget_frames"] == 0, (scene, run)
             assert run["leaked_objects"] == 0, (scene, run)
             assert run["profile"]["draw_path"] == profile.draw_path
+    print(f"{profile.name}: dB against the full driver: "  # shown by pytest -rP
+          f"{ {k: round(v, 1) for k, v in scores.items()} }")
     low = {k: round(v, 1) for k, v in scores.items() if v < floor}
     assert not low, f"{profile.name}: below {floor} dB against the full driver: {low} " \
                     f"(all: { {k: round(v, 1) for k, v in scores.items()} })"
