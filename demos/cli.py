@@ -90,7 +90,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="share --budget with the other processes of GROUP on this machine "
                         "(joined or made; the first live member's budget is the group's)")
     p.add_argument("--share-weight", type=share_weight_arg, default=1.0,
-                   help="this process's weight in the group (default 1)")
+                   help="this process's weight in the group, 0.001..1000 (default 1)")
     p.add_argument("--share-floor", type=share_floor_arg, default=0,
                    help="bytes this process keeps while the floors fit (default 0)")
     add_trace_option(p)
@@ -111,14 +111,15 @@ def share_group_arg(text: str) -> str:
 
 @examples("2", "0", "-1", "nan", "inf", "heavy")
 def share_weight_arg(text: str) -> float:
-    """A weight in a share group: a finite number > 0."""
-    from engine.memory.shares import check_weight
+    """A weight in a share group: a finite number in MIN_WEIGHT..MAX_WEIGHT."""
+    from engine.memory.shares import MAX_WEIGHT, MIN_WEIGHT, check_weight
 
     try:
         return check_weight(float(text))
     except (ValueError, BudgetError):
-        raise argparse.ArgumentTypeError(f"share weight must be a finite number > 0, got "
-                                         f"{text!r}") from None
+        raise argparse.ArgumentTypeError(f"share weight must be a finite number in "
+                                         f"{MIN_WEIGHT:g}..{MAX_WEIGHT:g}, got {text!r}"
+                                         ) from None
 
 
 @examples("64MiB", "-5", "lots", "80%")
