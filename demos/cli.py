@@ -25,8 +25,10 @@ from engine.cli_args import (
     budget_arg,
     examples,
     input_file,
-    output_file,
+    image_output_file,
+    json_output_file,
     positive_int,
+    scene_count_arg,
     registry_arg,
     size_arg,
     texture_size_arg,
@@ -63,10 +65,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help='"512MiB", "500MB" or "80%%" of detected VRAM (default: gallery: '
                         'measured from the scene as it runs, so that it binds; the others: '
                         '80%%)')
-    p.add_argument("--screenshot", type=output_file, help="save the last frame as PNG")
-    p.add_argument("--report", type=output_file, help="write the per-frame JSON report")
+    p.add_argument("--screenshot", type=image_output_file,
+                   help="save the last frame as a picture (.png, .jpg, ...)")
+    p.add_argument("--report", type=json_output_file, help="write the per-frame JSON report")
     p.add_argument("--size", type=size_arg, default=(1280, 720), help="output WxH")
-    p.add_argument("--count", type=positive_int,
+    p.add_argument("--count", type=scene_count_arg,
                    help="gallery, pressure, wall: number of textures")
     p.add_argument("--texture-size", type=texture_size_arg,
                    help="gallery, pressure, wall: texture edge (power of two)")

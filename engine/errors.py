@@ -131,6 +131,20 @@ class UnsafeStateError(EngineError, PermissionError):
         return (type(self), (self.path, self.problem))
 
 
+class OutputWriteError(EngineError):
+    """An output the user asked for (a report, a trace, a screenshot) could not be written:
+    a full disk, a quota, a read-only file system. Raised once the run has released what it
+    made and the temporary file is removed; the message names the file and the reason."""
+
+    def __init__(self, path: object, why: str) -> None:
+        self.path = str(path)
+        self.why = why
+        super().__init__(f"cannot write {self.path}: {why} (no partial file left)")
+
+    def __reduce__(self):
+        return (type(self), (self.path, self.why))
+
+
 #: The name the package is installed by (pyproject.toml's project name).
 DISTRIBUTION = "vram-budget-renderer"
 

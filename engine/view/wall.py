@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import os
+import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,7 +45,7 @@ from ..textures.progress import Progress
 from . import atlas as atlas_
 from . import cache
 from .decode import MAX_PIXELS
-from .discover import TEXTURE_SUFFIXES, discover
+from .discover import TEXTURE_SUFFIXES, discover, special_kind
 from .encoder import DetailEncoder, Job, process_pool
 from .layout import Rect, bounds, chunk_grid, grid, justified_rows
 from .navigator import Navigator
@@ -190,6 +191,11 @@ class ImageWall:
         stats: dict[int, tuple[str, os.stat_result]] = {}
         trusted: list[int] = []  # the index says their thumbnails were made
         for i, path in enumerate(files):
+            kind = special_kind(path) if path.suffix.lower() in TEXTURE_SUFFIXES else None
+            if kind is not None:  # never opened: a FIFO would wait for a writer forever
+                self.problems.append((str(path), f"{kind}, not a regular file: skipped"))
+                slots.append(None)
+                continue
             if path.suffix.lower() in TEXTURE_SUFFIXES:
                 from ..textures.reader import open_texture
 
@@ -204,6 +210,11 @@ class ImageWall:
             key = os.path.abspath(path)
             try:
                 st = os.stat(path)
+                if not stat.S_ISREG(st.st_mode):
+                    self.problems.append((str(path), f"{special_kind(path)}, not a regular "
+                                                     f"file: skipped"))
+                    slots.append(None)
+                    continue
                 known = index.lookup(key, st)
                 entry, meta = known if known is not None else \
                     (cache.entry_dir(path, root, st), None)
