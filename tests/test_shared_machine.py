@@ -264,3 +264,12 @@ def test_a_snapshot_request_keeps_the_out_file_until_it_is_replaced(tmp_path):
     assert keep.read_text() == "mine"
     state.close()
 
+
+
+def test_a_state_file_of_a_killed_process_is_removed_even_before_its_first_write(tmp_path):
+    folder = private_dir(tmp_path / "mon")
+    dead = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                              capture_output=True, text=True).stdout)
+    state = live.StateFile(folder / f"{dead}.1.json")  # made, never written: sequence 0
+    state._map.close()
+    assert live.read_all(folder) == [] and list(folder.iterdir()) == []

@@ -362,7 +362,7 @@ def read_all(folder: Path | None = None, *, clean: bool = True) -> list[dict[str
                 _skip_once(path, str(exc))
                 pid, start = identity(body) or (pid, None)
         if not process_alive(pid, start):
-            if clean and body is not None:  # a state file of the engine's (magic and name)
+            if clean and _has_magic(path):  # the engine's own file (its name and magic)
                 _remove_stale(folder, path.stem)
             continue
         if state is not None:
@@ -389,10 +389,22 @@ def _skip_once(path: Path, why: str) -> None:
 def _remove_stale(folder: Path, stem: str) -> None:
     """The state file `stem`.json of a process that is gone, its snapshot request and its
     temporary file: regular files of this user only (unlink never follows a link itself)."""
-    for name in (f"{stem}.json", f"{stem}{SNAPSHOT_REQUEST}", f".{stem}.json.tmp"):
+    for name in (f"{stem}.json", f"{stem}{SNAPSHOT_REQUEST}"):
         path = folder / name
         if is_own_regular(path):
             path.unlink(missing_ok=True)
+    tmp = folder / f".{stem}.json.tmp"
+    if _is_own_temp(tmp):
+        tmp.unlink(missing_ok=True)
+
+
+def _has_magic(path: Path) -> bool:
+    """`path` is a regular file of this user starting with the state file's magic."""
+    fd = open_for_reading(path)
+    if fd is None:
+        return False
+    with os.fdopen(fd, "rb") as f:
+        return f.read(len(MAGIC)) == MAGIC
 
 
 def _is_own_temp(path: Path) -> bool:

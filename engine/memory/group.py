@@ -136,7 +136,6 @@ class Row:
                          c.visible, s.reserved, s.held, s.share, s.grant)
 
 
-
 class RowRejected(ValueError):
     """A row no member could have written (`parse_row`); the message says why."""
 
@@ -259,9 +258,7 @@ def not_a_member(pid: int, group_file: tuple[int, int]) -> str | None:
         return f"pid {pid} belongs to uid {owner}, not to this user"
     try:
         fds = os.listdir(f"/proc/{pid}/fd")
-    except PermissionError:
-        return None
-    except OSError:
+    except OSError:  # not dumpable (its owner decides), or gone (the start time says so)
         return None
     for fd in fds:
         try:
