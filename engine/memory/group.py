@@ -175,13 +175,13 @@ class GroupFile:
         self.name = name
         self.path = group_path(name)
         self._fd = open_state(self.path, create=True)
+        #: (device, inode) of the open file: every member holds a descriptor of it
+        self.identity = self._identity()
         #: rows the last `read` rejected: index -> why (cleared by `live_rows`)
         self.rejected: dict[int, str] = {}
         self._max_pid = pid_max()
 
-    @property
-    def identity(self) -> tuple[int, int]:
-        """(device, inode) of the open file: a member holds a descriptor of it."""
+    def _identity(self) -> tuple[int, int]:
         st = os.fstat(self._fd)
         return st.st_dev, st.st_ino
 
@@ -193,7 +193,7 @@ class GroupFile:
         while True:
             fcntl.flock(self._fd, fcntl.LOCK_EX)
             try:
-                same = os.lstat(self.path).st_ino == os.fstat(self._fd).st_ino
+                same = os.lstat(self.path).st_ino == self.identity[1]
             except FileNotFoundError:
                 same = False
             if same:
@@ -201,6 +201,7 @@ class GroupFile:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = open_state(self.path, create=True)
+            self.identity = self._identity()
         try:
             yield self
         finally:
@@ -452,7 +453,7 @@ class GroupMember(MemberState):
                 group_budget, rows = self.budget, [None] * MAX_MEMBERS
             rows = live_rows(self._file, rows, self._liveness, self._index)
             seats, me = [], 0
-            members = 1 + sum(r is not None for i, r in enumerate(rows) if i != self._index)
+            members = 1 + len(rows) - rows.count(None) - (rows[self._index] is not None)
             for i, row in enumerate(rows):
                 if i == self._index:
                     me = len(seats)
