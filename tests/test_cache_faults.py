@@ -204,3 +204,33 @@ def test_a_source_replaced_with_the_same_size_and_time_misses(tmp_path):
     assert (path.stat().st_size, path.stat().st_mtime_ns) == (st.st_size, st.st_mtime_ns)
     again = ImageWall([folder], workers=1, detail=False, progress=False, cache_dir=root)
     assert again.items[0].entry != first.items[0].entry
+
+
+@pytest.mark.slow  # a process pool
+def test_staged_pixels_of_an_unfinished_image_are_not_left_on_disk(tmp_path):
+    """An image of six chunks, staged by one decode; the encoder closes (the run ends) with
+    chunks still to make: no uncompressed staging file stays behind."""
+    import time
+
+    from PIL import Image
+
+    from engine.view.encoder import DetailEncoder, Job
+    from engine.view.layout import chunk_grid
+
+    src = tmp_path / "big.png"
+    Image.fromarray(marked(600, 300)).save(src)
+    entry = tmp_path / "cache" / "ab" / "abcd"
+    entry.mkdir(parents=True)
+    jobs = [Job(0, k, str(src), str(entry), box, True)
+            for k, box in enumerate(chunk_grid(600, 300, 256))]
+    enc = DetailEncoder(jobs, "bc1", 256, 1, 1 << 30)
+    staging = cache.staging_dir(entry, "bc1", 256)
+    try:
+        deadline = time.monotonic() + 30
+        while not enc._staged.get(0) and time.monotonic() < deadline:
+            enc.pump([(0, 0)])
+            time.sleep(0.01)
+        assert staging.is_dir() and any(staging.iterdir())
+    finally:
+        enc.close()
+    assert not staging.exists()

@@ -317,10 +317,17 @@ class DetailEncoder:
         return out
 
     def close(self) -> None:
-        """End the pool: queued jobs are dropped, running ones finish (their files are whole)."""
+        """End the pool: queued jobs are dropped, running ones finish (their files are whole).
+        The staged pixels of images not finished are removed: uncompressed, they were 4.4 GB
+        for two large PNGs left on disk after a normal exit; a later run stages them again."""
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
+        entries = {j.item: j.entry for j in self.jobs.values()}
+        for item in self._staged:
+            if item in entries:
+                cache.drop_staging(Path(entries[item]), self.fmt, self.chunk)
+        self._staged.clear()
         self._running.clear()
         self._ready.clear()
         if self._work is not None:
