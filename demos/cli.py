@@ -25,8 +25,10 @@ from engine.cli_args import (
     budget_arg,
     examples,
     input_file,
-    output_file,
+    image_output_file,
+    json_output_file,
     positive_int,
+    scene_count_arg,
     registry_arg,
     size_arg,
     texture_size_arg,
@@ -63,10 +65,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help='"512MiB", "500MB" or "80%%" of detected VRAM (default: gallery: '
                         'measured from the scene as it runs, so that it binds; the others: '
                         '80%%)')
-    p.add_argument("--screenshot", type=output_file, help="save the last frame as PNG")
-    p.add_argument("--report", type=output_file, help="write the per-frame JSON report")
+    p.add_argument("--screenshot", type=image_output_file,
+                   help="save the last frame as a picture (.png, .jpg, ...)")
+    p.add_argument("--report", type=json_output_file, help="write the per-frame JSON report")
     p.add_argument("--size", type=size_arg, default=(1280, 720), help="output WxH")
-    p.add_argument("--count", type=positive_int,
+    p.add_argument("--count", type=scene_count_arg,
                    help="gallery, pressure, wall: number of textures")
     p.add_argument("--texture-size", type=texture_size_arg,
                    help="gallery, pressure, wall: texture edge (power of two)")
@@ -90,7 +93,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="share --budget with the other processes of GROUP on this machine "
                         "(joined or made; the first live member's budget is the group's)")
     p.add_argument("--share-weight", type=share_weight_arg, default=1.0,
-                   help="this process's weight in the group (default 1)")
+                   help="this process's weight in the group, 0.001..1000 (default 1)")
     p.add_argument("--share-floor", type=share_floor_arg, default=0,
                    help="bytes this process keeps while the floors fit (default 0)")
     add_trace_option(p)
@@ -111,14 +114,15 @@ def share_group_arg(text: str) -> str:
 
 @examples("2", "0", "-1", "nan", "inf", "heavy")
 def share_weight_arg(text: str) -> float:
-    """A weight in a share group: a finite number > 0."""
-    from engine.memory.shares import check_weight
+    """A weight in a share group: a finite number in MIN_WEIGHT..MAX_WEIGHT."""
+    from engine.memory.shares import MAX_WEIGHT, MIN_WEIGHT, check_weight
 
     try:
         return check_weight(float(text))
     except (ValueError, BudgetError):
-        raise argparse.ArgumentTypeError(f"share weight must be a finite number > 0, got "
-                                         f"{text!r}") from None
+        raise argparse.ArgumentTypeError(f"share weight must be a finite number in "
+                                         f"{MIN_WEIGHT:g}..{MAX_WEIGHT:g}, got {text!r}"
+                                         ) from None
 
 
 @examples("64MiB", "-5", "lots", "80%")

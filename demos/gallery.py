@@ -43,7 +43,7 @@ def texture_paths(options: Mapping[str, Any]) -> list[Path]:
 def build(device: Device, provider: TextureProvider, options: Mapping[str, Any]) -> Scene:
     opts = {**DEFAULTS, **{k: v for k, v in options.items() if v is not None}}
     # the CLI's checks, for callers of the API (run_scene(build, options={"count": 0}))
-    count = inputs.checked("count", inputs.positive_int, opts["count"])
+    count = inputs.checked("count", inputs.scene_count, opts["count"])
     size = inputs.checked("texture_size", inputs.texture_edge, opts["texture_size"])
     assets = gallery_textures(count, size, str(opts["format"]),
                               cache_dir=opts.get("cache_dir"))

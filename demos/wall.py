@@ -271,7 +271,7 @@ def build(device: Device, provider: TextureProvider, options: Mapping[str, Any])
     """The wall scene: `count` images (default by device), each its own streamed texture."""
     opts = {**DEFAULTS, **{k: v for k, v in options.items() if v is not None}}
     # the CLI's checks, for callers of the API (run_scene(build, options={"count": 0}))
-    count = inputs.checked("count", inputs.positive_int,
+    count = inputs.checked("count", inputs.scene_count,
                            opts.get("count") or default_count(device))
     size = inputs.checked("texture_size", inputs.texture_edge, opts["texture_size"])
     assets = wall_textures(count, size, cache_dir=opts.get("cache_dir"))

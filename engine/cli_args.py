@@ -57,6 +57,8 @@ def _checked(check: Callable[[str], Any], name: str) -> Callable[[str], Any]:
 budget_arg = examples("80%", "abc", "-5%", "150%", "nan%", "0", "0%", "512", "512M", "0MiB")(
     _checked(inputs.budget, "budget_arg"))
 positive_int = examples("3", "0", "-3", "x", "1.5")(_checked(inputs.positive_int, "positive_int"))
+scene_count_arg = examples("200", "0", "x", "100000000")(
+    _checked(inputs.scene_count, "scene_count_arg"))
 seed_arg = examples("7", "x", "-1", "1.5")(_checked(inputs.seed, "seed_arg"))
 probability_arg = examples("0.5", "x", "-0.1", "1.5", "nan")(
     _checked(inputs.probability, "probability_arg"))
@@ -114,18 +116,53 @@ def check_output_dir(path: Path) -> None:
         raise UsageError(f"{path}: {base} is not writable")
 
 
-@examples("out/result.json", "/dev/null/x.out")
+@examples("out/result.json", "/dev/null/x.out", "/dev/null")
 def output_file(text: str) -> Path:
     """A file this command will write: its folder must exist or be creatable and writable,
-    and the path must not be a folder."""
+    and the path must be a regular file or nothing yet (outputs are written to a temporary
+    name and renamed over it, so a device such as /dev/null would be replaced, as root)."""
     path = Path(text)
     try:
         if path.is_dir():
             raise UsageError(f"{path} is a folder")
+        if path.exists() and not path.is_file():
+            raise UsageError(f"{path} exists and is not a regular file")
         check_output_dir(path.parent if str(path.parent) else Path("."))
     except UsageError as exc:
         raise argparse.ArgumentTypeError(f"cannot write {text!r} ({exc}); accepted: a file "
                                          f"path in a writable folder") from None
+    return path
+
+
+@examples("out/report.json", "report", "r.txt", "/dev/null")
+def json_output_file(text: str) -> Path:
+    """A JSON file this command will write (--report, --trace): `output_file`, named .json."""
+    return _with_suffix(output_file(text), (".json",), "a .json file path")
+
+
+def _image_suffixes() -> tuple[str, ...]:
+    """The suffixes Pillow can write an RGB picture as."""
+    from PIL import Image
+
+    Image.init()
+    return tuple(sorted(s for s, fmt in Image.registered_extensions().items()
+                        if fmt in Image.SAVE and fmt in ("PNG", "JPEG", "BMP", "TIFF", "WEBP",
+                                                         "PPM", "TGA")))
+
+
+@examples("shot.png", "shot", "shot.json", "/dev/full")
+def image_output_file(text: str) -> Path:
+    """A picture this command will write (--screenshot): `output_file`, named with an image
+    suffix Pillow writes (.png, .jpg, ...), checked before the run rather than after it."""
+    return _with_suffix(output_file(text), _image_suffixes(),
+                        "an image path (.png, .jpg, .bmp, .tif, .webp)")
+
+
+def _with_suffix(path: Path, suffixes: tuple[str, ...], accepted: str) -> Path:
+    if path.suffix.lower() not in suffixes:
+        raise argparse.ArgumentTypeError(
+            f"cannot write {str(path)!r}: {'no' if not path.suffix else 'an unknown'} file "
+            f"extension{' ' + repr(path.suffix) if path.suffix else ''}; accepted: {accepted}")
     return path
 
 
@@ -143,6 +180,6 @@ def add_trace_option(parser: argparse.ArgumentParser) -> None:
     """`--trace FILE` for a command that runs frames (demo, soak, view): one spelling and
     one check for all of them; the run gets it as `RunSettings.trace`
     (engine.diagnostics.trace says what the file holds)."""
-    parser.add_argument("--trace", type=output_file, metavar="FILE",
+    parser.add_argument("--trace", type=json_output_file, metavar="FILE",
                         help="write a Chrome trace-event JSON of the run: open it in "
                              "https://ui.perfetto.dev (Open trace file) or chrome://tracing")

@@ -111,6 +111,40 @@ class OutputExistsError(EngineError, FileExistsError):
         return (type(self), (self.path, self.why))
 
 
+class UnsafeStateError(EngineError, PermissionError):
+    """A folder or file of shared state (a share group, the monitor's state files) that this
+    user does not own alone: a symbolic link, another user's, open to others, not a folder or
+    not a regular file. Another local user could plant files there or turn our writes into
+    writes of theirs, so the engine refuses it; the message names the path and why."""
+
+    def __init__(self, path: object, problem: str) -> None:
+        self.path = str(path)
+        self.problem = problem
+        super().__init__(f"{self.path}: {problem}; refusing to use it (remove it, or point "
+                         f"$XDG_RUNTIME_DIR at a folder only you can write)")
+        self.filename = self.path  # the CLI's rule: an OSError naming a path is the user's
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+    def __reduce__(self):
+        return (type(self), (self.path, self.problem))
+
+
+class OutputWriteError(EngineError):
+    """An output the user asked for (a report, a trace, a screenshot) could not be written:
+    a full disk, a quota, a read-only file system. Raised once the run has released what it
+    made and the temporary file is removed; the message names the file and the reason."""
+
+    def __init__(self, path: object, why: str) -> None:
+        self.path = str(path)
+        self.why = why
+        super().__init__(f"cannot write {self.path}: {why} (no partial file left)")
+
+    def __reduce__(self):
+        return (type(self), (self.path, self.why))
+
+
 #: The name the package is installed by (pyproject.toml's project name).
 DISTRIBUTION = "vram-budget-renderer"
 

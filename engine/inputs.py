@@ -81,6 +81,20 @@ def positive_int(value: Any) -> int:
     return n
 
 
+#: The most textures a demo scene takes (--count): ten times the largest wall measured (10,000
+#: images on the H200). A count is checked before anything is listed or made: 10^8 used to
+#: build 10^8 paths before the first check.
+MAX_SCENE_COUNT = 100_000
+
+
+def scene_count(value: Any) -> int:
+    """A number of textures of a demo scene: 1..MAX_SCENE_COUNT."""
+    n = positive_int(value)
+    if n > MAX_SCENE_COUNT:
+        raise UsageError(f"{n} is out of range; accepted: 1 to {MAX_SCENE_COUNT:,}")
+    return n
+
+
 def seed(value: Any) -> int:
     """A random seed: a whole number >= 0."""
     n = _whole(value)

@@ -5,8 +5,13 @@ Installed as an entry point (`engine_leaks`), so any project depending on the en
     can be made the run stops with one line saying so: a CI job that lost its GL driver must
     not go green by skipping every test. Opt into skipping instead with the ini option
     `engine_skip_without_gl = true` or the flag `--engine-skip-without-gl`.
+  - `engine_context`: the device's moderngl context for a test's own objects, wrapped in
+    `engine.TrackedContext`: `engine_context.buffer(...)`, `.program(...)`,
+    `.vertex_array(...)` are ledgered (category "user") and leak-checked like the engine's.
   - `gl_leak_check`: fails the test itself (not its teardown) when GL objects made during it
-    are still alive at its end, naming each object: type, label, bytes.
+    are still alive at its end, naming each object: type, label, GL name, bytes. An object
+    made through `engine_context` (or any TrackedContext) and dropped without `release()`
+    is such a leak too: moderngl frees nothing when a Python object is collected.
   - `@pytest.mark.gl_budget("64MiB")` (or "80%" of the device's memory; sizes follow the one
     byte-size rule, engine.memory.sizes): fails the test when the bytes live on
     `engine_device` (its ledger's total) went above that size at any moment during the
@@ -194,6 +199,15 @@ def engine_device(request: pytest.FixtureRequest) -> Iterator[Any]:
                     f"{SKIP_FLAG}", returncode=pytest.ExitCode.TESTS_FAILED)
     yield dev
     dev.shutdown()
+
+
+@pytest.fixture
+def engine_context(engine_device: Any) -> Any:
+    """A moderngl context for the test's own objects: `engine_device`'s, tracked
+    (engine.gl.tracking.tracked_context), so they count in `gl_leak_check` and `gl_budget`."""
+    from .gl.tracking import tracked_context
+
+    return tracked_context(engine_device)
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ from pathlib import Path
 
 #: Lowest first. Module name prefixes; the longest matching prefix decides a module's layer.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("engine.errors", "engine.formats"),
+    ("engine.errors", "engine.formats", "engine.statedir"),
     ("engine.memory", "engine.inputs"),
     ("engine.textures",),
     ("engine.gl",),

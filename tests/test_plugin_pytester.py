@@ -30,6 +30,18 @@ def test_leaks_a_buffer(gl_leak_check, engine_device):
     engine_device.buffer(reserve=4096, label="leaky-buffer")
 
 
+def test_drops_its_own_objects(gl_leak_check, engine_context):
+    import gc
+
+    prog = engine_context.program(
+        vertex_shader="#version 330\\nin vec2 p; void main() { gl_Position = vec4(p, 0, 1); }",
+        fragment_shader="#version 330\\nout vec4 c; void main() { c = vec4(1); }")
+    buf = engine_context.buffer(reserve=1 << 20)
+    vao = engine_context.vertex_array(prog, [(buf, "2f", "p")])
+    del prog, buf, vao  # dropped without release(): moderngl frees nothing
+    gc.collect()
+
+
 @pytest.mark.gl_budget("64KiB")
 def test_under_budget(engine_device):
     buf = engine_device.buffer(reserve=16 * 1024, label="small-buffer")
@@ -139,7 +151,11 @@ def test_leaks_and_budget_overruns_fail_the_test_itself(pytester, monkeypatch):
     assert _line(run, "FAILED", "test_over_budget_even_though_released"), out
     assert _line(run, "FAILED", "test_over_budget_then_raises_itself"), out
     assert "the test's own error wins" in out
-    run.assert_outcomes(passed=2, failed=3, errors=0)
+    # a moderngl object collected without release() is a leak of the test that made it
+    assert _line(run, "FAILED", "test_drops_its_own_objects"), out
+    assert "LeakError: 3 GL object" in out and "user buffer #" in out
+    assert "1.0 MiB" in out and "GL name" in out
+    run.assert_outcomes(passed=2, failed=4, errors=0)
     assert run.ret == pytest.ExitCode.TESTS_FAILED
 
 

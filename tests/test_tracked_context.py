@@ -86,3 +86,30 @@ def test_release_in_any_order_and_a_clean_exit():
                           text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert "left 0 0" in done.stdout  # the context took its objects with it
+
+
+def test_an_object_dropped_without_release_is_a_leak_and_is_freed(engine_device):
+    """The issue's most common moderngl leak: a buffer made through the wrapper and dropped
+    without release() stays a live record (GL name and bytes named) until it is released
+    for the test; one released and then dropped is no leak."""
+    import gc
+
+    from engine.errors import LeakError
+    from engine.gl.tracking import tracked_context
+
+    ctx = tracked_context(engine_device)
+    before = engine_device.ledger.total
+    with pytest.raises(LeakError) as err, engine_device.leak_check():
+        done = ctx.buffer(reserve=4096)
+        done.release()
+        dropped = ctx.buffer(reserve=1 << 20)
+        glo = dropped.glo
+        del done, dropped
+        gc.collect()
+    assert err.value.leaks[0].glo == glo and len(err.value.leaks) == 1
+    assert f"GL name {glo}" in str(err.value) and "1.0 MiB" in str(err.value)
+    assert engine_device.ledger.total == before + (1 << 20)
+    engine_device.release_records(err.value.leaks)
+    engine_device.flush_releases()
+    assert engine_device.ledger.total == before
+    assert not [r for r in engine_device.live_objects() if r.glo == glo and "user" in r.label]

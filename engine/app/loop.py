@@ -395,12 +395,19 @@ class FrameLoop:
         if self.live is not None:
             self.live.close()
             self.live = None
-        if self.tracer is not None:
-            self.tracer.close()
-            self.tracer = None
+        tracer, self.tracer = self.tracer, None
+        if tracer is not None:
+            tracer.close()
 
     def release(self) -> None:
-        self._close_observers()
+        """Release everything the loop made; a trace that could not be written is raised
+        (OutputWriteError) only once all of it is released, so it is no leak."""
+        try:
+            self._close_observers()
+        finally:
+            self._release_gl()
+
+    def _release_gl(self) -> None:
         with self.attributed():
             if self.feedback is not None:
                 self.feedback.release()

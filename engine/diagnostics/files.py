@@ -3,9 +3,17 @@ temporary name in the same folder and renamed, so an interrupted run (Ctrl-C, SI
 disk) never leaves half a file under the real name."""
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Callable
 from pathlib import Path
+
+from ..errors import OutputWriteError
+
+
+#: Errors of the disk rather than of the program: a full disk, a quota, a read-only file
+#: system, an I/O error. They are the user's to fix and are said as such (OutputWriteError).
+WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO, errno.EFBIG})
 
 
 def atomic_write(path: Path | str, write: Callable[[Path], None]) -> Path:
@@ -17,8 +25,10 @@ def atomic_write(path: Path | str, write: Callable[[Path], None]) -> Path:
     try:
         write(tmp)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         tmp.unlink(missing_ok=True)
+        if isinstance(exc, OSError) and exc.errno in WRITE_ERRNOS:
+            raise OutputWriteError(path, exc.strerror or str(exc)) from exc
         raise
     return path
 

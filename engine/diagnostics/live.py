@@ -16,6 +16,15 @@ A process that ends normally removes its file; one that was killed leaves it, an
 reader (`read_all`) removes the files whose process is gone (the pid is dead, or now belongs
 to a process that started later: its start time is in the file).
 
+Another local user. The folder is checked before use (engine.statedir: this user's, 0700,
+not a symbolic link), files are made with O_EXCL and opened with O_NOFOLLOW, and what a
+reader finds is hostile input: only regular files are opened (a FIFO named `*.json` is
+skipped, never waited on), every document passes `live_entry.parse_entry` (bounded, finite,
+a plausible pid, every key), a malformed one is skipped and named once, and the clean-up
+deletes only the engine's own files: names of the engine's pattern (`PID.N.json`, its
+snapshot request, its temporary file) whose content starts with the engine's magic (or, for
+a temporary file, is still all zeros), never through a symbolic link.
+
 `monitor --snapshot PID` drops a request file beside the state file; the publisher sees it
 at its next write and calls the loop's snapshot writer (engine.diagnostics.snapshot).
 """
@@ -26,6 +35,7 @@ import json
 import logging
 import mmap
 import os
+import re
 import struct
 import sys
 import tempfile
@@ -34,7 +44,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..statedir import is_own_regular, open_for_reading, open_state, plausible_pid, private_dir
 from ..streaming.contract import ProviderStats
+from .live_entry import EntryError, identity, parse_entry
 
 log = logging.getLogger(__name__)
 
@@ -60,10 +72,9 @@ class StateFile:
     def __init__(self, path: Path) -> None:
         self.path = path
         tmp = path.with_name(f".{path.name}.tmp")
-        with tmp.open("wb") as f:
-            f.truncate(FILE_BYTES)
-        fd = os.open(tmp, os.O_RDWR)
+        fd = open_state(tmp, create=True)
         try:
+            os.ftruncate(fd, FILE_BYTES)
             self._map = mmap.mmap(fd, FILE_BYTES)
         finally:
             os.close(fd)
@@ -90,22 +101,30 @@ class StateFile:
     @staticmethod
     def read(path: Path, attempts: int = 20) -> dict[str, Any] | None:
         """The document, or None when the file holds none yet (or is not a state file)."""
-        with path.open("rb") as f:
+        body = StateFile.read_body(path, attempts)
+        return None if body is None else json.loads(body)
+
+    @staticmethod
+    def read_body(path: Path, attempts: int = 20) -> bytes | None:
+        """The payload, or None when the file holds none yet, is no state file, is not a
+        regular file of this user (a FIFO is never waited on) or is gone."""
+        fd = open_for_reading(path)
+        if fd is None:
+            return None
+        with os.fdopen(fd, "rb") as f:
             for _ in range(attempts):
                 f.seek(0)
                 head = f.read(_HEADER.size)
                 if len(head) < _HEADER.size:
                     return None
                 magic, seq, n = _HEADER.unpack(head)
-                if magic != MAGIC:
-                    return None
-                if seq == 0:
+                if magic != MAGIC or seq == 0 or n > FILE_BYTES - _HEADER.size:
                     return None
                 body = f.read(n)
                 f.seek(0)
                 again = _HEADER.unpack(f.read(_HEADER.size))[1]
                 if seq % 2 == 0 and again == seq:
-                    return json.loads(body)
+                    return body
                 time.sleep(0.001)
         return None
 
@@ -113,17 +132,13 @@ class StateFile:
 def runtime_dir(create: bool = True) -> Path:
     """The folder state files live in: `$XDG_RUNTIME_DIR/engine-monitor` when the runtime
     folder exists, else `<tempfile.gettempdir()>/engine-monitor-<uid>`. Made with mode 0700;
-    OSError when it exists but belongs to another user (someone could feed us fake files)."""
+    UnsafeStateError (an OSError) when another user could reach it (engine.statedir)."""
     xdg = os.environ.get("XDG_RUNTIME_DIR")
     if xdg and Path(xdg).is_dir():
         path = Path(xdg) / "engine-monitor"
     else:
         path = Path(tempfile.gettempdir()) / f"engine-monitor-{os.getuid()}"
-    if create:
-        path.mkdir(mode=0o700, exist_ok=True)
-    if path.exists() and path.stat().st_uid != os.getuid():
-        raise OSError(f"{path} belongs to another user")
-    return path
+    return private_dir(path, create=create)
 
 
 def process_start(pid: int) -> int | None:
@@ -151,12 +166,16 @@ def process_age_s() -> float | None:
 
 
 def process_alive(pid: int, start: int | None) -> bool:
+    """Process `pid` (started at `start` clock ticks, when known) is running; False for a
+    pid that cannot be an engine's (engine.statedir.plausible_pid)."""
+    if not plausible_pid(pid):
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
-        pass  # it exists, under another user
+        return False  # another user's process: the engine run that wrote the file is gone
     return start is None or process_start(pid) in (None, start)
 
 
@@ -294,9 +313,11 @@ class LivePublisher:
 
     def _serve_snapshot(self) -> None:
         try:
-            target = Path(self.request.read_text(encoding="utf-8").strip())
+            fd = open_state(self.request, create=False)
+            with os.fdopen(fd, "rb") as f:
+                target = Path(f.read(4096).decode("utf-8").strip())
             self.request.unlink(missing_ok=True)
-        except OSError as exc:
+        except (OSError, UnicodeDecodeError) as exc:
             log.warning("snapshot request unreadable: %s", exc)
             return
         try:
@@ -319,31 +340,81 @@ class LivePublisher:
 
 def read_all(folder: Path | None = None, *, clean: bool = True) -> list[dict[str, Any]]:
     """The state of every live engine process, oldest first; with `clean`, the files of
-    processes that are gone are removed (a killed process cannot remove its own)."""
-    folder = folder or runtime_dir()
+    processes that are gone are removed (a killed process cannot remove its own), and only
+    those (module docstring, "Another local user")."""
+    folder = private_dir(folder, create=False) if folder is not None else runtime_dir()
+    if not folder.is_dir():
+        return []
     out = []
     for path in sorted(folder.glob("*.json")):
-        try:
-            state = StateFile.read(path)
-            pid, start = int(state["pid"]), state.get("start")  # type: ignore[index]
-        except (OSError, ValueError, KeyError, TypeError):
-            state, pid, start = None, _pid_of(path), None
-        if pid is not None and not process_alive(pid, start):
-            if clean:
-                for stale in folder.glob(f"{path.stem}.*"):
-                    stale.unlink(missing_ok=True)
-                (folder / f".{path.name}.tmp").unlink(missing_ok=True)
+        match = _STATE_NAME.fullmatch(path.name)
+        if match is None or not is_own_regular(path):
+            _skip_once(path, "not an engine state file (name or file type)")
+            continue
+        body = StateFile.read_body(path)
+        state: dict[str, Any] | None = None
+        pid, start = int(match[1]), None
+        if body is not None:
+            try:
+                state = parse_entry(body)
+                pid, start = state["pid"], state.get("start")
+            except EntryError as exc:
+                _skip_once(path, str(exc))
+                pid, start = identity(body) or (pid, None)
+        if not process_alive(pid, start):
+            if clean and _has_magic(path):  # the engine's own file (its name and magic)
+                _remove_stale(folder, path.stem)
             continue
         if state is not None:
             out.append(state)
     if clean:  # a file being made when its process was killed never got its real name
         for tmp in folder.glob(".*.json.tmp"):
-            pid = _pid_of(Path(tmp.name[1:]))
-            if pid is not None and not process_alive(pid, None):
+            match = _STATE_NAME.fullmatch(tmp.name[1:-4])
+            if match and not process_alive(int(match[1]), None) and _is_own_temp(tmp):
                 tmp.unlink(missing_ok=True)
     return sorted(out, key=lambda s: (s.get("started_utc", 0), s.get("name", "")))
 
 
-def _pid_of(path: Path) -> int | None:
-    head = path.name.split(".", 1)[0]
-    return int(head) if head.isdigit() else None
+#: The name of a state file: PID.N.json.
+_STATE_NAME = re.compile(r"([0-9]{1,10})\.([0-9]{1,10})\.json")
+_skipped: set[str] = set()
+
+
+def _skip_once(path: Path, why: str) -> None:
+    if str(path) not in _skipped:
+        _skipped.add(str(path))
+        log.warning("monitor: skipped %s: %s", path, why)
+
+
+def _remove_stale(folder: Path, stem: str) -> None:
+    """The state file `stem`.json of a process that is gone, its snapshot request and its
+    temporary file: regular files of this user only (unlink never follows a link itself)."""
+    for name in (f"{stem}.json", f"{stem}{SNAPSHOT_REQUEST}"):
+        path = folder / name
+        if is_own_regular(path):
+            path.unlink(missing_ok=True)
+    tmp = folder / f".{stem}.json.tmp"
+    if _is_own_temp(tmp):
+        tmp.unlink(missing_ok=True)
+
+
+def _has_magic(path: Path) -> bool:
+    """`path` is a regular file of this user starting with the state file's magic."""
+    fd = open_for_reading(path)
+    if fd is None:
+        return False
+    with os.fdopen(fd, "rb") as f:
+        return f.read(len(MAGIC)) == MAGIC
+
+
+def _is_own_temp(path: Path) -> bool:
+    """A temporary state file: a regular file of this user of the state file's size (or
+    empty) whose header is the engine's or still zeros (killed before writing it)."""
+    if not is_own_regular(path) or os.lstat(path).st_size not in (0, FILE_BYTES):
+        return False
+    fd = open_for_reading(path)
+    if fd is None:
+        return False
+    with os.fdopen(fd, "rb") as f:
+        head = f.read(_HEADER.size)
+    return head[:8] == MAGIC or not head.strip(b"\0")

@@ -25,6 +25,7 @@ from typing import Any, TextIO
 
 from ..errors import UsageError
 from ..memory.sizes import format_bytes
+from ..statedir import open_state
 from .live import SNAPSHOT_REQUEST, read_all, runtime_dir
 
 #: Seconds `--snapshot` waits for the process to write the files.
@@ -157,8 +158,8 @@ def watch(*, as_json: bool, once: bool, interval: float = 1.0, out: TextIO | Non
     while True:
         states = with_nvml(read_all(folder))
         if as_json:
-            for s in states:
-                out.write(json.dumps(s) + "\n")
+            for s in states:  # finite numbers only (live_entry): strict JSON out
+                out.write(json.dumps(s, allow_nan=False) + "\n")
         elif out.isatty() and _have_rich():
             from rich.console import Console
 
@@ -181,30 +182,50 @@ def request_snapshot(pid: int, target: Path, *, folder: Path | None = None,
     if not loops:
         raise UsageError(f"--snapshot {pid}: no engine process with that pid is running "
                          f"(see `python -m engine monitor --once`)")
-    wanted = []
+    wanted: dict[Path, tuple[int, int] | None] = {}  # path -> what was there before asking
     for i, state in enumerate(loops):
         path = target if i == 0 else target.with_name(f"{target.stem}-{i + 1}{target.suffix}")
         path = path.resolve()
-        path.unlink(missing_ok=True)
+        wanted[path] = _identity(path)  # kept: the process replaces it once it has written
+        wanted[path.with_name(path.name + ".failed")] = _identity(
+            path.with_name(path.name + ".failed"))
         req = folder / f"{state['name']}{SNAPSHOT_REQUEST}"
         tmp = req.with_name(req.name + ".tmp")
-        tmp.write_text(str(path), encoding="utf-8")
+        fd = open_state(tmp, create=True)
+        with os.fdopen(fd, "wb") as f:
+            f.truncate(0)
+            f.write(str(path).encode("utf-8"))
         os.replace(tmp, req)
-        wanted.append(path)
+    outputs = [p for p in wanted if not p.name.endswith(".failed")]
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
-        failed = [p for p in wanted if p.with_name(p.name + ".failed").exists()]
+        failed = [p for p in outputs if _new(p.with_name(p.name + ".failed"), wanted)]
         if failed:
             reason = failed[0].with_name(failed[0].name + ".failed").read_text("utf-8")
             raise UsageError(f"--snapshot {pid}: the process could not write "
                              f"{failed[0]}: {reason}")
-        if all(p.exists() for p in wanted):
-            return wanted
+        if all(_new(p, wanted) for p in outputs):
+            return outputs
         if not any(int(s["pid"]) == pid for s in read_all(folder)):
             raise UsageError(f"--snapshot {pid}: the process ended before it wrote the snapshot")
         sleep(0.1)
     raise UsageError(f"--snapshot {pid}: no snapshot after {wait_s:.0f} s (is its frame loop "
                      f"stalled?)")
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    """(inode, mtime in ns) of `path`, None when it does not exist."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_ino, st.st_mtime_ns
+
+
+def _new(path: Path, before: Mapping[Path, tuple[int, int] | None]) -> bool:
+    """`path` exists and is not the file that was there before the request."""
+    now = _identity(path)
+    return now is not None and now != before[path]
 
 
 def add_parser(sub: Any) -> None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 import os
 import threading
 import time
@@ -31,8 +32,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from ..errors import OutputWriteError
 from ..memory import events
 from ..streaming.contract import ProviderStats
+
+log = logging.getLogger(__name__)
 
 #: Events held in memory before they are appended to the temporary file.
 FLUSH_EVERY = 4096
@@ -55,6 +59,7 @@ class Tracer:
         self._file: IO[str] | None = self._tmp.open("w", encoding="utf-8")
         self._file.write('{"displayTimeUnit": "ms", "traceEvents": [\n')
         self._first = True
+        self.error: OSError | None = None  # the write that failed, if one did
         self._lock = threading.Lock()
         self._events: list[str] = []  # serialised events not yet in the file
         self._spans: list[tuple[str, str, float, float, Mapping[str, Any]]] = []
@@ -96,11 +101,28 @@ class Tracer:
 
     def _flush_locked(self) -> None:
         if self._file is None or not self._events:
+            self._events.clear()
             return
         text = ",\n".join(self._events)
-        self._file.write(text if self._first else ",\n" + text)
-        self._first = False
         self._events.clear()
+        try:
+            self._file.write(text if self._first else ",\n" + text)
+        except OSError as exc:
+            self._fail(exc)
+        self._first = False
+
+    def _fail(self, exc: OSError) -> None:
+        """A write failed (a full disk): the temporary file goes at once and the run goes on
+        without a trace; `close` raises OutputWriteError naming the file."""
+        self.error = exc
+        log.error("trace %s: %s; the run goes on without it", self.path, exc.strerror or exc)
+        if self._file is not None:
+            try:
+                self._file.close()
+            except OSError:
+                pass  # the same full disk flushing what was buffered: the file goes anyway
+            self._file = None
+        self._tmp.unlink(missing_ok=True)
 
     # ------------------------------------------------------------------ events.EventSink
     def span(self, cat: str, name: str, start: float, end: float,
@@ -201,12 +223,16 @@ class Tracer:
         with self._lock:
             self._format_spans_locked()
             self._flush_locked()
-            if self._file is None:
-                return self.path
-            self._file.write("\n]}\n")
-            self._file.close()
-            self._file = None
-        os.replace(self._tmp, self.path)
+            if self._file is not None:
+                try:
+                    self._file.write("\n]}\n")
+                    self._file.close()
+                    os.replace(self._tmp, self.path)
+                except OSError as exc:
+                    self._fail(exc)
+                self._file = None
+        if self.error is not None:
+            raise OutputWriteError(self.path, self.error.strerror or str(self.error))
         return self.path
 
     def _discard(self) -> None:

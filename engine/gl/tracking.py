@@ -71,25 +71,55 @@ _FACTORIES: dict[str, tuple[str, Callable[[Any], int]]] = {
 
 
 def _valid(obj: Any) -> bool:
-    return obj is not None and type(getattr(obj, "mglo", None)).__name__ != "InvalidObject"
+    return obj is not None and _valid_mglo(getattr(obj, "mglo", None))
+
+
+def _valid_mglo(mglo: Any) -> bool:
+    return mglo is not None and type(mglo).__name__ != "InvalidObject"
 
 
 class UserObject:
     """What the ledger and tracker hold for one user object: a weak reference to it and to
     its context (`obj.ctx`). Releasing it never touches GL once the context itself is
-    released (any release order is safe), and it is alive only while the app's object is."""
+    released (any release order is safe).
+
+    An object the app dropped without `release()` is the most common moderngl leak: the
+    Python object goes, its GL object stays (moderngl deletes nothing on collection unless
+    the context's `gc_mode` says so). It must stay a live record, a leak of whoever made it,
+    not vanish from the checks. So the record keeps the object's attribute dict (not the
+    object: it is still collected when the app drops it): moderngl's `release()` swaps the
+    object's `mglo` for an InvalidObject, so after the object is gone the dict still tells a
+    released object (its `mglo` invalid) from a dropped one (its `mglo` the live GL object,
+    which `release` here then deletes). With `gc_mode="auto"` collection releases it; with
+    "context_gc" the context releases it at its next `gc()`: neither is a leak here."""
 
     def __init__(self, obj: Any) -> None:
         self._obj = weakref.ref(obj)
         self._ctx = weakref.ref(obj.ctx)
+        self._state: dict[str, Any] = getattr(obj, "__dict__", {})
 
     def alive(self) -> bool:
-        return _valid(self._obj()) and _valid(self._ctx())
+        ctx = self._ctx()
+        if not _valid(ctx):
+            return False
+        obj = self._obj()
+        if obj is not None:
+            return _valid(obj)
+        if getattr(ctx, "gc_mode", None) in ("auto", "context_gc"):
+            return False
+        return _valid_mglo(self._state.get("mglo"))
 
     def release(self) -> None:
+        if not _valid(self._ctx()):
+            return
         obj = self._obj()
-        if obj is not None and _valid(self._ctx()):
+        if obj is not None:
             obj.release()
+            return
+        mglo = self._state.get("mglo")  # dropped without release(): its GL object goes now
+        if _valid_mglo(mglo):
+            mglo.release()
+        self._state = {}
 
 
 class TrackedContext:
@@ -155,3 +185,10 @@ class TrackedContext:
         glo = getattr(obj, "glo", 0)
         self._device.track_user_object(handle, kind, nbytes, f"user {factory} #{glo}",
                                        self._category, glo=glo)
+
+
+def tracked_context(device: Any, category: str = "user") -> TrackedContext:
+    """`device`'s own moderngl context, tracked: what a test (or an app drawing beside the
+    engine) makes through it is ledgered under `category` and seen by leak checks (the
+    pytest plugin's `engine_context` fixture)."""
+    return TrackedContext(device._ctx, device, category)

@@ -20,6 +20,23 @@ to the others within one of their frames. A member whose heartbeat is older than
 `STALE_S` (stopped, or no longer drawing) still holds its memory, so its reservation stays;
 its claim counts as hidden (its floor) until it exchanges again.
 
+Hostile rows. The folder is checked before use (engine.statedir: this user's, 0700, no
+symbolic link) and the file is opened with O_NOFOLLOW, so another user can neither plant a
+group nor turn our writes into writes of their file. A row is still read as hostile input
+(`parse_row`): a pid outside 2..pid_max, a weight or heartbeat that is not a finite number, a
+weight <= 0 or a heartbeat in the future (one CLOCK_MONOTONIC serves every process, so no
+member can write one) make it rejected; a row whose process belongs to another user or does
+not hold this group's file open is no member (`Liveness`). Such a row is cleared and named
+once in a warning, never blamed on this member's own options. What a valid row can claim is
+clamped: its weight to `MIN_WEIGHT..MAX_WEIGHT` (the range a member's own option accepts),
+its byte figures to the group budget, and its floor, as the others count it, to an equal part
+of the budget (``budget // members``): a floor is what a member never drops below, and no one
+member may declare more of it than an equal split, so the floors always fit and each member
+keeps at least ``min(its floor, budget // members)``. Reservations are not clamped: they
+stand for memory a member really holds, and the invariant that the group never holds more
+than its budget rests on them; only a live process of this user that holds the group file
+can write one, i.e. another engine run of the same user.
+
 The group budget is set by the member that finds no live member in the file; a member joining
 an existing group with another budget follows the group's (and says so in the log).
 
@@ -30,6 +47,7 @@ from __future__ import annotations
 
 import fcntl
 import logging
+import math
 import os
 import select
 import struct
@@ -40,7 +58,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import BudgetError
+from ..statedir import open_state, pid_max, private_dir
 from .shares import (
+    MAX_WEIGHT,
+    MIN_WEIGHT,
     Claim,
     MemberState,
     Seat,
@@ -67,18 +88,24 @@ _HEADER = struct.Struct("<8sQ")  # magic, group budget
 # weight, floor, demand, visible, reserved, held, share, grant
 _ROW = struct.Struct("<iQddQQ?QQQQ")
 _SIZE = _HEADER.size + MAX_MEMBERS * _ROW.size
+#: A group budget read from the file must be below this (8 EiB): anything else is no budget.
+MAX_BUDGET = 1 << 63
 
 
-def runtime_dir() -> Path:
-    """Where group files live: the user's runtime folder (tmpfs, private to the user)."""
+def runtime_dir(create: bool = True) -> Path:
+    """Where group files live: the user's runtime folder (tmpfs, private to the user),
+    checked (and made, with `create`) by engine.statedir's rules: UnsafeStateError when
+    another user could reach it."""
     base = os.environ.get("XDG_RUNTIME_DIR")
     if base and os.path.isdir(base) and os.access(base, os.W_OK):
-        return Path(base) / "engine-share"
-    return Path(f"/tmp/engine-share-{os.getuid()}")
+        path = Path(base) / "engine-share"
+    else:
+        path = Path(f"/tmp/engine-share-{os.getuid()}")
+    return private_dir(path, create=create)
 
 
-def group_path(name: str) -> Path:
-    return runtime_dir() / check_group_name(name)
+def group_path(name: str, create: bool = True) -> Path:
+    return runtime_dir(create) / check_group_name(name)
 
 
 def start_ticks(pid: int) -> int | None:
@@ -108,12 +135,34 @@ class Row:
         return _ROW.pack(self.pid, self.ticks, self.heartbeat, c.weight, c.floor, c.demand,
                          c.visible, s.reserved, s.held, s.share, s.grant)
 
-    @classmethod
-    def unpack(cls, data: bytes) -> Row:
-        pid, ticks, beat, w, floor, demand, vis, reserved, held, share, grant = \
-            _ROW.unpack(data)
-        return cls(pid, ticks, beat, Seat(Claim(w if w > 0 else 1.0, floor, demand, vis),
-                                          reserved, held, share, grant))
+
+class RowRejected(ValueError):
+    """A row no member could have written (`parse_row`); the message says why."""
+
+
+def parse_row(data: bytes, budget: int, now: float, max_pid: int) -> Row:
+    """A row of the group file read as hostile input (module docstring, "Hostile rows"):
+    RowRejected for one no member could have written, else the row with its weight clamped
+    to MIN_WEIGHT..MAX_WEIGHT and its byte figures to the group budget."""
+    pid, ticks, beat, w, floor, demand, vis, reserved, held, share, grant = _ROW.unpack(data)
+    if not 1 < pid <= max_pid:
+        raise RowRejected(f"pid {pid} is no process id (2..{max_pid})")
+    if not (math.isfinite(w) and w > 0):
+        raise RowRejected(f"pid {pid}: weight {w!r} is not a finite number > 0")
+    if not (math.isfinite(beat) and 0 <= beat <= now + STALE_S):
+        raise RowRejected(f"pid {pid}: heartbeat {beat!r} is not a time this machine has seen")
+    b = [min(v, budget) for v in (floor, demand, reserved, held, share, grant)]
+    claim = Claim(min(max(w, MIN_WEIGHT), MAX_WEIGHT), b[0], b[1], vis)
+    return Row(pid, ticks, beat, Seat(claim, b[2], b[3], b[4], b[5]))
+
+
+def as_counted(seat: Seat, members: int, budget: int, stale: bool) -> Seat:
+    """Another member's seat as this one counts it: its floor at most an equal part of the
+    budget, and only its floor wanted while it is `stale` (alive, not drawing)."""
+    c = seat.claim
+    floor = min(c.floor, budget // max(1, members))
+    demand, visible = (floor, False) if stale else (c.demand, c.visible)
+    return Seat(Claim(c.weight, floor, demand, visible), seat.reserved, seat.held)
 
 
 _EMPTY = _ROW.pack(0, 0, 0.0, 0.0, 0, 0, False, 0, 0, 0, 0)
@@ -125,8 +174,16 @@ class GroupFile:
     def __init__(self, name: str) -> None:
         self.name = name
         self.path = group_path(name)
-        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        self._fd = open_state(self.path, create=True)
+        #: (device, inode) of the open file: every member holds a descriptor of it
+        self.identity = self._identity()
+        #: rows the last `read` rejected: index -> why (cleared by `live_rows`)
+        self.rejected: dict[int, str] = {}
+        self._max_pid = pid_max()
+
+    def _identity(self) -> tuple[int, int]:
+        st = os.fstat(self._fd)
+        return st.st_dev, st.st_ino
 
     @contextmanager
     def locked(self) -> Iterator[GroupFile]:
@@ -136,14 +193,15 @@ class GroupFile:
         while True:
             fcntl.flock(self._fd, fcntl.LOCK_EX)
             try:
-                same = os.stat(self.path).st_ino == os.fstat(self._fd).st_ino
+                same = os.lstat(self.path).st_ino == self.identity[1]
             except FileNotFoundError:
                 same = False
             if same:
                 break
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
-            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+            self._fd = open_state(self.path, create=True)
+            self.identity = self._identity()
         try:
             yield self
         finally:
@@ -158,13 +216,21 @@ class GroupFile:
     def read(self) -> tuple[int | None, list[Row | None]]:
         """(group budget or None for a new file, rows; None for a free row)."""
         data = os.pread(self._fd, _SIZE, 0)
-        if len(data) < _SIZE or data[:8] != _MAGIC:
+        self.rejected = {}
+        budget = _HEADER.unpack_from(data)[1] if len(data) >= _SIZE else 0
+        if data[:8] != _MAGIC or not 0 < budget < MAX_BUDGET:
             return None, [None] * MAX_MEMBERS
-        budget = _HEADER.unpack_from(data)[1]
         rows: list[Row | None] = []
+        now = time.monotonic()
         for i in range(MAX_MEMBERS):
             raw = data[_HEADER.size + i * _ROW.size:_HEADER.size + (i + 1) * _ROW.size]
-            rows.append(None if raw == _EMPTY else Row.unpack(raw))
+            row = None
+            if raw != _EMPTY:
+                try:
+                    row = parse_row(raw, budget, now, self._max_pid)
+                except RowRejected as exc:
+                    self.rejected[i] = str(exc)
+            rows.append(row)
         return budget, rows
 
     def write_header(self, budget: int) -> None:
@@ -178,16 +244,46 @@ class GroupFile:
         os.close(self._fd)
 
 
+def not_a_member(pid: int, group_file: tuple[int, int]) -> str | None:
+    """Why process `pid` cannot be a member of the group whose file is `group_file` (device,
+    inode), or None when it can: it must belong to this user and hold that file open (every
+    member keeps a descriptor of it from join to leave). A process whose descriptors cannot be
+    listed (not dumpable) is taken on its owner alone."""
+    if pid == os.getpid():
+        return None
+    try:
+        owner = os.stat(f"/proc/{pid}").st_uid
+    except OSError:
+        return None  # gone: the start-time check says so
+    if owner != os.getuid():
+        return f"pid {pid} belongs to uid {owner}, not to this user"
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:  # not dumpable (its owner decides), or gone (the start time says so)
+        return None
+    for fd in fds:
+        try:
+            st = os.stat(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) == group_file:
+            return None
+    return f"pid {pid} does not hold the group file open (no engine member of this group)"
+
+
 class Liveness:
     """Which members' processes are gone, in one `poll` per exchange: a pidfd per process,
     opened once (after its start time matched the row's, so a reused pid is not taken for the
     member) and readable from the moment the process exits. Reading ``/proc/PID/stat`` for
     every member on every frame cost most of an exchange. Without pidfds (Linux < 5.3) each
-    check reads the start time again."""
+    check reads the start time again. A process first seen is also checked to be a member
+    (`not_a_member`); one that is not is reported, never watched."""
 
     def __init__(self) -> None:
         self._fds: dict[tuple[int, int], int] = {}
         self._poll = select.poll()
+        #: (pid, ticks) of rows found to be no member -> why
+        self.foreign: dict[tuple[int, int], str] = {}
 
     def _fd(self, pid: int, ticks: int) -> int | None:
         """The pidfd watching (pid, ticks); None when that process is gone or pidfds are
@@ -208,13 +304,22 @@ class Liveness:
                 self._poll.register(fd, select.POLLIN)
         return self._fds[key]
 
-    def gone(self, rows: list[Row | None], skip: int | None = None) -> set[int]:
-        """Indices of the rows whose process has exited."""
+    def gone(self, rows: list[Row | None], group_file: tuple[int, int],
+             skip: int | None = None) -> set[int]:
+        """Indices of the rows whose process has exited or is no member of the group whose
+        file is `group_file` (the latter also in `foreign`)."""
         watched: dict[int, int] = {}
         out = set()
         for i, row in enumerate(rows):
             if row is None or i == skip:
                 continue
+            key = (row.pid, row.ticks)
+            if key not in self._fds:
+                why = not_a_member(row.pid, group_file)
+                if why is not None:
+                    self.foreign[key] = why
+                    out.add(i)
+                    continue
             fd = self._fd(row.pid, row.ticks)
             if fd is None or (fd < 0 and start_ticks(row.pid) != row.ticks):
                 out.add(i)
@@ -233,18 +338,39 @@ class Liveness:
 
 def live_rows(file: GroupFile, rows: list[Row | None], liveness: Liveness,
               skip: int | None = None) -> list[Row | None]:
-    """`rows` with those of exited processes cleared (in the file too); call with the lock
-    held. `skip`: this member's own row."""
-    gone = liveness.gone(rows, skip)
+    """`rows` with those of exited processes, of processes that are no members and those
+    `file.read` rejected cleared (in the file too; the last two named once in a warning);
+    call with the lock held. `skip`: this member's own row."""
+    gone = liveness.gone(rows, file.identity, skip)
+    for i, why in file.rejected.items():
+        _name_once(file, why)
+        file.write_row(i, None)
+    file.rejected = {}
     out: list[Row | None] = []
     for i, row in enumerate(rows):
         if i in gone and row is not None:
-            log.info("share group %s: member pid %d is gone; its %s go back to the group",
-                     file.name, row.pid, format_bytes(row.seat.reserved))
+            why = liveness.foreign.get((row.pid, row.ticks))
+            if why is not None:
+                _name_once(file, why)
+            else:
+                log.info("share group %s: member pid %d is gone; its %s go back to the group",
+                         file.name, row.pid, format_bytes(row.seat.reserved))
             file.write_row(i, None)
             row = None
         out.append(row)
     return out
+
+
+_named: set[tuple[str, str]] = set()
+
+
+def _name_once(file: GroupFile, why: str) -> None:
+    """One warning per group and reason for a row no member wrote: the row is cleared, and
+    whoever keeps writing it is not worth a line per frame."""
+    if (file.name, why) not in _named:
+        _named.add((file.name, why))
+        log.warning("share group %s: ignored a row no member of this user wrote (%s); cleared "
+                    "it", file.name, why)
 
 
 class GroupMember(MemberState):
@@ -327,16 +453,14 @@ class GroupMember(MemberState):
                 group_budget, rows = self.budget, [None] * MAX_MEMBERS
             rows = live_rows(self._file, rows, self._liveness, self._index)
             seats, me = [], 0
+            members = 1 + len(rows) - rows.count(None) - (rows[self._index] is not None)
             for i, row in enumerate(rows):
                 if i == self._index:
                     me = len(seats)
                     seats.append(Seat(claim))
-                elif row is not None:
-                    seat = row.seat
-                    if now - row.heartbeat > STALE_S:  # alive, not drawing: at its floor
-                        seat = Seat(Claim(seat.claim.weight, seat.claim.floor,
-                                          seat.claim.floor, False), seat.reserved, seat.held)
-                    seats.append(seat)
+                elif row is not None:  # alive, not drawing (stale): at its floor
+                    seats.append(as_counted(row.seat, members, group_budget,
+                                            stale=now - row.heartbeat > STALE_S))
             seat = settle(group_budget, seats, me, claim, held)
             self.peers = len(seats)
             self._file.write_row(self._index, Row(self.pid, self._ticks, now, seat))
@@ -364,8 +488,8 @@ def join_group(settings: ShareSettings, budget: int) -> GroupMember:
 
 def members(name: str) -> list[Row]:
     """The live members of a group (for reports and `engine` tools); [] for no group."""
-    path = group_path(name)
-    if not path.exists():
+    path = group_path(name, create=False)
+    if not os.path.lexists(path):
         return []
     file, liveness = GroupFile(name), Liveness()
     try:

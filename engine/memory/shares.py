@@ -69,12 +69,20 @@ def check_group_name(name: object) -> str:
     return name
 
 
+#: The weights a member may have. A zero weight would make a member's share undefined (it
+#: would get nothing above its floor however much is free); a bound on the ratio keeps one
+#: member of a group (or a row forged in its file, engine.memory.group) from taking all of
+#: it by weight alone: at most a million to one.
+MIN_WEIGHT = 1e-3
+MAX_WEIGHT = 1e3
+
+
 def check_weight(value: object) -> float:
-    """A weight is a finite number > 0: a zero weight would make a member's share undefined
-    (it would get nothing above its floor however much is free)."""
+    """A weight is a finite number in MIN_WEIGHT..MAX_WEIGHT."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) \
-            or not math.isfinite(value) or value <= 0:
-        raise BudgetError(f"share weight must be a finite number > 0, got {value!r}")
+            or not math.isfinite(value) or not MIN_WEIGHT <= value <= MAX_WEIGHT:
+        raise BudgetError(f"share weight must be a finite number in {MIN_WEIGHT:g}.."
+                          f"{MAX_WEIGHT:g}, got {value!r}")
     return float(value)
 
 

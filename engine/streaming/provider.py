@@ -32,6 +32,7 @@ import numpy as np
 from ..errors import UnsupportedFormatError
 from ..formats import PixelFormat
 from ..gl.device import Device
+from ..textures.tiled import tile_levels
 from ..memory.split import MIN_STREAM_SLOTS, CacheNeeds, share_pool
 from ..textures.transcode import served_tile_format
 from .contract import FrameView, Residency, ResidentTextures
@@ -53,9 +54,13 @@ DEMAND_HEADROOM = 1.25
 def decide_virtual(mode: str, width: int, height: int, fmt: PixelFormat, *, is_2d: bool,
                    vt_format: PixelFormat | None, min_size: int = 1024) -> bool:
     """Whether a texture streams virtually. Never: mode "off", not 2D, not a 4x4-block
-    compressed format, or another format than the page cache's (one cache, one format).
-    "always": every other texture; "auto": those `choose_virtual` takes."""
+    compressed format, another format than the page cache's (one cache, one format), or
+    thinner than a block (a 2048x1 image: no whole block to cut a tile from, so it would
+    have no tiled level at all). "always": every other texture; "auto": those
+    `choose_virtual` takes."""
     if mode == "off" or not is_2d or not fmt.compressed or (fmt.block_w, fmt.block_h) != (4, 4):
+        return False
+    if tile_levels(fmt, width, height, 1) == 0:
         return False
     if vt_format is not None and fmt != vt_format:
         return False

@@ -63,6 +63,7 @@ from .source_image import (
     scale_16_to_8,
     to_target,
 )
+from .worker_life import watch_owner
 
 from .bake_plan import (
     BASIS_CHOICES,
@@ -483,10 +484,11 @@ def bake_many(inputs: Sequence[ImageInput], out_dir: str | os.PathLike[str], fmt
 
 def _process_pool(workers: int, clean: bool) -> ProcessPoolExecutor:
     """The bake's worker pool; `clean`: workers from a fork server, for a process that holds
-    a GL context (forking it, with the driver's threads, can deadlock the child)."""
+    a GL context (forking it, with the driver's threads, can deadlock the child). Its
+    workers end with this process, also when it is killed (engine.textures.worker_life)."""
     clean = clean and "forkserver" in multiprocessing.get_all_start_methods()
     return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context(
-        "forkserver") if clean else None)
+        "forkserver") if clean else None, initializer=watch_owner, initargs=(os.getpid(),))
 
 
 #: Files at least this large are baked by strips where libvips can read them: the
@@ -537,7 +539,8 @@ def _bake_basis_many(inputs: Sequence[ImageInput], out: Path, opts: _Options,
     if dupes:
         raise ValueError(f"several inputs would write the same output: {', '.join(dupes)}")
     own = executor is None
-    pool = ProcessPoolExecutor(max_workers=jobs or os.cpu_count() or 1) if own else executor
+    pool = ProcessPoolExecutor(max_workers=jobs or os.cpu_count() or 1, initializer=watch_owner,
+                               initargs=(os.getpid(),)) if own else executor
     assert pool is not None
     with closing_pool(pool) if own else nullcontext(pool):
         futures = [pool.submit(_bake_basis_task, source, rgba, out / f"{stem}.ktx2", opts)

@@ -9,6 +9,7 @@ supercompression (scheme 2) levels are compressed one by one and packed with no 
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
@@ -18,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from .. import __version__
 from ..formats import PixelFormat, get
 from ..memory.sizes import level_bytes, mip_dims
+from .durable import commit
 
 log = logging.getLogger(__name__)
 
@@ -204,9 +206,13 @@ class StreamedKtx2:
     def commit(self) -> int:
         """Close and rename into place; returns the file's size."""
         assert self._fd is not None
+        try:
+            commit(self.tmp, self.path, self._fd)
+        except BaseException:
+            self.abort()
+            raise
         os.close(self._fd)
         self._fd = None
-        os.replace(self.tmp, self.path)
         return self.size
 
     def abort(self) -> None:
@@ -263,9 +269,15 @@ def write_ktx2(path: str | os.PathLike[str], fmt_name: str, width: int, height: 
         buf[off:off + len(data)] = data
 
     tmp = f"{os.fspath(path)}.tmp{os.getpid()}"
-    with open(tmp, "wb") as fh:
-        fh.write(buf)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(buf)
+            fh.flush()
+            commit(tmp, path, fh.fileno())  # flushed before the rename (engine.textures.durable)
+    except BaseException:  # a full disk, a signal: no temporary file left behind
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
     log.debug("wrote %s: %s %dx%d, %d levels, %d bytes", path, fmt.name, width, height,
               len(levels), len(buf))
     return len(buf)

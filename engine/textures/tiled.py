@@ -38,6 +38,7 @@ from ..errors import TextureFormatError
 from ..formats import PixelFormat
 from ..memory.sizes import mip_dims
 from .container import TextureFile
+from .durable import commit
 
 MAGIC = b"ENGTILE1"
 ALIGN = 4096
@@ -276,7 +277,7 @@ def write_tiled(path: Path, header: TiledHeader, records: Iterable[bytes]) -> Pa
                 count += 1
         if count != header.records:
             raise ValueError(f"{count} records written, the header says {header.records}")
-        os.replace(tmp, path)
+        commit(tmp, path)  # flushed before the rename (engine.textures.durable)
     finally:
         if tmp.exists():
             tmp.unlink()

@@ -13,7 +13,9 @@ tiles gets its tiled copy beside it, as `engine bake` writes one.
 Pages are kept in the view cache under `atlas/<key>/`, the key a hash of the thumbnails'
 cache folders in their order, so a second run of the same wall finds them at once;
 `manifest.json` holds each thumbnail's slot. A thumbnail that cannot be read leaves its
-slot empty and is listed, so its image is drawn from its own file instead.
+slot empty and is listed, so its image is drawn from its own file instead. A page that does
+not parse (cut short, zero-filled) makes the atlas a miss: `load` removes it with one warning
+and the caller builds the atlas again.
 """
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ from ..errors import TextureFormatError
 from ..formats import get
 from ..memory.sizes import mip_count, mip_dims
 from ..textures.decode import decode_image
+from ..textures.durable import commit, sweep_temps, write_atomic
 from ..textures.encode import encode_image
 from ..textures.ktx2_write import write_ktx2
 from ..textures.mipgen import generate_mips
@@ -89,8 +92,17 @@ def load(folder: Path, count: int) -> Atlas | None:
         edge = int(data["page_edge"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
+    sweep_temps(folder)
     if len(slots) != count or not all(p.is_file() for p in pages):
         return None
+    for page in pages:
+        try:
+            open_texture(page)
+        except TextureFormatError as exc:
+            log.warning("cache: atlas page %s is damaged (%s); the atlas is made again",
+                        page, exc.problem)
+            page.unlink(missing_ok=True)
+            return None
     return Atlas(pages, slots, edge)
 
 
@@ -129,6 +141,7 @@ def build(folder: Path, thumbs: Sequence[Path], cell: int, page_edge: int,
         w, h = dims[i]  # type: ignore[misc]
         slots[i] = Slot(n // per_page, (k % per_row) * cell, (k // per_row) * cell, w, h)
     folder.mkdir(parents=True, exist_ok=True)
+    sweep_temps(folder)
     jobs = [(str(folder / f"page{p}.ktx2"), fmt_name, [str(thumbs[i]) for i in on_page],
              [slots[i] for i in on_page], cell, page_edge) for p, on_page in enumerate(pages)]
     if executor is None:
@@ -137,9 +150,7 @@ def build(folder: Path, thumbs: Sequence[Path], cell: int, page_edge: int,
         names = [f.result() for f in [executor.submit(write_page, *job) for job in jobs]]
     manifest = {"pages": names, "page_edge": page_edge,
                 "slots": [None if s is None else asdict(s) for s in slots]}
-    tmp = folder / f".{MANIFEST}.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps(manifest), encoding="utf-8")
-    os.replace(tmp, folder / MANIFEST)
+    write_atomic(folder / MANIFEST, json.dumps(manifest).encode("utf-8"))
     return Atlas(tuple(folder / n for n in names), tuple(slots), page_edge)
 
 
@@ -152,7 +163,7 @@ def write_page(path: str, fmt_name: str, thumbs: list[str], slots: list[Slot], c
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     try:
         write_ktx2(tmp, fmt_name, page_edge, page_edge, levels)
-        os.replace(tmp, out)
+        commit(tmp, out)
     finally:
         tmp.unlink(missing_ok=True)
     if page_edge >= BAKE_MIN_SIZE:  # a page this large streams as tiles: its tiled copy

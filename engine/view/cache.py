@@ -2,24 +2,37 @@
 demand, kept under the engine's cache folder (`$ENGINE_CACHE`, else ~/.cache/engine) in
 view/v<VERSION>/, so a second run starts from them at once.
 
-One folder per source file, named by a hash of its resolved path, size and modification
-time (an edited file gets a new folder, so the cache never shows a stale picture):
+One folder per source file, named by a hash of its resolved path, size, modification and
+change times and inode (an edited file gets a new folder, so the cache never shows a stale
+picture, even one replaced with the same size and modification time by `cp -p` or
+`touch -r`: its change time and inode differ):
 `meta.json` (the upright size), `thumb<N>.ktx2` (a BCn mip chain whose longer
 edge is N) and `<format>-<chunk>/c<k>.ktx2`, the full-detail chunk textures (the walls'
 thumbnail atlases live beside them, in atlas/: engine.view.atlas). Every job here
 is a top-level function of plain arguments, so a process pool (or any
 `concurrent.futures.Executor`) runs it; each returns a value rather than raising for a bad
 input, because an exception must cross a process boundary. Files are written to a temporary
-name and renamed, and a job that fails removes the folder it made when it is left empty.
+name, flushed and renamed (engine.textures.durable), a job sweeps the temporary files killed
+writers left in the folder it writes, and a job that fails removes the folder it made when it
+is left empty.
+
+A cache that heals. A cached texture that does not parse (cut short, zero-filled: what a
+crash or a full disk makes) is a miss, never an error: `usable` and `register_cached`
+remove it, say so once (a warning naming the file) and the caller makes it again. A cache
+folder that cannot be written (read-only, no permission) is replaced by a temporary one for
+the run (`writable_root`), with one warning naming $ENGINE_CACHE.
 """
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import logging
 import os
 import shutil
+import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -29,10 +42,12 @@ import numpy as np
 from ..errors import TextureFormatError
 from ..textures.bake import choose_format
 from ..textures.cachedir import cache_root
+from ..textures.durable import sweep_temps, write_atomic
 from ..textures.encode import encode_image
 from ..textures.ktx2_write import write_ktx2
 from ..textures import strips, tiff_tiles
 from ..textures.mipgen import generate_mips
+from ..textures.reader import open_texture
 from .decode import MAX_PIXELS, decode_upright, probe
 from .layout import chunk_grid
 
@@ -70,14 +85,14 @@ def entry_dir(source: Path, root: Path | None = None, st: os.stat_result | None 
               ) -> Path:
     """The cache folder of `source` (not made here); `st`: its stat, when already made."""
     st = st or source.stat()
-    ident = f"{source.resolve()}\0{st.st_size}\0{st.st_mtime_ns}".encode()
+    ident = f"{source.resolve()}\0{_identity(st)}".encode()
     digest = hashlib.sha1(ident).hexdigest()
     return (root or view_root()) / digest[:2] / digest
 
 
 class Index:
     """What earlier runs found, in one file of the cache root (`index.json`): per source
-    (its absolute path as named) its size, modification time, cache folder and upright
+    (its absolute path as named) its identity (`_identity`), cache folder and upright
     size. A warm start of a large folder then stats each file instead of resolving its
     path and reading its meta.json; a file whose size or time changed misses and takes the
     slow path (and so a new cache folder), and an index that cannot be read is empty."""
@@ -94,18 +109,22 @@ class Index:
             return
         if isinstance(rows, dict):
             self.rows = {k: v for k, v in rows.items()
-                         if isinstance(v, list) and len(v) == 5 and isinstance(v[2], str)}
+                         if isinstance(v, list) and len(v) == 4 and isinstance(v[0], str)
+                         and isinstance(v[1], str)}
 
     def lookup(self, key: str, st: os.stat_result) -> tuple[Path, Meta] | None:
         """(cache folder, upright size) of an unchanged source, else None."""
         row = self.rows.get(key)
-        if row is None or row[0] != st.st_size or row[1] != st.st_mtime_ns:
+        if row is None or row[0] != _identity(st):
             return None
-        digest = row[2]
-        return Path(f"{self.root}/{digest[:2]}/{digest}"), Meta(int(row[3]), int(row[4]))
+        digest = row[1]
+        try:
+            return Path(f"{self.root}/{digest[:2]}/{digest}"), Meta(int(row[2]), int(row[3]))
+        except (TypeError, ValueError):
+            return None
 
     def remember(self, key: str, st: os.stat_result, entry: Path, meta: Meta) -> None:
-        row = [st.st_size, st.st_mtime_ns, entry.name, meta.width, meta.height]
+        row = [_identity(st), entry.name, meta.width, meta.height]
         if self.rows.get(key) != row:
             self.rows[key] = row
             self.dirty = True
@@ -117,10 +136,15 @@ class Index:
             return
         try:
             self.root.mkdir(parents=True, exist_ok=True)
-            _write_atomic(self.root / self.NAME, json.dumps(self.rows).encode())
+            write_atomic(self.root / self.NAME, json.dumps(self.rows).encode())
             self.dirty = False
         except OSError as exc:
             log.info("view index not written: %s", exc)
+
+
+def _identity(st: os.stat_result) -> str:
+    """What names one version of a source: size, modification and change times, inode."""
+    return f"{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_ino}"
 
 
 def thumb_path(entry: Path, edge: int) -> Path:
@@ -143,14 +167,64 @@ def read_meta(entry: Path) -> Meta | None:
         return None
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+def writable_root(root: Path) -> Path:
+    """`root` when this process can make files in it; else (read-only, no permission) a
+    temporary folder, removed at exit, and one warning naming $ENGINE_CACHE: the viewer
+    runs without a cache rather than failing on its first thumbnail."""
     try:
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+        root.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".probe.", dir=root)
+        os.close(fd)
+        os.unlink(probe)
+        sweep_temps(root)
+        return root
+    except OSError as exc:
+        spare = Path(tempfile.mkdtemp(prefix="engine-view-cache-"))
+        atexit.register(shutil.rmtree, spare, ignore_errors=True)
+        log.warning("the cache folder %s ($ENGINE_CACHE) cannot be written (%s): running "
+                    "without a cache (a temporary one in %s, removed at exit)", root,
+                    exc.strerror or exc, spare)
+        return spare
+
+
+def discard(path: Path | str, problem: str) -> None:
+    """A damaged cached file: removed, with one warning, so that it is made again."""
+    log.warning("cache: %s is damaged (%s); it is made again", path, problem)
+    try:
+        Path(path).unlink(missing_ok=True)
+    except OSError as exc:
+        log.warning("cache: %s could not be removed: %s", path, exc)
+
+
+def usable(path: Path) -> bool:
+    """The cached texture `path` exists and parses (header, level index inside the file);
+    a damaged one is `discard`ed and False returned: a miss, made again by the caller."""
+    if not path.is_file():
+        return False
+    try:
+        open_texture(path)
+    except TextureFormatError as exc:
+        discard(path, exc.problem)
+        return False
+    return True
+
+
+def register_cached(provider: Any, entries: Sequence[tuple[str, Path]]) -> list[int | None]:
+    """`provider.register_many(entries)` for cached files, one id per entry; a file that
+    does not parse is `discard`ed and gets None (its caller makes it again) instead of
+    failing the batch. The batch is tried whole first, so a healthy cache costs nothing."""
+    try:
+        return list(provider.register_many(entries))
+    except TextureFormatError:
+        pass
+    out: list[int | None] = []
+    for key, path in entries:
+        try:
+            out.append(provider.register_many([(key, path)])[0])
+        except TextureFormatError as exc:
+            discard(path, exc.problem)
+            out.append(None)
+    return out
 
 
 def _remove_if_empty(folder: Path, stop: Path) -> None:
@@ -191,9 +265,10 @@ def make_thumbnail(source: str, entry: str, edge: int, fmt: str,
     root = folder.parents[1]
     try:
         folder.mkdir(parents=True, exist_ok=True)
+        sweep_temps(folder)
         encode_chain(rgba, fmt, thumb_path(folder, edge))
         meta = Meta(info.width, info.height)
-        _write_atomic(folder / "meta.json", json.dumps(asdict(meta)).encode())
+        write_atomic(folder / "meta.json", json.dumps(asdict(meta)).encode())
         return meta
     except BaseException:
         _remove_if_empty(folder, root)
@@ -305,6 +380,7 @@ def _store_chunk(folder: Path, fmt: str, chunk: int, k: int, staged: bool,
     written one its staged pixels removed."""
     out = chunk_dir(folder, fmt, chunk)
     out.mkdir(parents=True, exist_ok=True)
+    sweep_temps(out)
     try:
         write(chunk_path(folder, fmt, chunk, k))
     except BaseException:

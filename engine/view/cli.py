@@ -22,7 +22,8 @@ from ..cli_args import (
     add_trace_option,
     budget_arg,
     examples,
-    output_file,
+    image_output_file,
+    json_output_file,
     positive_int,
     registry_arg,
     size_arg,
@@ -64,8 +65,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="frames to run (default 120 headless, until closed in a window)")
     p.add_argument("--budget", default="80%", type=budget_arg,
                    help='GPU memory for the run: "256MiB" or "80%%" of detected VRAM')
-    p.add_argument("--screenshot", type=output_file, help="save the last frame as PNG")
-    p.add_argument("--report", type=output_file, help="write the per-frame JSON report")
+    p.add_argument("--screenshot", type=image_output_file,
+                   help="save the last frame as a picture (.png, .jpg, ...)")
+    p.add_argument("--report", type=json_output_file, help="write the per-frame JSON report")
     p.add_argument("--size", type=size_arg, default=(1280, 720), help="output WxH")
     p.add_argument("--headless", action="store_true", help="no window even with a display")
     p.add_argument("--layout", choices=LAYOUTS, default="rows",

@@ -3,12 +3,15 @@
 Folders are walked in sorted order and keep files whose suffix is an image kind the engine
 or Pillow reads (`IMAGE_SUFFIXES`, `TEXTURE_SUFFIXES`); a file named explicitly is kept
 whatever its suffix (it is then read or reported). Hidden files and folders are skipped in
-walks. Each file appears once, in the order given.
+walks. Each file appears once, in the order given. Only regular files are kept: a FIFO,
+device or socket (named explicitly, in a folder or by a pattern) is skipped and named, never
+opened: reading a FIFO named `pipe.png` would wait forever for a writer.
 """
 from __future__ import annotations
 
 import glob
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,10 +32,32 @@ def _wanted(path: Path | str) -> bool:
     return os.path.splitext(path)[1].lower() in IMAGE_SUFFIXES + TEXTURE_SUFFIXES
 
 
-def _walk(folder: Path) -> list[tuple[Path, Path]]:
+def special_kind(path: Path | str) -> str | None:
+    """What `path` is when it exists but is no regular file or folder ("a FIFO", "a
+    device", "a socket"); None otherwise. Follows symbolic links, as opening would."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file"
+
+
+def _special(spec: str, kind: str) -> tuple[str, str]:
+    return spec, f"{kind}, not a regular file: skipped"
+
+
+def _walk(folder: Path, problems: list[tuple[str, str]] | None = None
+          ) -> list[tuple[Path, Path]]:
     """(path, identity) of the wanted files below `folder`, in sorted order: the identity
     is the resolved path, resolved once for the folder and again only for symbolic links
-    (a large folder is walked without a path resolution per file)."""
+    (a large folder is walked without a path resolution per file). Special files with a
+    wanted name go to `problems`."""
     out: list[tuple[Path, Path]] = []
     base = folder.resolve()
 
@@ -50,6 +75,11 @@ def _walk(folder: Path) -> list[tuple[Path, Path]]:
                     subfolders.append(e.name)
             elif _wanted(e.name):
                 path = here / e.name
+                if not e.is_file():  # a FIFO, device or socket (or a link to one)
+                    kind = special_kind(path)
+                    if kind is not None and problems is not None:
+                        problems.append(_special(str(path), kind))
+                    continue
                 out.append((path, path.resolve() if e.is_symlink() else real / e.name))
         for name in subfolders:
             visit(here / name, real / name)
@@ -71,8 +101,11 @@ def discover(specs: list[str]) -> Discovery:
 
     for spec in specs:
         path = Path(spec).expanduser()
-        if path.is_dir():
-            walked = _walk(path)
+        kind = special_kind(path)
+        if kind is not None:
+            found.problems.append(_special(spec, kind))
+        elif path.is_dir():
+            walked = _walk(path, found.problems)
             if not walked:
                 found.problems.append((spec, "a folder with no images in it"))
             for f, key in walked:
@@ -82,12 +115,15 @@ def discover(specs: list[str]) -> Discovery:
         elif glob.has_magic(spec):
             matches = sorted(glob.glob(os.path.expanduser(spec), recursive=True))
             files = [Path(m) for m in matches if Path(m).is_file() and _wanted(Path(m))]
+            found.problems += [_special(m, k) for m in matches
+                               if _wanted(m) and (k := special_kind(m)) is not None]
             for d in (Path(m) for m in matches if Path(m).is_dir()):
-                files += [f for f, _ in _walk(d)]
+                files += [f for f, _ in _walk(d, found.problems)]
             if not files:
                 found.problems.append((spec, "the pattern matches no image"))
             for f in files:
                 add(f)
         else:
             found.problems.append((spec, "no such file or folder"))
+    found.problems = list(dict.fromkeys(found.problems))  # a file named twice: said once
     return found

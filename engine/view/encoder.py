@@ -25,6 +25,7 @@ from typing import Any
 
 from ..gl.bc_encode import EncodeJob, GpuBlockEncoder
 from ..textures.bake import choose_format
+from ..textures.worker_life import watch_owner
 from . import cache
 from .priority import ViewRect, detail_order
 
@@ -57,13 +58,19 @@ def process_pool(workers: int, background: bool = False) -> ProcessPoolExecutor:
     """A pool whose workers do not inherit the render process's threads and GL context:
     forked from a clean server process where the platform has one (forking a process with
     running I/O threads can deadlock the child), else spawned. `background` lowers the
-    workers' priority (BACKGROUND_NICE)."""
+    workers' priority (BACKGROUND_NICE). Every worker ends with this process, also when it
+    is killed (engine.textures.worker_life)."""
     methods = multiprocessing.get_all_start_methods()
     method = "forkserver" if "forkserver" in methods else "spawn"
-    extra = {"initializer": _lower_priority, "initargs": (BACKGROUND_NICE,)} \
-        if background and hasattr(os, "nice") else {}
+    nice = BACKGROUND_NICE if background and hasattr(os, "nice") else 0
     return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(method),
-                               **extra)
+                               initializer=_start_worker, initargs=(os.getpid(), nice))
+
+
+def _start_worker(owner: int, nice: int) -> None:
+    watch_owner(owner)
+    if nice:
+        _lower_priority(nice)
 
 
 Key = tuple[int, int]  # (image index, chunk number)
@@ -310,10 +317,17 @@ class DetailEncoder:
         return out
 
     def close(self) -> None:
-        """End the pool: queued jobs are dropped, running ones finish (their files are whole)."""
+        """End the pool: queued jobs are dropped, running ones finish (their files are whole).
+        The staged pixels of images not finished are removed: uncompressed, they were 4.4 GB
+        for two large PNGs left on disk after a normal exit; a later run stages them again."""
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
+        entries = {j.item: j.entry for j in self.jobs.values()}
+        for item in self._staged:
+            if item in entries:
+                cache.drop_staging(Path(entries[item]), self.fmt, self.chunk)
+        self._staged.clear()
         self._running.clear()
         self._ready.clear()
         if self._work is not None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import os
+import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,7 +45,7 @@ from ..textures.progress import Progress
 from . import atlas as atlas_
 from . import cache
 from .decode import MAX_PIXELS
-from .discover import TEXTURE_SUFFIXES, discover
+from .discover import TEXTURE_SUFFIXES, discover, special_kind
 from .encoder import DetailEncoder, Job, process_pool
 from .layout import Rect, bounds, chunk_grid, grid, justified_rows
 from .navigator import Navigator
@@ -183,13 +184,18 @@ class ImageWall:
 
     # ------------------------------------------------------------------ CPU side
     def _load(self, files: list[Path]) -> None:
-        root = self.cache_dir or cache.view_root()
+        root = cache.writable_root(self.cache_dir or cache.view_root())
         index = cache.Index(root)
         slots: list[Item | None] = []
         pending: list[tuple[int, Path, Path]] = []
         stats: dict[int, tuple[str, os.stat_result]] = {}
         trusted: list[int] = []  # the index says their thumbnails were made
         for i, path in enumerate(files):
+            kind = special_kind(path) if path.suffix.lower() in TEXTURE_SUFFIXES else None
+            if kind is not None:  # never opened: a FIFO would wait for a writer forever
+                self.problems.append((str(path), f"{kind}, not a regular file: skipped"))
+                slots.append(None)
+                continue
             if path.suffix.lower() in TEXTURE_SUFFIXES:
                 from ..textures.reader import open_texture
 
@@ -204,6 +210,11 @@ class ImageWall:
             key = os.path.abspath(path)
             try:
                 st = os.stat(path)
+                if not stat.S_ISREG(st.st_mode):
+                    self.problems.append((str(path), f"{special_kind(path)}, not a regular "
+                                                     f"file: skipped"))
+                    slots.append(None)
+                    continue
                 known = index.lookup(key, st)
                 entry, meta = known if known is not None else \
                     (cache.entry_dir(path, root, st), None)
@@ -217,7 +228,7 @@ class ImageWall:
                 slots.append(Item(i, path, meta.width, meta.height, entry))
                 continue
             meta = cache.read_meta(entry)
-            if meta is not None and cache.thumb_path(entry, self.thumb_edge).is_file():
+            if meta is not None and cache.usable(cache.thumb_path(entry, self.thumb_edge)):
                 slots.append(Item(i, path, meta.width, meta.height, entry))
             else:
                 slots.append(None)
@@ -230,7 +241,7 @@ class ImageWall:
             with_entry = [it for it in self.items if it.entry is not None]
             covered = {id(it) for it, slot in zip(with_entry, self.atlas.slots) if slot}
         lost = [i for i in trusted if slots[i] is not None and id(slots[i]) not in covered
-                and not cache.thumb_path(slots[i].entry, self.thumb_edge).is_file()]
+                and not cache.usable(cache.thumb_path(slots[i].entry, self.thumb_edge))]
         if lost:
             again = [(i, files[i], slots[i].entry) for i in lost]  # type: ignore[union-attr]
             for i in lost:
@@ -293,7 +304,7 @@ class ImageWall:
             mesh = scene.add_mesh(Mesh(device, quad(1.0, 1.0), label="view-image"))
             thumb_ids, thumb_uvs = self._register_thumbnails(device, provider)
             ready: list[tuple[str, Path]] = []
-            ready_chunks: list[Chunk] = []
+            ready_chunks: list[tuple[Item, Chunk, bool]] = []
             jobs: list[Job] = []
             for it, tid, base in zip(self.items, thumb_ids, thumb_uvs):
                 self._place(it, chunk)
@@ -311,7 +322,7 @@ class ImageWall:
                         if os.path.isfile(name):  # as a string: one stat per image here
                             path = Path(name)
                             ready.append((f"view:{path}", path))
-                            ready_chunks.append(c)
+                            ready_chunks.append((it, c, staged))
                         elif self.detail:
                             jobs.append(Job(it.index, c.k, str(it.source), str(it.entry),
                                             c.box, staged))
@@ -322,8 +333,13 @@ class ImageWall:
                     model = glm.translate(glm.vec3(*r.center, 0.0)) * \
                         glm.scale(glm.vec3(r.width, r.height, max(r.width, r.height)))
                     scene.add(mesh, c.material, model)
-            for c, tid in zip(ready_chunks, provider.register_many(ready)):
-                _show(c, tid)
+            for (it, c, staged), tid in zip(ready_chunks, cache.register_cached(provider,
+                                                                                 ready)):
+                if tid is not None:
+                    _show(c, tid)
+                elif self.detail:  # a damaged cached chunk: made again
+                    jobs.append(Job(it.index, c.k, str(it.source), str(it.entry), c.box,
+                                    staged))
             scene.sun.intensity = 0.0
             scene.ambient = (1.0, 1.0, 1.0)
             scene.tonemap = False

@@ -56,6 +56,9 @@ from .tiles import (
 log = logging.getLogger(__name__)
 SPAN_BYTES = 1 << 19  # largest row span read in one pread (every BC7 level up to 2048 wide)
 
+#: Damaged tiled copies already named (once per process).
+_said_damaged: set[str] = set()
+
 class OpenSources:
     """A bound on the descriptors tile sources hold: the most recently read `limit` sources
     keep their file (and mapping, and tile-contiguous copy) open; the others give theirs up
@@ -408,13 +411,27 @@ class TiledCache:
             try:
                 if self._attach_if_fits(src, path):
                     return
-            except (OSError, TextureFormatError) as exc:
+            except TextureFormatError as exc:  # damaged: a miss, never an error
+                self._damaged(path, exc.problem)
+            except OSError as exc:
                 log.debug("%s: tiled copy %s not usable (%s)", src.path, path, exc)
         if self.disabled is not None:
             return
         with self._lock:
             self._queued += 1
         self._jobs.put(src)
+
+    def _damaged(self, path: Path, problem: str) -> None:
+        """A tiled copy that does not parse: one in this folder (ours) is removed and made
+        again; a sidecar beside its source (`engine bake`'s, the user's) is left as it is
+        and read around. Either is named once."""
+        if path.parent == self.folder:
+            path.unlink(missing_ok=True)
+        if str(path) not in _said_damaged:
+            _said_damaged.add(str(path))
+            log.warning("tiled copy %s is damaged (%s); %s", path, problem,
+                        "it is made again" if path.parent == self.folder else
+                        "a copy is made in the cache instead")
 
     def _work(self) -> None:
         while (src := self._jobs.get()) is not None:
