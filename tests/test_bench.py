@@ -28,7 +28,7 @@ def _strict(token: str) -> float:
 #: The suites in two groups of about equal time on llvmpipe (quick seconds: wall 5.2,
 #: peers 3.1, frame 1.6, bake 1.5, virtual 1.2, resolution 1.0, the rest under 1), run as two
 #: processes at once: the suite's longest test took 21 s as one process, and CI has 2 cores.
-GROUPS = (("wall", "bake", "encode", "streaming", "upload"),
+GROUPS = (("wall", "bake", "encode", "streaming", "upload", "transcode"),
           ("peers", "frame", "virtual", "resolution", "startup", "accounting", "scaling"))
 
 
