@@ -144,9 +144,13 @@ def test_readme_first_command_at_a_small_size(profile: DriverProfile, tmp_path: 
          _env(profile, user_cache))
     frames = json.loads(report.read_text())["frames"]
     assert len(frames) == 30
-    over = [f["frame"] for f in frames if f.get("peak_bytes", f["total_bytes"]) >
-            f["budget_bytes"]]
+    # The budget is measured from the scene after frame 0 and set for frame 1, below what
+    # frame 0 held: frame 1 answers that drop (as any scripted drop), every other frame holds.
+    over = [f["frame"] for prev, f in zip([None, *frames], frames)
+            if f.get("peak_bytes", f["total_bytes"]) > f["budget_bytes"]
+            and not (prev is not None and f["budget_bytes"] < prev["total_bytes"])]
     assert not over, f"frames over the budget: {over}"
+    assert not any(f["over_budget"] for f in frames)
 
 
 @pytest.mark.parametrize("profile", PROFILES, ids=[p.name for p in PROFILES])
