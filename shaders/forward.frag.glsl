@@ -1,4 +1,4 @@
-#version 330 core
+#version 400 core
 // Forward pass: metal-roughness GGX with normal maps, lit in linear space into an HDR target.
 // Albedo textures are sRGB formats, so sampling returns linear values already.
 #include "mipdebug.glsl"
@@ -30,7 +30,7 @@ uniform int u_view_mode;           // 0 lit, 1 mip debug
 uniform vec2 u_albedo_chain_size;  // level 0 of the albedo chain, in texels
 uniform float u_albedo_resident;   // finest chain level resident (min LOD)
 // Virtual-texture id of each slot (-1: a plain texture on its unit): such a slot samples the
-// page cache through vt_sample (GLSL 3.30: the LOD from the exact footprint formula). Only
+// page cache through vt_sample (below GLSL 4.00: the LOD from the footprint formula). Only
 // in the program the renderer compiles with VT_SLOTS for materials with a virtual texture:
 // llvmpipe runs both sides of a branch, so the plain program must not carry this code.
 uniform int u_albedo_vt = -1;

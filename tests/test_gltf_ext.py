@@ -150,6 +150,7 @@ def test_bake_bc7_scene_reopens_and_renders_like_the_original(tmp_path):
 @pytest.mark.slow
 @pytest.mark.skipif(not (basis.available() and basis.encoder_available()),
                     reason="Basis transcoder/encoder absent")
+@pytest.mark.needs("BC7 sampling")
 def test_bake_uastc_scene_for_other_viewers(tmp_path):
     from demos.gltf_demo import build
     from engine.testing import run_headless

@@ -97,6 +97,7 @@ def test_summary_table(device):
 
 
 @pytest.mark.slow
+@pytest.mark.needs("BC7 sampling")
 def test_cli_info_json():
     out = subprocess.run([sys.executable, "-m", "engine", "info", "--json", "--headless",
                           "--budget", "256MiB"], capture_output=True, text=True, timeout=120)

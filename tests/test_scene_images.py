@@ -40,6 +40,7 @@ def _run(device: Device, name: str, frames: int, **kw: Any) -> RunResult:
 
 
 @pytest.mark.slow
+@pytest.mark.needs("BC7 sampling")
 def test_streamed_gallery_is_deterministic_and_matches_reference(device: Device,
                                                                  gallery_cache: Path) -> None:
     """The streamer with the injected frame clock and inline reads: frame 24 of the flight is

@@ -34,7 +34,9 @@ from ..memory.sizes import texture_bytes
 from ..render.camera import mat_to_numpy
 from ..streaming.contract import TEXTURE_SLOTS, FrameView
 from ..streaming.levels.streamer import LevelStreamer
+from ..textures import TextureFile
 from ..textures.quality import psnr
+from ..textures.transcode import ServedFile, serve_file
 from .common import SuiteResult, drop_page_cache
 
 log = logging.getLogger(__name__)
@@ -322,16 +324,21 @@ def raw_upload_seconds(device: Device, levels: Sequence[tuple[Path, int, bytes]]
     """Seconds of a synchronous `Device.upload` loop over `levels` into full-chain storage
     (allocated before the clock starts), the GPU finished at the end."""
     made = {}
+    served: dict[Path, TextureFile] = {}
     try:
         for path, _, _ in levels:
             if path not in made:
-                tf = textures.open(path)
+                tf = served[path] = serve_file(textures.open(path), device.caps.can_sample)
                 made[path] = device.storage_texture(tf.pixel_format, tf.width, tf.height,
                                                     levels=len(tf.levels), label="raw-upload")
+        # what the driver holds (transcoded where it samples another format), before timing
+        payloads = [(made[path], lvl, served[path].transcode_level(lvl, data)
+                     if isinstance(served[path], ServedFile) else data)
+                    for path, lvl, data in levels]
         device.finish()
         start = time.perf_counter()
-        for path, lvl, data in levels:
-            device.upload(made[path], lvl, data)
+        for tex, lvl, data in payloads:
+            device.upload(tex, lvl, data)
         device.finish()
         return time.perf_counter() - start
     finally:

@@ -292,15 +292,24 @@ def _pack565(rgb: np.ndarray) -> np.ndarray:
     return ((q[..., 0] << 11) | (q[..., 1] << 5) | q[..., 2]).astype(np.uint16)
 
 
-def _nearest(c0: np.ndarray, c1: np.ndarray, texels: np.ndarray, sq: np.ndarray
-             ) -> tuple[np.ndarray, np.ndarray]:
-    """Each texel's nearest colour of the blocks' 4-colour palettes, and each block's error."""
+def _palette(c0: np.ndarray, c1: np.ndarray) -> np.ndarray:
+    """(n, 4, 3) float colours of four-colour BC1 blocks, in index order."""
     a, b = _unpack565(c0), _unpack565(c1)
-    pal = np.stack([a, b, (2 * a + b) / 3, (a + 2 * b) / 3], 1)  # (n, 4, 3)
-    d = sq[..., None] - 2 * np.einsum("nkc,npc->nkp", texels, pal) \
-        + (pal * pal).sum(-1)[:, None, :]
-    idx = d.argmin(-1)
-    return idx, np.take_along_axis(d, idx[..., None], -1)[..., 0].sum(-1)
+    return np.stack([a, b, (2 * a + b) / 3, (a + 2 * b) / 3], 1)
+
+
+def _nearest(pal: np.ndarray, texels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each texel's nearest palette colour and each block's summed error (one pass per
+    palette entry: far cheaper than a batched product over tiny matrices)."""
+    best = np.full(texels.shape[:2], np.inf, np.float32)
+    idx = np.zeros(texels.shape[:2], np.intp)
+    for p in range(4):
+        d = texels - pal[:, p, None, :]
+        d = np.einsum("nkc,nkc->nk", d, d)
+        closer = d < best
+        best = np.where(closer, d, best)
+        idx[closer] = p
+    return idx, best.sum(1)
 
 
 def refine_colour_endpoints(colour: np.ndarray, rgba: np.ndarray) -> np.ndarray:
@@ -309,30 +318,33 @@ def refine_colour_endpoints(colour: np.ndarray, rgba: np.ndarray) -> np.ndarray:
     lower its error. Four-colour blocks only (BC3's colour, opaque BC1): etcpak's endpoints
     are fast, not the best for its own indices (the gain is in docs/benchmarks.md)."""
     texels = _as_blocks(pad_to_blocks(rgba))[..., :3].astype(np.float32)
-    sq = (texels * texels).sum(-1)
     words = np.ascontiguousarray(colour).view("<u2").reshape(-1, 4)
     c0, c1 = words[:, 0], words[:, 1]
     four = c0 > c1
-    idx, err = _nearest(c0, c1, texels, sq)
+    bits = words[:, 2].astype(np.uint32) | (words[:, 3].astype(np.uint32) << 16)
+    idx = ((bits[:, None] >> (2 * np.arange(16, dtype=np.uint32))) & 3).astype(np.intp)
+    pal = _palette(c0, c1)
+    d = texels - np.take_along_axis(pal, idx[..., None], 1)
+    err = np.einsum("nkc,nkc->n", d, d)
     t = _BC1_WEIGHT[idx]
-    a, b, d = ((1 - t) ** 2).sum(1), ((1 - t) * t).sum(1), (t * t).sum(1)
+    a, b, dd = ((1 - t) ** 2).sum(1), ((1 - t) * t).sum(1), (t * t).sum(1)
     x0 = np.einsum("nk,nkc->nc", 1 - t, texels)
     x1 = np.einsum("nk,nkc->nc", t, texels)
-    det = a * d - b * b
+    det = a * dd - b * b
     solvable = det > 1e-6
     det = np.where(solvable, det, 1.0)[:, None]
-    n0 = _pack565((d[:, None] * x0 - b[:, None] * x1) / det)
+    n0 = _pack565((dd[:, None] * x0 - b[:, None] * x1) / det)
     n1 = _pack565((a[:, None] * x1 - b[:, None] * x0) / det)
     n0, n1 = np.maximum(n0, n1), np.minimum(n0, n1)  # color0 > color1: four colours
-    nidx, nerr = _nearest(n0, n1, texels, sq)
+    nidx, nerr = _nearest(_palette(n0, n1), texels)
     better = four & solvable & (n0 != n1) & (nerr < err)
     out = words.copy()
     out[:, 0] = np.where(better, n0, c0)
     out[:, 1] = np.where(better, n1, c1)
-    bits = (nidx.astype(np.uint32) << (2 * np.arange(16, dtype=np.uint32))).sum(
+    nbits = (nidx.astype(np.uint32) << (2 * np.arange(16, dtype=np.uint32))).sum(
         1, dtype=np.uint32)
-    out[:, 2] = np.where(better, bits & 0xFFFF, words[:, 2])
-    out[:, 3] = np.where(better, bits >> 16, words[:, 3])
+    out[:, 2] = np.where(better, nbits & 0xFFFF, words[:, 2])
+    out[:, 3] = np.where(better, nbits >> 16, words[:, 3])
     return out.view(np.uint8).reshape(-1, 8)
 
 

@@ -203,6 +203,12 @@ class ServedFile(TextureFile):
                                self.pixel_format, lv.width, height, self.path)
 
 
+def serve_file(tf: TextureFile, sampled: Callable[[PixelFormat], bool]) -> TextureFile:
+    """`tf` as the driver will hold it: itself, or a `ServedFile` whose reads transcode."""
+    fmt = served_format(tf.pixel_format, sampled, tf.path)
+    return tf if fmt is tf.pixel_format else ServedFile.of(tf, fmt)
+
+
 def served_tile_format(tf: TextureFile, sampled: Callable[[PixelFormat], bool]) -> PixelFormat:
     """The page-cache format of a virtual texture: the file's own, or a block-compatible
     fallback (tiles keep their slot layout). Raises UnsupportedFormatError otherwise, so the

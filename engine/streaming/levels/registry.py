@@ -16,7 +16,7 @@ import numpy as np
 
 from ... import textures
 from ...errors import GLError, GLOutOfMemoryError
-from ...textures.transcode import ServedFile, served_format
+from ...textures.transcode import ServedFile, serve_file
 from ..handles import HeadReader, LevelFiles
 from .backends import ReallocBackend, SparseBackend, Streamed, Uploader
 from .estimator import TextureArrays
@@ -31,10 +31,9 @@ def served(tf: textures.TextureFile, tail: dict[int, bytes], sampled
            ) -> tuple[textures.TextureFile, dict[int, bytes]]:
     """The file as the driver will hold it (`ServedFile` where it cannot sample the file's
     own format: its reads transcode, on the workers) and its tail levels in that format."""
-    fmt = served_format(tf.pixel_format, sampled, tf.path)
-    if fmt is tf.pixel_format:
+    out = serve_file(tf, sampled)
+    if not isinstance(out, ServedFile):
         return tf, tail
-    out = ServedFile.of(tf, fmt)
     return out, {i: out.transcode_level(i, data) for i, data in tail.items()}
 
 

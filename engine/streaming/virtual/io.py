@@ -32,6 +32,7 @@ import stat
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -224,19 +225,25 @@ class TileSource:
             return None
         OPEN_SOURCES.touch(self)
         run = tiled.read_run(tile_index(self.layout, level, x, y), count)
-        return run if self.serve is None else [self.serve(t) for t in run]
+        if self.serve is None or holds_served(tiled, self.layout):
+            return run
+        return [self.serve(t) for t in run]
 
     def read_tile(self, level: int, x: int, y: int) -> bytes:
         """Slot bytes of tile (level, x, y): payload and border (see tiles.cut_tile), in the
-        page cache's format."""
-        data = self._read_stored(level, x, y)
-        return data if self.serve is None else self.serve(data)
-
-    def _read_stored(self, level: int, x: int, y: int) -> bytes:
+        page cache's format (a tiled copy made here holds that format already)."""
         OPEN_SOURCES.touch(self)
         tiled = self._tiled
         if tiled is not None:
-            return tiled.read(tile_index(self.layout, level, x, y))
+            data = tiled.read(tile_index(self.layout, level, x, y))
+            if self.serve is None or holds_served(tiled, self.layout):
+                return data
+            return self.serve(data)
+        data = self._read_file(level, x, y)
+        return data if self.serve is None else self.serve(data)
+
+    def _read_file(self, level: int, x: int, y: int) -> bytes:
+        """The tile from the file as it is stored."""
         if not self.strided:
             return cut_tile(self.layout, level, x, y, self._whole_level(level))
         with self._lock:
@@ -332,6 +339,12 @@ class TileSource:
         return data
 
 
+def holds_served(tiled: TiledFile, layout: VirtualLayout) -> bool:
+    """Whether a tiled copy stores the page cache's format (made on this driver, which
+    serves the file as another format) rather than the file's own."""
+    return tiled.header.meta.get("format") == layout.fmt.name
+
+
 def tile_index(layout: VirtualLayout, level: int, x: int, y: int) -> int:
     """Record of tile (level, x, y) in a tiled copy: the order of the page table's entries
     (level by level, row-major)."""
@@ -388,6 +401,8 @@ class TiledCache:
         st = os.stat(src.path)
         ident = f"{Path(src.path).resolve()}|{st.st_size}|{st.st_mtime_ns}|" \
                 f"{int(src.layout.wrap)}|{src.layout.levels}"
+        if src.serve is not None:  # a copy in the served format: another file
+            ident += f"|{src.layout.fmt.name}"
         digest = hashlib.sha1(ident.encode()).hexdigest()[:16]
         return self.folder / f"{Path(src.path).stem}-{digest}.vttiles"
 
@@ -399,7 +414,8 @@ class TiledCache:
         meta = tiled.header.meta
         if tiled.matches(src.path) and tiled.header.records == src.layout.entry_count \
                 and meta.get("levels") == src.layout.levels \
-                and meta.get("wrap") == int(src.layout.wrap):
+                and meta.get("wrap") == int(src.layout.wrap) \
+                and meta.get("format") in (src.tf.format, src.layout.fmt.name):
             src.attach_tiled(tiled)
             return True
         tiled.close()
@@ -447,8 +463,11 @@ class TiledCache:
         lay = src.layout
         try:
             header = tile_header(src.tf, lay.levels, lay.wrap)
-            path = write_tiled(self.path_for(src), header,
-                               tile_records(src.tf, lay.levels, lay.wrap, self._stop.is_set))
+            records = tile_records(src.tf, lay.levels, lay.wrap, self._stop.is_set)
+            if src.serve is not None:  # transcoded once here, not on every read
+                header = replace(header, meta={**header.meta, "format": lay.fmt.name})
+                records = map(src.serve, records)
+            path = write_tiled(self.path_for(src), header, records)
             src.attach_tiled(TiledFile(path))
             self.made += 1
         except OSError as exc:
