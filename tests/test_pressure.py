@@ -83,8 +83,7 @@ class Calibration:
         assert ctx.allocation is not None
         stats = ctx.provider.stats()
         spec, size = ctx.renderer.cost_spec, ctx.renderer.output_size
-        # At the end of frame 0: the renderer makes some buffers on its first draw, after the
-        # governor's split at the start of the frame saw the fixed bytes.
+        # At the end of frame 0, when the page cache has been made at its first grant.
         ledger = ctx.device.ledger
         self.fixed = ledger.total - ctx.renderer.target_bytes \
             - ledger.category_total("texture.streamed")

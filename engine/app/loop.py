@@ -249,6 +249,7 @@ class FrameLoop:
                 self.reaction = MemoryReaction(
                     device, governor, self.renderer,
                     ResolutionController(self.renderer.cost_spec, settings.resolution))
+                self.renderer.reserve(self.scene)  # what frame 0 draws with, in the floor
                 self._check_start_budget()
         except BaseException:
             self.release()
@@ -368,6 +369,8 @@ class FrameLoop:
         sample = self.device.end_frame(frame)
         record["peak_bytes"] = sample.peak_bytes
         reason = over_budget_reason(record, start_bytes, allocation.notes if allocation else ())
+        # the report's verdict is the peak's: a frame whose minimums fit can still peak over
+        record["over_budget"] = reason is not None
         if reason is not None:
             record["over_budget_reason"] = reason
             if not self._was_over:

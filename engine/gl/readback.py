@@ -61,6 +61,20 @@ class ReadbackRing:
     def in_flight(self) -> int:
         return sum(s.fence is not None for s in self._slots)
 
+    def reserve(self, nbytes: int) -> None:
+        """Give every buffer of the ring `nbytes` now, so no later copy of at most that
+        size allocates: made before a budget split, they are fixed memory it counts. A
+        buffer still being copied into keeps its size until a later call."""
+        for slot in self._slots:
+            if slot.fence is None and (slot.buffer is None or slot.buffer.size != nbytes):
+                self._resize(slot, nbytes)
+
+    def _resize(self, slot: _Slot, nbytes: int) -> None:
+        old, slot.buffer = slot.buffer, None
+        self.device.release(old)
+        slot.buffer = self.device.buffer(reserve=nbytes, category=Category.STAGING,
+                                         label=f"{self.label}.pbo")
+
     def start(self, fbo: Framebuffer, size: tuple[int, int], components: int, frame: int,
               tag: Any = None) -> bool:
         """Copy `fbo`'s first colour attachment (uint32 x `components` per pixel) into a
@@ -71,10 +85,7 @@ class ReadbackRing:
         w, h = int(size[0]), int(size[1])
         nbytes = w * h * 4 * components
         if slot.buffer is None or slot.buffer.size < nbytes:
-            old, slot.buffer = slot.buffer, None
-            self.device.release(old)
-            slot.buffer = self.device.buffer(reserve=nbytes, category=Category.STAGING,
-                                             label=f"{self.label}.pbo")
+            self._resize(slot, nbytes)
         fbo.read_into(slot.buffer, components=components, dtype="u4", alignment=1)
         slot.fence = self.device.fence(f"{self.label}.readback")  # flushed: polls see it
         slot.frame, slot.size, slot.nbytes, slot.tag = frame, (w, h), nbytes, tag

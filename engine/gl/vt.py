@@ -268,6 +268,12 @@ class FeedbackTarget:
             self.device.release(obj)
         self._fbo = self._color = None
 
+    def reserve(self, size: tuple[int, int]) -> None:
+        """Make the target and every readback buffer at `size` (before a budget split)."""
+        w, h = int(size[0]), int(size[1])
+        self._ensure((w, h))
+        self._ring.reserve(w * h * 4 * 2)
+
     def begin(self, size: tuple[int, int]) -> bool:
         """Bind and clear the target at `size`; False when every readback is still in
         flight (skip this frame's pass)."""

@@ -40,7 +40,7 @@ from .batch import (
 from .camera import mat_to_numpy
 from .material import Material
 from .scene import MAX_POINT_LIGHTS, Scene
-from .vt_feedback import VtFeedbackPass
+from .vt_feedback import VtFeedbackPass, vt_feedback_size
 
 log = logging.getLogger(__name__)
 
@@ -296,10 +296,16 @@ class Renderer:
 
     def reserve(self, scene: Scene) -> None:
         """Make now the per-frame memory the next frames of `scene` can need (the batched
-        path's frame ring at every object visible): called before the governor splits the
-        budget, so it is fixed memory in the split, never a surprise mid-frame."""
+        path's frame ring at every object visible, its geometry, and the virtual-texture
+        feedback pass with its target and readbacks): called before the governor splits
+        the budget, so it is fixed memory in the split, never a surprise mid-frame."""
+        textures = self.provider.stats().textures
         if self._batch is not None:
-            self._batch.reserve(len(scene.instances), self.provider.stats().textures)
+            self._batch.reserve(scene.objects, textures)
+        vts = self._virtual_system()
+        vt_pass = self._feedback_pass() if vts is not None else None
+        if vt_pass is not None:
+            vt_pass.reserve(vts, scene.objects, textures, self.output_size)
 
     def render(self, scene: Scene) -> None:
         """The scene pass into the HDR targets (GPU time measured from here to the end of
@@ -333,6 +339,19 @@ class Renderer:
         """The tile feedback pass (vt_feedback.py), after the scene pass: its readback is
         polled by the system's next begin_frame. Without the batched frame there is none
         (virtual textures then stay at their pinned coarsest tiles: logged once)."""
+        vt_pass = self._feedback_pass()
+        if vt_pass is not None:
+            if vt_pass.size != vt_feedback_size(self.output_size, vt_pass.scale):
+                # drawn without `reserve` (a caller outside the frame loop)
+                vt_pass.reserve(vts, scene.objects, self.provider.stats().textures,
+                                self.output_size)
+            view_proj = self._view_proj(scene)
+            vt_pass.render(vts, scene, self.render_size, mat_to_numpy(view_proj),
+                           view_proj.to_bytes(), self._frame)
+
+    def _feedback_pass(self) -> VtFeedbackPass | None:
+        """The tile feedback pass, made the first time it is asked for (None where the
+        driver cannot draw it: logged once)."""
         if self._vt_pass is None:
             try:
                 self._vt_pass = VtFeedbackPass(self.device, self.provider,
@@ -340,10 +359,7 @@ class Renderer:
             except RuntimeError as exc:
                 log.warning("no virtual-texture feedback: %s", exc)
                 self._vt_pass = False  # type: ignore[assignment]
-        if self._vt_pass:
-            view_proj = self._view_proj(scene)
-            self._vt_pass.render(vts, scene, self.render_size, mat_to_numpy(view_proj),
-                                 view_proj.to_bytes(), self._frame)
+        return self._vt_pass or None
 
     def _view_proj(self, scene: Scene) -> glm.mat4:
         w, h = self.render_size

@@ -6,8 +6,13 @@ texture id into an RG32UI target; virtual textures need the packed tile key
 the R32UI target of the `VirtualTextureSystem` (engine/gl/vt.py `DepthFeedbackTarget`: PBO +
 fence ring, never a wait). It draws the same batched objects as the scene pass (one buffer
 write, one multi-draw: `BatchedPass` in "none" texture mode), depth-tested, at a fraction of
-the render size, with the LOD biased back to the render size. The system polls the newest
+the output size, with the LOD biased back to the render size. The system polls the newest
 finished readback in its next `begin_frame`.
+
+Why a fraction of the output, not of the render size: its target and readback buffers are
+then made once per output size, before the governor's split (`reserve`), and are fixed
+memory the split counts; sized by the render scale they would be reallocated after the
+split that picked the scale, in memory that split had given to something else.
 """
 from __future__ import annotations
 
@@ -19,6 +24,7 @@ from ..gl.device import Device
 from ..gl.indirect import batched_frame_supported
 from ..streaming.contract import TextureProvider, VirtualTextures
 from .batch import feedback_pass
+from .objects import ObjectArrays
 from .scene import Scene
 
 log = logging.getLogger(__name__)
@@ -30,10 +36,10 @@ log = logging.getLogger(__name__)
 MIN_FEEDBACK_WIDTH = 64
 
 
-def vt_feedback_size(render_size: tuple[int, int], scale: float) -> tuple[int, int]:
-    """The pass's size: `scale` of the render size, at least MIN_FEEDBACK_WIDTH wide (the
-    height keeps the aspect), never larger than the render size."""
-    w, h = int(render_size[0]), int(render_size[1])
+def vt_feedback_size(output_size: tuple[int, int], scale: float) -> tuple[int, int]:
+    """The pass's size: `scale` of the output size, at least MIN_FEEDBACK_WIDTH wide (the
+    height keeps the aspect), never larger than the output size."""
+    w, h = int(output_size[0]), int(output_size[1])
     k = min(1.0, max(float(scale), MIN_FEEDBACK_WIDTH / max(w, 1)))
     return (max(1, round(w * k)), max(1, round(h * k)))
 
@@ -50,11 +56,21 @@ class VtFeedbackPass:
         self.scale = float(scale)
         self.prog, self.batch = feedback_pass(device, provider, "vt_feedback", "vt.feedback")
         self.passes = 0
+        self.size = (0, 0)
+
+    def reserve(self, vts: VirtualTextures, objects: ObjectArrays, textures: int,
+                output_size: tuple[int, int]) -> None:
+        """Make everything the pass draws with at this output size (target, readbacks,
+        frame ring, geometry): before the governor's split, so a frame allocates nothing."""
+        self.size = vt_feedback_size(output_size, self.scale)
+        vts.feedback_reserve(self.size)
+        self.batch.reserve(objects, textures)
 
     def render(self, vts: VirtualTextures, scene: Scene, render_size: tuple[int, int],
                view_proj: np.ndarray, view_proj_bytes: bytes, frame: int) -> bool:
-        """Draw the pass for `frame`; False when every readback is still in flight."""
-        size = vt_feedback_size(render_size, self.scale)
+        """Draw the pass for `frame` at the reserved size; False when every readback is
+        still in flight."""
+        size = self.size
         if not vts.feedback_begin(size):
             return False
         prog = self.prog

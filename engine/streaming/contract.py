@@ -174,6 +174,11 @@ class VirtualTextures(Protocol):
         """Bind the cache, table and proxy units and set `program`'s vt uniforms."""
         ...
 
+    def feedback_reserve(self, size: tuple[int, int]) -> None:
+        """Make the feedback target of `size` and every readback buffer now (before the
+        governor's split), so the pass allocates nothing later."""
+        ...
+
     def feedback_begin(self, size: tuple[int, int]) -> bool:
         """Make the feedback target of `size` current; False while every readback of the
         ring is still in flight (the pass is skipped)."""
