@@ -77,3 +77,25 @@ def test_the_streamers_ring_follows_its_uploads(device, tmp_path) -> None:
         assert device.ledger.category_total("staging") == 0
     finally:
         s.release()
+
+
+def test_the_ring_shrinks_within_the_frame_the_pools_room_goes(device, tmp_path) -> None:
+    files = make_textures(tmp_path, 8, 512)
+    gov = Governor(budget="1GiB")
+    s = LevelStreamer(device, backend="realloc")
+    try:
+        for i, p in enumerate(files):
+            s.register(f"t{i}", p)
+        for f in range(200):
+            step(device, gov, s, row_view(f, (2.0, 0.0, 1.0), 8))
+            time.sleep(0.002)
+            if s.uploader.ring is not None:
+                break
+        ring = s.uploader.ring_bytes
+        assert ring > 0
+        s.grant(device.ledger.category_total("texture.streamed"))  # no room beside it
+        s.begin_frame(row_view(f + 1, (2.0, 0.0, 1.0), 8))
+        assert s.uploader.ring_bytes <= ring // 4
+        assert device.ledger.category_total("staging") == s.uploader.ring_bytes
+    finally:
+        s.release()

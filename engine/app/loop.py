@@ -160,7 +160,8 @@ class MemoryReaction:
             target_curve=self.controller.target_curve(*self.renderer.output_size),
             stream_wanted=stats.wanted_bytes, stream_min=stats.min_bytes,
             stream_wanted_scale=self.renderer.render_scale, scale_cap=self.controller.scale_cap,
-            resizable_target_bytes=targets, cache=stats.cache)
+            resizable_target_bytes=targets, cache=stats.cache,
+            elastic_bytes=stats.staging_bytes)
         # The allowance may count memory the streamer has just been told to give back but
         # still holds (the pool shrank this frame; it evicts after this). Targets must never
         # grow into it: even released first, a new set larger than the old one plus what is

@@ -76,6 +76,8 @@ class ProviderStats:
     bytes_uploaded: int = 0  # uploaded to the GPU since the provider was made
     cache_slots: int = 0  # virtual-texture page-cache slots (0: no page cache)
     cache_slots_used: int = 0  # of them, holding a tile
+    #: the staging ring held now: fixed memory given back under pressure, so no floor
+    staging_bytes: int = 0
     #: what a virtual-texture page cache needs of the pool (None without one): the
     #: governor's input for the cache's share of it
     cache: CacheNeeds | None = None

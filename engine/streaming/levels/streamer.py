@@ -277,6 +277,7 @@ class LevelStreamer:
         s.budget_violations = self.budget_violations
         s.textures = len(self.items)
         s.residency_changes = self.residency_changes
+        s.staging_bytes = self.uploader.ring_bytes
         return replace(s)
 
     def release(self) -> None:
