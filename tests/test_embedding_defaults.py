@@ -64,7 +64,7 @@ def test_a_run_over_its_budget_says_so_and_why(device, caplog):
 def test_a_budget_below_the_scenes_start_is_refused_before_frame_0(device):
     frames: list[int] = []
     with pytest.raises(BudgetError, match=r"cannot be met: this scene needs .* bytes\) to start"):
-        run_scene(build, frames=3, size=SIZE, budget="1MiB", device=device,
+        run_scene(build, frames=3, size=SIZE, budget="1KiB", device=device,
                   on_frame=[lambda ctx: frames.append(ctx.frame)])
     assert frames == []
 

@@ -97,3 +97,20 @@ def test_gallery_frame_zero_at_floor_plus_forty_percent(device: Device,
                        device=device, provider="streaming",
                        options=_options("gallery", user_cache))
     check_frames(result.frames, budget)
+
+
+def test_the_feedback_pass_is_priced_with_the_targets(device: Device, user_cache: Path) -> None:
+    """What the renderer holds for its targets (the tile feedback pass's target, depth and
+    readbacks included) is what the controller priced, at every scale a tight budget takes."""
+    size = (160, 90)
+    floor = floor_of(device, "gallery", size, user_cache)
+    held: list[tuple[int, int]] = []
+
+    def hook(ctx: Any) -> None:
+        r = ctx.renderer
+        held.append((r.target_bytes, r.cost_spec.bytes_at(*r.output_size, r.render_scale)))
+
+    run_scene(_factory("gallery"), frames=3, size=size, budget=floor + (96 << 10),
+              device=device, provider="streaming", options=_options("gallery", user_cache),
+              on_frame=[hook])
+    assert held and all(have == priced for have, priced in held), held

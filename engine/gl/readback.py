@@ -62,12 +62,19 @@ class ReadbackRing:
         return sum(s.fence is not None for s in self._slots)
 
     def reserve(self, nbytes: int) -> None:
-        """Give every buffer of the ring `nbytes` now, so no later copy of at most that
-        size allocates: made before a budget split, they are fixed memory it counts. A
-        buffer still being copied into keeps its size until a later call."""
+        """Give every buffer of the ring exactly `nbytes` now, so no later copy of at most
+        that size allocates and the ring holds what its owner priced. A copy still in
+        flight in a buffer of another size is dropped (a feedback frame lost, never a
+        wait); each buffer goes before its replacement is made."""
         for slot in self._slots:
-            if slot.fence is None and (slot.buffer is None or slot.buffer.size != nbytes):
+            if slot.buffer is None or slot.buffer.size != nbytes:
+                self._retire(slot)
                 self._resize(slot, nbytes)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the ring's buffers."""
+        return sum(s.buffer.size for s in self._slots if s.buffer is not None)
 
     def _resize(self, slot: _Slot, nbytes: int) -> None:
         old, slot.buffer = slot.buffer, None

@@ -40,7 +40,7 @@ from .batch import (
 from .camera import mat_to_numpy
 from .material import Material
 from .scene import MAX_POINT_LIGHTS, Scene
-from .vt_feedback import VtFeedbackPass, vt_feedback_size
+from .vt_feedback import VtFeedbackPass, feedback_specs, vt_feedback_size
 
 log = logging.getLogger(__name__)
 
@@ -242,13 +242,17 @@ class Renderer:
     @property
     def cost_spec(self) -> TargetsSpec:
         """Every render target this renderer holds, as the resolution controller must price
-        them: the scene targets, and with the FSR upscaler its tone-mapped input (render
-        size) and its EASU intermediate (output size). Priced at every scale, although at
-        scale 1.0 the upscaler is bypassed: conservative, never over the budget."""
-        if self.upscale == "bilinear":
-            return self.targets.spec
-        return TargetsSpec(self.targets.spec.targets + (
-            TargetSpec("ldr", "RGBA8"), TargetSpec("easu", "RGBA8", follows_scale=False)))
+        them: the scene targets, with the FSR upscaler its tone-mapped input (render
+        size) and its EASU intermediate (output size), and with virtual textures the tile
+        feedback pass's target and readbacks. Priced at every scale, although at scale 1.0
+        the upscaler is bypassed: conservative, never over the budget."""
+        extra: tuple[TargetSpec, ...] = ()
+        if self.upscale != "bilinear":
+            extra += (TargetSpec("ldr", "RGBA8"), TargetSpec("easu", "RGBA8",
+                                                             follows_scale=False))
+        if self._draws_vt_feedback():
+            extra += feedback_specs(self.settings.vt_feedback_scale)
+        return TargetsSpec(self.targets.spec.targets + extra) if extra else self.targets.spec
 
     @property
     def target_bytes(self) -> int:
@@ -258,6 +262,9 @@ class Renderer:
             held += self._ldr[0].width * self._ldr[0].height * 4
         if self._upscaler is not None:
             held += self._upscaler.nbytes
+        vts = self._virtual_system()
+        if self._vt_pass and vts is not None:
+            held += vts.feedback_bytes()
         return held
 
     # ------------------------------------------------------------------ resizing
@@ -269,6 +276,9 @@ class Renderer:
             self._drop_ldr()
         event = self.targets.resize(scale, release_first=release_first)
         self._drop_ldr()
+        vts = self._virtual_system()
+        if self._vt_pass and vts is not None and not event.failed:
+            self._vt_pass.resize(vts, self.output_size, self.render_scale)
         return event
 
     def set_output_size(self, size: tuple[int, int]) -> None:
@@ -305,7 +315,7 @@ class Renderer:
         vts = self._virtual_system()
         vt_pass = self._feedback_pass() if vts is not None else None
         if vt_pass is not None:
-            vt_pass.reserve(vts, scene.objects, textures, self.output_size)
+            vt_pass.reserve(vts, scene.objects, textures, self.output_size, self.render_scale)
 
     def render(self, scene: Scene) -> None:
         """The scene pass into the HDR targets (GPU time measured from here to the end of
@@ -341,13 +351,19 @@ class Renderer:
         (virtual textures then stay at their pinned coarsest tiles: logged once)."""
         vt_pass = self._feedback_pass()
         if vt_pass is not None:
-            if vt_pass.size != vt_feedback_size(self.output_size, vt_pass.scale):
+            if vt_pass.size != vt_feedback_size(self.output_size, self.render_scale,
+                                                vt_pass.scale):
                 # drawn without `reserve` (a caller outside the frame loop)
                 vt_pass.reserve(vts, scene.objects, self.provider.stats().textures,
-                                self.output_size)
+                                self.output_size, self.render_scale)
             view_proj = self._view_proj(scene)
             vt_pass.render(vts, scene, self.render_size, mat_to_numpy(view_proj),
                            view_proj.to_bytes(), self._frame)
+
+    def _draws_vt_feedback(self) -> bool:
+        """Whether this renderer draws the tile feedback pass (its provider has virtual
+        textures and the driver the batched frame)."""
+        return self._virtual_system() is not None and batched_frame_supported(self.device)
 
     def _feedback_pass(self) -> VtFeedbackPass | None:
         """The tile feedback pass, made the first time it is asked for (None where the

@@ -177,8 +177,12 @@ class VirtualTextures(Protocol):
         ...
 
     def feedback_reserve(self, size: tuple[int, int]) -> None:
-        """Make the feedback target of `size` and every readback buffer now (before the
-        governor's split), so the pass allocates nothing later."""
+        """Make the feedback target of exactly `size` and every readback buffer now (the
+        old ones first), so the pass allocates nothing later."""
+        ...
+
+    def feedback_bytes(self) -> int:
+        """Bytes of the feedback target, its depth and its readback buffers."""
         ...
 
     def feedback_begin(self, size: tuple[int, int]) -> bool:

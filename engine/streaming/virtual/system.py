@@ -756,6 +756,9 @@ class VirtualTextureSystem:
         """Make the feedback target and its readback buffers at `size` now."""
         self.feedback.reserve(size)
 
+    def feedback_bytes(self) -> int:
+        return self.feedback.nbytes
+
     def feedback_begin(self, size: tuple[int, int]) -> bool:
         """Bind and clear the feedback target (False: all readbacks in flight, skip)."""
         return self.feedback.begin(size)
