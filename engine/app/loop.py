@@ -155,6 +155,7 @@ class MemoryReaction:
         ledger = self.device.ledger
         stats = provider.stats()
         targets = self.renderer.target_bytes
+        self.controller.set_spec(self.renderer.cost_spec)  # what `targets` holds, priced
         alloc = self.governor.split(
             ledger.by_category(),
             target_curve=self.controller.target_curve(*self.renderer.output_size),
