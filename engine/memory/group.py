@@ -49,6 +49,7 @@ from .shares import (
     ViewShares,
     check_group_name,
     settle,
+    shortfall,
 )
 from .sizes import format_bytes
 
@@ -326,23 +327,26 @@ class GroupMember(MemberState):
                 self._file.write_header(self.budget)
                 group_budget, rows = self.budget, [None] * MAX_MEMBERS
             rows = live_rows(self._file, rows, self._liveness, self._index)
-            seats, me = [], 0
+            seats, me, names = [], 0, []
             for i, row in enumerate(rows):
                 if i == self._index:
                     me = len(seats)
                     seats.append(Seat(claim))
+                    names.append(f"pid {self.pid}")
                 elif row is not None:
+                    names.append(f"pid {row.pid}")
                     seat = row.seat
                     if now - row.heartbeat > STALE_S:  # alive, not drawing: at its floor
                         seat = Seat(Claim(seat.claim.weight, seat.claim.floor,
                                           seat.claim.floor, False), seat.reserved, seat.held)
                     seats.append(seat)
             seat = settle(group_budget, seats, me, claim, held)
+            seats[me] = seat
             self.peers = len(seats)
             self._file.write_row(self._index, Row(self.pid, self._ticks, now, seat))
         self.exchanged_at = now
         self.budget = group_budget
-        return self._settled(seat)
+        return self._settled(seat, shortfall(group_budget, seats, me, names))
 
     def leave(self) -> None:
         if self._index is None:
