@@ -261,6 +261,8 @@ class LevelStreamer:
 
     def stats(self) -> StreamingStats:
         s = self.stats_
+        if self._table is None and self.items:
+            self._rebuild()  # registered, no frame yet: the tails are known and held
         if self._table is not None:
             s.resident_bytes = resident_bytes(self._state, self._table)
             s.wanted_bytes = wanted_bytes(self._state, self._table)
