@@ -32,6 +32,12 @@ the rest of the room (never less than the tails), so spare memory goes to textur
 If even ``targets(min) + tail`` exceed the room, both get their minimums, the sum exceeds the
 budget and the allocation says ``over_budget`` (degrade, never go negative).
 
+Elastic bytes. Fixed memory its holder gives back under pressure (the streamer's staging
+ring: `GovernorInputs.elastic_bytes`) is held like any fixed byte but is no part of the
+floor: a share board is told the floor without it, and when the minimums fit only without
+it the pool goes below the tails by the difference, which makes the streamer give the ring
+back within the frame (engine.streaming.levels.staging).
+
 Held split. The want follows the camera every frame; the budget does not. Re-planning the split
 on every frame would make the render scale (a real reallocation) and the pool breathe with the
 camera, and a pool that shrinks under the streamer makes it evict with realloc transients in
@@ -330,8 +336,9 @@ class Governor:
     @staticmethod
     def claim(x: GovernorInputs) -> tuple[int, int]:
         """(floor, demand) for a share board: the least this split can draw with (fixed
-        less what is elastic, minimum targets, tails) and what it would use at full detail and the highest scale
-        it may take (the `wanted(s)` coupling of the module docstring)."""
+        less what is elastic, minimum targets, tails) and what it would use at full detail
+        and the highest scale it may take (the `wanted(s)` coupling of the module
+        docstring)."""
         curve = x.target_curve
         min_targets = curve[0][1]
         scale, top = next((c for c in reversed(curve) if c[0] <= x.scale_cap + 1e-9), curve[0])
