@@ -1,9 +1,9 @@
 """The hard budget on every frame, frame 0 included, at any budget a scene can start in.
 
-Frame 0 is where a fixed allocation made lazily (on the first draw, after the governor's
-split) used to go over: the split can only hold what exists or is priced when it runs. These
-tests draw random budgets between below the floor and roomy, random output sizes and the
-scenes (the gallery and the wall demos, and `engine view`'s wall of images): a budget below the floor is refused
+Frame 0 is where an allocation made lazily (on the first draw, after the governor's split)
+goes over: the split can only hold what exists or is priced when it runs. These tests draw
+random budgets from below the floor to roomy, random output sizes and the scenes (the
+gallery and wall demos, `engine view`'s wall of images): a budget below the floor is refused
 before any frame with the floor named, and every frame of a run that starts peaks within
 its budget, its record's `over_budget` agreeing with its peak and its reason.
 """
