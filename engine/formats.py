@@ -173,6 +173,8 @@ FORMATS: tuple[PixelFormat, ...] = (
        gl_format=GL_RED, gl_type=GL_FLOAT, mgl_dtype="f4"),
     _F("RG16F", "RG16F", 0x822F, block_bytes=4, components=2, vk_format=83, dxgi_format=34,
        gl_format=GL_RG, gl_type=GL_HALF_FLOAT, mgl_dtype="f2"),
+    _F("RG32UI", "RG32UI", 0x823C, block_bytes=8, components=2, vk_format=101, dxgi_format=17,
+       mgl_dtype="u4"),
     _F("R11G11B10F", "R11G11B10F", 0x8C3A, block_bytes=4, components=3, vk_format=122,
        dxgi_format=26, gl_format=GL_RGB, gl_type=GL_UNSIGNED_INT_10F_11F_11F_REV),
     *_PACKED_AND_LUMINANCE,

@@ -215,3 +215,18 @@ def test_effective_never_exceeds_user_budget() -> None:
             a = g.decide(ext(avail, budget=512 * MiB))
             assert a.effective_budget <= 512 * MiB
     assert a.effective_budget == 512 * MiB
+
+
+def test_the_staging_ring_is_no_part_of_the_floor() -> None:
+    """A budget that holds the floor only without the streamer's ring is not over: the pool
+    goes below the tails by the ring's excess, and the streamer gives the ring back."""
+    ring = 12 * MiB
+    budget = 100 * MiB + T_MIN + 20 * MiB  # the floor, with the ring counted in `fixed`
+    x = inputs(budget, fixed=100 * MiB + ring, elastic_bytes=ring)
+    a = Governor().decide(x)
+    assert not a.over_budget and a.planned_scale == 0.25
+    assert a.pool_allowance == 20 * MiB - ring
+    floor, _ = Governor.claim(x.validated())
+    assert floor == budget
+    assert Governor().decide(inputs(budget - 1, fixed=100 * MiB + ring,
+                                    elastic_bytes=ring)).over_budget

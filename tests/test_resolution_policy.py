@@ -268,3 +268,13 @@ def test_controller_with_frame_time_memory_wins() -> None:
     tight = ctrl.update(SIZE, cost(0.5), 0, frame_ms=plant_ms(d.scale))
     assert tight.scale == 0.5 and tight.reason == "memory" and tight.time_scale > 0.5
     assert ctrl.scale_cap == d.time_scale
+
+
+def test_a_pass_added_later_is_priced_from_then_on() -> None:
+    c = ResolutionController(SPEC)
+    c.update(SIZE, 10 ** 9, 10 ** 9)
+    more = TargetsSpec(SPEC.targets + (TargetSpec("feedback", "RGBA8", relative_size=0.25,
+                                                  min_width=64, copies=2),))
+    c.set_spec(more)
+    assert c.target_curve(*SIZE) == tuple((g, more.bytes_at(*SIZE, g)) for g in GRID)
+    assert c.target_curve(*SIZE)[0][1] > cost(GRID[0])

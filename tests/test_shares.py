@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from engine.errors import BudgetError
 from engine.memory import group as groups
-from engine.memory.shares import Claim, Seat, ShareSettings, ViewShares, fair_shares, settle
+from engine.memory.shares import (Claim, Seat, ShareSettings, ViewShares, fair_shares, settle,
+                                  shortfall)
 
 MIB = 1 << 20
 ROOT = Path(__file__).resolve().parents[1]
@@ -120,6 +121,32 @@ def test_views_hidden_give_their_share_to_the_visible():
     assert len(board.seats()) == 1
     with pytest.raises(BudgetError):
         b.exchange(0, 0, 0)
+
+
+def test_a_floor_that_does_not_fit_names_who_holds_what() -> None:
+    seats = [Seat(Claim(1, 3 * MIB, 9 * MIB), held=6 * MIB, grant=6 * MIB),
+             Seat(Claim(1, 5 * MIB, 9 * MIB), held=MIB, grant=2 * MIB)]
+    said = shortfall(8 * MIB, seats, 1, ["view 0", "view 1"])
+    assert said is not None
+    assert said.startswith("floor 5.0 MiB does not fit: granted 2.0 MiB of the 8.0 MiB")
+    assert "view 0 holds 6.0 MiB (floor 3.0 MiB)" in said
+    assert "view 1 (this one) holds 1.0 MiB (floor 5.0 MiB)" in said
+    assert shortfall(8 * MIB, seats, 0, ["view 0", "view 1"]) is None
+
+
+def test_a_view_is_told_once_while_its_floor_does_not_fit(caplog):
+    board = ViewShares("8MiB")
+    a, b = board.join(ShareSettings(board)), board.join(ShareSettings(board))
+    a.exchange(MIB, 1 << 40, 0)
+    a.exchange(MIB, 1 << 40, 7 * MIB)  # holds 7 MiB, reserved until it gives them back
+    with caplog.at_level("WARNING", "engine.memory.shares"):
+        for _ in range(3):
+            b.exchange(4 * MIB, 1 << 40, 0)
+        a.exchange(MIB, 1 << 40, MIB)  # gives room back: b's floor fits again
+        b.exchange(4 * MIB, 1 << 40, 0)
+    told = [r.message for r in caplog.records if "does not fit" in r.message]
+    assert len(told) == 1 and "view 0 holds 7.0 MiB" in told[0], told
+    assert b.grant >= 4 * MIB
 
 
 HOLDER = """

@@ -147,3 +147,17 @@ def test_out_of_memory_leaves_a_valid_set_and_nothing_half_made(llvmpipe, releas
         assert targets.resize(1 / 8).new_scale == 1 / 8  # and it still resizes afterwards
     finally:
         targets.release()
+
+
+def test_a_pass_with_a_minimum_width_keeps_the_render_aspect() -> None:
+    """A feedback-like target: a quarter of the render size, 64 wide at least, never wider
+    than the render size; its copies are priced with it."""
+    t = TargetSpec("fb", "RGBA8", relative_size=0.25, min_width=64, copies=2)
+    assert t.dims(640, 360, 1.0) == (160, 90)
+    assert t.dims(640, 360, 0.25) == (64, 36)  # render 160x90: a quarter would be 40 wide
+    assert t.dims(200, 100, 0.25) == (50, 25)  # render 50x25: never wider than it
+    assert t.bytes(640, 360, 1.0) == 2 * 160 * 90 * 4
+    with pytest.raises(ValueError):
+        TargetSpec("fb", "RGBA8", min_width=64, follows_scale=False)
+    with pytest.raises(ValueError):
+        TargetSpec("fb", "RGBA8", copies=0)

@@ -155,12 +155,14 @@ class MemoryReaction:
         ledger = self.device.ledger
         stats = provider.stats()
         targets = self.renderer.target_bytes
+        self.controller.set_spec(self.renderer.cost_spec)  # what `targets` holds, priced
         alloc = self.governor.split(
             ledger.by_category(),
             target_curve=self.controller.target_curve(*self.renderer.output_size),
             stream_wanted=stats.wanted_bytes, stream_min=stats.min_bytes,
             stream_wanted_scale=self.renderer.render_scale, scale_cap=self.controller.scale_cap,
-            resizable_target_bytes=targets, cache=stats.cache)
+            resizable_target_bytes=targets, cache=stats.cache,
+            elastic_bytes=stats.staging_bytes)
         # The allowance may count memory the streamer has just been told to give back but
         # still holds (the pool shrank this frame; it evicts after this). Targets must never
         # grow into it: even released first, a new set larger than the old one plus what is
@@ -249,6 +251,7 @@ class FrameLoop:
                 self.reaction = MemoryReaction(
                     device, governor, self.renderer,
                     ResolutionController(self.renderer.cost_spec, settings.resolution))
+                self.renderer.reserve(self.scene)  # what frame 0 draws with, in the floor
                 self._check_start_budget()
         except BaseException:
             self.release()
@@ -368,6 +371,8 @@ class FrameLoop:
         sample = self.device.end_frame(frame)
         record["peak_bytes"] = sample.peak_bytes
         reason = over_budget_reason(record, start_bytes, allocation.notes if allocation else ())
+        # the report's verdict is the peak's: a frame whose minimums fit can still peak over
+        record["over_budget"] = reason is not None
         if reason is not None:
             record["over_budget_reason"] = reason
             if not self._was_over:

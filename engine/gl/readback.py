@@ -61,6 +61,27 @@ class ReadbackRing:
     def in_flight(self) -> int:
         return sum(s.fence is not None for s in self._slots)
 
+    def reserve(self, nbytes: int) -> None:
+        """Give every buffer of the ring exactly `nbytes` now, so no later copy of at most
+        that size allocates and the ring holds what its owner priced. A copy still in
+        flight in a buffer of another size is dropped (a feedback frame lost, never a
+        wait); each buffer goes before its replacement is made."""
+        for slot in self._slots:
+            if slot.buffer is None or slot.buffer.size != nbytes:
+                self._retire(slot)
+                self._resize(slot, nbytes)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the ring's buffers."""
+        return sum(s.buffer.size for s in self._slots if s.buffer is not None)
+
+    def _resize(self, slot: _Slot, nbytes: int) -> None:
+        old, slot.buffer = slot.buffer, None
+        self.device.release(old)
+        slot.buffer = self.device.buffer(reserve=nbytes, category=Category.STAGING,
+                                         label=f"{self.label}.pbo")
+
     def start(self, fbo: Framebuffer, size: tuple[int, int], components: int, frame: int,
               tag: Any = None) -> bool:
         """Copy `fbo`'s first colour attachment (uint32 x `components` per pixel) into a
@@ -71,10 +92,7 @@ class ReadbackRing:
         w, h = int(size[0]), int(size[1])
         nbytes = w * h * 4 * components
         if slot.buffer is None or slot.buffer.size < nbytes:
-            old, slot.buffer = slot.buffer, None
-            self.device.release(old)
-            slot.buffer = self.device.buffer(reserve=nbytes, category=Category.STAGING,
-                                             label=f"{self.label}.pbo")
+            self._resize(slot, nbytes)
         fbo.read_into(slot.buffer, components=components, dtype="u4", alignment=1)
         slot.fence = self.device.fence(f"{self.label}.readback")  # flushed: polls see it
         slot.frame, slot.size, slot.nbytes, slot.tag = frame, (w, h), nbytes, tag

@@ -34,6 +34,9 @@ log = logging.getLogger(__name__)
 #: Ledger category of the page cache and the page table: the streaming pool (the governor's
 #: allowance for streamed texture memory pays for both).
 VT_CATEGORY = Category.STREAMED
+#: readback buffers of a feedback target: one copy in flight while the next is made (a
+#: frame loop that waits for the GPU each frame only ever uses one; a third was never read)
+FEEDBACK_READBACKS = 2
 __all__ = ["ColorTarget", "FeedbackTarget", "LodProxy", "PageCache", "PageTableTexture", "QuadBatch",
            "bind_vt", "cache_grid", "load_shader", "set_uniform", "set_wrap"]
 
@@ -239,7 +242,8 @@ class FeedbackTarget:
     `begin` binds and clears it, the caller draws, `end` starts the copy, and a later
     `poll` returns the newest finished image without ever waiting (None when none is)."""
 
-    def __init__(self, device: Device, ring: int = 3, label: str = "vt.feedback") -> None:
+    def __init__(self, device: Device, ring: int = FEEDBACK_READBACKS,
+                 label: str = "vt.feedback") -> None:
         self.device = device
         self.label = label
         self.size = (0, 0)
@@ -267,6 +271,19 @@ class FeedbackTarget:
         for obj in (self._fbo, self._color):
             self.device.release(obj)
         self._fbo = self._color = None
+
+    def reserve(self, size: tuple[int, int]) -> None:
+        """Make the target and every readback buffer at exactly `size` (the old ones go
+        first), so drawing at that size allocates nothing."""
+        w, h = int(size[0]), int(size[1])
+        self._ensure((w, h))
+        self._ring.reserve(w * h * 4 * 2)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the target and its readback buffers."""
+        w, h = self.size
+        return (w * h * 8 if self._color is not None else 0) + self._ring.nbytes
 
     def begin(self, size: tuple[int, int]) -> bool:
         """Bind and clear the target at `size`; False when every readback is still in
@@ -377,7 +394,8 @@ class DepthFeedbackTarget(FeedbackTarget):
     (the standalone quads are one flat wall and need none). `begin` leaves depth testing
     on; the depth buffer is counted with the target (category `target`)."""
 
-    def __init__(self, device: Device, ring: int = 3, label: str = "vt.feedback") -> None:
+    def __init__(self, device: Device, ring: int = FEEDBACK_READBACKS,
+                 label: str = "vt.feedback") -> None:
         super().__init__(device, ring, label)
         self._depth = None
 
@@ -385,6 +403,11 @@ class DepthFeedbackTarget(FeedbackTarget):
         self._depth = self.device.renderbuffer(size, depth=True, category=Category.TARGET,
                                                label=f"{self.label}.depth")
         return self._depth
+
+    @property
+    def nbytes(self) -> int:
+        w, h = self.size
+        return super().nbytes + (w * h * 4 if self._depth is not None else 0)
 
     def _release_target(self) -> None:
         super()._release_target()

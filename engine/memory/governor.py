@@ -32,6 +32,12 @@ the rest of the room (never less than the tails), so spare memory goes to textur
 If even ``targets(min) + tail`` exceed the room, both get their minimums, the sum exceeds the
 budget and the allocation says ``over_budget`` (degrade, never go negative).
 
+Elastic bytes. Fixed memory its holder gives back under pressure (the streamer's staging
+ring: `GovernorInputs.elastic_bytes`) is held like any fixed byte but is no part of the
+floor: a share board is told the floor without it, and when the minimums fit only without
+it the pool goes below the tails by the difference, which makes the streamer give the ring
+back within the frame (engine.streaming.levels.staging).
+
 Held split. The want follows the camera every frame; the budget does not. Re-planning the split
 on every frame would make the render scale (a real reallocation) and the pool breathe with the
 camera, and a pool that shrinks under the streamer makes it evict with realloc transients in
@@ -161,6 +167,8 @@ class GovernorInputs:
     scale_cap: the highest scale the controller would use for reasons other than memory (frame
         time, an out-of-memory ceiling); memory above it goes to the pool instead.
     vram_available / vram_total: driver figures (NVX), or None where no probe exists.
+    elastic_bytes: the part of `fixed_bytes` its holder gives back when the room shrinks
+        (the streamer's staging ring): held now, but no part of the floor.
     """
 
     budget_bytes: int
@@ -176,6 +184,7 @@ class GovernorInputs:
     vram_total: int | None = None
     #: what the provider's virtual-texture page cache needs of the pool (None: no cache)
     cache: CacheNeeds | None = None
+    elastic_bytes: int = 0
 
     def validated(self) -> GovernorInputs:
         """A copy with every number checked and ints normalised; raises BudgetError."""
@@ -203,6 +212,8 @@ class GovernorInputs:
             vram_available=available,
             vram_total=total,
             cache=self.cache,
+            elastic_bytes=min(check_bytes("elastic_bytes", self.elastic_bytes),
+                              check_bytes("fixed_bytes", self.fixed_bytes)),
         )
 
     @property
@@ -294,7 +305,7 @@ class Governor:
               target_curve: Sequence[tuple[float, int]] = NO_TARGETS,
               stream_wanted: int = 0, stream_min: int = 0, stream_wanted_scale: float = 1.0,
               scale_cap: float = 1.0, resizable_target_bytes: int | None = None,
-              cache: CacheNeeds | None = None) -> BudgetSplit:
+              cache: CacheNeeds | None = None, elastic_bytes: int = 0) -> BudgetSplit:
         """This frame's split from the ledger's usage by category, the budget in force and the
         outside pressure read now. The one place the streaming pool is computed.
 
@@ -302,7 +313,8 @@ class Governor:
         (the scaled render targets); target-category memory of fixed size (the output image at
         output resolution) then counts as fixed. Default: the whole category is resizable.
         `cache`: the provider's page-cache needs (`ProviderStats.cache`), whose share of the
-        pool the split then holds (`cache_allowance`)."""
+        pool the split then holds (`cache_allowance`). `elastic_bytes`: fixed bytes given
+        back under pressure (the staging ring; `GovernorInputs.elastic_bytes`)."""
         fixed, targets, streamed = split_usage(by_category)
         if resizable_target_bytes is not None:
             fixed = fixed_usage(by_category, resizable_target_bytes)
@@ -314,7 +326,8 @@ class Governor:
             stream_wanted=stream_wanted if streamed else 0, stream_min=stream_min,
             stream_wanted_scale=stream_wanted_scale, scale_cap=scale_cap,
             vram_available=reading.available_bytes if reading is not None else None,
-            vram_total=reading.total_bytes if reading is not None else None, cache=cache)
+            vram_total=reading.total_bytes if reading is not None else None, cache=cache,
+            elastic_bytes=elastic_bytes)
         if self.share is not None:
             grant = self.share.exchange(*self.claim(inputs.validated()), inputs.used_bytes)
             inputs = replace(inputs, budget_bytes=min(inputs.budget_bytes, grant))
@@ -322,14 +335,15 @@ class Governor:
 
     @staticmethod
     def claim(x: GovernorInputs) -> tuple[int, int]:
-        """(floor, demand) for a share board: the least this split can draw with (fixed,
-        minimum targets, tails) and what it would use at full detail and the highest scale
-        it may take (the `wanted(s)` coupling of the module docstring)."""
+        """(floor, demand) for a share board: the least this split can draw with (fixed
+        less what is elastic, minimum targets, tails) and what it would use at full detail
+        and the highest scale it may take (the `wanted(s)` coupling of the module
+        docstring)."""
         curve = x.target_curve
         min_targets = curve[0][1]
         scale, top = next((c for c in reversed(curve) if c[0] <= x.scale_cap + 1e-9), curve[0])
         above_tail = max(0, x.stream_wanted - x.stream_min) / (x.stream_wanted_scale ** 2)
-        floor = x.fixed_bytes + min_targets + x.stream_min
+        floor = x.fixed_bytes - x.elastic_bytes + min_targets + x.stream_min
         return floor, int(x.fixed_bytes + top + x.stream_min + above_tail * scale * scale)
 
     def close(self) -> None:
@@ -410,7 +424,12 @@ class Governor:
         if min_targets + tail <= room:
             return _Split(min_scale, min_targets, room - min_targets, False,
                           "minimum scale; texture detail below its reservation")
-        note = (f"fixed {format_bytes(x.fixed_bytes)} + minimum targets "
+        if min_targets + tail <= room + x.elastic_bytes:
+            # fits once the elastic bytes go: a pool below the tails makes the streamer
+            # give back its staging ring this frame (levels/staging.py)
+            return _Split(min_scale, min_targets, max(0, room - min_targets), False,
+                          "minimum scale; the staging ring gives its room back")
+        note = (f"fixed {format_bytes(x.fixed_bytes - x.elastic_bytes)} + minimum targets "
                 f"{format_bytes(min_targets)} + tails {format_bytes(tail)} exceed "
                 f"{format_bytes(effective)}")
         return _Split(min_scale, min_targets, tail, True, "over_budget", (note,))

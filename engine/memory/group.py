@@ -70,6 +70,7 @@ from .shares import (
     ViewShares,
     check_group_name,
     settle,
+    shortfall,
 )
 from .sizes import format_bytes
 
@@ -452,21 +453,24 @@ class GroupMember(MemberState):
                 self._file.write_header(self.budget)
                 group_budget, rows = self.budget, [None] * MAX_MEMBERS
             rows = live_rows(self._file, rows, self._liveness, self._index)
-            seats, me = [], 0
+            seats, me, names = [], 0, []
             members = 1 + len(rows) - rows.count(None) - (rows[self._index] is not None)
             for i, row in enumerate(rows):
                 if i == self._index:
                     me = len(seats)
                     seats.append(Seat(claim))
+                    names.append(f"pid {self.pid}")
                 elif row is not None:  # alive, not drawing (stale): at its floor
+                    names.append(f"pid {row.pid}")
                     seats.append(as_counted(row.seat, members, group_budget,
                                             stale=now - row.heartbeat > STALE_S))
             seat = settle(group_budget, seats, me, claim, held)
+            seats[me] = seat
             self.peers = len(seats)
             self._file.write_row(self._index, Row(self.pid, self._ticks, now, seat))
         self.exchanged_at = now
         self.budget = group_budget
-        return self._settled(seat)
+        return self._settled(seat, shortfall(group_budget, seats, me, names))
 
     def leave(self) -> None:
         if self._index is None:

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..errors import BudgetError
-from .sizes import parse_bytes
+from .sizes import format_bytes, parse_bytes
 
 log = logging.getLogger(__name__)
 
@@ -175,6 +175,22 @@ def settle(budget: int, seats: Sequence[Seat], me: int, claim: Claim,
     return Seat(claim, reserved=max(grant, held), held=held, share=share, grant=grant)
 
 
+def shortfall(budget: int, seats: Sequence[Seat], me: int,
+              names: Sequence[str]) -> str | None:
+    """Why member `me`'s floor does not fit, naming who holds what, or None when its grant
+    holds its floor. A member that cannot draw with its grant must be told who has the
+    memory, not only that it is short (its governor then plans at its minimum and says
+    over_budget until the others give room back)."""
+    seat = seats[me]
+    if seat.grant >= seat.claim.floor:
+        return None
+    held = ", ".join(f"{name}{' (this one)' if i == me else ''} holds "
+                     f"{format_bytes(s.held)} (floor {format_bytes(s.claim.floor)})"
+                     for i, (name, s) in enumerate(zip(names, seats)))
+    return (f"floor {format_bytes(seat.claim.floor)} does not fit: granted "
+            f"{format_bytes(seat.grant)} of the {format_bytes(budget)} budget; {held}")
+
+
 class ShareMember(Protocol):
     """A governor's seat on a share board: `exchange` once per frame (before the split), the
     returned grant is the budget in force for that frame; `leave` when the loop is released."""
@@ -236,13 +252,16 @@ class ViewShares:
             self._seats[key] = Seat(Claim(settings.weight, settings.floor, settings.floor))
         return ViewSeat(self, key, settings)
 
-    def _exchange(self, key: int, claim: Claim, held: int) -> Seat:
+    def _exchange(self, key: int, claim: Claim, held: int) -> tuple[Seat, str | None]:
+        """The member's new seat, and its shortfall (`shortfall`) when its floor does not
+        fit."""
         with self._lock:
             keys = list(self._seats)
-            seat = settle(self.budget, [self._seats[k] for k in keys], keys.index(key),
-                          claim, held)
+            me = keys.index(key)
+            seat = settle(self.budget, [self._seats[k] for k in keys], me, claim, held)
             self._seats[key] = seat
-            return seat
+            return seat, shortfall(self.budget, [self._seats[k] for k in keys], me,
+                                   [f"view {k}" for k in keys])
 
     def _leave(self, key: int) -> None:
         with self._lock:
@@ -266,11 +285,16 @@ class MemberState:
         self.share = 0
         self.reserved = 0
         self.claim = Claim(settings.weight, int(settings.floor), int(settings.floor))
+        self._short = False  # told that its floor does not fit, and not fitting since
 
-    def _settled(self, seat: Seat) -> int:
-        """Take the seat an exchange settled; its grant."""
+    def _settled(self, seat: Seat, short: str | None = None) -> int:
+        """Take the seat an exchange settled; its grant. A floor that stops fitting is
+        logged once (`short`: who holds what), until it fits again."""
         self.grant, self.share, self.reserved, self.claim = \
             seat.grant, seat.share, seat.reserved, seat.claim
+        if short is not None and not self._short:
+            log.warning("share: %s", short)
+        self._short = short is not None
         return seat.grant
 
 
@@ -292,7 +316,7 @@ class ViewSeat(MemberState):
             raise BudgetError("this view left its share board")
         claim = Claim(self.settings.weight, max(floor, int(self.settings.floor)), demand,
                       self.visible)
-        return self._settled(self._board._exchange(self._key, claim, held))
+        return self._settled(*self._board._exchange(self._key, claim, held))
 
     def leave(self) -> None:
         if not self._left:

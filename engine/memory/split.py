@@ -20,8 +20,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-#: Slots the page cache keeps for streaming beyond its pinned coarsest tiles, at least.
-MIN_STREAM_SLOTS = 16
+#: Slots the page cache keeps for streaming beyond its pinned coarsest tiles, at least: at
+#: the floor everything draws from its pinned tiles and a few tiles stream at a time (the
+#: screen's need, not this, sizes the cache above the floor).
+MIN_STREAM_SLOTS = 4
 #: The allowance grows only past this factor of the current one (a rebuild re-streams).
 GROW_FACTOR = 1.25
 #: ... and shrinks on its own (not forced by the pool) only below this one.

@@ -490,9 +490,11 @@ class BatchedPass:
         self._cull_key, self._cull_result = key, visible
         return visible
 
-    def reserve(self, objects: int, textures: int) -> None:
-        """Size the frame ring for every object visible (the most a frame can write)."""
-        self.ring.reserve(FrameLayout.of(objects, textures, self.ring.align).end)
+    def reserve(self, objects: ObjectArrays, textures: int) -> None:
+        """Make what drawing `objects` needs: the frame ring sized for every object visible
+        (the most a frame can write) and the geometry arena, so a draw allocates nothing."""
+        self.ring.reserve(FrameLayout.of(objects.count, textures, self.ring.align).end)
+        self._arena_for(objects)
 
     def _order(self, objects: ObjectArrays, visible: np.ndarray,
                tstate: TextureState) -> tuple[np.ndarray, list[tuple[int, int]]]:

@@ -40,7 +40,7 @@ from .batch import (
 from .camera import mat_to_numpy
 from .material import Material
 from .scene import MAX_POINT_LIGHTS, Scene
-from .vt_feedback import VtFeedbackPass
+from .vt_feedback import VtFeedbackPass, feedback_specs, vt_feedback_size
 
 log = logging.getLogger(__name__)
 
@@ -245,13 +245,17 @@ class Renderer:
     @property
     def cost_spec(self) -> TargetsSpec:
         """Every render target this renderer holds, as the resolution controller must price
-        them: the scene targets, and with the FSR upscaler its tone-mapped input (render
-        size) and its EASU intermediate (output size). Priced at every scale, although at
-        scale 1.0 the upscaler is bypassed: conservative, never over the budget."""
-        if self.upscale == "bilinear":
-            return self.targets.spec
-        return TargetsSpec(self.targets.spec.targets + (
-            TargetSpec("ldr", "RGBA8"), TargetSpec("easu", "RGBA8", follows_scale=False)))
+        them: the scene targets, with the FSR upscaler its tone-mapped input (render
+        size) and its EASU intermediate (output size), and with virtual textures the tile
+        feedback pass's target and readbacks. Priced at every scale, although at scale 1.0
+        the upscaler is bypassed: conservative, never over the budget."""
+        extra: tuple[TargetSpec, ...] = ()
+        if self.upscale != "bilinear":
+            extra += (TargetSpec("ldr", "RGBA8"), TargetSpec("easu", "RGBA8",
+                                                             follows_scale=False))
+        if self._draws_vt_feedback():
+            extra += feedback_specs(self.settings.vt_feedback_scale)
+        return TargetsSpec(self.targets.spec.targets + extra) if extra else self.targets.spec
 
     @property
     def target_bytes(self) -> int:
@@ -261,6 +265,9 @@ class Renderer:
             held += self._ldr[0].width * self._ldr[0].height * 4
         if self._upscaler is not None:
             held += self._upscaler.nbytes
+        vts = self._virtual_system()
+        if self._vt_pass and vts is not None:
+            held += vts.feedback_bytes()
         return held
 
     # ------------------------------------------------------------------ resizing
@@ -272,6 +279,9 @@ class Renderer:
             self._drop_ldr()
         event = self.targets.resize(scale, release_first=release_first)
         self._drop_ldr()
+        vts = self._virtual_system()
+        if self._vt_pass and vts is not None and not event.failed:
+            self._vt_pass.resize(vts, self.output_size, self.render_scale)
         return event
 
     def set_output_size(self, size: tuple[int, int]) -> None:
@@ -299,10 +309,16 @@ class Renderer:
 
     def reserve(self, scene: Scene) -> None:
         """Make now the per-frame memory the next frames of `scene` can need (the batched
-        path's frame ring at every object visible): called before the governor splits the
-        budget, so it is fixed memory in the split, never a surprise mid-frame."""
+        path's frame ring at every object visible, its geometry, and the virtual-texture
+        feedback pass with its target and readbacks): called before the governor splits
+        the budget, so it is fixed memory in the split, never a surprise mid-frame."""
+        textures = self.provider.stats().textures
         if self._batch is not None:
-            self._batch.reserve(len(scene.instances), self.provider.stats().textures)
+            self._batch.reserve(scene.objects, textures)
+        vts = self._virtual_system()
+        vt_pass = self._feedback_pass() if vts is not None else None
+        if vt_pass is not None:
+            vt_pass.reserve(vts, scene.objects, textures, self.output_size, self.render_scale)
 
     def render(self, scene: Scene) -> None:
         """The scene pass into the HDR targets (GPU time measured from here to the end of
@@ -335,12 +351,27 @@ class Renderer:
     def _vt_feedback(self, scene: Scene, vts: VirtualTextures) -> None:
         """The tile feedback pass (vt_feedback.py), after the scene pass: its readback is
         polled by the system's next begin_frame."""
+        vt_pass = self._feedback_pass()
+        if vt_pass.size != vt_feedback_size(self.output_size, self.render_scale,
+                                            vt_pass.scale):
+            # drawn without `reserve` (a caller outside the frame loop)
+            vt_pass.reserve(vts, scene.objects, self.provider.stats().textures,
+                            self.output_size, self.render_scale)
+        view_proj = self._view_proj(scene)
+        vt_pass.render(vts, scene, self.render_size, mat_to_numpy(view_proj),
+                       view_proj.to_bytes(), self._frame)
+
+    def _draws_vt_feedback(self) -> bool:
+        """Whether this renderer draws the tile feedback pass (its provider has virtual
+        textures: every driver has a path for it)."""
+        return self._virtual_system() is not None
+
+    def _feedback_pass(self) -> VtFeedbackPass:
+        """The tile feedback pass, made the first time it is asked for."""
         if self._vt_pass is None:
             self._vt_pass = VtFeedbackPass(self.device, self.provider,
                                            self.settings.vt_feedback_scale)
-        view_proj = self._view_proj(scene)
-        self._vt_pass.render(vts, scene, self.render_size, mat_to_numpy(view_proj),
-                             view_proj.to_bytes(), self._frame)
+        return self._vt_pass
 
     def _view_proj(self, scene: Scene) -> glm.mat4:
         w, h = self.render_size

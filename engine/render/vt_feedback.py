@@ -7,8 +7,13 @@ the R32UI target of the `VirtualTextureSystem` (engine/gl/vt.py `DepthFeedbackTa
 fence ring, never a wait). It draws the same objects as the scene pass (one buffer write and
 one multi-draw, `BatchedPass` in "none" texture mode, or a draw per object on drivers without
 the batched frame), depth-tested, at a fraction of the render size, with the LOD biased back
-to the render size. The system polls the newest
-finished readback in its next `begin_frame`.
+to the render size. The system polls the newest finished readback in its next
+`begin_frame`.
+
+Its memory (target, depth, readback buffers) is priced with the render targets
+(`feedback_specs`, in the renderer's `cost_spec`), so the governor's target curve holds it
+at every scale and the floor holds it at the smallest; it is made before the split
+(`reserve`) and remade with the targets when the scale changes, never mid-frame.
 """
 from __future__ import annotations
 
@@ -17,10 +22,13 @@ import math
 import numpy as np
 
 from ..gl.device import Device
+from ..gl.vt import FEEDBACK_READBACKS
+from ..resolution.targets_spec import TargetSpec
 from ..streaming.contract import TextureProvider, VirtualTextures
 from .batch import feedback_pass
 from .feedback import InstancePass
 from .material import Material
+from .objects import ObjectArrays
 from .scene import Scene
 
 log = logging.getLogger(__name__)
@@ -32,12 +40,22 @@ log = logging.getLogger(__name__)
 MIN_FEEDBACK_WIDTH = 64
 
 
-def vt_feedback_size(render_size: tuple[int, int], scale: float) -> tuple[int, int]:
-    """The pass's size: `scale` of the render size, at least MIN_FEEDBACK_WIDTH wide (the
-    height keeps the aspect), never larger than the render size."""
-    w, h = int(render_size[0]), int(render_size[1])
-    k = min(1.0, max(float(scale), MIN_FEEDBACK_WIDTH / max(w, 1)))
-    return (max(1, round(w * k)), max(1, round(h * k)))
+def feedback_specs(scale: float) -> tuple[TargetSpec, ...]:
+    """The pass's memory as the resolution controller prices it: the key target, its depth
+    and the readback buffers, at `scale` of the render size and MIN_FEEDBACK_WIDTH wide at
+    least (never wider than the render size)."""
+    def spec(name: str, fmt: str, copies: int = 1) -> TargetSpec:
+        return TargetSpec(name, fmt, relative_size=scale, min_width=MIN_FEEDBACK_WIDTH,
+                          copies=copies)
+    return (spec("vt.feedback", "RG32UI"), spec("vt.feedback.depth", "DEPTH24"),
+            spec("vt.feedback.readback", "RG32UI", FEEDBACK_READBACKS))
+
+
+def vt_feedback_size(output_size: tuple[int, int], render_scale: float,
+                     scale: float) -> tuple[int, int]:
+    """The pass's size at this render scale (the one rule: `feedback_specs`'s dims)."""
+    return feedback_specs(scale)[0].dims(int(output_size[0]), int(output_size[1]),
+                                        render_scale)
 
 
 class VtFeedbackPass:
@@ -60,11 +78,28 @@ class VtFeedbackPass:
                                         "vt.feedback.object")
             self.prog = self.objects.prog
         self.passes = 0
+        self.size = (0, 0)
+
+    def reserve(self, vts: VirtualTextures, objects: ObjectArrays, textures: int,
+                output_size: tuple[int, int], render_scale: float) -> None:
+        """Make everything the pass draws with (frame ring, geometry, and target and
+        readbacks at this render scale): before the governor's split, so a frame
+        allocates nothing."""
+        self.resize(vts, output_size, render_scale)
+        if self.batch is not None:
+            self.batch.reserve(objects, textures)
+
+    def resize(self, vts: VirtualTextures, output_size: tuple[int, int],
+               render_scale: float) -> None:
+        """Target and readbacks at this render scale (the old ones go first)."""
+        self.size = vt_feedback_size(output_size, render_scale, self.scale)
+        vts.feedback_reserve(self.size)
 
     def render(self, vts: VirtualTextures, scene: Scene, render_size: tuple[int, int],
                view_proj: np.ndarray, view_proj_bytes: bytes, frame: int) -> bool:
-        """Draw the pass for `frame`; False when every readback is still in flight."""
-        size = vt_feedback_size(render_size, self.scale)
+        """Draw the pass for `frame` at the reserved size; False when every readback is
+        still in flight."""
+        size = self.size
         if not vts.feedback_begin(size):
             return False
         prog = self.prog

@@ -191,6 +191,14 @@ class ResolutionController:
             cap = min(cap, self._ceiling)
         return cap
 
+    def set_spec(self, spec: TargetsSpec) -> None:
+        """Price `spec` from now on: the set a renderer holds can gain a pass after the
+        controller was made (the tile feedback, once a virtual texture registers)."""
+        if spec != self.spec:
+            self.spec = spec
+            if self._size is not None:
+                self._table = self._bytes_table(*self._size)
+
     def target_curve(self, width: int, height: int) -> tuple[tuple[float, int], ...]:
         """(scale, exact bytes) for every grid scale at this output size: the governor's input."""
         return tuple(zip(self._grid, self._bytes_table(width, height)))

@@ -23,6 +23,10 @@ class TargetSpec:
     are sized relative to the *output* resolution instead (the upscaler's destination, a UI
     layer): they cost the same at every scale, and listing them here keeps the byte curve the
     governor sees honest about that constant part.
+
+    `min_width`: a pass that must see every object (a feedback pass) is never narrower than
+    this, nor wider than the render size; the height keeps the render aspect. `copies`:
+    how many buffers of this size it keeps (a readback ring's), priced as one entry.
     """
 
     name: str
@@ -30,6 +34,8 @@ class TargetSpec:
     samples: int = 1
     relative_size: float = 1.0
     follows_scale: bool = True
+    min_width: int = 0
+    copies: int = 1
 
     def __post_init__(self) -> None:
         get_format(self.format)  # raises KeyError naming the known formats
@@ -38,6 +44,9 @@ class TargetSpec:
         if not self.relative_size > 0:
             raise ValueError(f"target {self.name!r}: relative_size must be > 0, "
                              f"got {self.relative_size}")
+        if self.min_width < 0 or self.copies < 1 or (self.min_width and not self.follows_scale):
+            raise ValueError(f"target {self.name!r}: min_width must be >= 0 (on a target "
+                             f"that follows the scale) and copies >= 1")
 
     def dims(self, width: int, height: int, scale: float) -> tuple[int, int]:
         """Pixel size of this target for an output of width x height at render `scale`.
@@ -45,13 +54,17 @@ class TargetSpec:
         `round` (Python's, half-to-even) is the one rounding rule; the executor must call this
         rather than re-deriving sizes, or ledger and prediction drift apart.
         """
+        if self.min_width:
+            rw, rh = max(1, round(width * scale)), max(1, round(height * scale))
+            k = min(1.0, max(self.relative_size, self.min_width / rw))
+            return max(1, round(rw * k)), max(1, round(rh * k))
         factor = self.relative_size * (scale if self.follows_scale else 1.0)
         return max(1, round(width * factor)), max(1, round(height * factor))
 
     def bytes(self, width: int, height: int, scale: float) -> int:
-        """Exact bytes of this target at `scale` (all samples)."""
+        """Exact bytes of this target at `scale` (all samples, all copies)."""
         w, h = self.dims(width, height, scale)
-        return renderbuffer_bytes(self.format, w, h, self.samples)
+        return renderbuffer_bytes(self.format, w, h, self.samples) * self.copies
 
 
 @dataclass(frozen=True)

@@ -76,6 +76,8 @@ class ProviderStats:
     bytes_uploaded: int = 0  # uploaded to the GPU since the provider was made
     cache_slots: int = 0  # virtual-texture page-cache slots (0: no page cache)
     cache_slots_used: int = 0  # of them, holding a tile
+    #: the staging ring held now: fixed memory given back under pressure, so no floor
+    staging_bytes: int = 0
     #: what a virtual-texture page cache needs of the pool (None without one): the
     #: governor's input for the cache's share of it
     cache: CacheNeeds | None = None
@@ -172,6 +174,15 @@ class VirtualTextures(Protocol):
 
     def bind(self, program: Program) -> None:
         """Bind the cache, table and proxy units and set `program`'s vt uniforms."""
+        ...
+
+    def feedback_reserve(self, size: tuple[int, int]) -> None:
+        """Make the feedback target of exactly `size` and every readback buffer now (the
+        old ones first), so the pass allocates nothing later."""
+        ...
+
+    def feedback_bytes(self) -> int:
+        """Bytes of the feedback target, its depth and its readback buffers."""
         ...
 
     def feedback_begin(self, size: tuple[int, int]) -> bool:

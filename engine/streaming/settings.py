@@ -18,7 +18,9 @@ class StreamerSettings:
     io_latency_ms: tuple[float, float] | None = None
     #: loads stop for the frame once uploads took this long (evictions always run)
     max_upload_ms: float = 4.0
-    staging_bytes: int = 4 << 20
+    #: the most one of the staging ring's three segments grows to (0: no ring, every upload
+    #: from client memory); the ring's size follows the uploads (levels/staging.py)
+    staging_bytes: int = 16 << 20
     #: levels of at most this edge are the always-resident tail
     max_tail_size: int = 64
     #: added to every wanted level (the render scale's own bias, log2(1/scale), is already in

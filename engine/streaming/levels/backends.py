@@ -19,10 +19,13 @@ from ...gl.textures import GpuTexture
 from ...memory.sizes import texture_bytes
 from ...textures import TextureFile
 from ...memory.ledger import Category
+from .staging import StagingNeed, segment_bytes
 
 log = logging.getLogger(__name__)
 
 CATEGORY = Category.STREAMED
+#: segments of the staging ring: one per frame in flight
+SEGMENTS = 3
 
 
 @dataclass(eq=False)
@@ -38,15 +41,49 @@ class Streamed:
 
 
 class Uploader:
-    """Level uploads through the staging ring when it has room, else from client memory."""
+    """Level uploads through the staging ring when it has one with room, else from client
+    memory. The ring's size follows the uploads (`resize`, by the rule of staging.py)."""
 
-    def __init__(self, device: Device, ring: StagingRing | None) -> None:
+    def __init__(self, device: Device, max_segment: int) -> None:
         self.device = device
-        self.ring = ring
+        self.ring: StagingRing | None = None
         self.ring_ok = False
+        #: the most a segment may grow to; 0 where the driver has no persistent mapping
+        self.max_segment = max_segment if device.caps.buffer_storage else 0
+        self.frame_bytes = 0  # uploaded since begin_frame
+        self.idle_frames = 0  # frames in a row that uploaded nothing
 
     def begin_frame(self) -> None:
         self.ring_ok = self.ring.begin_frame() if self.ring is not None else False
+        self.frame_bytes = 0
+
+    @property
+    def ring_bytes(self) -> int:
+        return self.ring.size if self.ring is not None else 0
+
+    def resize(self, waiting: int, pool_room: int) -> None:
+        """Fit the ring to this frame's uploads, the bytes still waiting for theirs and the
+        pool's free room (`pool_room`: the pool less what the streamer holds). The old ring
+        goes before the new one is made, so the two never add up."""
+        self.idle_frames = 0 if self.frame_bytes else self.idle_frames + 1
+        if not self.max_segment:
+            return
+        current = self.ring.segment_bytes if self.ring is not None else 0
+        need = StagingNeed(self.frame_bytes, waiting, self.ring_bytes + pool_room,
+                           self.idle_frames)
+        segment = segment_bytes(current, need, SEGMENTS, self.max_segment)
+        if segment == current:
+            return
+        log.debug("staging ring segment %d -> %d bytes", current, segment)
+        self.release_ring()
+        if segment:
+            self.ring = StagingRing(self.device, segment, SEGMENTS, label="streamer-staging")
+
+    def release_ring(self) -> None:
+        if self.ring is not None:
+            self.ring.release()
+            self.ring = None
+        self.ring_ok = False
 
     def end_frame(self) -> None:
         if self.ring is not None:
@@ -77,6 +114,7 @@ class Uploader:
 
     def _send(self, tex: GpuTexture, level: int, data: memoryview, layer: int, face: int,
               rows: tuple[int, int] | None) -> None:
+        self.frame_bytes += data.nbytes
         offset = self.ring.write(data) if self.ring_ok else None
         if offset is None:
             self.device.upload(tex, level, data, layer, face, rows)

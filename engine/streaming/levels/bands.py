@@ -1,5 +1,4 @@
-"""Loads too big for one frame, uploaded in bands of block rows over several frames, and
-the staging ring sized to the levels it carries.
+"""Loads too big for one frame, uploaded in bands of block rows over several frames.
 
 A level larger than a frame's band budget would stall the frame that uploads it; in bands
 it arrives over a few frames instead, sampled only once complete. This is the GL side of a
@@ -10,17 +9,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ...gl.device import Device
-from ...gl.staging import StagingRing
 from ...gl.textures import GpuTexture
 from ...memory.sizes import level_bytes
 from .backends import Streamed, Uploader
 from .ops import MipOp
 from .registry import Registry
-
-#: the staging ring's segments grow to the largest level, up to this
-MAX_STAGING_SEGMENT = 32 << 20
-
 
 @dataclass(eq=False)
 class _Partial:
@@ -122,22 +115,3 @@ class BandedLoads:
     def abort_all(self) -> None:
         for t in list(self.partials):
             self.abort(t)
-
-
-def size_ring(device: Device, uploader: Uploader, items: list[Streamed], room: int) -> None:
-    """Grow the ring so a segment holds the largest level: every upload then goes
-    through the persistently mapped ring instead of a synchronous copy inside the GL
-    call. It is fixed memory under the
-    one budget, so it grows only into at most a quarter of `room` (what the granted pool
-    has left)."""
-    ring = uploader.ring
-    if ring is None:
-        return
-    largest = max(lv.nbytes for it in items for lv in it.tf.levels)
-    want = min(largest, MAX_STAGING_SEGMENT)
-    if want <= ring.segment_bytes:
-        return
-    if want * (ring.size // ring.segment_bytes) > room // 4:
-        return
-    ring.release()
-    uploader.ring = StagingRing(device, want, label="streamer-staging")

@@ -25,14 +25,13 @@ from typing import Any
 import numpy as np
 
 from ...gl.device import Device
-from ...gl.staging import StagingRing
 from ..cache import LevelCache
 from ..contract import FrameView, Residency, ResidentTextures
 from ..handles import HandleCache, HeadReader, LevelFiles
 from ..settings import StreamerSettings
 from ..stats import StreamingStats
 from .backends import CATEGORY, ReallocBackend, SparseBackend, Uploader
-from .bands import BandedLoads, size_ring
+from .bands import BandedLoads
 from .estimates import EstimateCache
 from .estimator import TextureArrays
 from .executor import Executor
@@ -107,10 +106,7 @@ class LevelStreamer:
         self.cache = LevelCache(cfg.ram_cache_bytes)
         self.io: LevelSource = make_source(cfg, self.registry.read, self.cache, io)
         self.reads = ReadLevels(device, self.registry, self.io)
-        ring = None
-        if device.caps.buffer_storage and cfg.staging_bytes:
-            ring = StagingRing(device, cfg.staging_bytes, label="streamer-staging")
-        self.uploader = Uploader(device, ring)
+        self.uploader = Uploader(device, cfg.staging_bytes)
         self.bands = BandedLoads(self.registry, self.uploader, cfg.max_band_bytes,
                                  self.reads.ready)
         self.stats_ = StreamingStats()
@@ -165,7 +161,6 @@ class LevelStreamer:
         self._table, self._tex_arrays = self.registry.tables()
         self._state = carried_state(self._state, self._table)
         self.sampling.resize(len(self.items))
-        size_ring(self.device, self.uploader, self.items, self._pool - self._held())
 
     def _held(self) -> int:
         """Bytes of the streamed category that are this streamer's: the ledger's total less
@@ -220,6 +215,8 @@ class LevelStreamer:
         self.residency_changes += len(done)
         self.sampling.changed(done, now)
         self.sampling.fade(self._state, self.items, now)
+        # after the frame's loads: the ring grows only into room they left
+        self.uploader.resize(self.reads.pending_bytes(), self._pool - self._held())
 
     def bind(self, texture_id: int, unit: int) -> None:
         self.items[texture_id].tex.use(unit)
@@ -264,6 +261,8 @@ class LevelStreamer:
 
     def stats(self) -> StreamingStats:
         s = self.stats_
+        if self._table is None and self.items:
+            self._rebuild()  # registered, no frame yet: the tails are known and held
         if self._table is not None:
             s.resident_bytes = resident_bytes(self._state, self._table)
             s.wanted_bytes = wanted_bytes(self._state, self._table)
@@ -280,6 +279,7 @@ class LevelStreamer:
         s.budget_violations = self.budget_violations
         s.textures = len(self.items)
         s.residency_changes = self.residency_changes
+        s.staging_bytes = self.uploader.ring_bytes
         return replace(s)
 
     def release(self) -> None:
@@ -287,8 +287,7 @@ class LevelStreamer:
         self.files.close()
         self.bands.abort_all()
         self.registry.release()
-        if self.uploader.ring is not None:
-            self.uploader.ring.release()
+        self.uploader.release_ring()
         self._table = None
         self._state = None
         self.estimates.clear()

@@ -752,6 +752,13 @@ class VirtualTextureSystem:
             self._requests = saved
 
     # ------------------------------------------------------------------ feedback
+    def feedback_reserve(self, size: tuple[int, int]) -> None:
+        """Make the feedback target and its readback buffers at `size` now."""
+        self.feedback.reserve(size)
+
+    def feedback_bytes(self) -> int:
+        return self.feedback.nbytes
+
     def feedback_begin(self, size: tuple[int, int]) -> bool:
         """Bind and clear the feedback target (False: all readbacks in flight, skip)."""
         return self.feedback.begin(size)
