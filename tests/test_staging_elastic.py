@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from streaming_helpers import make_textures, row_view, step
 
 from engine.memory.governor import Governor
@@ -58,6 +60,7 @@ def test_given_back_when_idle() -> None:
     assert segment_bytes(MiB, need(idle=IDLE_FRAMES - 1), 3, CAP) == MiB
 
 
+@pytest.mark.needs("ARB_buffer_storage")
 def test_the_streamers_ring_follows_its_uploads(device, tmp_path) -> None:
     files = make_textures(tmp_path, 8, 512)
     gov = Governor(budget="1GiB")
@@ -79,6 +82,7 @@ def test_the_streamers_ring_follows_its_uploads(device, tmp_path) -> None:
         s.release()
 
 
+@pytest.mark.needs("ARB_buffer_storage")
 def test_the_ring_shrinks_within_the_frame_the_pools_room_goes(device, tmp_path) -> None:
     files = make_textures(tmp_path, 8, 512)
     gov = Governor(budget="1GiB")
