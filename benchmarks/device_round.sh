@@ -137,6 +137,14 @@ drivers)  # the device profile, the per-object path against the batched one, tra
     timeout $(left 560) python3 tests/driver_child.py "$s" "$OUT/drivers" > "$OUT/drivers_$s.txt" 2>&1
     echo "$s rc $? at $(( $(date +%s) - t0 )) s"
   done ;;
+elastic)  # the elastic staging ring against the fixed one's figures (upload, streaming),
+  # and the README's main job (its budget measured from the scene) on the H200
+  timeout $(left 300) python3 -m engine bench upload streaming --json "$OUT/upload_streaming_h200.json" \
+    > "$OUT/upload_streaming_h200.txt" 2>&1
+  echo "bench rc $? at $(( $(date +%s) - t0 )) s"
+  timeout $(left 560) python3 -m engine demo gallery --frames 300 --headless \
+    --report "$OUT/gallery_h200.json" > "$OUT/gallery_h200.txt" 2>&1
+  echo "gallery rc $? at $(( $(date +%s) - t0 )) s" ;;
 *) echo "unknown stage $stage"; exit 2 ;;
 esac
 tail -c 3000 "$OUT"/*.txt
