@@ -148,16 +148,39 @@ def test_tiles_transcode_block_by_block():
         blocks_transcoder(get("BC7"), get("RGBA8"))
 
 
-def test_each_pair_is_measured_and_said_once(caplog):
+def test_each_pair_is_said_once_with_its_measured_cost(caplog, tmp_path):
+    from engine.textures import open_texture
+    from engine.textures.ktx2_write import write_ktx2
+
+    img = _photo(64, 64)
+    path = tmp_path / "photo.ktx2"
+    write_ktx2(path, "BC7_SRGB", 64, 64, [encode_image(img, "BC7_SRGB")])
+    tf = open_texture(path)
     t = Transcoder()
-    bc7 = encode_image(_photo(), "BC7_SRGB")
     with caplog.at_level("WARNING", logger="engine.textures.transcode"):
         for _ in range(3):
-            t(bc7, get("BC7_SRGB"), get("BC3_SRGB"), 96, 64)
-    said = [r for r in caplog.records if "served as BC3_SRGB" in r.getMessage()]
-    assert len(said) == 1 and "dB PSNR" in said[0].getMessage()
+            t.announce(tf, get("BC3_SRGB"))
+            t.announce(tf, get("RGBA8_SRGB"))
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 2, said
+    assert "BC7_SRGB textures are served as BC3_SRGB" in said[0] and "64x64 level" in said[0]
+    assert "dB PSNR" in said[0] and "1x its memory" in said[0] and "4x its memory" in said[1]
     cost = t.costs[("BC7_SRGB", "BC3_SRGB")]
     assert cost.psnr_db > 35 and cost.bytes_ratio == 1.0
+    assert t.costs[("BC7_SRGB", "RGBA8_SRGB")].psnr_db == float("inf")
+
+
+def test_a_file_that_cannot_be_read_is_said_without_a_figure(caplog, tmp_path):
+    from engine.textures import open_texture
+    from engine.textures.ktx2_write import write_ktx2
+
+    path = tmp_path / "short.ktx2"
+    write_ktx2(path, "BC7", 64, 64, [bytes(64 * 64)])
+    tf = open_texture(path)
+    path.write_bytes(path.read_bytes()[:-100])  # truncated after it was opened
+    with caplog.at_level("WARNING", logger="engine.textures.transcode"):
+        Transcoder().announce(tf, get("BC3"))
+    assert "quality not measured" in caplog.records[0].getMessage()
 
 
 def test_live_profile_matches_the_context(dev):

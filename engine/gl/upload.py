@@ -28,7 +28,9 @@ def gpu_format(device: Device, tf: TextureFile, force_cpu_decode: bool = False) 
     fmt = tf.pixel_format
     if force_cpu_decode:
         return get_format("RGBA8_SRGB" if fmt.srgb else "RGBA8")
-    return served_format(fmt, device.caps.can_sample, tf.path)
+    served = served_format(fmt, device.caps.can_sample, tf.path)
+    TRANSCODER.announce(tf, served)
+    return served
 
 
 def level_payload(tf: TextureFile, fmt: PixelFormat, level: int, layer: int, face: int) -> bytes:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import UnsupportedFormatError
+from ..errors import TextureFormatError, UnsupportedFormatError
 from ..formats import PixelFormat, get
 from .container import Level, TextureFile, level_geometry
 from .decode import decode_image
@@ -109,34 +109,49 @@ class TranscodeCost:
 
 
 class Transcoder:
-    """`transcode` for the I/O threads, which also measures each (source, served) pair once:
-    the PSNR of the served image against the source's own decode, logged at WARNING with the
-    memory ratio (a quality or memory cost the user should hear of once, not per level)."""
+    """`transcode` for the I/O threads, and the one place each (source, served) pair is said:
+    once, at WARNING, when a file is first served so (`announce`), with the memory it costs
+    and its quality measured then on one small level of that file (the PSNR of the served
+    image against the source's own decode; kept in `costs`). A cost the user should hear of
+    once at startup, not per level, also when later reads come from a copy already in the
+    served format."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self.costs: dict[tuple[str, str], TranscodeCost] = {}
+        self.costs: dict[tuple[str, str], TranscodeCost | None] = {}
 
     def __call__(self, data: bytes, src: PixelFormat, dst: PixelFormat, width: int,
                  height: int, path: object = "<memory>") -> bytes:
-        out = transcode(data, src, dst, width, height, path)
-        key = (src.name, dst.name)
-        if key not in self.costs and src is not dst:
-            self._measure(key, data, out, src, dst, width, height, path)
-        return out
+        return transcode(data, src, dst, width, height, path)
 
-    def _measure(self, key: tuple[str, str], data: bytes, out: bytes, src: PixelFormat,
-                 dst: PixelFormat, width: int, height: int, path: object) -> None:
-        a = decode_image(src.name, data, width, height, path)
-        b = decode_image(dst.name, out, width, height, path)
-        cost = TranscodeCost(src.name, dst.name, float(psnr(a, b)), len(out) / max(len(data), 1))
+    def announce(self, tf: TextureFile, dst: PixelFormat) -> None:
+        """Say once that files of `tf`'s format are served as `dst`: memory, and PSNR on
+        `tf`'s finest level of at most 256x256 texels (None where it cannot be read)."""
+        src = tf.pixel_format
+        key = (src.name, dst.name)
         with self._lock:
-            if key in self.costs:
+            if key in self.costs or src is dst:
                 return
-            self.costs[key] = cost
+            self.costs[key] = None  # said by this call
+        ratio = dst.block_bytes / (dst.block_w * dst.block_h) \
+            / (src.block_bytes / (src.block_w * src.block_h))
+        lv = next((lv for lv in tf.levels if lv.width * lv.height <= 1 << 16), tf.levels[-1])
+        try:
+            data = tf.read_level(lv.index)
+            a = decode_image(src.name, data, lv.width, lv.height, tf.path)
+            out = transcode(data, src, dst, lv.width, lv.height, tf.path)
+            db = float(psnr(a, decode_image(dst.name, out, lv.width, lv.height, tf.path)))
+        except (TextureFormatError, OSError) as exc:  # the file's own error comes later
+            log.warning("%s textures are served as %s (the driver cannot sample %s): %.2gx "
+                        "its memory (quality not measured: %s)", src.name, dst.name,
+                        src.name, ratio, exc)
+            return
+        with self._lock:
+            self.costs[key] = TranscodeCost(src.name, dst.name, db, ratio)
         log.warning("%s textures are served as %s (the driver cannot sample %s): %.1f dB PSNR "
-                    "against the %s decode on the first image, %.2gx its memory",
-                    src.name, dst.name, src.name, cost.psnr_db, src.name, cost.bytes_ratio)
+                    "against the %s decode on a %dx%d level of %s, %.2gx its memory",
+                    src.name, dst.name, src.name, db, src.name, lv.width, lv.height,
+                    getattr(tf.path, "name", tf.path), ratio)
 
 
 #: The process's transcoder: each pair's cost is said once per run, whoever serves it.
@@ -206,7 +221,10 @@ class ServedFile(TextureFile):
 def serve_file(tf: TextureFile, sampled: Callable[[PixelFormat], bool]) -> TextureFile:
     """`tf` as the driver will hold it: itself, or a `ServedFile` whose reads transcode."""
     fmt = served_format(tf.pixel_format, sampled, tf.path)
-    return tf if fmt is tf.pixel_format else ServedFile.of(tf, fmt)
+    if fmt is tf.pixel_format:
+        return tf
+    TRANSCODER.announce(tf, fmt)
+    return ServedFile.of(tf, fmt)
 
 
 def served_tile_format(tf: TextureFile, sampled: Callable[[PixelFormat], bool]) -> PixelFormat:
@@ -217,6 +235,7 @@ def served_tile_format(tf: TextureFile, sampled: Callable[[PixelFormat], bool]) 
     if fmt is not tf.pixel_format and not block_compatible(tf.pixel_format, fmt):
         raise UnsupportedFormatError(tf.path, tf.format, f"served as {fmt.name}, whose blocks "
                                                          "differ: no virtual tiles")
+    TRANSCODER.announce(tf, fmt)
     return fmt
 
 
