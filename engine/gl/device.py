@@ -36,9 +36,11 @@ from ..memory.probe import VramReading
 from ..memory.sizes import level_bytes, mip_dims, texture_bytes
 from . import constants as K
 from .allocator import Allocator, ByteLedger, FaultInjection, ObjectTracker
+from .bindless import bindless_supported
 from .capabilities import Capabilities, detect
 from .commands import Commands, Fence
 from .current import current_context
+from .extensions import extensions
 from .context import (
     ContextHandle,
     RenderThread,
@@ -47,8 +49,6 @@ from .context import (
     create_window,
     has_display,
 )
-from .bindless import bindless_supported
-from .extensions import extensions
 from .probe import VramProbe
 from .profile import DeviceProfile, at_version, decide, describe
 from .raw import DEBUGPROC, RawGL

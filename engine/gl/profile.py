@@ -83,6 +83,7 @@ def decide(gl_version: int, glsl_version: int, extensions: Iterable[str],
                                            "GL_ARB_shader_draw_parameters"),
         "ARB_base_instance": _has(exts, gl_version, 420, "GL_ARB_base_instance")
         and entry_points("glDrawElementsInstancedBaseVertexBaseInstance"),
+        "glBindBufferRange": entry_points("glBindBufferRange"),
     }
     missing += [k for k, ok in need.items() if not ok]
     if glsl_version < 400:
