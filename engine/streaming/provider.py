@@ -32,8 +32,8 @@ import numpy as np
 from ..errors import UnsupportedFormatError
 from ..formats import PixelFormat
 from ..gl.device import Device
-from ..textures.tiled import tile_levels
 from ..memory.split import MIN_STREAM_SLOTS, CacheNeeds, share_pool
+from ..textures.tiled import tile_levels
 from ..textures.transcode import served_tile_format
 from .contract import FrameView, Residency, ResidentTextures
 from .handles import HeadReader
@@ -136,8 +136,8 @@ class StreamingProvider:
             if key in self._ids or key in new:
                 continue
             tf = reader.open_header(path)
-            tile_format = self._tile_format(tf)
-            virtual = tile_format is not None and self._decide(tf, tile_format, vt_format)
+            tile_format = self._tile_format(tf, vt_format)
+            virtual = tile_format is not None
             if virtual:
                 vt_format = tile_format
             new[key] = (Path(path), tf, virtual)
@@ -157,24 +157,25 @@ class StreamingProvider:
         self._luts_dirty = True  # rebuilt once when next read, not per registration
         return [self._ids[key] for key, _ in entries]
 
-    def _tile_format(self, tf) -> PixelFormat | None:
-        """The page-cache format of the file's tiles (its own, or a block-compatible one the
-        driver samples); None where the file can stream by whole levels only."""
+    def _tile_format(self, tf, vt_format: PixelFormat | None) -> PixelFormat | None:
+        """The page-cache format the file's tiles take when it streams virtually (its own,
+        or a block-compatible one the driver samples); None where it streams by whole
+        levels (`decide_virtual`, or a driver that samples no format of its blocks: said
+        once)."""
+        cfg = self.settings
+        if not decide_virtual(cfg.virtual, tf.width, tf.height, tf.pixel_format,
+                              is_2d=tf.layers == 1 and tf.faces == 1 and tf.depth == 1,
+                              vt_format=None, min_size=cfg.virtual_min_size):
+            return None
         try:
-            return served_tile_format(tf, self.device.caps.can_sample)
+            fmt = served_tile_format(tf, self.device.caps.can_sample)
         except UnsupportedFormatError as exc:
-            if self.settings.virtual != "off" and not self._said_no_tiles:
+            if not self._said_no_tiles:
                 self._said_no_tiles = True
                 log.warning("%s: streamed by whole levels, not as virtual tiles (%s)",
                             tf.path, exc.why)
             return None
-
-    def _decide(self, tf, fmt: PixelFormat, vt_format: PixelFormat | None) -> bool:
-        cfg = self.settings
-        return decide_virtual(
-            cfg.virtual, tf.width, tf.height, fmt,
-            is_2d=tf.layers == 1 and tf.faces == 1 and tf.depth == 1, vt_format=vt_format,
-            min_size=cfg.virtual_min_size)
+        return fmt if vt_format is None or fmt == vt_format else None  # one cache format
 
     def _refresh_luts(self) -> None:
         """The id lookup arrays, rebuilt only after registrations (rebuilding them in every
