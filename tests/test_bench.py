@@ -76,6 +76,8 @@ def test_quick_bench_writes_json(tmp_path):
                                                                    "ceiling"}
     encode = data["suites"]["encode"]["rows"]
     assert [r["format"] for r in encode] == ["BC1_RGB_SRGB", "BC7_SRGB"]
-    assert all(r["cpu_pool_mpx_s"] > 0 and r["gpu_mpx_s"] > 0 for r in encode)
+    # the GPU encoder's columns where the driver has compute shaders (its note says so else)
+    gpu = not any("no compute shaders" in n for n in data["suites"]["encode"]["notes"])
+    assert all(r["cpu_pool_mpx_s"] > 0 and (not gpu or r["gpu_mpx_s"] > 0) for r in encode)
     scaling = data["suites"]["scaling"]["rows"]
     assert [r["textures"] for r in scaling] == [50, 500]

@@ -150,6 +150,12 @@ class Mesh:
             raise
         self._vbo = vbo
 
+    def prepare(self) -> None:
+        """Make the buffers now (a path that draws this mesh itself, before the governor's
+        split: they are then fixed memory of frame 0, not a surprise in it)."""
+        if self._vbo is None:
+            self._make_buffers()
+
     @property
     def vbo(self) -> Buffer:
         if self._vbo is None:

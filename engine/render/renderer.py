@@ -309,9 +309,10 @@ class Renderer:
 
     def reserve(self, scene: Scene) -> None:
         """Make now the per-frame memory the next frames of `scene` can need (the batched
-        path's frame ring at every object visible, its geometry, and the virtual-texture
-        feedback pass with its target and readbacks): called before the governor splits
-        the budget, so it is fixed memory in the split, never a surprise mid-frame."""
+        path's frame ring at every object visible, its geometry, the meshes' own buffers
+        where objects are drawn one at a time, and the virtual-texture feedback pass with its
+        target and readbacks): called before the governor splits the budget, so it is fixed
+        memory in the split, never a surprise mid-frame."""
         textures = self.provider.stats().textures
         if self._batch is not None:
             self._batch.reserve(scene.objects, textures)
@@ -319,6 +320,9 @@ class Renderer:
         vt_pass = self._feedback_pass() if vts is not None else None
         if vt_pass is not None:
             vt_pass.reserve(vts, scene.objects, textures, self.output_size, self.render_scale)
+        if self._batch is None or (vt_pass is not None and vt_pass.objects is not None):
+            for mesh in scene.meshes:  # the per-object draws use each mesh's own buffers
+                mesh.prepare()
 
     def render(self, scene: Scene) -> None:
         """The scene pass into the HDR targets (GPU time measured from here to the end of
