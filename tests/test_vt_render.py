@@ -132,6 +132,7 @@ def test_only_the_pinned_small_levels_still_draw_the_texture(dev, tex512, render
 
 
 @pytest.mark.slow
+@pytest.mark.needs("GLSL 4.00")  # equal to GL's own trilinear filtering
 def test_feedback_loop_settles_on_the_full_picture_within_budget(dev, tmp_path_factory,
                                                                 renderer):
     """Four textures on a wall, seen obliquely; only feedback drives residency. Within a few
