@@ -19,6 +19,7 @@ def test_cut_points_keep_the_view_inside_the_image():
 
 
 @pytest.mark.slow
+@pytest.mark.needs("BC1_RGB sampling")  # virtual tiles of BC1 files
 def test_quick_deep_zoom_reaches_every_cut_from_disk(tmp_path):
     profile = deepzoom.profile_for(quick=True)
     r = deepzoom.run_deepzoom(profile, tmp_path)

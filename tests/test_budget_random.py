@@ -81,6 +81,7 @@ class Schedule:
 @given(drawn=steps)
 @settings(max_examples=6, deadline=None, derandomize=True,
           phases=(Phase.explicit, Phase.generate))  # no shrinking: minutes of GL runs
+@pytest.mark.needs("BC3 sampling")  # BC7 tiles or budgets sized for BC7 need BC7 or BC3
 def test_random_budget_steps(engine_device: Device, gallery_cache: Path,
                              drawn: list[tuple[int, Step]]) -> None:
     """A drawn schedule of budget steps, played against the gallery's fly-through."""
@@ -97,6 +98,7 @@ def test_random_budget_steps(engine_device: Device, gallery_cache: Path,
     assert result.image is not None and result.image.std() > 5
 
 
+@pytest.mark.needs("BC3 sampling")  # BC7 tiles or budgets sized for BC7 need BC7 or BC3
 def test_out_of_memory_while_reallocating_targets_steps_down(
         device: Device, gallery_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The budget falls at frame `drop` so the targets must shrink; the first allocation of the

@@ -84,6 +84,7 @@ def _run(device, photos, cache_dir):
 
 @pytest.mark.slow
 @pytest.mark.needs("GLSL 4.00")  # equal to GL's own trilinear filtering
+@pytest.mark.needs("BC1_RGB sampling")  # virtual tiles of BC1 files
 def test_an_atlas_wall_shows_the_picture_of_one_texture_per_thumbnail(
         device, photos, tmp_path, monkeypatch):
     with_atlas, a = _run(device, photos, tmp_path / "c")

@@ -13,6 +13,7 @@ pytestmark = pytest.mark.usefixtures("isolated_cache")
 
 
 @pytest.mark.slow
+@pytest.mark.needs("BC3 sampling")  # BC7 tiles or budgets sized for BC7 need BC7 or BC3
 def test_tiny_virtual_bench(tmp_path, user_cache):
     gallery_assets = pytest.importorskip("demos.gallery_assets")
     # The bench's own gallery files (4 x 512^2 BC7), from the user's cache that the gallery

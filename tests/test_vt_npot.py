@@ -126,6 +126,7 @@ def _draw(dev, renderer, path, wrap, min_level, view, before_reference=lambda: N
 
 @pytest.mark.parametrize("name", ["npot", "edge"])
 @pytest.mark.needs("GLSL 4.00")  # equal to GL's own trilinear filtering
+@pytest.mark.needs("BC1_RGB sampling")  # virtual tiles of BC1 files
 def test_npot_resident_equals_gl_trilinear(dev, files, renderer, name):
     """Clamped (the repeat seam of a level whose size is not a whole number of blocks is a
     documented limit: tiles.py)."""
@@ -137,6 +138,7 @@ def test_npot_resident_equals_gl_trilinear(dev, files, renderer, name):
 
 
 @pytest.mark.parametrize(("name", "k"), [("npot", 1), ("npot", 2), ("edge", 1)])
+@pytest.mark.needs("BC1_RGB sampling")  # virtual tiles of BC1 files
 def test_npot_missing_fine_tiles_show_the_coarser_level(dev, files, renderer, name, k):
     with dev.leak_check():
         virtual, expected, full = _draw(dev, renderer, files[name], "clamp", k, NEAR)
@@ -147,6 +149,7 @@ def test_npot_missing_fine_tiles_show_the_coarser_level(dev, files, renderer, na
 
 @pytest.mark.parametrize("k", [0, 2])
 @pytest.mark.needs("GLSL 4.00")  # equal to GL's own trilinear filtering
+@pytest.mark.needs("BC1_RGB sampling")  # virtual tiles of BC1 files
 def test_larger_than_the_driver_maximum(dev, files, renderer, small_driver, k):
     lower, restore = small_driver
     lower()
@@ -161,6 +164,7 @@ def test_larger_than_the_driver_maximum(dev, files, renderer, small_driver, k):
 
 
 @pytest.mark.needs("GLSL 4.00")  # equal to GL's own trilinear filtering
+@pytest.mark.needs("BC1_RGB sampling")  # virtual tiles of BC1 files
 def test_a_65536_texture_wider_than_any_key_of_before(dev, renderer, tmp_path):
     """512 tiles a side (the key's old 8 bits held 256): a 65536^2 BC1 file, sparse and
     periodic, its viewed window real, draws GL's trilinear picture of its 256^2 period with

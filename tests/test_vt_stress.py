@@ -42,6 +42,7 @@ def check_table(vts: VirtualTextureSystem) -> None:
 
 
 @pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.needs("BC1_RGB sampling")  # virtual tiles of BC1 files
 def test_random_budgets_and_cameras(dev, tmp_path_factory, seed):
     rng = np.random.default_rng(seed)
     d = tmp_path_factory.mktemp("vtstress")

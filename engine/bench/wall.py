@@ -36,12 +36,14 @@ import numpy as np
 from .. import textures
 from ..app.providers import register_provider
 from ..app.run import FrameContext, run_scene
+from ..formats import get as get_format
 from ..gl.device import Device
 from ..memory.sizes import format_bytes
 from ..streaming.levels.streamer import LevelStreamer
 from .baselines import register_baselines
 from .wall_vt import VtProbe, content_bytes, goal_notes, use_vt_provider, vt_memory_row
 from ..textures.quality import psnr
+from ..textures.transcode import block_compatible, served_format
 from .common import SuiteResult, drop_page_cache
 from .streaming import IDENTICAL_DB, WallClockPacer, is_software, mib
 
@@ -373,6 +375,11 @@ def _wall_rows(device: Device, profile: WallProfile,
     notes: list[str] = [(f"wall profile '{profile.name}': {profile.count} x "
                          f"{profile.texture_size}^2 BC7, {profile.size[0]}x{profile.size[1]}, "
                          f"{profile.frames} frames, {profile.cuts} cut(s): {profile.why}")]
+    served = served_format(get_format("BC7_SRGB"), device.caps.can_sample)
+    if virtual and not block_compatible(get_format("BC7_SRGB"), served):
+        virtual = False  # this driver holds BC7 as a format of other blocks: no tiles
+        notes.append(f"no virtual flights: this driver serves BC7 as {served.name}, which "
+                     "has no 4x4 blocks to cut tiles from")
     reference = wall_flight(device, profile, "static", keep_images=True, pace=False)
     ref_images = reference.images
     checkpoint(rows, notes)
@@ -498,7 +505,8 @@ def _wall_rows(device: Device, profile: WallProfile,
     pool = peak + (peak >> 2)
     # the virtual path's cuts first: a run cut short by its time box keeps those (the
     # whole-level path's cut figures exist from earlier runs)
-    cut_paths = [p for p in reversed(PATHS) if p in profile.paths]
+    cut_paths = [p for p in reversed(PATHS) if p in profile.paths
+                 and (p != "virtual" or virtual)]
     tiled = wall_tiled_copies(device, assets.paths) if virtual and profile.cut_sources else []
     if tiled:
         notes.append(f"tile-contiguous copies of the wall: {len(tiled)} files")
