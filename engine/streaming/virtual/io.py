@@ -388,7 +388,7 @@ class TiledCache:
         st = os.stat(src.path)
         ident = f"{Path(src.path).resolve()}|{st.st_size}|{st.st_mtime_ns}|" \
                 f"{int(src.layout.wrap)}|{src.layout.levels}"
-        digest = hashlib.sha1(ident.encode()).hexdigest()[:16]
+        digest = hashlib.sha1(os.fsencode(ident)).hexdigest()[:16]  # any file name
         return self.folder / f"{Path(src.path).stem}-{digest}.vttiles"
 
     @staticmethod
