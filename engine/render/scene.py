@@ -86,6 +86,10 @@ class Navigator(Protocol):
 
     def apply(self, camera: Camera) -> None: ...
 
+    def resize(self, width: int, height: int) -> None:
+        """The output's size, told before each frame's update (a fit depends on it)."""
+        ...
+
     def follow(self, camera: Camera) -> None:
         """Take the camera's current pose (when the user takes over mid-flight)."""
         ...

@@ -458,14 +458,12 @@ class ImageWall:
         self.navigator.one_to_one(it.rect, it.height)
 
     def hooks(self, metrics: bool = False) -> list[FrameHook]:
-        """Frame hooks for the run: keep the navigator's aspect and height in step with the
-        output, and record the detail still missing (`view_pending_chunks`) and the fraction
+        """Frame hooks for the run (the frame loop keeps the navigator in step with the
+        output's size before each frame): record the detail still missing (`view_pending_chunks`) and the fraction
         of on-screen chunks shown from their own texture (`view_visible_ready`). `metrics`
         adds the streamer's screen-weighted coverage (`at_wanted_fraction`, ...: one
         residency query per texture a frame, for reports)."""
         def hook(ctx: FrameContext) -> None:
-            w, h = ctx.renderer.output_size
-            self.navigator.resize(w, h)
             view = self.navigator.view_rect()
             chunks = [c for it in self.items for c in it.chunks]
             shown = [c for c in chunks if view.overlaps(c.rect)]
