@@ -345,6 +345,9 @@ class FrameLoop:
             "texture_resident_bytes": stats.resident_bytes,
             "texture_wanted_bytes": stats.wanted_bytes,
             "pending_uploads": stats.pending_uploads,
+            # what may still change the picture (engine.view.settle: detail complete)
+            "reads_in_flight": stats.reads_in_flight, "missing_tiles": stats.missing_tiles,
+            "bytes_uploaded": stats.bytes_uploaded,
             # GL timer query of the newest frame the GPU finished (a few frames old; None
             # until one has), and the CPU time without the wait for the GPU
             "cpu_ms": cpu_ms, "gpu_ms": render["gpu_ms"],

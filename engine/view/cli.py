@@ -121,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
                                headless_frames=120, hooks=wall.hooks(args.report is not None),
                                size=args.size, budget=args.budget, screenshot=args.screenshot,
                                report=args.report, provider=args.provider, trace=args.trace)
-    summary = {**result.summary, "images": len(wall.items),
+    summary = {**result.summary, **wall.detail_clock.summary(), "images": len(wall.items),
                "skipped": [{"path": p, "problem": q} for p, q in wall.problems]}
     print(json.dumps(summary, indent=1))
     sys.stdout.flush()

@@ -33,6 +33,7 @@ from typing import Any
 from pyglm import glm
 
 from ..app.loop import FrameContext, FrameHook
+from ..diagnostics.live import process_age_s
 from ..errors import TextureFormatError, UsageError
 from ..gl.bc_encode import GpuBlockEncoder
 from ..gl.device import Device
@@ -49,6 +50,7 @@ from .discover import TEXTURE_SUFFIXES, discover, special_kind
 from .encoder import DetailEncoder, Job, process_pool
 from .layout import Rect, bounds, chunk_grid, grid, justified_rows
 from .navigator import Navigator
+from .settle import DetailClock
 
 log = logging.getLogger(__name__)
 
@@ -181,6 +183,8 @@ class ImageWall:
         for it, r in zip(self.items, rects):
             it.rect = r
         self.navigator = Navigator.fitting(bounds(rects))
+        #: the run's first complete frame (engine.view.settle), made anew by each build
+        self.detail_clock = DetailClock()
 
     # ------------------------------------------------------------------ CPU side
     def _load(self, files: list[Path]) -> None:
@@ -299,6 +303,7 @@ class ImageWall:
               options: Mapping[str, Any] | None = None) -> Scene:
         """The scene: one quad per chunk of every image, thumbnails registered at once."""
         chunk = min(self.chunk, device.caps.max_texture_size) // 4 * 4
+        self.detail_clock = DetailClock()
         scene = ViewScene(device)
         try:
             mesh = scene.add_mesh(Mesh(device, quad(1.0, 1.0), label="view-image"))
@@ -459,10 +464,13 @@ class ImageWall:
 
     def hooks(self, metrics: bool = False) -> list[FrameHook]:
         """Frame hooks for the run (the frame loop keeps the navigator in step with the
-        output's size before each frame): record the detail still missing (`view_pending_chunks`) and the fraction
-        of on-screen chunks shown from their own texture (`view_visible_ready`). `metrics`
+        output's size before each frame): record the detail still missing
+        (`view_pending_chunks`), the fraction of on-screen chunks shown from their own
+        texture (`view_visible_ready`) and whether the frame shows all its view will get
+        (`view_detail_complete`; the first such frame goes to `detail_clock`). `metrics`
         adds the streamer's screen-weighted coverage (`at_wanted_fraction`, ...: one
-        residency query per texture a frame, for reports)."""
+        residency query per texture a frame, for reports; a texture served by tiles, as
+        atlas pages are, counts as resident there: `view_detail_complete` does not)."""
         def hook(ctx: FrameContext) -> None:
             view = self.navigator.view_rect()
             chunks = [c for it in self.items for c in it.chunks]
@@ -472,6 +480,9 @@ class ImageWall:
                                                 if shown else 1.0)
             ctx.record["view_images"] = len(self.items)
             enc = getattr(ctx.scene, "encoder", None)
+            waiting = enc is not None and any(not c.ready for c in shown)
+            ctx.record["view_detail_complete"] = self.detail_clock.observe(
+                ctx.frame, ctx.record, waiting, process_age_s())
             if enc is not None:  # what a GPU encode may take in the next frame
                 budget = int(ctx.record.get("effective_budget_bytes",
                                             ctx.governor.budget_bytes))
