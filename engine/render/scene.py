@@ -95,6 +95,25 @@ class Navigator(Protocol):
         ...
 
 
+class Controls(Protocol):
+    """What a scene answers itself in a window (the image browser): keys by name, a double
+    click and the window's title. Keys it does not take fall to the window's own."""
+
+    def key(self, name: str, cursor_ndc: tuple[float, float] | None = None) -> str | None:
+        """A key pressed ("right", "page_down", "return", "escape", "home", "f", "q", ...)
+        with the pointer at `cursor_ndc` (None outside the window): "quit" closes the
+        window, "handled" when taken, None when not the scene's key."""
+        ...
+
+    def open_at(self, cursor_ndc: tuple[float, float]) -> None:
+        """A double click at a point of the screen (normalised device coordinates)."""
+        ...
+
+    def title(self, cursor_ndc: tuple[float, float] | None) -> str:
+        """The window's title now (`cursor_ndc`: the pointer, None outside the window)."""
+        ...
+
+
 @dataclass
 class Scene:
     """Everything drawn. The scene owns its meshes (it releases them); textures belong to
@@ -117,6 +136,8 @@ class Scene:
     #: Mouse navigation a window may offer instead of its fly camera (the wall: zoom at the
     #: cursor, drag); None: the fly camera.
     navigator: Navigator | None = None
+    #: Keys, double clicks and the title a window leaves to the scene; None: the window's own
+    controls: Controls | None = None
 
     def add_mesh(self, mesh: Mesh) -> Mesh:
         self.meshes.append(mesh)

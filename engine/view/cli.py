@@ -3,7 +3,10 @@
 PATH is a folder (walked recursively), a glob pattern ("photos/**/*.jpg", quoted) or a
 file: JPEG, PNG, TIFF, WebP, BMP, GIF (first frame), KTX2, DDS. Several images are shown as
 a zoomable wall, one image as a deep-zoom view. In a window: the wheel zooms at the cursor,
-a left drag pans, +/- change the budget, H the HUD, Esc quits. Headless (no display, or
+a left drag pans, arrows/PageUp/PageDown/Space step from image to image, Return or a double
+click opens the one under the pointer, Esc goes back (and quits from the whole wall), Home
+or f fits all, q quits, +/- change the budget, H the HUD; the title names the file under
+view. Headless (no display, or
 --headless): --frames frames, then --screenshot / --report. The first frame is drawn from
 thumbnails (cached, see docs/view.md); full detail is encoded in the background, what the
 screen shows first. A file that cannot be read is reported once and skipped.
@@ -79,7 +82,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="full-detail format: bc1 (default, fastest) or bc7 (better colour, "
                         "twice the memory)")
     p.add_argument("--zoom-to", type=positive_int, metavar="N",
-                   help="start zoomed onto image N (1 = the first), at one pixel per pixel")
+                   help="start with image N (1 = the first) opened: fitted to the screen, "
+                        "as the API's zoom_to(N - 1) and the window's Return")
     p.add_argument("--no-detail", action="store_true",
                    help="thumbnails only: encode no full detail")
     p.add_argument("--wait-detail", action="store_true",
@@ -115,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
                         len(wall.items))
         else:
             wall.navigator.resize(*args.size)
-            wall.full_size(args.zoom_to - 1)
+            wall.browser.open(args.zoom_to - 1)
     frames = args.frames if args.frames is not None else (120 if headless else 0)
     result = run_command_scene(wall, frames=frames, headless=headless, hud=args.hud,
                                headless_frames=120, hooks=wall.hooks(args.report is not None),

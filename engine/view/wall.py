@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from pyglm import glm
 
 from ..app.loop import FrameContext, FrameHook
@@ -49,6 +50,7 @@ from .decode import MAX_PIXELS
 from .discover import TEXTURE_SUFFIXES, discover, special_kind
 from .encoder import DetailEncoder, Job, process_pool
 from .layout import Rect, bounds, chunk_grid, grid, justified_rows
+from .browse import Browser
 from .navigator import Navigator
 from .settle import DetailClock
 
@@ -185,6 +187,8 @@ class ImageWall:
         self.navigator = Navigator.fitting(bounds(rects))
         #: the run's first complete frame (engine.view.settle), made anew by each build
         self.detail_clock = DetailClock()
+        #: keys, double click and title in a window (engine.view.browse)
+        self.browser = Browser(self)
 
     # ------------------------------------------------------------------ CPU side
     def _load(self, files: list[Path]) -> None:
@@ -351,6 +355,7 @@ class ImageWall:
             scene.clear_color = (0.08, 0.08, 0.09)
             scene.camera = Camera(fovy_deg=self.navigator.fovy_deg)
             scene.navigator = self.navigator
+            scene.controls = self.browser
             scene.provider = provider
             if jobs:
                 scene.encoder = DetailEncoder(jobs, self.format, chunk, self.workers,
@@ -454,7 +459,8 @@ class ImageWall:
         self.navigator.fit(bounds([it.rect for it in self.items]))
 
     def zoom_to(self, index: int, fill: float = 0.95) -> None:
-        """Frame image `index` so it fills `fill` of the view."""
+        """Frame image `index` (0-based) so it fills `fill` of the view: what `--zoom-to
+        N` (1-based) and the window's Return do."""
         self.navigator.fit(self.items[index].rect, margin=1.0 / fill)
 
     def full_size(self, index: int) -> None:
@@ -467,10 +473,11 @@ class ImageWall:
         output's size before each frame): record the detail still missing
         (`view_pending_chunks`), the fraction of on-screen chunks shown from their own
         texture (`view_visible_ready`) and whether the frame shows all its view will get
-        (`view_detail_complete`; the first such frame goes to `detail_clock`). `metrics`
+        (`settled`, which also lets a window stop redrawing; the first such frame goes to
+        `detail_clock`). `metrics`
         adds the streamer's screen-weighted coverage (`at_wanted_fraction`, ...: one
         residency query per texture a frame, for reports; a texture served by tiles, as
-        atlas pages are, counts as resident there: `view_detail_complete` does not)."""
+        atlas pages are, counts as resident there: `settled` does not)."""
         def hook(ctx: FrameContext) -> None:
             view = self.navigator.view_rect()
             chunks = [c for it in self.items for c in it.chunks]
@@ -480,8 +487,10 @@ class ImageWall:
                                                 if shown else 1.0)
             ctx.record["view_images"] = len(self.items)
             enc = getattr(ctx.scene, "encoder", None)
-            waiting = enc is not None and any(not c.ready for c in shown)
-            ctx.record["view_detail_complete"] = self.detail_clock.observe(
+            table = ctx.provider.resident_textures()  # a level fading in still changes
+            fading = bool(np.any(np.asarray(table.min_lod) > np.asarray(table.finest) + 1e-3))
+            waiting = fading or (enc is not None and any(not c.ready for c in shown))
+            ctx.record["settled"] = self.detail_clock.observe(
                 ctx.frame, ctx.record, waiting, process_age_s())
             if enc is not None:  # what a GPU encode may take in the next frame
                 budget = int(ctx.record.get("effective_budget_bytes",
