@@ -20,6 +20,7 @@ import os
 import sys
 
 from ..app.command import headless_wanted, run_command_scene
+from ..app.run import save_outputs
 from ..app.providers import PROVIDERS
 from ..cli_args import (
     add_trace_option,
@@ -35,6 +36,7 @@ from .decode import MAX_PIXELS
 from .wall import ENCODERS, FORMATS, LAYOUTS, ORDERS, ImageView, ImageWall
 
 log = logging.getLogger(__name__)
+progress = logging.getLogger("engine.progress")
 
 
 @examples(__file__, "")
@@ -124,9 +126,13 @@ def run(args: argparse.Namespace) -> int:
     result = run_command_scene(wall, frames=frames, headless=headless, hud=args.hud,
                                headless_frames=120, hooks=wall.hooks(args.report is not None),
                                size=args.size, budget=args.budget, screenshot=args.screenshot,
-                               report=args.report, provider=args.provider, trace=args.trace)
+                               provider=args.provider, trace=args.trace)
     summary = {**result.summary, **wall.detail_clock.summary(), "images": len(wall.items),
                "skipped": [{"path": p, "problem": q} for p, q in wall.problems]}
+    if args.report is not None:  # written here: the summary's view part is known only now
+        result.summary.update(summary, image_files=[str(it.source) for it in wall.items])
+        save_outputs(result, None, args.report)
+        progress.info("report written to %s", result.report)
     print(json.dumps(summary, indent=1))
     sys.stdout.flush()
     return 1 if result.summary["leaked_objects"] else 0
