@@ -64,6 +64,26 @@ def test_symlink_loops_and_dangling_links_are_skipped_and_named(tmp_path):
     assert "dangling" in why["dangling.png"] and "missing.png" in why["dangling.png"]
 
 
+def test_a_folder_that_cannot_be_read_is_named(tmp_path, monkeypatch):
+    """(Simulated: the tests may run as root, whom permissions do not stop.)"""
+    from PIL import Image
+
+    (tmp_path / "locked").mkdir()
+    Image.new("RGB", (8, 8)).save(tmp_path / "a.png")
+    scandir = os.scandir
+
+    def refuse(path):
+        if Path(path).name == "locked":
+            raise PermissionError(13, "Permission denied", str(path))
+        return scandir(path)
+
+    monkeypatch.setattr(os, "scandir", refuse)
+    found = discover([str(tmp_path)])
+    assert found.files == [tmp_path / "a.png"]
+    assert found.problems == [(str(tmp_path / "locked"),
+                               "a folder that cannot be read (Permission denied): skipped")]
+
+
 def test_a_name_that_is_not_utf8_is_found_and_hashed(tmp_path):
     from PIL import Image
 

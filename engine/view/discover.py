@@ -7,7 +7,8 @@ walks. Each file appears once, in the order given. Only regular files are kept: 
 device or socket (named explicitly, in a folder or by a pattern) is skipped and named, never
 opened: reading a FIFO named `pipe.png` would wait forever for a writer. A symbolic link
 that leads nowhere (a loop, a link to itself, a missing target) is skipped and named too,
-never followed into an `OSError: Too many levels of symbolic links`.
+never followed into an `OSError: Too many levels of symbolic links`, and so is a folder
+that cannot be read.
 """
 from __future__ import annotations
 
@@ -84,7 +85,10 @@ def _walk(folder: Path, problems: list[tuple[str, str]] | None = None
     def visit(here: Path, real: Path) -> None:
         try:
             entries = sorted(os.scandir(here), key=lambda e: e.name)
-        except OSError:
+        except OSError as exc:  # no permission, gone since listed: named, the rest walked
+            if problems is not None:
+                problems.append((str(here), f"a folder that cannot be read "
+                                            f"({exc.strerror or exc}): skipped"))
             return
         subfolders = []
         for e in entries:  # a folder's own files first, then its subfolders, as os.walk
