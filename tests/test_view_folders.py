@@ -43,6 +43,8 @@ def write_modes(folder: Path) -> dict[str, str]:
     Image.fromarray(ramp, "F").save(folder / "float.tif")
     Image.fromarray(np.dstack([np.full((48, 64, 3), 200, np.uint8), half])).save(
         folder / "rgba.png")
+    Image.fromarray(half > 0).save(folder / "bilevel.png")
+    Image.fromarray(_ramp16().astype(np.int32), "I").save(folder / "int32.tif")
     return {n: Image.open(folder / n).mode for n in os.listdir(folder)}
 
 
@@ -106,7 +108,7 @@ def test_every_mode_decodes_small_and_whole(modes):
     """A wall's thumbnail decode (`max_edge`, through `reduce`) takes every mode the whole
     decode takes; 16-bit grey keeps its ramp, alpha is kept for the backdrop."""
     folder, kinds = modes
-    assert {"I;16", "LA", "P", "CMYK", "F", "RGBA"} <= set(kinds.values())
+    assert {"I;16", "LA", "P", "CMYK", "F", "RGBA", "1", "I"} <= set(kinds.values())
     for name in kinds:
         whole = decode_upright(folder / name)
         small = decode_upright(folder / name, 16)

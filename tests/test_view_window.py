@@ -10,7 +10,7 @@ from PIL import Image
 
 from engine.view.browse import Browser
 from engine.view.wall import ImageWall
-from view_helpers import marked
+from view_helpers import marked, screen_of
 
 
 @pytest.fixture
@@ -84,6 +84,18 @@ def test_window_drives_keys_title_drag_and_idles(three, xvfb_display, monkeypatc
             button(win, glfw.MOUSE_BUTTON_LEFT, glfw.RELEASE, 0)
             per_px = 2 * nav._half_h() / nav.pixels_high
             seen["drag"] = (before - nav.x) / per_px
+            scroll = glfw.set_scroll_callback(win, None)
+            glfw.set_scroll_callback(win, scroll)
+            key(win, glfw.KEY_F, 0, glfw.PRESS, 0)  # fit all again
+            glfw.set_cursor_pos(win, *screen_of(nav, three.items[1].rect, (320, 180), 0.5, 0.5))
+            far = nav.distance
+            scroll(win, 0.0, 2.0)  # the wheel: two steps in, about the pointer
+            seen["wheel"] = far / nav.distance
+            button(win, glfw.MOUSE_BUTTON_LEFT, glfw.PRESS, 0)  # a double click
+            button(win, glfw.MOUSE_BUTTON_LEFT, glfw.RELEASE, 0)
+            button(win, glfw.MOUSE_BUTTON_LEFT, glfw.PRESS, 0)
+            button(win, glfw.MOUSE_BUTTON_LEFT, glfw.RELEASE, 0)
+            seen["double"] = three.browser.current
         seen["last_drawn"] = n
 
     # the frame clock (deterministic) at a long dt: levels fade in within a few frames
@@ -96,6 +108,8 @@ def test_window_drives_keys_title_drag_and_idles(three, xvfb_display, monkeypatc
     assert seen["stepped"] == "engine view - 1.png (2/3)"
     assert seen["home"] == (None, True)
     assert seen["drag"] == pytest.approx(200.0, abs=0.5)
+    assert seen["wheel"] == pytest.approx(1.2 ** 2)
+    assert seen["double"] == 1  # the image under the pointer, opened
     # settled after the drag: the window stops drawing long before its 60 iterations
     assert len(result.frames) < 20, [f["settled"] for f in result.frames]
     assert result.frames[-1]["settled"]
