@@ -29,3 +29,22 @@ def test_the_clock_keeps_the_first_complete_frame():
     assert clock.summary() == {"detail_complete_s": 1.6, "detail_complete_frame": 3}
     assert DetailClock().summary() == {"detail_complete_s": None,
                                        "detail_complete_frame": None}
+
+
+def test_a_headless_run_goes_on_until_its_picture_settles(device, tmp_path, isolated_cache):
+    """`settle_frames` (what --wait-detail sets): past `frames`, frames go on only until one
+    says `settled`, so the screenshot is the complete picture."""
+    from PIL import Image
+
+    from engine.app.run import run_scene
+    from engine.view.wall import ImageWall
+
+    for i in range(2):
+        Image.new("RGB", (300, 200), (40 * i, 90, 200)).save(tmp_path / f"{i}.png")
+    wall = ImageWall([tmp_path], detail=False, workers=1, progress=False)
+    result = run_scene(wall, device=device, frames=1, settle_frames=200, size=(160, 90),
+                       provider="streaming", budget="64MiB", deterministic=True, dt=0.25,
+                       on_frame=wall.hooks())
+    settled = [f["settled"] for f in result.frames]
+    assert 1 < len(settled) < 201 and settled[-1] and not any(settled[:-1]), settled
+    assert wall.detail_clock.frame == len(settled) - 1

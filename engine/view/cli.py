@@ -36,6 +36,8 @@ from .decode import MAX_PIXELS
 from .wall import ENCODERS, FORMATS, LAYOUTS, ORDERS, ImageView, ImageWall
 
 log = logging.getLogger(__name__)
+#: Frames a --wait-detail run may add after --frames for its picture to settle.
+SETTLE_FRAMES = 600
 progress = logging.getLogger("engine.progress")
 
 
@@ -89,8 +91,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-detail", action="store_true",
                    help="thumbnails only: encode no full detail")
     p.add_argument("--wait-detail", action="store_true",
-                   help="each frame waits for the full detail of what it shows "
-                        "(reproducible screenshots)")
+                   help="each frame waits for the full detail of what it shows, and a "
+                        f"headless run goes on after --frames (at most {SETTLE_FRAMES} "
+                        "frames more) until its picture is complete (reproducible, sharp "
+                        "screenshots)")
     p.add_argument("--workers", type=positive_int,
                    help="encoder processes (default: the cores but one)")
     p.add_argument("--encoder", choices=ENCODERS, default="cpu",
@@ -126,7 +130,8 @@ def run(args: argparse.Namespace) -> int:
     result = run_command_scene(wall, frames=frames, headless=headless, hud=args.hud,
                                headless_frames=120, hooks=wall.hooks(args.report is not None),
                                size=args.size, budget=args.budget, screenshot=args.screenshot,
-                               provider=args.provider, trace=args.trace)
+                               provider=args.provider, trace=args.trace,
+                               settle_frames=SETTLE_FRAMES if args.wait_detail else 0)
     summary = {**result.summary, **wall.detail_clock.summary(), "images": len(wall.items),
                "skipped": [{"path": p, "problem": q} for p, q in wall.problems]}
     if args.report is not None:  # written here: the summary's view part is known only now
