@@ -12,8 +12,9 @@ A scene with `controls` (the image browser) is given the keys first (by name), d
 and the window's title. Drags of its navigator are taken from the pointer's events, each
 move as it happened, so a drag of N pixels moves the picture N pixels at any frame rate.
 While the last frame's record says `settled` (nothing more changes the picture by itself)
-and no input came, the window draws nothing and sleeps in glfw's event wait: an idle
-window costs next to no CPU.
+and no input came, the window sleeps in glfw's event wait and draws nothing, or, while the
+record says `work_pending` (work off screen that frames drive: the viewer's encoder), one
+frame each IDLE_WAIT_S: an idle window costs next to no CPU.
 """
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ _MOVE_KEYS = {glfw.KEY_W: (1, 0, 0), glfw.KEY_S: (-1, 0, 0), glfw.KEY_D: (0, 1, 
 #: The keys a scene's controls are offered, by the names they receive.
 KEY_NAMES = {glfw.KEY_RIGHT: "right", glfw.KEY_LEFT: "left", glfw.KEY_UP: "up",
              glfw.KEY_DOWN: "down", glfw.KEY_PAGE_UP: "page_up",
-             glfw.KEY_PAGE_DOWN: "page_down", glfw.KEY_HOME: "home", glfw.KEY_END: "end",
+             glfw.KEY_PAGE_DOWN: "page_down", glfw.KEY_HOME: "home",
              glfw.KEY_ENTER: "return", glfw.KEY_KP_ENTER: "return", glfw.KEY_SPACE: "space",
              glfw.KEY_BACKSPACE: "backspace", glfw.KEY_ESCAPE: "escape", glfw.KEY_F: "f",
              glfw.KEY_Q: "q"}
@@ -45,6 +46,8 @@ KEY_NAMES = {glfw.KEY_RIGHT: "right", glfw.KEY_LEFT: "left", glfw.KEY_UP: "up",
 DOUBLE_CLICK_S = 0.4
 #: Longest sleep in the event wait of an idle window (it wakes at once on input).
 IDLE_WAIT_S = 0.5
+#: Pointer moves ask the scene for the title (the file under the pointer) at most this often.
+TITLE_EVERY_S = 0.1
 
 
 class WindowHost:
@@ -64,6 +67,7 @@ class WindowHost:
         self._click: tuple[float, float, float] | None = None  # last left press: time, x, y
         self._dirty = True  # input came since the last frame drawn
         self._title = ""
+        self._titled_at = 0.0  # glfw time of the last title asked of the scene
 
     # ------------------------------------------------------------------ Host
     def output_size(self, settings: RunSettings) -> tuple[int, int]:
@@ -83,11 +87,11 @@ class WindowHost:
                                                                or frame < self.frames)
 
     def before_frame(self, loop: FrameLoop) -> bool:
-        idle = not self._dirty and bool(loop.frames) and bool(loop.frames[-1].get("settled"))
-        if idle:
+        last = loop.frames[-1] if loop.frames else {}
+        if not self._dirty and last.get("settled"):
             glfw.wait_events_timeout(IDLE_WAIT_S)  # wakes at once on input
-            if not self._dirty:
-                return False  # nothing changed: draw nothing
+            if not self._dirty and not last.get("work_pending"):
+                return False  # nothing changed, nothing to drive: draw nothing
         else:
             glfw.poll_events()
         self._dirty = False
@@ -120,6 +124,7 @@ class WindowHost:
         scene = self.loop.scene if self.loop is not None else None
         if scene is None or scene.controls is None:
             return
+        self._titled_at = glfw.get_time()
         title = scene.controls.title(self._cursor_ndc())
         if title != self._title:
             self._title = title
@@ -212,7 +217,7 @@ class WindowHost:
             scene.navigator.drag(dx * fw / max(1, w), dy * fh / max(1, h))
             self._drag_from = (x, y)
             self._touch()
-        else:
+        elif glfw.get_time() - self._titled_at >= TITLE_EVERY_S:  # a pick is O(images)
             self._retitle()
 
     def camera(self, scene: Scene) -> None:

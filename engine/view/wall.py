@@ -474,7 +474,8 @@ class ImageWall:
         (`view_pending_chunks`), the fraction of on-screen chunks shown from their own
         texture (`view_visible_ready`) and whether the frame shows all its view will get
         (`settled`, which also lets a window stop redrawing; the first such frame goes to
-        `detail_clock`). `metrics`
+        `detail_clock`), and whether detail off screen is still to encode
+        (`work_pending`: a settled window then draws a frame now and then). `metrics`
         adds the streamer's screen-weighted coverage (`at_wanted_fraction`, ...: one
         residency query per texture a frame, for reports; a texture served by tiles, as
         atlas pages are, counts as resident there: `settled` does not)."""
@@ -482,16 +483,21 @@ class ImageWall:
             view = self.navigator.view_rect()
             chunks = [c for it in self.items for c in it.chunks]
             shown = [c for c in chunks if view.overlaps(c.rect)]
+            enc = getattr(ctx.scene, "encoder", None)
+            jobs = enc.jobs if enc is not None else {}  # a failed image's chunks leave it
+            encoding = any((it.index, c.k) in jobs for it in self.items for c in it.chunks
+                           if not c.ready and view.overlaps(c.rect)) if jobs else False
             ctx.record["view_pending_chunks"] = sum(1 for c in chunks if not c.ready)
             ctx.record["view_visible_ready"] = (sum(1 for c in shown if c.ready) / len(shown)
                                                 if shown else 1.0)
             ctx.record["view_images"] = len(self.items)
-            enc = getattr(ctx.scene, "encoder", None)
             table = ctx.provider.resident_textures()  # a level fading in still changes
             fading = bool(np.any(np.asarray(table.min_lod) > np.asarray(table.finest) + 1e-3))
-            waiting = fading or (enc is not None and any(not c.ready for c in shown))
             ctx.record["settled"] = self.detail_clock.observe(
-                ctx.frame, ctx.record, waiting, process_age_s())
+                ctx.frame, ctx.record, fading or encoding, process_age_s())
+            # off-screen detail still to encode: a settled window still draws now and then,
+            # each frame handing the encoder its next jobs
+            ctx.record["work_pending"] = bool(jobs)
             if enc is not None:  # what a GPU encode may take in the next frame
                 budget = int(ctx.record.get("effective_budget_bytes",
                                             ctx.governor.budget_bytes))
