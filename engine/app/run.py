@@ -151,7 +151,7 @@ def run_scene(scene_factory: SceneFactory, settings: RunSettings | None = None, 
         if settings.feedback:
             raise ValueError("feedback=True needs a headless run (the window loop lacks it)")
         from .window import WindowHost  # glfw is imported only when a window is asked for
-        dev = Device.window(settings.size, "engine demo", visible=True)
+        dev = Device.window(settings.size, settings.title, visible=True)
         host: Host = WindowHost(dev, settings.frames)
         own = True
     else:

@@ -61,6 +61,8 @@ class RunSettings:
     #: does not say `settled` (a scene's hook says when nothing more changes its picture),
     #: so a screenshot shows the complete picture; 0: exactly `frames`
     settle_frames: int = 0
+    #: a window's title until the scene's controls (if any) name what is under view
+    title: str = "engine demo"
 
     def __post_init__(self) -> None:
         # The CLI's checks (engine.inputs), with the field's name: the API refuses what the

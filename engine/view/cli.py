@@ -131,7 +131,8 @@ def run(args: argparse.Namespace) -> int:
                                headless_frames=120, hooks=wall.hooks(args.report is not None),
                                size=args.size, budget=args.budget, screenshot=args.screenshot,
                                provider=args.provider, trace=args.trace,
-                               settle_frames=SETTLE_FRAMES if args.wait_detail else 0)
+                               settle_frames=SETTLE_FRAMES if args.wait_detail else 0,
+                               title=wall.browser.title(None))
     summary = {**result.summary, **wall.detail_clock.summary(), "images": len(wall.items),
                "skipped": [{"path": p, "problem": q} for p, q in wall.problems]}
     if args.report is not None:  # written here: the summary's view part is known only now
