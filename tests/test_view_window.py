@@ -60,7 +60,8 @@ def test_window_drives_keys_title_drag_and_idles(three, xvfb_display, tmp_path):
     """In a window (tests/view_window_child.py): Right opens image 1 and names it in the
     title, Right steps, Home fits all, a 200-px drag in 20 moves within one frame moves the
     wall 200 px, the wheel zooms, a double click opens the image under the pointer, and
-    the settled window stops drawing long before its 60 iterations."""
+    the settled window stops drawing long before its 60 iterations and then costs next to
+    no CPU."""
     out = tmp_path / "seen.json"
     env = {k: v for k, v in os.environ.items() if k != "WAYLAND_DISPLAY"}
     env.update(DISPLAY=xvfb_display, PYTHONPATH=f"{ROOT}{os.pathsep}{ROOT / 'tests'}",
@@ -79,4 +80,5 @@ def test_window_drives_keys_title_drag_and_idles(three, xvfb_display, tmp_path):
     assert seen["wheel"] == pytest.approx(1.2 ** 2)
     assert seen["double"] == 1  # the image under the pointer, opened
     assert seen["drawn"] < 20 and seen["settled"], seen
+    assert seen["idle_s"] > 0.5 and seen["idle_cpu"] < 0.05, seen  # goal: <= 2% of a core
     assert seen["contrast"] > 20  # the wall, not a cleared screen

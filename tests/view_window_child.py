@@ -6,12 +6,14 @@ device is not safe.
 
 writes what the window showed and did: titles after key presses, the drag in pixels, the
 wheel's zoom factor, the image a double click opened, the frames drawn and the last
-frame's `settled`, and the run's leaked objects and picture contrast.
+frame's `settled`, the idle window's CPU (a fraction of a core over its waits), and the
+run's leaked objects and picture contrast.
 """
 from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 import glfw
@@ -34,8 +36,23 @@ def callbacks(win) -> dict:
     return out
 
 
+def idle_meter() -> list[tuple[float, float]]:
+    """(CPU, wall) seconds at each of the idle window's event waits: between the first and
+    the last, the window did nothing but wait (the idle CPU)."""
+    marks: list[tuple[float, float]] = []
+    wait = glfw.wait_events_timeout
+
+    def timed(timeout: float) -> None:
+        marks.append((time.process_time(), time.perf_counter()))
+        wait(timeout)
+
+    window.glfw.wait_events_timeout = timed
+    return marks
+
+
 def main(folder: str, out: str) -> int:
-    window.IDLE_WAIT_S = 0.01  # iterations of an idle window pass quickly
+    window.IDLE_WAIT_S = 0.02  # iterations of an idle window pass quickly
+    marks = idle_meter()
     wall = ImageWall([folder], detail=False, workers=1, progress=False)
     nav = wall.navigator
     seen: dict[str, object] = {}
@@ -74,6 +91,8 @@ def main(folder: str, out: str) -> int:
     result = run_scene(wall, headless=False, frames=60, size=SIZE, dt=0.25,
                        deterministic=True, provider="streaming", budget="64MiB",
                        on_frame=[*wall.hooks(), drive])
+    (cpu0, wall0), (cpu1, wall1) = marks[0], marks[-1]
+    seen.update(idle_s=wall1 - wall0, idle_cpu=(cpu1 - cpu0) / max(1e-9, wall1 - wall0))
     seen.update(leaked=result.summary["leaked_objects"], drawn=len(result.frames),
                 settled=bool(result.frames[-1]["settled"]),
                 contrast=float(result.image.std()))
