@@ -15,6 +15,7 @@ from engine.view.backdrop import DARK, LIGHT, over_checkerboard
 from engine.view.decode import decode_upright
 from engine.view.discover import discover
 from engine.view.wall import ImageWall
+from view_helpers import screen_of
 
 NON_UTF8 = b"caf\xe9.jpg"
 
@@ -171,11 +172,7 @@ def test_wall_of_odd_files_shows_every_one(device, modes, tmp_path, isolated_cac
     assert result.summary["leaked_objects"] == 0
     for it in wall.items:
         if it.source.name in ("la.png", "p_trans.png", "rgba.png"):
-            r = it.rect  # a point a quarter across: in the transparent half
-            nav = wall.navigator
-            h = nav._half_h()
-            px = int(((r.x0 + r.width * 0.2) - nav.x) / (h * nav.aspect) * size[0] / 2
-                     + size[0] / 2)
-            py = int(size[1] / 2 - (r.center[1] - nav.y) / h * size[1] / 2)
-            rgb = result.image[py, px, :3].astype(int)
+            # a point a fifth across: in the transparent half
+            x, y = screen_of(wall.navigator, it.rect, size, 0.2, 0.5)
+            rgb = result.image[y, x, :3].astype(int)
             assert rgb.min() >= DARK - 30, (it.source.name, rgb)

@@ -20,8 +20,8 @@ import os
 import sys
 
 from ..app.command import headless_wanted, run_command_scene
-from ..app.run import save_outputs
 from ..app.providers import PROVIDERS
+from ..app.run import save_outputs
 from ..cli_args import (
     add_trace_option,
     budget_arg,
@@ -36,9 +36,9 @@ from .decode import MAX_PIXELS
 from .wall import ENCODERS, FORMATS, LAYOUTS, ORDERS, ImageView, ImageWall
 
 log = logging.getLogger(__name__)
+progress = logging.getLogger("engine.progress")
 #: Frames a --wait-detail run may add after --frames for its picture to settle.
 SETTLE_FRAMES = 600
-progress = logging.getLogger("engine.progress")
 
 
 @examples(__file__, "")

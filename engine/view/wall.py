@@ -46,11 +46,11 @@ from ..streaming.contract import TextureProvider
 from ..textures.progress import Progress
 from . import atlas as atlas_
 from . import cache
+from .browse import Browser
 from .decode import MAX_PIXELS
 from .discover import TEXTURE_SUFFIXES, discover, special_kind
 from .encoder import DetailEncoder, Job, process_pool
 from .layout import Rect, bounds, chunk_grid, grid, justified_rows
-from .browse import Browser
 from .navigator import Navigator
 from .settle import DetailClock
 
