@@ -54,6 +54,28 @@ def test_keys_step_open_and_go_back(three):
     assert browser.key("q") == "quit" and browser.key("x") is None
 
 
+def test_up_and_down_move_between_rows(tmp_path, isolated_cache):
+    """A grid of 3 x 2: Down from the top row's middle opens the bottom row's middle, Up
+    goes back, and the edge rows stay."""
+    for i in range(6):
+        Image.fromarray(marked(200, 200)).save(tmp_path / f"{i}.png")
+    wall = ImageWall([tmp_path], detail=False, workers=1, progress=False, layout="grid")
+    rows = sorted({round(it.rect.center[1], 9) for it in wall.items}, reverse=True)
+    assert len(rows) == 2  # top row first
+    top = sorted((it for it in wall.items if round(it.rect.center[1], 9) == rows[0]),
+                 key=lambda it: it.rect.center[0])
+    bottom = sorted((it for it in wall.items if round(it.rect.center[1], 9) == rows[1]),
+                    key=lambda it: it.rect.center[0])
+    browser = Browser(wall)
+    browser.open(top[1].index)
+    browser.key("down")
+    assert browser.current == bottom[1].index
+    browser.key("down")  # the bottom row: stays
+    assert browser.current == bottom[1].index
+    browser.key("up")
+    assert browser.current == top[1].index
+
+
 @pytest.mark.window
 @pytest.mark.slow
 def test_window_drives_keys_title_drag_and_idles(three, xvfb_display, tmp_path):

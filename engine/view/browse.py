@@ -2,9 +2,10 @@
 
 Why a module of its own: what a key means is plain state over the wall (which image is open,
 where the camera goes), testable without a window; the window host only names the keys
-(engine.render.scene.Controls). As photo browsers do: the arrows, PageUp/PageDown, Space and
-Backspace step to the next or previous image (opened, i.e. fitted to the screen), Return or a
-double click opens the image under the pointer, Esc goes back to the whole wall (and quits
+(engine.render.scene.Controls). As photo browsers do: Right/Left, PageDown/PageUp, Space and
+Backspace step to the next or previous image (opened, i.e. fitted to the screen), Down/Up to
+the image below or above (the next row's nearest), Return or a double click opens the image
+under the pointer, Esc goes back to the whole wall (and quits
 from there), Home or `f` fits everything, `q` quits. The title names the file under the
 pointer, else the one opened, else the wall.
 """
@@ -16,8 +17,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .wall import ImageWall
 
-NEXT = ("right", "down", "page_down", "space")
-PREVIOUS = ("left", "up", "page_up", "backspace")
+NEXT = ("right", "page_down", "space")
+PREVIOUS = ("left", "page_up", "backspace")
+VERTICAL = {"down": -1, "up": 1}  # the direction of world y (up on screen)
 FIT_ALL = ("home", "f")
 #: The window's title for a wall: "engine view", then what is under view.
 APP = "engine view"
@@ -40,6 +42,10 @@ class Browser:
                 self.open(under if under is not None else (0 if step > 0 else count - 1))
             else:
                 self.open((self.current + step) % count)
+            return "handled"
+        if name in VERTICAL:
+            start = self.current if self.current is not None else self._under(cursor_ndc)
+            self.open(0 if start is None else self._row_neighbour(start, VERTICAL[name]))
             return "handled"
         if name == "return":
             under = self._under(cursor_ndc)
@@ -84,6 +90,19 @@ class Browser:
         # a name that is not UTF-8 (caf\xe9.jpg) shown with its byte escaped, not refused
         name = self.wall.items[index].source.name.encode("utf-8", "backslashreplace").decode()
         return f"{APP} - {name} ({index + 1}/{count})"
+
+    def _row_neighbour(self, index: int, direction: int) -> int:
+        """The image in the nearest row above (`direction` 1) or below (-1) image `index`,
+        nearest to it across; `index` itself at the top or bottom row."""
+        here = self.wall.items[index].rect
+        cx, cy = here.center
+        beyond = [it for it in self.wall.items
+                  if (it.rect.center[1] - cy) * direction > here.height / 2]
+        if not beyond:
+            return index
+        row_y = min((it.rect.center[1] for it in beyond), key=lambda y: abs(y - cy))
+        row = [it for it in beyond if abs(it.rect.center[1] - row_y) < 1e-9]
+        return min(row, key=lambda it: abs(it.rect.center[0] - cx)).index
 
     def _under(self, cursor_ndc: tuple[float, float] | None) -> int | None:
         if cursor_ndc is None:

@@ -3,7 +3,8 @@
 PATH is a folder (walked recursively), a glob pattern ("photos/**/*.jpg", quoted) or a
 file: JPEG, PNG, TIFF, WebP, BMP, GIF (first frame), KTX2, DDS. Several images are shown as
 a zoomable wall, one image as a deep-zoom view. In a window: the wheel zooms at the cursor,
-a left drag pans, arrows/PageUp/PageDown/Space step from image to image, Return or a double
+a left drag pans, arrows/PageUp/PageDown/Space step from image to image (Up/Down by rows),
+Return or a double
 click opens the one under the pointer, Esc goes back (and quits from the whole wall), Home
 or f fits all, q quits, +/- change the budget, H the HUD; the title names the file under
 view. Headless (no display, or
