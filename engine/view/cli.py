@@ -1,16 +1,15 @@
 """`python -m engine view PATH...`: show the user's images, no bake step.
 
-PATH is a folder (walked recursively), a glob pattern ("photos/**/*.jpg", quoted) or a
-file: JPEG, PNG, TIFF, WebP, BMP, GIF (first frame), KTX2, DDS. Several images are shown as
-a zoomable wall, one image as a deep-zoom view. In a window: the wheel zooms at the cursor,
-a left drag pans, arrows/PageUp/PageDown/Space step from image to image (Up/Down by rows),
-Return or a double
-click opens the one under the pointer, Esc goes back (and quits from the whole wall), Home
-or f fits all, q quits, +/- change the budget, H the HUD; the title names the file under
-view. Headless (no display, or
---headless): --frames frames, then --screenshot / --report. The first frame is drawn from
-thumbnails (cached, see docs/view.md); full detail is encoded in the background, what the
-screen shows first. A file that cannot be read is reported once and skipped.
+PATH is a folder (walked recursively), a glob pattern ("photos/**/*.jpg", quoted) or a file:
+JPEG, PNG, TIFF, WebP, BMP, GIF (first frame), KTX2, DDS. Several images are shown as a
+zoomable wall, one image as a deep-zoom view. In a window: the wheel zooms at the cursor, a
+left drag pans, arrows/PageUp/PageDown/Space step from image to image (Up/Down by rows),
+Return or a double click opens the one under the pointer, Esc goes back (and quits from the
+whole wall), Home or f fits all, q quits, +/- change the budget, H the HUD; the title names
+the file under view. Headless (no display, or --headless): --frames frames, then
+--screenshot / --report. The first frame is drawn from thumbnails (cached, see
+docs/view.md); full detail is encoded in the background, what the screen shows first. A file
+that cannot be read is reported once and skipped.
 """
 from __future__ import annotations
 
