@@ -80,16 +80,20 @@ class Browser:
             self.open(under)
 
     def title(self, cursor_ndc: tuple[float, float] | None) -> str:
-        """"engine view - NAME (i/N)" for the image under the pointer, else the one open,
-        else "engine view - N images"."""
+        """"engine view - " and the caption of the image under the pointer, else of the
+        one open, else of the wall."""
         under = self._under(cursor_ndc)
-        index = under if under is not None else self.current
+        return f"{APP} - {self.caption(under if under is not None else self.current)}"
+
+    def caption(self, index: int | None) -> str:
+        """"NAME (i/N)" for image `index`, "N images" for None (the window's HUD shows the
+        one open, so a screenshot names it too)."""
         count = len(self.wall.items)
         if index is None:
-            return f"{APP} - {count} image{'s' if count != 1 else ''}"
+            return f"{count} image{'s' if count != 1 else ''}"
         # a name that is not UTF-8 (caf\xe9.jpg) shown with its byte escaped, not refused
         name = self.wall.items[index].source.name.encode("utf-8", "backslashreplace").decode()
-        return f"{APP} - {name} ({index + 1}/{count})"
+        return f"{name} ({index + 1}/{count})"
 
     def _row_neighbour(self, index: int, direction: int) -> int:
         """The image in the nearest row above (`direction` 1) or below (-1) image `index`,

@@ -491,6 +491,7 @@ class ImageWall:
             ctx.record["view_visible_ready"] = (sum(1 for c in shown if c.ready) / len(shown)
                                                 if shown else 1.0)
             ctx.record["view_images"] = len(self.items)
+            ctx.record["caption"] = self.browser.caption(self.browser.current)  # the HUD's
             table = ctx.provider.resident_textures()  # a level fading in still changes
             fading = bool(np.any(np.asarray(table.min_lod) > np.asarray(table.finest) + 1e-3))
             ctx.record["settled"] = self.detail_clock.observe(
