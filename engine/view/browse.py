@@ -5,9 +5,9 @@ where the camera goes), testable without a window; the window host only names th
 (engine.render.scene.Controls). As photo browsers do: Right/Left, PageDown/PageUp, Space and
 Backspace step to the next or previous image (opened, i.e. fitted to the screen), Down/Up to
 the image below or above (the next row's nearest), Return or a double click opens the image
-under the pointer, Esc goes back to the whole wall (and quits
-from there), Home or `f` fits everything, `q` quits. The title names the file under the
-pointer, else the one opened, else the wall.
+under the pointer, Esc goes back to the whole wall (and quits from there), Home or `f` fits
+everything, `q` quits. The title names the file under the pointer, else the one opened,
+else the wall.
 """
 from __future__ import annotations
 
