@@ -313,8 +313,9 @@ class FrameLoop:
             grant(self.provider, self.governor.split(self.device.ledger.by_category(),
                                                      cache=self.provider.stats().cache))
         phases.append(("scene update", time.perf_counter()))
-        if self.scene.navigator is not None:  # fitted to this frame's size, the first too
-            self.scene.navigator.resize(*self.renderer.output_size)
+        resize = getattr(self.scene.navigator, "resize", None)  # optional (render.scene)
+        if resize is not None:  # fitted to this frame's size, the first frame's too
+            resize(*self.renderer.output_size)
         self.scene.update(t)
         if camera_override is not None:
             camera_override(self.scene)

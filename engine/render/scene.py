@@ -78,17 +78,15 @@ class PointLight:
 class Navigator(Protocol):
     """Camera control by mouse, as plain state a window drives: scroll steps zoom at the
     cursor (normalised device coordinates), drags move by screen pixels, `apply` poses the
-    camera each frame once the user has taken over."""
+    camera each frame once the user has taken over. A navigator that also has
+    `resize(width, height)` is told the output's size before each frame's update (a fit
+    depends on it; the viewer's does), so the first frame is fitted too."""
 
     def zoom(self, steps: float, cursor_ndc: tuple[float, float] = (0.0, 0.0)) -> None: ...
 
     def drag(self, dx_px: float, dy_px: float) -> None: ...
 
     def apply(self, camera: Camera) -> None: ...
-
-    def resize(self, width: int, height: int) -> None:
-        """The output's size, told before each frame's update (a fit depends on it)."""
-        ...
 
     def follow(self, camera: Camera) -> None:
         """Take the camera's current pose (when the user takes over mid-flight)."""
