@@ -79,9 +79,10 @@ class CanvasHost:
             self.context = canvas.get_context("bitmap")
             canvas.add_event_handler(self._on_close, "close")
             canvas.request_draw(self._draw)
-            if max(canvas.get_physical_size()) <= 1:
+            if max(canvas.get_physical_size()) <= 1 < max(self._size()):
                 # a notebook canvas no browser has shown yet (nbclient, a saved notebook):
-                # it asks for no draw until one does, so its first frame is drawn now
+                # it asks for no draw until one does, so its first frame is drawn now, at
+                # the size it was made with (a canvas of no known size waits for its own)
                 canvas.force_draw()
         except BaseException:
             self.close()
