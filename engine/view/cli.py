@@ -85,9 +85,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--format", choices=FORMATS, default="bc1",
                    help="full-detail format: bc1 (default, fastest) or bc7 (better colour, "
                         "twice the memory)")
-    p.add_argument("--zoom-to", type=positive_int, metavar="N",
-                   help="start with image N (1 = the first) opened: fitted to the screen, "
-                        "as the API's zoom_to(N - 1) and the window's Return")
+    start = p.add_mutually_exclusive_group()
+    start.add_argument("--zoom-to", type=positive_int, metavar="N",
+                       help="start with image N (1 = the first) opened: fitted to the "
+                            "screen, as the API's zoom_to(N - 1) and the window's Return")
+    start.add_argument("--full-size", type=positive_int, metavar="N",
+                       help="start at image N (1 = the first) at one image pixel per screen "
+                            "pixel, as the API's full_size(N - 1)")
     p.add_argument("--no-detail", action="store_true",
                    help="thumbnails only: encode no full detail")
     p.add_argument("--wait-detail", action="store_true",
@@ -112,6 +116,23 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def _start_at(wall: ImageWall, args: argparse.Namespace) -> None:
+    """Where the camera starts: --zoom-to N (image N fitted) or --full-size N (image N at
+    one image pixel per screen pixel); a number past the images shows them all."""
+    option, n = (("--zoom-to", args.zoom_to) if args.zoom_to is not None
+                 else ("--full-size", args.full_size))
+    if n is None:
+        return
+    if n > len(wall.items):
+        log.warning("%s %d: only %d image(s); showing all", option, n, len(wall.items))
+        return
+    wall.navigator.resize(*args.size)
+    if args.zoom_to is not None:
+        wall.browser.open(n - 1)
+    else:
+        wall.full_size(n - 1)
+
+
 def run(args: argparse.Namespace) -> int:
     headless = headless_wanted(args.headless)
     kwargs = {"layout": args.layout, "order": args.order, "format": args.format,
@@ -119,13 +140,7 @@ def run(args: argparse.Namespace) -> int:
               "wait_detail": args.wait_detail, "max_pixels": args.max_pixels}
     single = len(args.paths) == 1 and os.path.isfile(args.paths[0])
     wall = ImageView(args.paths[0], **kwargs) if single else ImageWall(args.paths, **kwargs)
-    if args.zoom_to is not None:
-        if args.zoom_to > len(wall.items):
-            log.warning("--zoom-to %d: only %d image(s); showing all", args.zoom_to,
-                        len(wall.items))
-        else:
-            wall.navigator.resize(*args.size)
-            wall.browser.open(args.zoom_to - 1)
+    _start_at(wall, args)
     frames = args.frames if args.frames is not None else (120 if headless else 0)
     result = run_command_scene(wall, frames=frames, headless=headless, hud=args.hud,
                                headless_frames=120, hooks=wall.hooks(args.report is not None),
