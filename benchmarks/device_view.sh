@@ -19,7 +19,7 @@ for run in cold warm; do
 done
 timeout 40 python3 benchmarks/view_data.py huge /tmp/view-huge.png 16384
 timeout $(left 290) /usr/bin/time -v python3 -m engine view /tmp/view-huge.png --headless \
-  --frames 60 --budget 128MiB --zoom-to 1 --wait-detail --max-pixels 300000000 \
+  --frames 60 --budget 128MiB --full-size 1 --wait-detail --max-pixels 300000000 \
   --report "$OUT/view_huge.json" --screenshot "$OUT/view_huge.png" > "$OUT/view_huge.txt" 2>&1
 echo "huge rc $? at $(( $(date +%s) - t0 )) s"
 grep -h -E "Maximum resident|Elapsed|thumbnails:|first frame" "$OUT"/view_*.txt

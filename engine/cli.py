@@ -1,5 +1,5 @@
-"""Command line: `python -m engine info | bake | inspect | demo | bench | report | soak |
-monitor`.
+"""Command line: `python -m engine info | demo | view | bake | inspect | bench | report |
+soak | monitor`.
 
 One rule for every subcommand (tests/test_cli_rule.py walks every option to hold it):
 

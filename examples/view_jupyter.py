@@ -24,6 +24,9 @@ import sys
 import engine
 from engine.hosts.canvas import CanvasHost
 
+#: Most frames drawn for the saved picture to settle (levels streaming and fading in).
+SETTLE_FRAMES = 600
+
 
 def main(argv: list[str] | None = None) -> int:
     from PIL import Image
@@ -38,8 +41,10 @@ def main(argv: list[str] | None = None) -> int:
     host = CanvasHost(canvas, wall, provider="streaming", on_frame=wall.hooks(),
                       continuous=False)
     try:
-        canvas.draw()
-        canvas.draw()
+        for _ in range(SETTLE_FRAMES):  # until the picture is complete (its hook says so)
+            canvas.draw()
+            if host.last_record is not None and host.last_record.get("settled"):
+                break
         Image.fromarray(host.last_image).save(args.out)
     finally:
         left = host.close()

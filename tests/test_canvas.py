@@ -128,6 +128,28 @@ def test_jupyter_remote_frame_buffer_sends_the_engine_picture(device, build, ref
         canvas.close()
 
 
+@needs_rendercanvas
+@needs_rfb
+def test_a_notebook_canvas_draws_its_first_frame_without_a_browser(device, build):
+    """As under nbclient (no browser: no resize event, no request for frames), the host
+    draws its first frame at once, at the size the canvas was made with, so the saved
+    notebook's snapshot is the picture, not the (1, 1) placeholder."""
+    from rendercanvas.jupyter import RenderCanvas
+
+    from engine.hosts.canvas import CanvasHost
+
+    canvas = RenderCanvas(size=SIZE)
+    canvas.send = lambda msg, buffers=None: None  # without a kernel its comm goes nowhere
+    host = CanvasHost(canvas, build, device=device, continuous=False)
+    try:
+        assert host.frame == 1 and host.size == SIZE
+        shot = np.asarray(canvas.snapshot().data)
+        assert shot.shape[:2] == SIZE[::-1] and shot.std() > 10
+    finally:
+        host.close()
+        canvas.close()
+
+
 def _run_example(args: list[str], env_extra: dict[str, str], tmp_path) -> dict:
     import json
     import os

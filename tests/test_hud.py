@@ -41,3 +41,17 @@ def test_draw_over_framebuffer(device):
         device.release(fbo)
         device.release(tex)
         hud.release()
+
+
+def test_a_caption_is_drawn_above_the_numbers(device):
+    """A scene's `caption` (the viewer's file in view) is the panel's first line, its start
+    cut (with "...") when too wide: the end of a file name is what tells files apart."""
+    hud = Hud(device)
+    try:
+        plain = len(hud.layout((320, 240), STATS).quads)
+        named = hud.layout((320, 240), {**STATS, "caption": "IMG_0042.jpg (3/40)"}).quads
+        assert len(named) >= plain + len("IMG_0042.jpg(3/40)")
+        wide = hud.layout((200, 240), {**STATS, "caption": "x" * 300 + "END.jpg"}).quads
+        assert len(wide) < plain + 300
+    finally:
+        hud.release()

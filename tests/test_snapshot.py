@@ -154,6 +154,7 @@ def test_the_window_p_key_writes_a_snapshot(tmp_path, monkeypatch):
 
     class Loop:
         governor = None
+        scene = None  # no scene controls: the window's own keys
         asked: list[Path] = []
 
         def snapshot(self, path: Path) -> Path:

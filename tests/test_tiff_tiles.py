@@ -9,6 +9,7 @@ import pytest
 from engine.errors import TextureFormatError
 from engine.textures.tiff_tiles import open_tiled, read_region
 from engine.view import cache
+from engine.view.backdrop import over_checkerboard
 from engine.view.decode import decode_upright
 
 tifffile = pytest.importorskip("tifffile")
@@ -32,7 +33,8 @@ def test_regions_equal_the_whole_decode(tmp_path, samples):
     assert cache.reads_by_tiles(path)
     pixels = cache.chunk_pixels(str(path), str(tmp_path / "e"), "bc1", 256, 1,
                                 (256, 0, 512, 256), False)
-    assert np.array_equal(pixels, whole[0:256, 256:512])
+    # a chunk's transparency is over the checkerboard, continued from the whole image's
+    assert np.array_equal(pixels, over_checkerboard(whole, (600, 400))[0:256, 256:512])
 
 
 def test_what_the_tile_path_does_not_take_goes_the_usual_way(tmp_path):

@@ -329,6 +329,12 @@ def test_view_command_headless_reports_the_broken_file_once(mixed, view_env, tmp
     assert summary["images"] == len(sizes) and summary["over_budget_frames"] == 0
     assert summary["leaked_objects"] == 0
     assert shot.is_file() and json.loads(report.read_text())["summary"]["frames"] == 3
+    # the report lists what was shown and what was skipped, and the two start times
+    doc_summary = json.loads(report.read_text())["summary"]
+    assert sorted(Path(p).relative_to(folder).as_posix() for p in doc_summary["image_files"]) \
+        == sorted(sizes)
+    assert [Path(s["path"]).name for s in doc_summary["skipped"]] == ["broken.jpg"]
+    assert "first_frame_s" in doc_summary and "detail_complete_s" in doc_summary
     from engine.diagnostics.trace import final_counters, validate_trace
     doc = json.loads(trace.read_text())
     assert validate_trace(doc)["X"] >= 3  # a slice per frame at least

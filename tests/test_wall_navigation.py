@@ -1,7 +1,9 @@
 """The wall in a window: the mouse wheel zooms at the cursor and a left-drag moves the wall,
 through the window's own glfw callbacks (a subprocess owns the window, as in
 test_window_keys.py). Script: wheel +3 steps at frame 3 (cursor at the centre), a left-drag of
-40 px to the right over frames 6-8; what the camera did comes back as JSON."""
+40 px to the right over frames 6-8 (press, two pointer moves, release: the window takes drags
+from these events, not from the pointer sampled per frame); what the camera did comes back as
+JSON."""
 from __future__ import annotations
 
 import json
@@ -23,29 +25,35 @@ def drive(out: Path, cache: Path) -> None:
     from engine.demos import DEMOS
 
     cursor = [48.0, 32.0]  # the centre of the 96x64 window
-    held = {"left": False}
-    real_pos, real_button = glfw.get_cursor_pos, glfw.get_mouse_button
+    real_pos = glfw.get_cursor_pos
     glfw.get_cursor_pos = lambda window: tuple(cursor)
-    glfw.get_mouse_button = lambda window, b: glfw.PRESS if (
-        b == glfw.MOUSE_BUTTON_LEFT and held["left"]) else real_button(window, b)
     seen: list[list[float]] = []
+
+    def handler(window, setter):
+        """The window's own glfw callback (put back at once), to call as glfw would."""
+        own = setter(window, None)
+        setter(window, own)
+        return own
 
     def script(ctx: FrameContext) -> None:
         seen.append([float(v) for v in ctx.scene.camera.position])
         window = ctx.device.handle.window
         if ctx.frame == 3:
-            on_scroll = glfw.set_scroll_callback(window, None)  # the window's handler...
-            glfw.set_scroll_callback(window, on_scroll)  # ...put back, called as glfw would
-            on_scroll(window, 0.0, 3.0)
-        held["left"] = 6 <= ctx.frame <= 8
+            handler(window, glfw.set_scroll_callback)(window, 0.0, 3.0)
+        button = handler(window, glfw.set_mouse_button_callback)
+        if ctx.frame == 6:
+            button(window, glfw.MOUSE_BUTTON_LEFT, glfw.PRESS, 0)
         if 7 <= ctx.frame <= 8:
             cursor[0] += 20.0
+            handler(window, glfw.set_cursor_pos_callback)(window, *cursor)
+        if ctx.frame == 8:
+            button(window, glfw.MOUSE_BUTTON_LEFT, glfw.RELEASE, 0)
 
     result = run_scene(DEMOS["wall"].factory, headless=False, frames=12, size=(96, 64),
                        budget="256MiB", provider="streaming", on_frame=[script],
                        options={"count": 12, "texture_size": 64, "cache_dir": cache,
                                 "frames": 400})
-    glfw.get_cursor_pos, glfw.get_mouse_button = real_pos, real_button
+    glfw.get_cursor_pos = real_pos
     out.write_text(json.dumps({"seen": seen, "leaked": result.summary["leaked_objects"]}))
 
 

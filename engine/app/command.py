@@ -52,12 +52,13 @@ def run_command_scene(scene: SceneFactory, *, frames: int, headless: bool, hud: 
                       headless_frames: int, hooks: Sequence[FrameHook] = (),
                       **settings: Any) -> RunResult:
     """Run `scene` (in a window unless `headless`) with a progress line every few seconds
-    after `hooks`. A window that cannot open makes it a headless run of `frames`, or of
+    after `hooks` when headless (a window shows its progress in the HUD, not on stderr). A window that cannot open makes it a headless run of `frames`, or of
     `headless_frames` when `frames` is 0 (until closed); the HUD is always on in a window,
     `hud` says for a headless run. Says where the screenshot and the report went."""
     def attempt(count: int, windowed: bool) -> RunResult:
+        progress_hooks = [] if windowed else [progress_hook(count, PROGRESS_EVERY_S)]
         return run_scene(scene, headless=not windowed, hud=windowed or hud, frames=count,
-                         on_frame=[*hooks, progress_hook(count, PROGRESS_EVERY_S)], **settings)
+                         on_frame=[*hooks, *progress_hooks], **settings)
 
     result = None
     if not headless:

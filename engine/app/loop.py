@@ -316,6 +316,9 @@ class FrameLoop:
             grant(self.provider, self.governor.split(self.device.ledger.by_category(),
                                                      cache=self.provider.stats().cache))
         phases.append(("scene update", time.perf_counter()))
+        resize = getattr(self.scene.navigator, "resize", None)  # optional (render.scene)
+        if resize is not None:  # fitted to this frame's size, the first frame's too
+            resize(*self.renderer.output_size)
         self.scene.update(t)
         if camera_override is not None:
             camera_override(self.scene)
@@ -346,6 +349,9 @@ class FrameLoop:
             "texture_resident_bytes": stats.resident_bytes,
             "texture_wanted_bytes": stats.wanted_bytes,
             "pending_uploads": stats.pending_uploads,
+            # what may still change the picture (engine.view.settle: detail complete)
+            "reads_in_flight": stats.reads_in_flight, "missing_tiles": stats.missing_tiles,
+            "bytes_uploaded": stats.bytes_uploaded,
             # GL timer query of the newest frame the GPU finished (a few frames old; None
             # until one has), and the CPU time without the wait for the GPU
             "cpu_ms": cpu_ms, "gpu_ms": render["gpu_ms"],

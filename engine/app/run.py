@@ -75,16 +75,19 @@ class Controllable(Protocol):
 
 
 class HeadlessHost:
-    """A fixed number of frames into the renderer's offscreen output."""
+    """A fixed number of frames into the renderer's offscreen output, and up to
+    `settle_frames` more while the last one's record does not say `settled`."""
 
-    def __init__(self, frames: int) -> None:
-        self.frames = frames
+    def __init__(self, frames: int, settle_frames: int = 0) -> None:
+        self.frames, self.settle_frames = frames, settle_frames
+        self._settled = False
 
     def output_size(self, settings: RunSettings) -> tuple[int, int]:
         return settings.size
 
     def running(self, frame: int) -> bool:
-        return frame < self.frames
+        return frame < self.frames or (frame < self.frames + self.settle_frames
+                                       and not self._settled)
 
     def before_frame(self, loop: FrameLoop) -> bool:
         return True
@@ -93,7 +96,9 @@ class HeadlessHost:
         """The scripted camera runs unchanged."""
 
     def after_frame(self, loop: FrameLoop) -> None:
-        """Nothing to present: the output is read back once, at the end."""
+        """Nothing to present (the output is read back once, at the end); whether the
+        frame settled the picture."""
+        self._settled = bool(loop.frames and loop.frames[-1].get("settled"))
 
     def hud_visible(self) -> bool:
         return True
@@ -146,13 +151,13 @@ def run_scene(scene_factory: SceneFactory, settings: RunSettings | None = None, 
         if settings.feedback:
             raise ValueError("feedback=True needs a headless run (the window loop lacks it)")
         from .window import WindowHost  # glfw is imported only when a window is asked for
-        dev = Device.window(settings.size, "engine demo", visible=True)
+        dev = Device.window(settings.size, settings.title, visible=True)
         host: Host = WindowHost(dev, settings.frames)
         own = True
     else:
         own = device is None
         dev = Device.headless() if own else device
-        host = HeadlessHost(settings.frames)
+        host = HeadlessHost(settings.frames, settings.settle_frames)
     try:
         check_output_size(dev, host.output_size(settings))
         return _run(dev, host, scene_factory, settings, on_frame, on_over_budget)

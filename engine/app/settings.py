@@ -57,6 +57,12 @@ class RunSettings:
     share: str | ShareSettings | ViewShares | None = None
     #: a Chrome trace-event JSON of the run is written here (engine.diagnostics.trace)
     trace: Path | str | None = None
+    #: headless: up to this many frames more after `frames` while the last frame's record
+    #: does not say `settled` (a scene's hook says when nothing more changes its picture),
+    #: so a screenshot shows the complete picture; 0: exactly `frames`
+    settle_frames: int = 0
+    #: a window's title until the scene's controls (if any) name what is under view
+    title: str = "engine demo"
 
     def __post_init__(self) -> None:
         # The CLI's checks (engine.inputs), with the field's name: the API refuses what the
@@ -78,5 +84,7 @@ class RunSettings:
             raise ValueError(f"keep_frames must be >= 1 or None, got {self.keep_frames}")
         if not self.dt > 0:
             raise ValueError(f"dt must be positive, got {self.dt}")
+        if self.settle_frames < 0:
+            raise ValueError(f"settle_frames must be >= 0, got {self.settle_frames}")
         if self.share is not None:
             object.__setattr__(self, "share", ShareSettings.of(self.share))

@@ -6,6 +6,7 @@ resident versus wanted (how much detail the budget is costing) and by priority t
 prefetch, recent), the free room (under the budget, in the streaming pool, page-cache slots),
 render scale, pending uploads, and the last 120 frame times. In the mip-debug view it adds the view's legend (what
 green, yellow, red and grey mean), since a colour code nobody can read is no diagnostic.
+A frame record's `caption` (the viewer's file in view) is its first line.
 
 Why its own tiny text renderer: the engine has no UI toolkit, and the HUD must work in
 every context (headless CI screenshots included). Pillow's built-in font is rasterised
@@ -193,6 +194,12 @@ class Hud:
         by_cat = {c: int(v) for c, v in stats.get("by_category", {}).items() if v}
         bg_at = len(b.quads)
         b.rect(pad, pad, width, 0, _PANEL_BG)  # height fixed below, once the layout is known
+        caption = str(stats.get("caption") or "")
+        if caption:  # what the scene shows (the viewer: the file open), above the numbers
+            while b.text_width(caption) > inner and len(caption) > 4:
+                caption = "..." + caption[4:]
+            b.text(x0, y, caption, _WHITE)
+            y += lh + 2
 
         over = budget and total > budget
         b.text(x0, y, f"{format_bytes(total)} / {format_bytes(budget)}",

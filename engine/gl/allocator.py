@@ -185,7 +185,8 @@ class Allocator:
         """Record a complete object in the ledger and the tracker, and label it (unless
         `label_object` is False: a user's object keeps the label its code gave it)."""
         if label_object and self._labels and glo and kind in _LABEL_KIND:
-            data = label.encode("utf-8")[:255]
+            # a file name that is not UTF-8 (caf\xe9.jpg) is labelled readably, not refused
+            data = label.encode("utf-8", "backslashreplace")[:255]
             self._raw.glObjectLabel(_LABEL_KIND[kind], glo, len(data), data)
         alloc = self.ledger.add(kind, category, label, nbytes, glo)
         rec = self.tracker.track(kind, label, nbytes, glo, obj, alive)

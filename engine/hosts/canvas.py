@@ -79,6 +79,11 @@ class CanvasHost:
             self.context = canvas.get_context("bitmap")
             canvas.add_event_handler(self._on_close, "close")
             canvas.request_draw(self._draw)
+            if max(canvas.get_physical_size()) <= 1 < max(self._size()):
+                # a notebook canvas no browser has shown yet (nbclient, a saved notebook):
+                # it asks for no draw until one does, so its first frame is drawn now, at
+                # the size it was made with (a canvas of no known size waits for its own)
+                canvas.force_draw()
         except BaseException:
             self.close()
             raise
@@ -88,10 +93,21 @@ class CanvasHost:
         """How many engine frames have been drawn (also after close)."""
         return self.drawn
 
+    def _size(self) -> tuple[int, int]:
+        """The canvas's physical size; while it reports none (1x1: a jupyter_rfb canvas
+        before a browser sends its size), the CSS size it was made with."""
+        size = tuple(int(v) for v in self.canvas.get_physical_size())
+        if max(size) > 1:
+            return size  # type: ignore[return-value]
+        css = [str(getattr(self.canvas, f"css_{k}", "")) for k in ("width", "height")]
+        if all(v.endswith("px") for v in css):
+            return tuple(max(1, round(float(v[:-2]))) for v in css)  # type: ignore[return-value]
+        return size  # type: ignore[return-value]
+
     def _draw(self) -> None:
         if self._closed:
             return
-        size = tuple(int(v) for v in self.canvas.get_physical_size())
+        size = self._size()
         # A host may have made its own GL context current since the last draw.
         with made_current(self.device):
             if self.frames is None:

@@ -78,7 +78,9 @@ class PointLight:
 class Navigator(Protocol):
     """Camera control by mouse, as plain state a window drives: scroll steps zoom at the
     cursor (normalised device coordinates), drags move by screen pixels, `apply` poses the
-    camera each frame once the user has taken over."""
+    camera each frame once the user has taken over. A navigator that also has
+    `resize(width, height)` is told the output's size before each frame's update (a fit
+    depends on it; the viewer's does), so the first frame is fitted too."""
 
     def zoom(self, steps: float, cursor_ndc: tuple[float, float] = (0.0, 0.0)) -> None: ...
 
@@ -88,6 +90,25 @@ class Navigator(Protocol):
 
     def follow(self, camera: Camera) -> None:
         """Take the camera's current pose (when the user takes over mid-flight)."""
+        ...
+
+
+class Controls(Protocol):
+    """What a scene answers itself in a window (the image browser): keys by name, a double
+    click and the window's title. Keys it does not take fall to the window's own."""
+
+    def key(self, name: str, cursor_ndc: tuple[float, float] | None = None) -> str | None:
+        """A key pressed ("right", "page_down", "return", "escape", "home", "f", "q", ...)
+        with the pointer at `cursor_ndc` (None outside the window): "quit" closes the
+        window, "handled" when taken, None when not the scene's key."""
+        ...
+
+    def open_at(self, cursor_ndc: tuple[float, float]) -> None:
+        """A double click at a point of the screen (normalised device coordinates)."""
+        ...
+
+    def title(self, cursor_ndc: tuple[float, float] | None) -> str:
+        """The window's title now (`cursor_ndc`: the pointer, None outside the window)."""
         ...
 
 
@@ -113,6 +134,8 @@ class Scene:
     #: Mouse navigation a window may offer instead of its fly camera (the wall: zoom at the
     #: cursor, drag); None: the fly camera.
     navigator: Navigator | None = None
+    #: Keys, double clicks and the title a window leaves to the scene; None: the window's own
+    controls: Controls | None = None
 
     def add_mesh(self, mesh: Mesh) -> Mesh:
         self.meshes.append(mesh)

@@ -381,7 +381,7 @@ class StreamingProvider:
                        bytes_read=st.bytes_read + ios.bytes_read,
                        bytes_uploaded=st.bytes_uploaded + self._vt_uploaded,
                        cache_slots=vts.cache.slots if vts.cache is not None else 0,
-                       cache_slots_used=vts.resident_tiles() if vts.cache is not None else 0)
+                       cache_slots_used=vts.used_slots() if vts.cache is not None else 0)
 
     def release(self) -> None:
         if self.vts is not None:

@@ -2,7 +2,8 @@
 
 `ImageWall` / `ImageView` (engine.view.wall) build the scene for any host; `python -m engine
 view` (engine.view.cli) is the command. Below them: discovery of files (discover), decoding
-with fast low-resolution paths (decode), the thumbnail and detail cache (cache), the
-background encoder (encoder), the layout (layout), what to encode first (priority) and mouse
-navigation (navigator). docs/view.md is the user's guide.
+with fast low-resolution paths (decode), transparency over a checkerboard (backdrop), the
+thumbnail and detail cache (cache), the background encoder (encoder), the layout (layout),
+what to encode first (priority), mouse navigation (navigator), the window's keys and title
+(browse) and when a picture is complete (settle). docs/view.md is the user's guide.
 """

@@ -48,12 +48,13 @@ from ..textures.ktx2_write import write_ktx2
 from ..textures import strips, tiff_tiles
 from ..textures.mipgen import generate_mips
 from ..textures.reader import open_texture
+from .backdrop import over_checkerboard
 from .decode import MAX_PIXELS, decode_upright, probe
 from .layout import chunk_grid
 
 log = logging.getLogger(__name__)
 
-VERSION = 1
+VERSION = 2  # 2: transparent areas over a checkerboard (engine.view.backdrop)
 #: Longer edge of the thumbnails the first frame of a wall is drawn from.
 THUMB_EDGE = 256
 #: Images above this many pixels get their thumbnail through libvips where it is installed
@@ -85,7 +86,8 @@ def entry_dir(source: Path, root: Path | None = None, st: os.stat_result | None 
               ) -> Path:
     """The cache folder of `source` (not made here); `st`: its stat, when already made."""
     st = st or source.stat()
-    ident = f"{source.resolve()}\0{_identity(st)}".encode()
+    # os.fsencode: a name that is not UTF-8 (caf\xe9.jpg) hashes as the bytes it is
+    ident = os.fsencode(source.resolve()) + f"\0{_identity(st)}".encode()
     digest = hashlib.sha1(ident).hexdigest()
     return (root or view_root()) / digest[:2] / digest
 
@@ -260,6 +262,8 @@ def make_thumbnail(source: str, entry: str, edge: int, fmt: str,
                 log.info("%s: %s; decoding with Pillow", source, exc.problem)
         if rgba is None:
             rgba = decode_upright(source, edge, max_pixels=max_pixels)
+        rgba = over_checkerboard(rgba, (info.width, info.height),
+                                 scale=info.width / rgba.shape[1])
     except TextureFormatError as exc:
         return Failed(source, exc.problem)
     root = folder.parents[1]
@@ -304,8 +308,8 @@ def stage_upright(source: str, entry: str, fmt: str, chunk: int,
                   max_pixels: int = MAX_PIXELS) -> float | Failed:
     """Worker job for an image of several chunks: decode it upright once, by strips where
     libvips can (engine.textures.strips), into one uncompressed file per chunk (its rows
-    appended strip by strip), so this job holds a strip and each chunk job reads exactly its
-    own chunk. Returns the CPU seconds spent."""
+    appended strip by strip, transparency over the checkerboard), so this job holds a strip
+    and each chunk job reads exactly its own chunk. Returns the CPU seconds spent."""
     start = time.process_time()
     folder = staging_dir(Path(entry), fmt, chunk)
     try:
@@ -325,6 +329,7 @@ def stage_upright(source: str, entry: str, fmt: str, chunk: int,
     files: dict[int, Any] = {}
     try:
         for y, strip in rows:
+            strip = over_checkerboard(strip, (w, h), origin=(0, y))
             n = strip.shape[0]
             r = y
             while r < y + n:  # a strip may straddle a chunk row
@@ -393,7 +398,8 @@ def _store_chunk(folder: Path, fmt: str, chunk: int, k: int, staged: bool,
 def chunk_pixels(source: str, entry: str, fmt: str, chunk: int, k: int,
                  box: tuple[int, int, int, int], staged: bool,
                  max_pixels: int = MAX_PIXELS) -> np.ndarray | Failed:
-    """Worker job: chunk `k`'s upright RGBA8 pixels: read from its staged chunk file, from
+    """Worker job: chunk `k`'s upright RGBA8 pixels, transparency over the checkerboard
+    (engine.view.backdrop): read from its staged chunk file, from
     the tiles under its box (a tiled TIFF: `reads_by_tiles`), or decoded (a single-chunk
     image); also for an encoder outside the worker (the GPU's)."""
     x0, y0, x1, y1 = box
@@ -407,8 +413,10 @@ def chunk_pixels(source: str, entry: str, fmt: str, chunk: int, k: int,
         tiled = tiff_tiles.open_tiled(source)
         if tiled is not None:
             probe(source, max_pixels)  # the limit on what is read, as for a whole decode
-            return tiff_tiles.read_region(tiled, box)
-        return decode_upright(source, max_pixels=max_pixels)
+            return over_checkerboard(tiff_tiles.read_region(tiled, box),
+                                     (tiled.width, tiled.height), origin=(x0, y0))
+        whole = decode_upright(source, max_pixels=max_pixels)
+        return over_checkerboard(whole, (whole.shape[1], whole.shape[0]))
     except TextureFormatError as exc:
         return Failed(source, exc.problem)
 

@@ -1,12 +1,15 @@
 """`python -m engine view PATH...`: show the user's images, no bake step.
 
-PATH is a folder (walked recursively), a glob pattern ("photos/**/*.jpg", quoted) or a
-file: JPEG, PNG, TIFF, WebP, BMP, GIF (first frame), KTX2, DDS. Several images are shown as
-a zoomable wall, one image as a deep-zoom view. In a window: the wheel zooms at the cursor,
-a left drag pans, +/- change the budget, H the HUD, Esc quits. Headless (no display, or
---headless): --frames frames, then --screenshot / --report. The first frame is drawn from
-thumbnails (cached, see docs/view.md); full detail is encoded in the background, what the
-screen shows first. A file that cannot be read is reported once and skipped.
+PATH is a folder (walked recursively), a glob pattern ("photos/**/*.jpg", quoted) or a file:
+JPEG, PNG, TIFF, WebP, BMP, GIF (first frame), KTX2, DDS. Several images are shown as a
+zoomable wall, one image as a deep-zoom view. In a window: the wheel zooms at the cursor, a
+left drag pans, arrows/PageUp/PageDown/Space step from image to image (Up/Down by rows),
+Return or a double click opens the one under the pointer, Esc goes back (and quits from the
+whole wall), Home or f fits all, q quits, +/- change the budget, H the HUD; the title names
+the file under view. Headless (no display, or --headless): --frames frames, then
+--screenshot / --report. The first frame is drawn from thumbnails (cached, see
+docs/view.md); full detail is encoded in the background, what the screen shows first. A file
+that cannot be read is reported once and skipped.
 """
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ import sys
 
 from ..app.command import headless_wanted, run_command_scene
 from ..app.providers import PROVIDERS
+from ..app.run import save_outputs
 from ..cli_args import (
     add_trace_option,
     budget_arg,
@@ -32,6 +36,9 @@ from .decode import MAX_PIXELS
 from .wall import ENCODERS, FORMATS, LAYOUTS, ORDERS, ImageView, ImageWall
 
 log = logging.getLogger(__name__)
+progress = logging.getLogger("engine.progress")
+#: Frames a --wait-detail run may add after --frames for its picture to settle.
+SETTLE_FRAMES = 600
 
 
 @examples(__file__, "")
@@ -78,13 +85,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--format", choices=FORMATS, default="bc1",
                    help="full-detail format: bc1 (default, fastest) or bc7 (better colour, "
                         "twice the memory)")
-    p.add_argument("--zoom-to", type=positive_int, metavar="N",
-                   help="start zoomed onto image N (1 = the first), at one pixel per pixel")
+    start = p.add_mutually_exclusive_group()
+    start.add_argument("--zoom-to", type=positive_int, metavar="N",
+                       help="start with image N (1 = the first) opened: fitted to the "
+                            "screen, as the API's zoom_to(N - 1) and the window's Return")
+    start.add_argument("--full-size", type=positive_int, metavar="N",
+                       help="start at image N (1 = the first) at one image pixel per screen "
+                            "pixel, as the API's full_size(N - 1)")
     p.add_argument("--no-detail", action="store_true",
                    help="thumbnails only: encode no full detail")
     p.add_argument("--wait-detail", action="store_true",
-                   help="each frame waits for the full detail of what it shows "
-                        "(reproducible screenshots)")
+                   help="each frame waits for the full detail of what it shows, and a "
+                        f"headless run goes on after --frames (at most {SETTLE_FRAMES} "
+                        "frames more) until its picture is complete (reproducible, sharp "
+                        "screenshots)")
     p.add_argument("--workers", type=positive_int,
                    help="encoder processes (default: the cores but one)")
     p.add_argument("--encoder", choices=ENCODERS, default="cpu",
@@ -102,6 +116,23 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def _start_at(wall: ImageWall, args: argparse.Namespace) -> None:
+    """Where the camera starts: --zoom-to N (image N fitted) or --full-size N (image N at
+    one image pixel per screen pixel); a number past the images shows them all."""
+    option, n = (("--zoom-to", args.zoom_to) if args.zoom_to is not None
+                 else ("--full-size", args.full_size))
+    if n is None:
+        return
+    if n > len(wall.items):
+        log.warning("%s %d: only %d image(s); showing all", option, n, len(wall.items))
+        return
+    wall.navigator.resize(*args.size)
+    if args.zoom_to is not None:
+        wall.browser.open(n - 1)
+    else:
+        wall.full_size(n - 1)
+
+
 def run(args: argparse.Namespace) -> int:
     headless = headless_wanted(args.headless)
     kwargs = {"layout": args.layout, "order": args.order, "format": args.format,
@@ -109,20 +140,20 @@ def run(args: argparse.Namespace) -> int:
               "wait_detail": args.wait_detail, "max_pixels": args.max_pixels}
     single = len(args.paths) == 1 and os.path.isfile(args.paths[0])
     wall = ImageView(args.paths[0], **kwargs) if single else ImageWall(args.paths, **kwargs)
-    if args.zoom_to is not None:
-        if args.zoom_to > len(wall.items):
-            log.warning("--zoom-to %d: only %d image(s); showing all", args.zoom_to,
-                        len(wall.items))
-        else:
-            wall.navigator.resize(*args.size)
-            wall.full_size(args.zoom_to - 1)
+    _start_at(wall, args)
     frames = args.frames if args.frames is not None else (120 if headless else 0)
     result = run_command_scene(wall, frames=frames, headless=headless, hud=args.hud,
                                headless_frames=120, hooks=wall.hooks(args.report is not None),
                                size=args.size, budget=args.budget, screenshot=args.screenshot,
-                               report=args.report, provider=args.provider, trace=args.trace)
-    summary = {**result.summary, "images": len(wall.items),
+                               provider=args.provider, trace=args.trace,
+                               settle_frames=SETTLE_FRAMES if args.wait_detail else 0,
+                               title=wall.browser.title(None))
+    summary = {**result.summary, **wall.detail_clock.summary(), "images": len(wall.items),
                "skipped": [{"path": p, "problem": q} for p, q in wall.problems]}
+    if args.report is not None:  # written here: the summary's view part is known only now
+        result.summary.update(summary, image_files=[str(it.source) for it in wall.items])
+        save_outputs(result, None, args.report)
+        progress.info("report written to %s", result.report)
     print(json.dumps(summary, indent=1))
     sys.stdout.flush()
     return 1 if result.summary["leaked_objects"] else 0

@@ -94,21 +94,41 @@ def probe(path: str | os.PathLike[str], max_pixels: int = MAX_PIXELS) -> ImageIn
         raise TextureFormatError(path, f"cannot read image: {exc}") from exc
 
 
-def _to_srgb_rgba(im):
-    """Any Pillow mode -> RGBA, through the ICC profile to sRGB when there is one."""
+#: Modes `Image.reduce` and the ICC conversion take as they are; every other mode is first
+#: brought to one of them (`_to_8bit`).
+_EIGHT_BIT = ("L", "LA", "RGB", "RGBA", "CMYK")
+
+
+def _to_8bit(im):
+    """Any Pillow mode -> one of `_EIGHT_BIT`, keeping alpha: 16-bit and 32-bit grey scaled
+    to 8 bits with rounding, float clipped to [0, 1], palette (with its transparency) and
+    the rest converted by Pillow. Done before `reduce`, which refuses I;16 and P."""
     from PIL import Image
 
     mode = im.mode
+    if mode in _EIGHT_BIT:
+        return im
     if mode.startswith("I;16") or mode == "I":
         a = np.asarray(im).astype(np.int64)
         a = ((np.clip(a, 0, 65535) * 255 + 32767) // 65535).astype(np.uint8)
-        im = Image.fromarray(a, "L")
+        out = Image.fromarray(a, "L")
     elif mode == "F":
         a = np.asarray(im, np.float32)
-        im = Image.fromarray(np.rint(np.clip(np.nan_to_num(a), 0.0, 1.0) * 255).astype(
+        out = Image.fromarray(np.rint(np.clip(np.nan_to_num(a), 0.0, 1.0) * 255).astype(
             np.uint8), "L")
-    elif mode == "P":
-        im = im.convert("RGBA")
+    elif mode in ("P", "PA"):
+        out = im.convert("RGBA")
+    elif mode in ("La", "RGBa"):  # premultiplied: Pillow un-premultiplies
+        out = im.convert("RGBA")
+    else:  # "1", "RGBX", "YCbCr", "LAB", "HSV", ...
+        out = im.convert("RGB")
+    out.info = im.info  # the ICC profile, for the conversion
+    return out
+
+
+def _to_srgb_rgba(im):
+    """Any Pillow mode -> RGBA, through the ICC profile to sRGB when there is one."""
+    im = _to_8bit(im)
     icc = im.info.get("icc_profile")
     if icc and im.mode in ("RGB", "RGBA", "CMYK", "L", "LA"):
         try:
@@ -155,7 +175,8 @@ def decode_upright(path: str | os.PathLike[str], max_edge: int | None = None, *,
                 im.load()
                 factor = min(im.size[0] // want[0], im.size[1] // want[1])
                 # reduce() box-averages integer factors (cheap); the last step is filtered.
-                reduced = im.reduce(factor // 2) if factor >= 4 else im
+                flat = _to_8bit(im)
+                reduced = flat.reduce(factor // 2) if factor >= 4 else flat
                 reduced.info = im.info  # the ICC profile, for the conversion
                 out = _to_srgb_rgba(reduced).resize(want, Image.Resampling.LANCZOS)
             else:

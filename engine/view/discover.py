@@ -5,10 +5,14 @@ or Pillow reads (`IMAGE_SUFFIXES`, `TEXTURE_SUFFIXES`); a file named explicitly 
 whatever its suffix (it is then read or reported). Hidden files and folders are skipped in
 walks. Each file appears once, in the order given. Only regular files are kept: a FIFO,
 device or socket (named explicitly, in a folder or by a pattern) is skipped and named, never
-opened: reading a FIFO named `pipe.png` would wait forever for a writer.
+opened: reading a FIFO named `pipe.png` would wait forever for a writer. A symbolic link
+that leads nowhere (a loop, a link to itself, a missing target) is skipped and named too,
+never followed into an `OSError: Too many levels of symbolic links`, and so is a folder
+that cannot be read.
 """
 from __future__ import annotations
 
+import errno
 import glob
 import os
 import stat
@@ -52,6 +56,23 @@ def _special(spec: str, kind: str) -> tuple[str, str]:
     return spec, f"{kind}, not a regular file: skipped"
 
 
+def broken_link(path: Path | str) -> str | None:
+    """Why the symbolic link `path` cannot be followed ("a symbolic link loop", "a dangling
+    symbolic link ..."); None when it is no link or its target exists. The reason is the
+    problem reported: a loop otherwise surfaces as an ELOOP OSError from whatever stats it."""
+    try:
+        if not os.path.islink(path):
+            return None
+        os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "a symbolic link loop (it leads back to itself): skipped"
+        if exc.errno == errno.ENOENT:
+            return f"a dangling symbolic link (to {os.readlink(path)!r}, missing): skipped"
+        return f"a symbolic link that cannot be followed ({exc.strerror}): skipped"
+    return None
+
+
 def _walk(folder: Path, problems: list[tuple[str, str]] | None = None
           ) -> list[tuple[Path, Path]]:
     """(path, identity) of the wanted files below `folder`, in sorted order: the identity
@@ -64,11 +85,18 @@ def _walk(folder: Path, problems: list[tuple[str, str]] | None = None
     def visit(here: Path, real: Path) -> None:
         try:
             entries = sorted(os.scandir(here), key=lambda e: e.name)
-        except OSError:
+        except OSError as exc:  # no permission, gone since listed: named, the rest walked
+            if problems is not None:
+                problems.append((str(here), f"a folder that cannot be read "
+                                            f"({exc.strerror or exc}): skipped"))
             return
         subfolders = []
         for e in entries:  # a folder's own files first, then its subfolders, as os.walk
             if e.name.startswith("."):
+                continue
+            if e.is_symlink() and (why := broken_link(e.path)) is not None:
+                if problems is not None:
+                    problems.append((str(here / e.name), why))
                 continue
             if e.is_dir():  # a link to a folder is listed, not followed
                 if not e.is_symlink():
@@ -104,6 +132,8 @@ def discover(specs: list[str]) -> Discovery:
         kind = special_kind(path)
         if kind is not None:
             found.problems.append(_special(spec, kind))
+        elif (why := broken_link(path)) is not None:
+            found.problems.append((spec, why))
         elif path.is_dir():
             walked = _walk(path, found.problems)
             if not walked:
@@ -114,6 +144,8 @@ def discover(specs: list[str]) -> Discovery:
             add(path)
         elif glob.has_magic(spec):
             matches = sorted(glob.glob(os.path.expanduser(spec), recursive=True))
+            found.problems += [(m, why) for m in matches
+                               if _wanted(m) and (why := broken_link(m)) is not None]
             files = [Path(m) for m in matches if Path(m).is_file() and _wanted(Path(m))]
             found.problems += [_special(m, k) for m in matches
                                if _wanted(m) and (k := special_kind(m)) is not None]

@@ -34,12 +34,17 @@ class Navigator:
     home: float = 1.0  # the distance that fits everything: bounds the zoom
     #: the rectangle fitted last, refitted when the output changes shape, until the user moves
     fitted: tuple[Rect, float] | None = None
+    #: everything (the wall): `home` is the distance that fits it at the current aspect
+    everything: Rect | None = None
 
     @classmethod
     def fitting(cls, rect: Rect) -> Navigator:
-        nav = cls(0.0, 0.0, 1.0)
+        """Fitted to all of `rect`: `home` is set from the rectangle before the fit, which
+        it bounds (a home left at its default clamped a wide wall's first fit to 8 units:
+        a cropped middle)."""
+        nav = cls(0.0, 0.0, 1.0, everything=rect)
+        nav.home = nav._fit_distance(rect)
         nav.fit(rect)
-        nav.home = nav.distance
         return nav
 
     def _half_h(self, distance: float | None = None) -> float:
@@ -49,11 +54,14 @@ class Navigator:
     def _clamp(self, d: float) -> float:
         return min(self.home * FARTHEST, max(self.home * NEAREST, d))
 
+    def _fit_distance(self, rect: Rect, margin: float = 1.05) -> float:
+        height = max(rect.height, rect.width / self.aspect) * margin
+        return height / (2 * math.tan(math.radians(self.fovy_deg) / 2))
+
     def fit(self, rect: Rect, margin: float = 1.05) -> None:
         """Show all of `rect`, centred, with `margin` around it."""
-        height = max(rect.height, rect.width / self.aspect) * margin
         self.x, self.y = rect.center
-        self.distance = self._clamp(height / (2 * math.tan(math.radians(self.fovy_deg) / 2)))
+        self.distance = self._clamp(self._fit_distance(rect, margin))
         self.fitted = (rect, margin)
 
     def one_to_one(self, rect: Rect, image_pixels_high: int) -> None:
@@ -69,6 +77,8 @@ class Navigator:
             return
         changed = (width / height, int(height)) != (self.aspect, self.pixels_high)
         self.aspect, self.pixels_high = width / height, int(height)
+        if changed and self.everything is not None:  # a narrower output needs a farther home
+            self.home = self._fit_distance(self.everything)
         if changed and self.fitted is not None:
             self.fit(*self.fitted)
 

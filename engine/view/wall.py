@@ -30,9 +30,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from pyglm import glm
 
 from ..app.loop import FrameContext, FrameHook
+from ..diagnostics.live import process_age_s
 from ..errors import TextureFormatError, UsageError
 from ..gl.bc_encode import GpuBlockEncoder
 from ..gl.device import Device
@@ -44,11 +46,13 @@ from ..streaming.contract import TextureProvider
 from ..textures.progress import Progress
 from . import atlas as atlas_
 from . import cache
+from .browse import Browser
 from .decode import MAX_PIXELS
 from .discover import TEXTURE_SUFFIXES, discover, special_kind
 from .encoder import DetailEncoder, Job, process_pool
 from .layout import Rect, bounds, chunk_grid, grid, justified_rows
 from .navigator import Navigator
+from .settle import DetailClock
 
 log = logging.getLogger(__name__)
 
@@ -181,6 +185,10 @@ class ImageWall:
         for it, r in zip(self.items, rects):
             it.rect = r
         self.navigator = Navigator.fitting(bounds(rects))
+        #: the run's first complete frame (engine.view.settle), made anew by each build
+        self.detail_clock = DetailClock()
+        #: keys, double click and title in a window (engine.view.browse)
+        self.browser = Browser(self)
 
     # ------------------------------------------------------------------ CPU side
     def _load(self, files: list[Path]) -> None:
@@ -299,6 +307,7 @@ class ImageWall:
               options: Mapping[str, Any] | None = None) -> Scene:
         """The scene: one quad per chunk of every image, thumbnails registered at once."""
         chunk = min(self.chunk, device.caps.max_texture_size) // 4 * 4
+        self.detail_clock = DetailClock()
         scene = ViewScene(device)
         try:
             mesh = scene.add_mesh(Mesh(device, quad(1.0, 1.0), label="view-image"))
@@ -346,6 +355,7 @@ class ImageWall:
             scene.clear_color = (0.08, 0.08, 0.09)
             scene.camera = Camera(fovy_deg=self.navigator.fovy_deg)
             scene.navigator = self.navigator
+            scene.controls = self.browser
             scene.provider = provider
             if jobs:
                 scene.encoder = DetailEncoder(jobs, self.format, chunk, self.workers,
@@ -449,7 +459,8 @@ class ImageWall:
         self.navigator.fit(bounds([it.rect for it in self.items]))
 
     def zoom_to(self, index: int, fill: float = 0.95) -> None:
-        """Frame image `index` so it fills `fill` of the view."""
+        """Frame image `index` (0-based) so it fills `fill` of the view: what `--zoom-to
+        N` (1-based) and the window's Return do."""
         self.navigator.fit(self.items[index].rect, margin=1.0 / fill)
 
     def full_size(self, index: int) -> None:
@@ -458,22 +469,36 @@ class ImageWall:
         self.navigator.one_to_one(it.rect, it.height)
 
     def hooks(self, metrics: bool = False) -> list[FrameHook]:
-        """Frame hooks for the run: keep the navigator's aspect and height in step with the
-        output, and record the detail still missing (`view_pending_chunks`) and the fraction
-        of on-screen chunks shown from their own texture (`view_visible_ready`). `metrics`
+        """Frame hooks for the run (the frame loop keeps the navigator in step with the
+        output's size before each frame): record the detail still missing
+        (`view_pending_chunks`), the fraction of on-screen chunks shown from their own
+        texture (`view_visible_ready`) and whether the frame shows all its view will get
+        (`settled`, which also lets a window stop redrawing; the first such frame goes to
+        `detail_clock`), and whether detail off screen is still to encode
+        (`work_pending`: a settled window then draws a frame now and then). `metrics`
         adds the streamer's screen-weighted coverage (`at_wanted_fraction`, ...: one
-        residency query per texture a frame, for reports)."""
+        residency query per texture a frame, for reports; a texture served by tiles, as
+        atlas pages are, counts as resident there: `settled` does not)."""
         def hook(ctx: FrameContext) -> None:
-            w, h = ctx.renderer.output_size
-            self.navigator.resize(w, h)
             view = self.navigator.view_rect()
             chunks = [c for it in self.items for c in it.chunks]
             shown = [c for c in chunks if view.overlaps(c.rect)]
+            enc = getattr(ctx.scene, "encoder", None)
+            jobs = enc.jobs if enc is not None else {}  # a failed image's chunks leave it
+            encoding = any((it.index, c.k) in jobs for it in self.items for c in it.chunks
+                           if not c.ready and view.overlaps(c.rect)) if jobs else False
             ctx.record["view_pending_chunks"] = sum(1 for c in chunks if not c.ready)
             ctx.record["view_visible_ready"] = (sum(1 for c in shown if c.ready) / len(shown)
                                                 if shown else 1.0)
             ctx.record["view_images"] = len(self.items)
-            enc = getattr(ctx.scene, "encoder", None)
+            ctx.record["caption"] = self.browser.caption(self.browser.current)  # the HUD's
+            table = ctx.provider.resident_textures()  # a level fading in still changes
+            fading = bool(np.any(np.asarray(table.min_lod) > np.asarray(table.finest) + 1e-3))
+            ctx.record["settled"] = self.detail_clock.observe(
+                ctx.frame, ctx.record, fading or encoding, process_age_s())
+            # off-screen detail still to encode: a settled window still draws now and then,
+            # each frame handing the encoder its next jobs
+            ctx.record["work_pending"] = bool(jobs)
             if enc is not None:  # what a GPU encode may take in the next frame
                 budget = int(ctx.record.get("effective_budget_bytes",
                                             ctx.governor.budget_bytes))

@@ -403,7 +403,7 @@ class TiledCache:
                 f"{int(src.layout.wrap)}|{src.layout.levels}"
         if src.serve is not None:  # a copy in the served format: another file
             ident += f"|{src.layout.fmt.name}"
-        digest = hashlib.sha1(ident.encode()).hexdigest()[:16]
+        digest = hashlib.sha1(os.fsencode(ident)).hexdigest()[:16]  # any file name
         return self.folder / f"{Path(src.path).stem}-{digest}.vttiles"
 
     @staticmethod

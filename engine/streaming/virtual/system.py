@@ -462,8 +462,22 @@ class VirtualTextureSystem:
                    if obj is not None)
 
     def resident_tiles(self) -> int:
+        """Tiles held: whole-slot tiles and packed cells (many cells share one slot)."""
         return (self.policy.occupied if self.policy else 0) + len(self._tails) + \
             sum(c.occupied for c in self._cells if c is not None)
+
+    def used_slots(self) -> int:
+        """Cache slots holding at least one tile: whole-slot tiles, and each slot of packed
+        cells with a cell in use. What `cache_slots_used` reports against `cache.slots`;
+        counting cells instead (`resident_tiles`) overran the cache's slots."""
+        used = self.policy.occupied if self.policy is not None else 0
+        if self.fmt is None:
+            return used
+        for k, pol in enumerate(self._cells):
+            per, pinned = tails_per_slot(self.fmt, k), self._tail_count[k]
+            streamed = {(pinned + i) // per for i in pol.where.values()} if pol else set()
+            used += len(streamed | set(range(-(-pinned // per))))
+        return used
 
     def visible_tile_count(self) -> int:
         """Tiles the newest feedback made VISIBLE (asked for, or blended with by trilinear)
