@@ -19,6 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
+from .worker_life import pid_alive
+
 log = logging.getLogger(__name__)
 
 #: Temporary names the engine's writers use, each with the writer's pid.
@@ -91,7 +93,7 @@ def sweep_temps(folder: Path) -> int:
         if match is None:
             continue
         pid = int(match["a"] or match["b"])
-        if pid == os.getpid() or _alive(pid):
+        if pid == os.getpid() or pid_alive(pid):
             continue
         path = folder / name
         try:
@@ -104,15 +106,3 @@ def sweep_temps(folder: Path) -> int:
     if removed:
         log.info("%s: removed %d temporary file(s) of killed writers", folder, removed)
     return removed
-
-
-def _alive(pid: int) -> bool:
-    if not 0 < pid < 1 << 22:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -57,12 +57,15 @@ def _wait_for_end(owner: int, fd: int) -> None:
         while not poll.poll():  # readable once the owner has exited
             pass
     else:
-        while _alive(owner):
+        while pid_alive(owner):
             time.sleep(POLL_S)
     os._exit(1)
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process `pid` exists (of any user: another's answers PermissionError)."""
+    if not 0 < pid < 1 << 22:
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
