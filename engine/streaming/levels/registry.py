@@ -18,6 +18,7 @@ from ... import textures
 from ...errors import GLError, GLOutOfMemoryError
 from ...textures.transcode import ServedFile, serve_file
 from ..handles import HeadReader, LevelFiles
+from ..served_copies import SERVED_COPIES, ServedCopies
 from .backends import ReallocBackend, SparseBackend, Streamed, Uploader
 from .estimator import TextureArrays
 from .state import TextureTable, tail_base_level
@@ -27,13 +28,18 @@ log = logging.getLogger(__name__)
 Backend = ReallocBackend | SparseBackend
 
 
-def served(tf: textures.TextureFile, tail: dict[int, bytes], sampled
+def served(tf: textures.TextureFile, tail: dict[int, bytes], sampled,
+           copies: ServedCopies = SERVED_COPIES
            ) -> tuple[textures.TextureFile, dict[int, bytes]]:
-    """The file as the driver will hold it (`ServedFile` where it cannot sample the file's
-    own format: its reads transcode, on the workers) and its tail levels in that format."""
+    """The file as the driver will hold it and its tail levels in that format: itself; else
+    its copy in the served format from the cache (read as it is), or, until that copy is
+    made, a `ServedFile` whose reads transcode on the workers."""
     out = serve_file(tf, sampled)
     if not isinstance(out, ServedFile):
         return tf, tail
+    copy = copies.find(tf, out.pixel_format)
+    if copy is not None:
+        return copy, copy.read_levels_all(sorted(tail))
     return out, {i: out.transcode_level(i, data) for i, data in tail.items()}
 
 
