@@ -170,9 +170,10 @@ def test_monitor_shows_running_demos_and_forgets_them(tmp_path):
     finite = None
     try:
         _wait_for(folder, endless.pid, endless)
-        # started once the other one draws, so its frames (about 2 s of them alone) need
-        # only outlast one monitor command
-        finite = subprocess.Popen([sys.executable, *DEMO, "--frames", "600", "--report",
+        # started once the other one draws, so its frames need only outlast one monitor
+        # command (about 1 s): 1,000 frames take 2 s alone where objects are drawn one at a
+        # time (a GL 4.1 driver), 5 s with the batched frame
+        finite = subprocess.Popen([sys.executable, *DEMO, "--frames", "1000", "--report",
                                    str(report)], env=env, cwd=ROOT, stdout=subprocess.DEVNULL,
                                   stderr=subprocess.PIPE, text=True)
         _wait_for(folder, finite.pid, finite)
