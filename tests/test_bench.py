@@ -66,7 +66,7 @@ def test_quick_bench_writes_json(tmp_path):
     wall_rows = data["suites"]["wall"]["rows"]
     tiles = not any("no virtual flights" in n for n in data["suites"]["wall"]["notes"])
     assert {r["part"] for r in wall_rows} == {"wall", "efficiency", "prefetch", "cut", "scale",
-                                              "pan"} | ({"vt-memory"} if tiles else set())
+                                              "vt-memory"} | ({"pan"} if tiles else set())
     wall = [r for r in wall_rows if r["part"] == "wall"]
     assert {r["policy"] for r in wall} >= {"tiered", "lru-whole", "global-bias"}
     assert all(r["frames_over_budget"] == 0 for r in wall)

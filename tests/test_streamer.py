@@ -183,6 +183,22 @@ def test_big_levels_go_up_in_bands_within_budget(device, gov, tmp_path):
         s.release()
 
 
+def test_preload_refuses_at_once_what_the_pool_cannot_hold(device, files, caplog):
+    """A pool too small for every chain at level 0: preload says so at once instead of
+    evicting one texture to load another until its timeout."""
+    s = LevelStreamer(device, backend="realloc")
+    try:
+        for i, p in enumerate(files[:6]):
+            s.register(f"p{i}", p)
+        s.grant(texture_bytes("BC1_RGBA", 256, 256, levels=9) * 3)
+        start = time.perf_counter()
+        assert not s.preload(level=0, timeout=30.0)
+        assert time.perf_counter() - start < 5.0
+        assert any("cannot fit the pool" in r.getMessage() for r in caplog.records)
+    finally:
+        s.release()
+
+
 def test_preload_makes_every_texture_resident(device, files):
     """Without any frame drawn, preload streams every chain in (the tiered policy must treat
     the preloaded textures as visible, not as merely recent)."""

@@ -16,6 +16,7 @@ made deterministic (reference-image tests use a frame clock and `InlineLevelIO`)
 """
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -25,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from ...gl.device import Device
+from ...memory.sizes import format_bytes
 from ..cache import LevelCache
 from ..contract import FrameView, Residency, ResidentTextures
 from ..handles import HandleCache, HeadReader, LevelFiles
@@ -54,6 +56,8 @@ from .state import (
 __all__ = ["Clock", "LevelSource", "LevelSourceFactory", "LevelStreamer"]
 
 Clock = Callable[[], float]
+
+log = logging.getLogger(__name__)
 
 
 class LevelStreamer:
@@ -240,6 +244,18 @@ class LevelStreamer:
         if self._table is None and self.items:
             self._rebuild()
         ids = [self.registry.ids[k] for k in keys] if keys else list(range(len(self.items)))
+        if ids and self._pool and self._table is not None:
+            # what the asked textures hold at `level` (the others at their tails) cannot fit
+            # the pool: the streamer would evict one to load another until the timeout
+            base = np.minimum(self._table.tail_base, level)
+            others = np.ones(len(self.items), bool)
+            others[ids] = False
+            need = int(self._table.bytes_at(np.where(others, self._table.tail_base,
+                                                     base)).sum())
+            if need > self._pool:
+                log.warning("preload: %s of textures at level %d cannot fit the pool of %s",
+                            format_bytes(need), level, format_bytes(self._pool))
+                return False
         deadline = self.clock() + timeout
         while self.clock() < deadline:
             st = self._state
