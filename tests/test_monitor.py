@@ -171,9 +171,9 @@ def test_monitor_shows_running_demos_and_forgets_them(tmp_path):
     try:
         _wait_for(folder, endless.pid, endless)
         # started once the other one draws, so its frames need only outlast one monitor
-        # command (about 1 s): 1,000 frames take 2 s alone where objects are drawn one at a
-        # time (a GL 4.1 driver), 5 s with the batched frame
-        finite = subprocess.Popen([sys.executable, *DEMO, "--frames", "1000", "--report",
+        # command (about 1 s): 800 frames take 1.6 s alone where objects are drawn one at a
+        # time (a GL 4.1 driver), 4 s with the batched frame
+        finite = subprocess.Popen([sys.executable, *DEMO, "--frames", "800", "--report",
                                    str(report)], env=env, cwd=ROOT, stdout=subprocess.DEVNULL,
                                   stderr=subprocess.PIPE, text=True)
         _wait_for(folder, finite.pid, finite)
