@@ -60,14 +60,19 @@ def test_given_back_when_idle() -> None:
     assert segment_bytes(MiB, need(idle=IDLE_FRAMES - 1), 3, CAP) == MiB
 
 
+def _streamer(device, tmp_path) -> LevelStreamer:
+    """A whole-level streamer of eight 512² textures."""
+    s = LevelStreamer(device, backend="realloc")
+    for i, p in enumerate(make_textures(tmp_path, 8, 512)):
+        s.register(f"t{i}", p)
+    return s
+
+
 @pytest.mark.needs("ARB_buffer_storage")
 def test_the_streamers_ring_follows_its_uploads(device, tmp_path) -> None:
-    files = make_textures(tmp_path, 8, 512)
     gov = Governor(budget="1GiB")
-    s = LevelStreamer(device, backend="realloc")
+    s = _streamer(device, tmp_path)
     try:
-        for i, p in enumerate(files):
-            s.register(f"t{i}", p)
         assert s.uploader.ring is None and device.ledger.category_total("staging") == 0
         sizes = []
         for f in range(400):
@@ -84,12 +89,9 @@ def test_the_streamers_ring_follows_its_uploads(device, tmp_path) -> None:
 
 @pytest.mark.needs("ARB_buffer_storage")
 def test_the_ring_shrinks_within_the_frame_the_pools_room_goes(device, tmp_path) -> None:
-    files = make_textures(tmp_path, 8, 512)
     gov = Governor(budget="1GiB")
-    s = LevelStreamer(device, backend="realloc")
+    s = _streamer(device, tmp_path)
     try:
-        for i, p in enumerate(files):
-            s.register(f"t{i}", p)
         for f in range(200):
             step(device, gov, s, row_view(f, (2.0, 0.0, 1.0), 8))
             time.sleep(0.002)
