@@ -76,7 +76,8 @@ def test_uv_of_a_slot_maps_the_quad_onto_its_cell():
 
 
 def _run(device, photos, cache_dir):
-    view = ImageWall([photos], workers=1, detail=False, progress=False, cache_dir=cache_dir)
+    view = ImageWall([photos], workers=1, detail=False, progress=False, cache_dir=cache_dir,
+                     wait_detail=True)  # the picture compared is the settled one
     result = run_scene(view, device=device, frames=20, size=(480, 270), provider="streaming",
                        budget="64MiB", on_frame=view.hooks())
     return view, result

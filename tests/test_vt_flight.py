@@ -24,7 +24,10 @@ PANELS = 60
 HOLD = 24
 SIZE = 512
 #: Frames from a cut until 95% of the feedback's pixels find their wanted tile resident.
-CONVERGE_FRAMES = 16
+#: The page cache holds what the screen needs (engine/streaming/virtual/sizing.py), not every
+#: tile an earlier stop read, so the last cut, to the whole wall, reads most of its 60 tiles
+#: and 60 cells at the paced rate again (22 frames measured).
+CONVERGE_FRAMES = 24
 
 
 def flight(columns: int, rows: int, stops: int, seed: int) -> list[list]:
@@ -81,7 +84,7 @@ def wall_files(tmp_path_factory):
 def test_every_stop_converges_and_no_read_is_thrown_away(dev, wall_files):
     with dev.leak_check():
         converged, wasted, _ = fly(dev, wall_files, 4 << 20, concurrency=12, latency=6)
-    assert all(c is not None and c <= CONVERGE_FRAMES for c in converged), converged
+    assert all(c is not None and c <= CONVERGE_FRAMES for c in converged), str(converged)
     assert wasted == 0
 
 

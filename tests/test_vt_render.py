@@ -171,20 +171,38 @@ def test_feedback_loop_settles_on_the_full_picture_within_budget(dev, tmp_path_f
             vts.release()
 
 
-def test_cache_size_follows_the_allowance(dev, tex512):
+def test_cache_follows_the_need_within_the_allowance(dev, tex512, renderer):
+    """The allowance is a ceiling: the cache starts at what a small screen needs, grows as
+    more tiles are shown (keeping the ones it holds: copied on the GPU, not re-read), shrinks
+    at once below a smaller allowance, and still draws exactly the GL reference."""
     with dev.leak_check():
-        vts = VirtualTextureSystem(dev, 2 << 20)
+        vts = VirtualTextureSystem(dev, 8 << 20)
+        quads = ref = None
         try:
-            vts.register(tex512)
+            vt = vts.register(tex512, wrap="repeat")
+            vts.fit_screen(256, 144)
             vts.update()
-            before = vts.cache.slots
-            assert vts.nbytes <= 2 << 20
-            vts.set_allowance(6 << 20)
-            assert vts.cache.slots > before and vts.nbytes <= 6 << 20
-            assert vts.resident_tiles() == 1  # the pinned coarsest level came back with it
-            vts.set_allowance(1 << 20)
-            assert vts.nbytes <= 1 << 20
+            small = vts.cache.slots
+            assert vts.nbytes < (8 << 20) // 4
+            assert vts.preload(vts.all_tiles(vt, min_level=1), timeout=20)
+            assert vts.preload(vts.all_tiles(vt), timeout=20)
+            grown, held = vts.cache.slots, vts.resident_tiles()
+            assert grown > small and vts.resizes >= 1
+            assert vts.nbytes < (8 << 20) // 2  # the need, not the allowance
+            vts.set_allowance(vts.nbytes - 1)
+            assert vts.cache.slots < grown and vts.nbytes <= vts.allowance
+            assert 0 < vts.resident_tiles() <= held
+            assert vts.preload(vts.all_tiles(vt), timeout=20)
+            quads = QuadBatch(dev, quad_vertices(CORNERS, vt, 1.0))
+            ref = _reference(dev, tex512, vts.textures[vt].layout.levels, "repeat")
+            result = compare(renderer.draw_virtual(vts, quads, OBLIQUE)[..., :3],
+                             renderer.draw_reference(quads, OBLIQUE, [ref], [vt])[..., :3])
+            assert result.ok and result.max_difference <= 2, str(result)
         finally:
+            if quads is not None:
+                quads.release()
+            if ref is not None:
+                dev.release(ref)
             vts.release()
 
 

@@ -233,6 +233,7 @@ def run_profile(device: Device, prof: VirtualProfile) -> SuiteResult:
         panels: list[int] = []
         stop_notes: list[str] = []
         eff_rows = []
+        cache_b: list[int] = []  # the page cache and table, every frame
         screen_need = prof.output[0] * prof.output[1] * fmt.block_bytes / (
             fmt.block_w * fmt.block_h)
         upload_bytes, upload_s = 0, 0.0
@@ -255,6 +256,7 @@ def run_profile(device: Device, prof: VirtualProfile) -> SuiteResult:
                     fb_skipped.add(frame)
                 fb_timer.end()
                 frame_ms.append((time.perf_counter() - tf0) * 1e3)
+                cache_b.append(vts.nbytes)
                 cpu_ms.append(st.feedback_ms + st.table_ms)
                 tiles.append(st.tiles_uploaded)
                 upload_bytes += st.bytes_uploaded
@@ -324,7 +326,9 @@ def run_profile(device: Device, prof: VirtualProfile) -> SuiteResult:
             "cut_to_95pct_p95_frames": _pct(cut_frames, 95),
             "visible_tiles_over_screen_need_median": round(statistics.median(vis_b)
                                                            / screen_need, 2),
-            "cache_over_screen_need": round(vts.nbytes / screen_need, 2),
+            "cache_over_screen_need_median": round(statistics.median(cache_b) / screen_need, 2),
+            "cache_over_screen_need_max": round(max(cache_b) / screen_need, 2),
+            "cache_resizes": vts.resizes,
             "whole_level_floor_over_screen_need_median": round(statistics.median(whole_b)
                                                                / screen_need, 2),
             "cpu_feedback_table_ms_p50": round(_pct(cpu_ms, 50), 3),

@@ -359,6 +359,29 @@ class TilePolicy:
             out[key] = self.pin(key)
         return out
 
+    def shrink_or_grow(self, slots: int) -> tuple[list[tuple[int, int]], list[int]]:
+        """A new slot count whose cache keeps what it can (the elastic page cache): the
+        pinned tiles and then the best of the rest in eviction order (the worst go first, as
+        `admit` would have evicted them) move to slots 0..n-1 with their recency kept.
+        Returns the moves (old slot, new slot) and the keys dropped."""
+        slots = int(slots)
+        pinned = np.flatnonzero(self.pinned)
+        if slots < pinned.size:
+            raise BudgetError(f"{slots} slots cannot hold the {pinned.size} pinned tiles")
+        held = np.flatnonzero((self.slot_key != 0) & ~self.pinned)
+        score = self._victim_scores(self._ranks())[held]
+        held = held[np.argsort(score, kind="stable")]  # best (least evictable) first
+        keep = np.concatenate([pinned, held[:slots - pinned.size]])
+        dropped = [int(k) for k in self.slot_key[held[slots - pinned.size:]]]
+        saved = (self.slot_key[keep], self.pinned[keep], self.last_visible[keep],
+                 self.last_wanted[keep], self.current[keep])
+        self._reset(slots)
+        n = keep.size
+        (self.slot_key[:n], self.pinned[:n], self.last_visible[:n], self.last_wanted[:n],
+         self.current[:n]) = saved
+        self.where = {int(k): i for i, k in enumerate(self.slot_key[:n])}
+        return [(int(old), i) for i, old in enumerate(keep)], dropped
+
     # ------------------------------------------------------------------ internals
     def _occupy(self, slot: int, key: int) -> None:
         self.slot_key[slot] = key

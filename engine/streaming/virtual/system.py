@@ -22,6 +22,7 @@ rest streams back in.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +34,7 @@ from ...errors import BudgetError, FaultKind, TextureFormatError
 from ...formats import PixelFormat
 from ...gl.device import Device
 from ...memory import events
+from ...memory.split import MIN_STREAM_SLOTS
 from ...textures.transcode import blocks_transcoder, served_tile_format
 from ...gl.vt import (
     DepthFeedbackTarget,
@@ -48,6 +50,7 @@ from .io import TileIO
 from .pagetable import TABLE_WIDTH, PageTable
 from .policy import Tier, TilePolicy
 from .requests import TileRequests, expand_requests, reduce_feedback
+from .sizing import HEADROOM, ElasticSize, screen_tiles, wanted_slots
 from .tiles import (
     SLOT_TEXELS,
     TILE_TEXELS,
@@ -67,11 +70,6 @@ from .tiles import (
 )
 
 log = logging.getLogger(__name__)
-
-#: Of the cache's slots beyond the pinned ones, the share that holds streamed packed cells
-#: (the small levels of textures seen from afar); the rest holds the tiles of the textures
-#: seen close up, where the screen's detail is.
-CELL_SHARE = 0.125
 
 #: Texture units the system binds by default (high, out of the renderer's way).
 PROXY_UNIT = 13
@@ -180,6 +178,11 @@ class VirtualTextureSystem:
         self._class_cap = [0] * TAIL_CLASSES  # cells each class's slots hold
         self._cell_of: dict[int, int] = {}  # streamed cell key asked for -> its size class
         self._visible_slots = 0  # the newest requests' visible tiles that take whole slots
+        self._visible_cells = [0] * TAIL_CLASSES  # ... and those of each class of cells
+        #: Visible tiles to size the cache for before any feedback (`fit_screen`).
+        self._screen_hint = screen_tiles(1280, 720, TILE_TEXELS)
+        self._elastic = ElasticSize()
+        self.resizes = 0  # elastic resizes that kept the cache's tiles (copies)
         #: The newest feedback reduced to (unique keys, pixels) and the frame it showed.
         self.last_feedback: tuple[np.ndarray, np.ndarray] = (np.zeros(0, tile_keys.DTYPE),
                                                              np.zeros(0, np.int64))
@@ -249,10 +252,27 @@ class VirtualTextureSystem:
         return tile_keys.pack_one(vt, level, x, y)
 
     # ------------------------------------------------------------------ memory
-    def _slot_count(self) -> int:
+    def _most_slots(self) -> int:
+        """Slots the allowance pays for beside the table and the 1-byte LOD proxy."""
         assert self.fmt is not None
-        fixed = self.table.rows * TABLE_WIDTH * 4 + 1  # the table and the 1-byte LOD proxy
+        fixed = self.table.rows * TABLE_WIDTH * 4 + 1
         return (self.allowance - fixed) // slot_bytes(self.fmt)
+
+    def _fixed_slots(self) -> int:
+        """Slots of packed small levels (what the screen shows of them, with headroom) and
+        of whole pinned coarsest tiles."""
+        return sum(self._class_slots(1 << 30)) + self._whole_pinned()
+
+    def _whole_pinned(self) -> int:
+        """Coarsest tiles too large for a cell, each pinned in a whole slot."""
+        return len(self.pinned_data) - len(self._tails)
+
+    def _slot_count(self) -> int:
+        """The slots the cache holds: what the screen needs (engine/streaming/virtual/
+        sizing.py), within the allowance."""
+        asked = self.feedback_frame >= 0 or self._requests.keys.size > 0
+        visible = self._visible_slots if asked else self._screen_hint
+        return wanted_slots(self._fixed_slots(), visible, self._most_slots())
 
     def _tail_slots_needed(self) -> int:
         """The fewest slots the packed levels run with: their pinned cells and one slot of
@@ -264,20 +284,23 @@ class VirtualTextureSystem:
 
     def _class_slots(self, total: int) -> list[int]:
         """Slots each size class of packed small levels takes in a cache of `total` slots:
-        its pinned cells, then its share of CELL_SHARE of the slots beyond those for the
-        cells that stream (at least one slot, at most what all its levels fill)."""
+        its pinned cells, and for the cells that stream what the newest feedback shows of
+        them with headroom (at least one slot, at most what all its levels fill), cut to
+        what `total` leaves beside the whole pinned tiles and a few slots to stream."""
         if self.fmt is None:
             return [0] * TAIL_CLASSES
         per = [tails_per_slot(self.fmt, k) for k in range(TAIL_CLASSES)]
-        pinned = [-(-n // per[k]) for k, n in enumerate(self._tail_count)]
-        streaming = [k for k in range(TAIL_CLASSES) if self._cell_count[k]]
-        spare = max(0, total - sum(pinned) - len(streaming))
-        extra = int(spare * CELL_SHARE) // max(1, len(streaming))
-        out = list(pinned)
-        for k in streaming:
-            most = -(-(self._tail_count[k] + self._cell_count[k]) // per[k])
-            out[k] = min(most, max(pinned[k] + 1, pinned[k] + extra))
-        return out
+        out = [-(-n // per[k]) for k, n in enumerate(self._tail_count)]
+        extra = [0] * TAIL_CLASSES
+        for k in range(TAIL_CLASSES):
+            if self._cell_count[k]:
+                most = -(-(self._tail_count[k] + self._cell_count[k]) // per[k]) - out[k]
+                out[k] += 1
+                extra[k] = max(0, min(most, math.ceil(
+                    self._visible_cells[k] * HEADROOM / per[k])) - 1)
+        room = total - sum(out) - self._whole_pinned() - MIN_STREAM_SLOTS
+        scale = min(1.0, max(0, room) / sum(extra)) if sum(extra) > 0 else 0.0
+        return [n + max(0, int(e * scale)) for n, e in zip(out, extra, strict=True)]
 
     def _pinned_cells_fit(self) -> bool:
         """Every pinned cell has its place in its class's slots (a registration after the
@@ -305,7 +328,7 @@ class VirtualTextureSystem:
         sx, sy = cache_grid(slots, SLOT_TEXELS, self.device.caps.max_texture_size)
         class_slots = self._class_slots(sx * sy)
         tail_slots = sum(class_slots)
-        whole = len(self.pinned_data) - len(self._tails)  # coarsest tiles in whole slots
+        whole = self._whole_pinned()
         if sx * sy - tail_slots < max(1, whole):
             raise BudgetError(f"virtual texture allowance {self.allowance} bytes holds "
                               f"{max(0, sx * sy)} slots; {len(self.pinned_data)} textures "
@@ -377,12 +400,8 @@ class VirtualTextureSystem:
     def _upload_cell(self, key: int, k: int, cell: int, data: bytes) -> None:
         """Upload a packed level's slot bytes into cell `cell` of size class `k` and point
         its page-table entry there."""
-        per_row, size = tails_per_row(self.fmt, k), tail_texels(self.fmt, k)
-        per_slot = tails_per_slot(self.fmt, k)
-        sx, sy = self.cache.slot_origin(self._tail_bases[k] + cell // per_slot)
-        c = cell % per_slot
-        self.cache.upload_region(sx + (c % per_row) * size, sy + (c // per_row) * size, size,
-                                 tail_blocks(self.fmt, data, k))
+        x, y = self._cell_origin(self.cache, self._tail_bases[k], k, cell)
+        self.cache.upload_region(x, y, tail_texels(self.fmt, k), tail_blocks(self.fmt, data, k))
         self._record(key, TAIL_FLAG | (k << TAIL_CLASS_SHIFT) | cell)
 
     def _class_of(self, key: int) -> int:
@@ -447,13 +466,97 @@ class VirtualTextureSystem:
         self._dirty_vts.add(vt)
 
     def set_allowance(self, allowance_bytes: int) -> None:
-        """A new streaming allowance from the governor: rebuild when the slot count changes."""
+        """A new streaming allowance from the governor: a ceiling. The cache shrinks at once
+        when it no longer fits; a larger allowance is only room to grow into."""
         self.allowance = int(allowance_bytes)
-        if self.cache is not None and self._slot_count() != self.cache.slots:
-            sx, sy = cache_grid(self._slot_count(), SLOT_TEXELS,
-                                self.device.caps.max_texture_size)
-            if (sx, sy) != (self.cache.slots_x, self.cache.slots_y):
-                self._rebuild()
+        if self.cache is not None and self.cache.slots > self._most_slots():
+            self._resize(self._slot_count())
+
+    def _follow_need(self) -> None:
+        """Grow or shrink the cache to what the screen needs (`ElasticSize`); a class of
+        packed cells that needs more slots than it has grows the cache too."""
+        if self.cache is None or self.fmt is None:
+            return
+        size = self._elastic.decide(self.frame, self.cache.slots, self._slot_count(),
+                                    self._most_slots())
+        short = any(a > b for a, b in zip(self._class_slots(size), self._class_held(),
+                                          strict=True))
+        if size != self.cache.slots or short:
+            self._resize(size)
+
+    def _class_held(self) -> list[int]:
+        """Slots each class of packed cells holds now."""
+        ends = [*self._tail_bases[1:], self._tail_slots]
+        return [e - b for b, e in zip(self._tail_bases, ends, strict=True)]
+
+    def _resize(self, total: int) -> None:
+        """Make the cache `total` slots, keeping its pinned tiles and the best of the rest
+        (`TilePolicy.shrink_or_grow`, for whole slots and each class of cells) by copying
+        them on the GPU. Old and new coexist for the copy, so it is done only where both fit
+        the allowance (and the driver copies images); else the cache is remade and its
+        tiles stream back in."""
+        sx, sy = cache_grid(total, SLOT_TEXELS, self.device.caps.max_texture_size)
+        old, fmt = self.cache, self.fmt
+        classes = self._class_slots(sx * sy)
+        whole = sx * sy - sum(classes)
+        if (sx, sy) == (old.slots_x, old.slots_y) and classes == self._class_held():
+            return
+        if not self.device.caps.copy_image or whole < self._whole_pinned() + 1 or \
+                old.nbytes + sx * sy * slot_bytes(fmt) > self._most_slots() * slot_bytes(fmt):
+            self._rebuild()
+            return
+        bases = [0] * TAIL_CLASSES
+        for k in range(1, TAIL_CLASSES):
+            bases[k] = bases[k - 1] + classes[k - 1]
+        cache = PageCache(self.device, fmt, sx, sy, SLOT_TEXELS)
+        moves, regions, records = [], [], []
+        for k in range(TAIL_CLASSES):
+            per, size = tails_per_slot(fmt, k), tail_texels(fmt, k)
+            pinned_slots = -(-self._tail_count[k] // per)
+            moves += [(self._tail_bases[k] + i, bases[k] + i) for i in range(pinned_slots)]
+            cells = min(self._cell_count[k], classes[k] * per - self._tail_count[k])
+            pol = self._cells[k]
+            if pol is None or cells <= 0:
+                dropped = list(pol.where) if pol is not None else []
+                self._cells[k] = TilePolicy(cells, hold_frames=self.hold_frames,
+                                            grace_frames=self.grace_frames,
+                                            max_requests=self.max_requests) \
+                    if cells > 0 and self._cell_count[k] else None
+                records += [(key, None) for key in dropped]
+                continue
+            kept, dropped = pol.shrink_or_grow(cells)
+            records += [(key, None) for key in dropped]
+            for a, b in kept:
+                ca, cb = self._tail_count[k] + a, self._tail_count[k] + b
+                regions.append((self._cell_origin(old, self._tail_bases[k], k, ca),
+                                self._cell_origin(cache, bases[k], k, cb), size))
+                records.append((int(pol.slot_key[b]),
+                                TAIL_FLAG | (k << TAIL_CLASS_SHIFT) | cb))
+        kept, dropped = self.policy.shrink_or_grow(whole)
+        ts = sum(classes)
+        moves += [(a + self._tail_slots, b + ts) for a, b in kept]
+        records += [(key, None) for key in dropped]
+        records += [(int(self.policy.slot_key[b]), b + ts) for _, b in kept]
+        cache.copy_slots(old, moves)
+        cache.copy_regions(old, regions)
+        old.release()
+        self.cache = cache
+        self._tail_bases, self._tail_slots = bases, ts
+        for k in range(TAIL_CLASSES):
+            self._class_cap[k] = classes[k] * tails_per_slot(fmt, k)
+        for key, slot in records:
+            self._record(key, slot)
+        self.resizes += 1
+        log.debug("page cache %d -> %d slots (%d tiles and %d cells kept)", old.slots,
+                  cache.slots, len(kept), len(regions))
+
+    def _cell_origin(self, cache: PageCache, base: int, k: int, cell: int) -> tuple[int, int]:
+        """Texel origin of cell `cell` of size class `k` whose slots start at `base`."""
+        per_row, size, per = tails_per_row(self.fmt, k), tail_texels(self.fmt, k), \
+            tails_per_slot(self.fmt, k)
+        sx, sy = cache.slot_origin(base + cell // per)
+        c = cell % per
+        return sx + (c % per_row) * size, sy + (c // per_row) * size
 
     @property
     def nbytes(self) -> int:
@@ -497,6 +600,7 @@ class VirtualTextureSystem:
     def fit_screen(self, width: int, height: int) -> None:
         """Size the per-frame uploads (and reads asked for) to a render size of `width` x
         `height` (`uploads_for_screen`, at least the `max_uploads` it was made with)."""
+        self._screen_hint = screen_tiles(width, height, TILE_TEXELS)
         n = uploads_for_screen(width, height, self._min_uploads)
         if n == self.max_uploads:
             return
@@ -580,10 +684,12 @@ class VirtualTextureSystem:
             got = missing.tolist()
             ask.update((key, p) for key, p in zip(got, priority.tolist(), strict=True)
                        if key not in self._ready)
+            shown = int((req.tiers[m] == 0).sum())
             if k >= 0:
                 self._cell_of.update(dict.fromkeys(got, k))
+                self._visible_cells[k] = shown
             else:
-                self._visible_slots = int((req.tiers[m] == 0).sum())
+                self._visible_slots = shown
         for key, prio in ask.items():
             if key not in self._asked:
                 self.io.request(key, prio)
@@ -591,6 +697,7 @@ class VirtualTextureSystem:
             self.io.retain(ask)
         self._asked = set(ask)
         self.stats.requests = len(ask)
+        self._follow_need()
         self.stats.feedback_ms = (time.perf_counter() - t0) * 1e3
 
     def _deficit(self, keys: np.ndarray) -> np.ndarray | None:
