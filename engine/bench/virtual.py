@@ -224,6 +224,7 @@ def run_profile(device: Device, prof: VirtualProfile) -> SuiteResult:
         columns, rows = wall_extent(len(ids))
         verts = wall(columns, rows, ids, size=1.0, gap=0.1)
         quads = QuadBatch(device, verts, label="bench.vt.wall")
+        vts.fit_screen(*prof.output)  # as the provider does each frame
         vts.update()
         fmt = vts.fmt
         aspect = prof.output[0] / prof.output[1]
