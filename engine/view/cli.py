@@ -100,7 +100,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "frames more) until its picture is complete (reproducible, sharp "
                         "screenshots)")
     p.add_argument("--workers", type=positive_int,
-                   help="encoder processes (default: the cores but one)")
+                   help="decoder and encoder processes (default: every core)")
     p.add_argument("--encoder", choices=ENCODERS, default="cpu",
                    help="where full detail is encoded: cpu (the encoder processes, default) "
                         "or gpu (compute shaders, GL 4.3, a few ms of each frame; the "

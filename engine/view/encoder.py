@@ -54,6 +54,14 @@ def _lower_priority(increment: int) -> None:
         pass
 
 
+def default_workers(cores: int | None) -> int:
+    """Worker processes for the thumbnails and full detail of a machine of `cores` cores
+    (os.cpu_count(), None where unknown): every core, since the workers run niced below
+    the render loop (BACKGROUND_NICE), so frames keep their pace while decoding uses the
+    whole machine."""
+    return max(1, cores or 1)
+
+
 def process_pool(workers: int, background: bool = False) -> ProcessPoolExecutor:
     """A pool whose workers do not inherit the render process's threads and GL context:
     forked from a clean server process where the platform has one (forking a process with

@@ -49,7 +49,7 @@ from . import cache
 from .browse import Browser
 from .decode import MAX_PIXELS
 from .discover import TEXTURE_SUFFIXES, discover, special_kind
-from .encoder import DetailEncoder, Job, process_pool
+from .encoder import DetailEncoder, Job, default_workers, process_pool
 from .layout import Rect, bounds, chunk_grid, grid, justified_rows
 from .navigator import Navigator
 from .settle import DetailClock
@@ -138,8 +138,8 @@ class ImageWall:
     `layout`: "rows" (justified rows: aspect kept, nothing cropped) or "grid" (equal cells);
     `order`: "path" (sorted by file path) or "given" (as the paths and folder walks give
     them); `format`: full-detail BCn, "bc1" (8 bits a texel, fastest to encode) or "bc7"
-    (16 bits a texel, better colour); `workers`: encoder processes (default: the cores but
-    one); `encoder`: where full detail's blocks are made, "cpu" (the workers) or "gpu"
+    (16 bits a texel, better colour); `workers`: decoder and encoder processes (default: every
+    core); `encoder`: where full detail's blocks are made, "cpu" (the workers) or "gpu"
     (compute shaders on the render thread, a few ms a frame; the workers decode and write;
     `python -m engine bench encode` says which is faster on a machine); `detail`: False
     keeps the thumbnails only; `wait_detail`: each frame waits for the full detail of what it
@@ -167,7 +167,7 @@ class ImageWall:
         self.layout, self.format, self.thumb_edge = layout, format, int(thumb_edge)
         self.chunk, self.detail, self.wait_detail = int(chunk), detail, wait_detail
         self.max_pixels, self.progress = int(max_pixels), progress
-        self.workers = max(1, workers if workers is not None else (os.cpu_count() or 2) - 1)
+        self.workers = max(1, workers) if workers is not None else default_workers(os.cpu_count())
         self.cache_dir = cache_dir
         found = discover([os.fspath(p) for p in paths])
         files = sorted(found.files, key=lambda p: str(p)) if order == "path" else found.files
