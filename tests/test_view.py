@@ -267,6 +267,7 @@ def test_not_yet_encoded_chunks_show_the_thumbnail(device, tmp_path, isolated_ca
     Image.fromarray(marked(300, 400)).save(tmp_path / "a.png")
     wall = ImageWall([tmp_path / "m.png", tmp_path / "a.png"], chunk=256, detail=False,
                      layout="grid", order="given", workers=1, progress=False)
+    wall.make_thumbnails()  # no placeholders: the thumbnails are what is tested
     assert [it.source.name for it in wall.items] == ["m.png", "a.png"]
     result = run_scene(wall, device=device, frames=2, size=SIZE, provider="streaming",
                        budget="64MiB", on_frame=wall.hooks())

@@ -361,11 +361,12 @@ class ImageWall:
                     c.material = Material(f"{it.source.name}#{c.k}", albedo=tid, roughness=1.0)
                     if it.entry is None:
                         c.ready = True
-                    elif ph is not None:
-                        c.material.albedo_factor = ph.albedo_factor()
                     else:
-                        c.material.uv_transform = _compose(base, _sub_rect(c.box, it.width,
-                                                                            it.height))
+                        if ph is not None:
+                            c.material.albedo_factor = ph.albedo_factor()
+                        else:
+                            c.material.uv_transform = _compose(base, _sub_rect(
+                                c.box, it.width, it.height))
                         name = f"{it.entry}/{self.format}-{chunk}/c{c.k}.ktx2"  # chunk_path
                         if os.path.isfile(name):  # as a string: one stat per image here
                             path = Path(name)
