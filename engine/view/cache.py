@@ -7,9 +7,10 @@ change times and inode (an edited file gets a new folder, so the cache never sho
 picture, even one replaced with the same size and modification time by `cp -p` or
 `touch -r`: its change time and inode differ):
 `meta.json` (the upright size), `thumb<N>.ktx2` (a BCn mip chain whose longer
-edge is N), `embedded.ktx2` (a JPEG's EXIF thumbnail, shown until thumb<N> is made; a few KB,
-kept, as the streamer may read it while it is shown) and `<format>-<chunk>/c<k>.ktx2`, the full-detail chunk textures (the walls'
-thumbnail atlases live beside them, in atlas/: engine.view.atlas). Every job here
+edge is N), `embedded.ktx2` (a JPEG's EXIF thumbnail, shown until thumb<N> is made; a few
+KB, kept, as the streamer may read it while it is shown) and `<format>-<chunk>/c<k>.ktx2`,
+the full-detail chunk textures (the walls' thumbnail atlases live beside them, in atlas/:
+engine.view.atlas). Every job here
 is a top-level function of plain arguments, so a process pool (or any
 `concurrent.futures.Executor`) runs it; each returns a value rather than raising for a bad
 input, because an exception must cross a process boundary. Files are written to a temporary

@@ -272,7 +272,8 @@ class ImageWall:
                 and not cache.usable(cache.thumb_path(slots[i].entry, self.thumb_edge))]
         if lost:
             for i in lost:
-                slots[i] = self._sketched(i, files[i], slots[i].entry)  # type: ignore[union-attr,arg-type]
+                entry = slots[i].entry  # type: ignore[union-attr]
+                slots[i] = self._sketched(i, files[i], entry)  # type: ignore[arg-type]
             self._settle(index, slots, stats)
 
     def _thumbed(self) -> list[Item]:
