@@ -1,5 +1,5 @@
-"""The wheel carries what an installed engine needs: shaders, demos and sample assets inside
-the `engine` package, and no stray top-level `demos` module."""
+"""The wheel carries what an installed engine needs: shaders, demos, examples and sample
+assets inside the `engine` package, and no stray top-level `demos` module."""
 from __future__ import annotations
 
 import subprocess
@@ -24,9 +24,13 @@ def test_wheel_contains_shaders_demos_and_assets(tmp_path):
     assert shaders and all(f"engine/shaders/{s}" in names for s in shaders)
     demos = {p.name for p in (ROOT / "demos").glob("*.py")}
     assert all(f"engine/demos/{d}" in names for d in demos)
+    examples = {p.name for p in (ROOT / "examples").glob("*.py")}
+    assert "view_jupyter.py" in examples
+    assert all(f"engine/examples/{e}" in names for e in examples)
     assert "engine/assets/models/BoxTextured/BoxTextured.glb" in names
     assert "engine/diagnostics/snapshot.html" in names  # the snapshot page's template
     assert any(n.startswith("engine/assets/photos/") and n.endswith(".jpg") for n in names)
-    assert not any(n.startswith(("demos/", "shaders/", "assets/", "tests/")) for n in names)
+    assert not any(n.startswith(("demos/", "shaders/", "assets/", "examples/", "tests/"))
+                   for n in names)
     entry = next(n for n in names if n.endswith("entry_points.txt"))
     assert "engine.pytest_plugin" in zipfile.ZipFile(wheel).read(entry).decode()

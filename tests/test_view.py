@@ -19,7 +19,7 @@ from engine.view.decode import decode_upright, probe
 from engine.view.discover import discover
 from engine.view.layout import Rect, chunk_grid, justified_rows
 from engine.view.navigator import Navigator
-from engine.view.priority import ViewRect, detail_order
+from engine.view.priority import ViewRect, fill_order
 from engine.view.wall import ImageView, ImageWall
 from view_helpers import corners_match, marked, write_mixed
 
@@ -57,7 +57,7 @@ def test_chunk_grid_tiles_the_image_edge_to_edge():
 def test_detail_order_puts_the_largest_visible_first():
     view = ViewRect(0, 0, 10, 10, 720)
     rects = [Rect(50, 50, 51, 51), Rect(1, 1, 2, 2), Rect(2, 2, 6, 6), Rect(12, 0, 13, 1)]
-    assert detail_order(rects, view) == [2, 1, 3, 0]
+    assert fill_order([0] * 4, rects, view) == [2, 1, 3, 0]
 
 
 def test_navigator_zoom_keeps_the_point_under_the_cursor():
@@ -267,6 +267,7 @@ def test_not_yet_encoded_chunks_show_the_thumbnail(device, tmp_path, isolated_ca
     Image.fromarray(marked(300, 400)).save(tmp_path / "a.png")
     wall = ImageWall([tmp_path / "m.png", tmp_path / "a.png"], chunk=256, detail=False,
                      layout="grid", order="given", workers=1, progress=False)
+    wall.make_thumbnails()  # no placeholders: the thumbnails are what is tested
     assert [it.source.name for it in wall.items] == ["m.png", "a.png"]
     result = run_scene(wall, device=device, frames=2, size=SIZE, provider="streaming",
                        budget="64MiB", on_frame=wall.hooks())

@@ -31,6 +31,7 @@ def photos(tmp_path_factory) -> Path:
 
 def _thumbs(folder: Path, cache_dir: Path, count: int) -> list[Path]:
     wall = ImageWall([folder], workers=1, detail=False, progress=False, cache_dir=cache_dir)
+    wall.make_thumbnails()
     return [cache.thumb_path(it.entry, wall.thumb_edge) for it in wall.items][:count]
 
 
@@ -78,6 +79,7 @@ def test_uv_of_a_slot_maps_the_quad_onto_its_cell():
 def _run(device, photos, cache_dir):
     view = ImageWall([photos], workers=1, detail=False, progress=False, cache_dir=cache_dir,
                      wait_detail=True)  # the picture compared is the settled one
+    view.make_thumbnails()
     result = run_scene(view, device=device, frames=20, size=(480, 270), provider="streaming",
                        budget="64MiB", on_frame=view.hooks())
     return view, result
@@ -113,26 +115,27 @@ def test_an_atlas_wall_shows_the_picture_of_one_texture_per_thumbnail(
         assert mse == 0 or 10 * np.log10(255 ** 2 / mse) > 30, (it.source.name, mse)
 
 
-def test_a_warm_wall_needs_no_thumbnail_file_and_remakes_the_lost_ones(photos, tmp_path,
-                                                                        monkeypatch):
+def test_a_warm_wall_needs_no_thumbnail_file_and_remakes_the_lost_ones(photos, tmp_path):
     first = ImageWall([photos], workers=1, detail=False, progress=False,
                       cache_dir=tmp_path / "c")
+    assert first.atlas is None  # cold: every image a placeholder, no thumbnail decoded
+    first.make_thumbnails()
+    assert first.atlas is not None and all(first.atlas.slots)
     thumbs = [cache.thumb_path(it.entry, first.thumb_edge) for it in first.items]
     for t in thumbs:  # the atlas holds them all: a warm start looks for none of them
         t.unlink()
-    made: list[int] = []
-    real = wall_mod._thumb_jobs
-    monkeypatch.setattr(wall_mod, "_thumb_jobs",
-                        lambda w, pending: made.append(len(pending)) or real(w, pending))
     warm = ImageWall([photos], workers=1, detail=False, progress=False,
                      cache_dir=tmp_path / "c")
-    assert warm.atlas is not None and all(warm.atlas.slots) and made == [0]
-    for page in warm.atlas.pages:  # without the atlas they are missing, and made again
+    assert warm.atlas is not None and all(warm.atlas.slots)
+    assert not any(it.placeholder for it in warm.items)
+    for page in warm.atlas.pages:  # without the atlas they are missing: placeholders
         page.unlink()
     again = ImageWall([photos], workers=1, detail=False, progress=False,
                       cache_dir=tmp_path / "c")
-    assert made[-1] == 24 and all(t.is_file() for t in thumbs)
-    assert again.atlas is not None and all(again.atlas.slots) and len(again.items) == 24
+    assert all(it.placeholder for it in again.items) and again.atlas is None
+    again.make_thumbnails()
+    assert all(t.is_file() for t in thumbs) and len(again.items) == 24
+    assert again.atlas is not None and all(again.atlas.slots)
 
 
 def test_pages_made_on_an_executor_equal_those_made_in_process(photos, tmp_path):

@@ -42,6 +42,7 @@ def test_a_headless_run_goes_on_until_its_picture_settles(device, tmp_path, isol
     for i in range(2):
         Image.new("RGB", (300, 200), (40 * i, 90, 200)).save(tmp_path / f"{i}.png")
     wall = ImageWall([tmp_path], detail=False, workers=1, progress=False)
+    wall.make_thumbnails()  # no placeholders: the frames count the levels fading in
     result = run_scene(wall, device=device, frames=1, settle_frames=200, size=(160, 90),
                        provider="streaming", budget="64MiB", deterministic=True, dt=0.25,
                        on_frame=wall.hooks())

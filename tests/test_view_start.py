@@ -35,6 +35,7 @@ def test_the_first_frame_is_fitted_to_the_output(device, tmp_path, isolated_cach
     for i, (w, h) in enumerate([(300, 200), (200, 300), (400, 200)]):
         Image.fromarray(marked(w, h)).save(tmp_path / f"{i}.png")
     wall = ImageWall([tmp_path], detail=False, workers=1, progress=False)
+    wall.make_thumbnails()  # the corners are drawn from the thumbnails
     result = run_scene(wall, device=device, frames=1, size=(200, 400),
                        provider="streaming", budget="64MiB")
     for it in wall.items:

@@ -98,3 +98,29 @@ def corners_match(image: np.ndarray, nav, rect, tol: int = 60) -> list[str]:
         if np.abs(got - np.array(CORNERS[name])).max() > tol:
             wrong.append(f"{name} at ({x}, {y}): {tuple(got)}")
     return wrong
+
+
+def jpeg_with_thumbnail(path: Path, image: np.ndarray, thumb: np.ndarray,
+                        orientation: int = 1) -> None:
+    """Write `image` as a JPEG whose APP1 (EXIF) holds `thumb` as its IFD1 thumbnail, as a
+    camera writes it (Pillow writes no thumbnail itself): a little-endian TIFF header, IFD0
+    with the orientation, IFD1 with JPEGInterchangeFormat and its length."""
+    import io
+    import struct
+
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.fromarray(thumb).save(buf, "JPEG", quality=95)
+    jpeg = buf.getvalue()
+    entry = struct.Struct("<HHII")
+    ifd0 = 8
+    ifd1 = ifd0 + 2 + entry.size + 4
+    data = ifd1 + 2 + 3 * entry.size + 4
+    tiff = b"II*\x00" + struct.pack("<I", ifd0)
+    tiff += struct.pack("<H", 1) + struct.pack("<HHIHH", 0x0112, 3, 1, orientation, 0)
+    tiff += struct.pack("<I", ifd1)
+    tiff += struct.pack("<H", 3) + entry.pack(0x0103, 3, 1, 6) + \
+        entry.pack(0x0201, 4, 1, data) + entry.pack(0x0202, 4, 1, len(jpeg)) + \
+        struct.pack("<I", 0)
+    Image.fromarray(image).save(path, "JPEG", quality=95, exif=b"Exif\x00\x00" + tiff + jpeg)

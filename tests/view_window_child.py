@@ -54,6 +54,7 @@ def main(folder: str, out: str) -> int:
     window.IDLE_WAIT_S = 0.02  # iterations of an idle window pass quickly
     marks = idle_meter()
     wall = ImageWall([folder], detail=False, workers=1, progress=False)
+    wall.make_thumbnails()  # the idle window: nothing left to make
     nav = wall.navigator
     seen: dict[str, object] = {}
 

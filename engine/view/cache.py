@@ -7,8 +7,10 @@ change times and inode (an edited file gets a new folder, so the cache never sho
 picture, even one replaced with the same size and modification time by `cp -p` or
 `touch -r`: its change time and inode differ):
 `meta.json` (the upright size), `thumb<N>.ktx2` (a BCn mip chain whose longer
-edge is N) and `<format>-<chunk>/c<k>.ktx2`, the full-detail chunk textures (the walls'
-thumbnail atlases live beside them, in atlas/: engine.view.atlas). Every job here
+edge is N), `embedded.ktx2` (a JPEG's EXIF thumbnail, shown until thumb<N> is made; a few
+KB, kept, as the streamer may read it while it is shown) and `<format>-<chunk>/c<k>.ktx2`,
+the full-detail chunk textures (the walls' thumbnail atlases live beside them, in atlas/:
+engine.view.atlas). Every job here
 is a top-level function of plain arguments, so a process pool (or any
 `concurrent.futures.Executor`) runs it; each returns a value rather than raising for a bad
 input, because an exception must cross a process boundary. Files are written to a temporary
@@ -49,7 +51,8 @@ from ..textures import strips, tiff_tiles
 from ..textures.mipgen import generate_mips
 from ..textures.reader import open_texture
 from .backdrop import over_checkerboard
-from .decode import MAX_PIXELS, decode_upright, probe
+from ..textures.source_image import open_named
+from .decode import MAX_PIXELS, decode_upright, embedded_thumbnail, probe
 from .layout import chunk_grid
 
 log = logging.getLogger(__name__)
@@ -245,6 +248,29 @@ def encode_chain(rgba: np.ndarray, fmt: str, path: Path) -> int:
     levels = [encode_image(level, name) for level in generate_mips(rgba, colorspace="srgb")]
     h, w = rgba.shape[:2]
     return write_ktx2(path, name, w, h, levels)
+
+
+def embedded_path(entry: Path) -> Path:
+    return entry / "embedded.ktx2"
+
+
+def make_embedded(source: str, entry: str, fmt: str, max_pixels: int = MAX_PIXELS
+                  ) -> Meta | Failed:
+    """Worker job: write the JPEG's embedded EXIF thumbnail, upright, as a texture the wall
+    shows until the image's own thumbnail is decoded; the upright size."""
+    folder = Path(entry)
+    try:
+        info = probe(source, max_pixels)
+        with open_named(Path(source), max_pixels) as im:
+            thumb = embedded_thumbnail(im, info.orientation)
+    except TextureFormatError as exc:
+        return Failed(source, exc.problem)
+    if thumb is None:
+        return Failed(source, "no embedded thumbnail of the image's aspect")
+    rgba = np.asarray(thumb.convert("RGBA"), np.uint8)
+    folder.mkdir(parents=True, exist_ok=True)
+    encode_chain(rgba, fmt, embedded_path(folder))
+    return Meta(info.width, info.height)
 
 
 def make_thumbnail(source: str, entry: str, edge: int, fmt: str,

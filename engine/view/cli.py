@@ -100,7 +100,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "frames more) until its picture is complete (reproducible, sharp "
                         "screenshots)")
     p.add_argument("--workers", type=positive_int,
-                   help="encoder processes (default: the cores but one)")
+                   help="decoder and encoder processes (default: every core)")
     p.add_argument("--encoder", choices=ENCODERS, default="cpu",
                    help="where full detail is encoded: cpu (the encoder processes, default) "
                         "or gpu (compute shaders, GL 4.3, a few ms of each frame; the "
@@ -148,7 +148,10 @@ def run(args: argparse.Namespace) -> int:
                                provider=args.provider, trace=args.trace,
                                settle_frames=SETTLE_FRAMES if args.wait_detail else 0,
                                title=wall.browser.title(None))
+    # the first frame's placeholders: images drawn as a box of their colour, not a picture
+    first = result.frames[0].get("view_placeholders") if result.frames else None
     summary = {**result.summary, **wall.detail_clock.summary(), "images": len(wall.items),
+               "first_frame_placeholders": first,
                "skipped": [{"path": p, "problem": q} for p, q in wall.problems]}
     if args.report is not None:  # written here: the summary's view part is known only now
         result.summary.update(summary, image_files=[str(it.source) for it in wall.items])

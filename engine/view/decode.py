@@ -15,6 +15,10 @@ Fast low-resolution decodes (`decode_upright(..., max_edge=N)`): JPEG is decoded
 1/4 or 1/8 scale by its DCT (Pillow's `draft`), other formats are shrunk by `reduce` and a
 final filtered resize, so a 12 Mpx photograph's thumbnail costs a fraction of a full decode.
 
+A JPEG's embedded EXIF thumbnail (`embedded_thumbnail`: the camera's small preview in IFD1
+of its APP1 segment) is read without decoding the image: the first picture a cold wall shows
+of it, until its own thumbnail is decoded.
+
 Pillow's decompression-bomb guard is meant for files from strangers; a file the user named
 on the command line is read up to `max_pixels` (default `MAX_PIXELS`, raise it with
 `--max-pixels`), beyond which it is refused with a message saying so.
@@ -153,6 +157,36 @@ def _upright(im, orientation: int):
     for name in _ORIENT.get(orientation, ()):
         im = im.transpose(getattr(Image.Transpose, name))
     return im
+
+
+#: EXIF IFD1 tags: where the embedded JPEG thumbnail starts (from the TIFF header) and its
+#: length in bytes.
+_THUMB_OFFSET, _THUMB_LENGTH = 0x0201, 0x0202
+
+
+def embedded_thumbnail(im, orientation: int):
+    """The EXIF thumbnail embedded in the JPEG `im` (open, not decoded), upright RGB; None
+    when it has none, or one that does not parse or is not of the image's aspect (an
+    editor that cropped the image and kept the camera's preview)."""
+    from io import BytesIO
+
+    from PIL import ExifTags, Image
+
+    raw = im.info.get("exif") if im.format == "JPEG" else None
+    if not raw:
+        return None
+    try:
+        ifd1 = im.getexif().get_ifd(ExifTags.IFD.IFD1)
+        start, length = int(ifd1[_THUMB_OFFSET]), int(ifd1[_THUMB_LENGTH])
+        start += 6 if raw.startswith(b"Exif\x00\x00") else 0  # offsets count from the TIFF header
+        with Image.open(BytesIO(raw[start:start + length])) as thumb:
+            thumb = thumb.convert("RGB")
+    except (KeyError, ValueError, TypeError, OSError, SyntaxError, EOFError):
+        return None
+    (w, h), (tw, th) = im.size, thumb.size
+    if abs(tw / th - w / h) > 0.02 * (w / h):
+        return None
+    return _upright(thumb, orientation)
 
 
 def decode_upright(path: str | os.PathLike[str], max_edge: int | None = None, *,

@@ -1,5 +1,7 @@
-"""Full detail made in the background: a process pool encoding chunk textures into the cache,
-in the order the screen asks for them (engine.view.priority), a few jobs ahead of the pool.
+"""Pictures made in the background: a process pool writing each image's first pictures (its
+embedded EXIF thumbnail, its thumbnail: what replaces its placeholder on a cold wall) and its
+full-detail chunk textures into the cache, in the order the screen asks for them
+(engine.view.priority), a few jobs ahead of the pool.
 
 The render thread calls `pump(order)` once a frame: it collects what finished (never
 waiting) and submits the next jobs in `order`. An image of several chunks is first decoded
@@ -27,7 +29,7 @@ from ..gl.bc_encode import EncodeJob, GpuBlockEncoder
 from ..textures.bake import choose_format
 from ..textures.worker_life import watch_owner
 from . import cache
-from .priority import ViewRect, detail_order
+from .priority import THUMB, ViewRect, fill_order
 
 log = logging.getLogger(__name__)
 progress = logging.getLogger("engine.progress")
@@ -54,6 +56,14 @@ def _lower_priority(increment: int) -> None:
         pass
 
 
+def default_workers(cores: int | None) -> int:
+    """Worker processes for the thumbnails and full detail of a machine of `cores` cores
+    (os.cpu_count(), None where unknown): every core, since the workers run niced below
+    the render loop (BACKGROUND_NICE), so frames keep their pace while decoding uses the
+    whole machine."""
+    return max(1, cores or 1)
+
+
 def process_pool(workers: int, background: bool = False) -> ProcessPoolExecutor:
     """A pool whose workers do not inherit the render process's threads and GL context:
     forked from a clean server process where the platform has one (forking a process with
@@ -73,7 +83,7 @@ def _start_worker(owner: int, nice: int) -> None:
         _lower_priority(nice)
 
 
-Key = tuple[int, int]  # (image index, chunk number)
+Key = tuple[int, int]  # (image index, chunk number; EMBEDDED or THUMB: a first picture)
 
 
 def _pixels(job: Job) -> int:
@@ -89,6 +99,10 @@ class Job:
     entry: str
     box: tuple[int, int, int, int]
     staged: bool  # one of several chunks: read from the image's staging file
+
+    @property
+    def detail(self) -> bool:
+        return self.k >= 0
 
 
 @dataclass
@@ -111,7 +125,8 @@ def gpu_job_bytes(width: int, height: int) -> int:
 
 
 class DetailEncoder:
-    """`gpu`: encode on the GPU (see module); the encoder is released by `close()`."""
+    """`gpu`: encode on the GPU (see module); the encoder is released by `close()`;
+    `thumb_edge`: the edge of the thumbnails its THUMB jobs make."""
 
     #: Bytes a chunk's GPU encode (source chain and blocks) may take: the budget's room left,
     #: which `ImageWall.hooks` sets each frame (None before that, or without the hooks: no
@@ -119,9 +134,11 @@ class DetailEncoder:
     gpu_headroom: int | None = None
 
     def __init__(self, jobs: Sequence[Job], fmt: str, chunk: int, workers: int,
-                 max_pixels: int, gpu: GpuBlockEncoder | None = None) -> None:
+                 max_pixels: int, gpu: GpuBlockEncoder | None = None,
+                 thumb_edge: int = cache.THUMB_EDGE) -> None:
         self.jobs: dict[Key, Job] = {(j.item, j.k): j for j in jobs}
         self.fmt, self.chunk, self.workers, self.max_pixels = fmt, chunk, workers, max_pixels
+        self.thumb_edge = thumb_edge
         self._pool: ProcessPoolExecutor | None = None
         self._running: dict[Future, tuple[str, Any]] = {}
         self._staged: dict[int, bool] = {}  # item -> staging file written (False: in flight)
@@ -132,8 +149,8 @@ class DetailEncoder:
         self._failed: list[tuple[str, str]] = []
         self._dead: set[int] = set()  # items whose source failed: nothing more is tried
         self.cpu_seconds = 0.0
-        self._total = len(self.jobs)
-        self._total_px = sum(_pixels(j) for j in jobs)
+        self._total = sum(j.detail for j in jobs)
+        self._total_px = sum(_pixels(j) for j in jobs if j.detail)
         self._done = self._done_px = 0
         self._started: float | None = None
         self._said = 0.0
@@ -145,10 +162,11 @@ class DetailEncoder:
     def pending(self) -> int:
         return len(self.jobs)
 
-    def order(self, chunks: Mapping[Key, Any], view: ViewRect) -> list[Key]:
-        """The keys still to make, most wanted first (`chunks`: key -> object with .rect)."""
-        keys = [k for k in chunks if k in self.jobs]
-        return [keys[i] for i in detail_order([chunks[k].rect for k in keys], view)]
+    def order(self, parts: Mapping[Key, Any], view: ViewRect) -> list[Key]:
+        """The keys still to make, most wanted first (`parts`: key -> object with .rect)."""
+        keys = [k for k in parts if k in self.jobs]
+        return [keys[i] for i in fill_order([k for _, k in keys],
+                                            [parts[k].rect for k in keys], view)]
 
     def _submit(self, order: Sequence[Key]) -> None:
         if self._pool is None:
@@ -161,6 +179,15 @@ class DetailEncoder:
                 return
             job = self.jobs.get(key)
             if job is None or key in busy or job.item in self._dead:
+                continue
+            if not job.detail:
+                fut = self._pool.submit(cache.make_thumbnail, job.source, job.entry,
+                                        self.thumb_edge, self.fmt, self.max_pixels) \
+                    if job.k == THUMB else self._pool.submit(cache.make_embedded, job.source,
+                                                             job.entry, self.fmt,
+                                                             self.max_pixels)
+                self._running[fut] = ("first", key)
+                busy.add(key)
                 continue
             if job.staged and self._staged.get(job.item) is not True:
                 if job.item not in self._staged:
@@ -191,16 +218,24 @@ class DetailEncoder:
             try:
                 result = fut.result()
             except Exception as exc:  # noqa: BLE001 - a worker died (memory, a signal)
-                job = self.jobs.get(what) if kind == "chunk" else None
+                job = self.jobs.get(what) if kind != "stage" else None
                 source = job.source if job else next(
                     (j.source for j in self.jobs.values() if j.item == what), "?")
                 result = cache.Failed(source, f"{type(exc).__name__}: {exc}")
+            if kind == "first":
+                job = self.jobs.pop(what, None)
+                if job is None:  # its image failed meanwhile
+                    continue
+                if isinstance(result, cache.Failed):
+                    if job.k == THUMB:  # the image cannot be decoded: nor its detail
+                        self._fail(job.item, result)
+                    continue  # an embedded thumbnail that did not parse: the thumbnail comes
+                done.append((what, str(cache.thumb_path(Path(job.entry), self.thumb_edge)
+                                       if job.k == THUMB else
+                                       cache.embedded_path(Path(job.entry)))))
+                continue
             if isinstance(result, cache.Failed):
-                item = what if kind == "stage" else what[0]
-                self._dead.add(item)
-                self._failed.append((result.path, result.problem))
-                for key in [k for k in self.jobs if k[0] == item]:
-                    del self.jobs[key]
+                self._fail(what if kind == "stage" else what[0], result)
                 continue
             if kind == "pixels":
                 if what in self.jobs:
@@ -220,6 +255,13 @@ class DetailEncoder:
                 if not self._left[job.item]:
                     cache.drop_staging(Path(job.entry), self.fmt, self.chunk)
         return done
+
+    def _fail(self, item: int, failed: cache.Failed) -> None:
+        """Image `item` cannot be read: its jobs are dropped and nothing more is tried."""
+        self._dead.add(item)
+        self._failed.append((failed.path, failed.problem))
+        for key in [k for k in self.jobs if k[0] == item]:
+            del self.jobs[key]
 
     def _encode_on_gpu(self, budget_s: float | None) -> None:
         """Spend up to `budget_s` (None: no limit) encoding decoded chunks on the GPU; each
@@ -274,6 +316,8 @@ class DetailEncoder:
     def _report(self, changed: bool) -> None:
         """A progress line every PROGRESS_EVERY_S while encoding (chunks, megapixels, rate,
         time left) and one when everything is written."""
+        if not self._total:  # first pictures only: the wall's own progress says
+            return
         now = time.monotonic()
         if self._started is None:
             self._started = self._said = now

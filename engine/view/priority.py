@@ -1,8 +1,13 @@
-"""Which full-detail chunk to encode next: pure numbers from the camera and the layout.
+"""What the background workers make next: pure numbers from the camera and the layout.
 
-The screen asks first: chunks on screen before those off it; among those on screen, the ones
-drawn largest (most screen pixels per chunk, so the most visible blur) first; off screen,
-the nearest to the view first, so a pan finds its neighbours done.
+The queue holds each image's first pictures (its embedded EXIF thumbnail, then its own
+thumbnail: what replaces its placeholder) and its full-detail chunks. The screen asks
+first: what is on screen before what is off it. On screen, first pictures before detail,
+embedded before thumbnails, in reading order (rows top to bottom, each left to right, as a
+page of a browser fills), then the chunks drawn largest (most screen pixels per chunk, so
+the most visible blur) first. Off screen, first pictures before detail, each the nearest
+to the view first, so a pan finds its neighbours done. The order is asked again every
+frame, so it follows the view as it moves.
 """
 from __future__ import annotations
 
@@ -37,15 +42,25 @@ class ViewRect:
         return self.pixels_high / max(self.y1 - self.y0, 1e-12)
 
 
-def detail_order(rects: Sequence[Rect], view: ViewRect) -> list[int]:
-    """Indices of `rects` in the order their detail should be made (module docstring)."""
+#: Chunk numbers that stand for an image's first pictures in the queue, in the order they
+#: come: its embedded EXIF thumbnail, then its own thumbnail (chunks are numbered from 0).
+EMBEDDED, THUMB = -2, -1
+
+
+def fill_order(parts: Sequence[int], rects: Sequence[Rect], view: ViewRect) -> list[int]:
+    """Indices into `parts` (each a chunk number, or EMBEDDED / THUMB) and their world
+    `rects` (an image's whole rectangle for its first pictures), in the order they should
+    be made (module docstring)."""
     cx, cy = (view.x0 + view.x1) / 2, (view.y0 + view.y1) / 2
 
-    def key(i: int) -> tuple[int, float]:
-        r = rects[i]
+    def key(i: int) -> tuple[int, int, float, float]:
+        r, part = rects[i], parts[i]
+        tier = part - EMBEDDED if part < 0 else 2  # embedded 0, thumbnail 1, detail 2
         if view.overlaps(r):
-            return (0, -r.height * view.pixels_per_world())
+            if part < 0:
+                return (0, tier, -r.y1, r.x0)
+            return (0, tier, -r.height * view.pixels_per_world(), 0.0)
         rx, ry = r.center
-        return (1, math.hypot(rx - cx, ry - cy))
+        return (1, int(part >= 0), math.hypot(rx - cx, ry - cy), float(tier))
 
-    return sorted(range(len(rects)), key=key)
+    return sorted(range(len(parts)), key=key)

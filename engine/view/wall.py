@@ -1,11 +1,15 @@
 """`ImageWall` and `ImageView`: the user's images as a scene, for any host.
 
-`ImageWall(paths)` finds the images (folders, globs, files), makes the thumbnails the first
-frame is drawn from (in a process pool, cached) and lays them out; calling it with
-(device, provider, options) builds the scene, so it is a scene factory for `run_scene`,
-`FrameLoop.embedded` and the hosts in engine/hosts. While the scene runs, full detail is
-encoded in the background (engine.view.encoder), what the screen shows first, and each
-chunk replaces its part of the thumbnail as soon as it is written.
+`ImageWall(paths)` finds the images (folders, globs, files), reads what their cached
+thumbnails and headers say and lays them out; calling it with (device, provider, options)
+builds the scene, so it is a scene factory for `run_scene`, `FrameLoop.embedded` and the
+hosts in engine/hosts. An image whose thumbnail is not cached yet is drawn at once as a
+placeholder (engine.view.placeholder: a box of its aspect in its mean colour), so the first
+frame of a cold folder waits for no decode. While the scene runs, the background workers
+(engine.view.encoder) make what the screen shows first (engine.view.priority): embedded EXIF
+thumbnails and thumbnails, which replace the placeholders, then full detail, each chunk
+replacing its part of the thumbnail as soon as it is written. `make_thumbnails()` makes
+the missing thumbnails at once instead (a cache warmed before a run).
 
 Each image is one or more quads edge to edge: an image larger than `chunk` texels on a side
 (4096, or the driver's GL_MAX_TEXTURE_SIZE if smaller) is cut into a grid of chunk
@@ -42,14 +46,16 @@ from ..render.camera import Camera
 from ..render.material import Material
 from ..render.mesh import Mesh, quad
 from ..render.scene import Scene
-from ..streaming.contract import TextureProvider
+from ..streaming.contract import NO_TEXTURE, TextureProvider
 from ..textures.progress import Progress
 from . import atlas as atlas_
 from . import cache
 from .browse import Browser
 from .decode import MAX_PIXELS
 from .discover import TEXTURE_SUFFIXES, discover, special_kind
-from .encoder import DetailEncoder, Job, process_pool
+from .encoder import DetailEncoder, Job, default_workers, process_pool
+from .placeholder import Placeholder, placeholder
+from .priority import EMBEDDED, THUMB
 from .layout import Rect, bounds, chunk_grid, grid, justified_rows
 from .navigator import Navigator
 from .settle import DetailClock
@@ -89,6 +95,8 @@ class Item:
     entry: Path | None  # cache folder; None for a KTX2/DDS file shown as it is
     rect: Rect = field(default_factory=lambda: Rect(0, 0, 1, 1))
     chunks: list[Chunk] = field(default_factory=list)
+    #: what is drawn until its thumbnail is shown; None once it is (or was cached)
+    placeholder: Placeholder | None = None
 
     @property
     def aspect(self) -> float:
@@ -138,8 +146,8 @@ class ImageWall:
     `layout`: "rows" (justified rows: aspect kept, nothing cropped) or "grid" (equal cells);
     `order`: "path" (sorted by file path) or "given" (as the paths and folder walks give
     them); `format`: full-detail BCn, "bc1" (8 bits a texel, fastest to encode) or "bc7"
-    (16 bits a texel, better colour); `workers`: encoder processes (default: the cores but
-    one); `encoder`: where full detail's blocks are made, "cpu" (the workers) or "gpu"
+    (16 bits a texel, better colour); `workers`: decoder and encoder processes (default: every
+    core); `encoder`: where full detail's blocks are made, "cpu" (the workers) or "gpu"
     (compute shaders on the render thread, a few ms a frame; the workers decode and write;
     `python -m engine bench encode` says which is faster on a machine); `detail`: False
     keeps the thumbnails only; `wait_detail`: each frame waits for the full detail of what it
@@ -167,12 +175,13 @@ class ImageWall:
         self.layout, self.format, self.thumb_edge = layout, format, int(thumb_edge)
         self.chunk, self.detail, self.wait_detail = int(chunk), detail, wait_detail
         self.max_pixels, self.progress = int(max_pixels), progress
-        self.workers = max(1, workers if workers is not None else (os.cpu_count() or 2) - 1)
+        self.workers = max(1, workers) if workers is not None else default_workers(os.cpu_count())
         self.cache_dir = cache_dir
         found = discover([os.fspath(p) for p in paths])
         files = sorted(found.files, key=lambda p: str(p)) if order == "path" else found.files
         self.problems: list[tuple[str, str]] = list(found.problems)
         self.items: list[Item] = []
+        self._root = cache.writable_root(self.cache_dir or cache.view_root())
         self._load(files)
         for what, why in self.problems:
             log.warning("skipped %s: %s", what, why)
@@ -180,22 +189,35 @@ class ImageWall:
             named = ", ".join(os.fspath(p) for p in paths) or "(nothing)"
             why = f" ({self.problems[0][1]})" if len(self.problems) == 1 else ""
             raise UsageError(f"{named}: no image could be read{why}")
-        aspects = [it.aspect for it in self.items]
-        rects = justified_rows(aspects) if layout == "rows" else grid(aspects)
-        for it, r in zip(self.items, rects):
-            it.rect = r
-        self.navigator = Navigator.fitting(bounds(rects))
+        self.navigator = Navigator.fitting(self._lay_out())
         #: the run's first complete frame (engine.view.settle), made anew by each build
         self.detail_clock = DetailClock()
         #: keys, double click and title in a window (engine.view.browse)
         self.browser = Browser(self)
 
     # ------------------------------------------------------------------ CPU side
+    def _lay_out(self) -> Rect:
+        """Place the items (`layout`); the rectangle around them all."""
+        aspects = [it.aspect for it in self.items]
+        rects = justified_rows(aspects) if self.layout == "rows" else grid(aspects)
+        for it, r in zip(self.items, rects):
+            it.rect = r
+        return bounds(rects)
+
+    def _sketched(self, i: int, path: Path, entry: Path) -> Item | None:
+        """Image `i` as a placeholder until its thumbnail is made; None (and a problem)
+        when its header cannot be read."""
+        try:
+            ph = placeholder(path, self.max_pixels)
+        except TextureFormatError as exc:
+            self.problems.append((str(path), exc.problem))
+            return None
+        return Item(i, path, ph.width, ph.height, entry, placeholder=ph)
+
     def _load(self, files: list[Path]) -> None:
-        root = cache.writable_root(self.cache_dir or cache.view_root())
+        root = self._root
         index = cache.Index(root)
         slots: list[Item | None] = []
-        pending: list[tuple[int, Path, Path]] = []
         stats: dict[int, tuple[str, os.stat_result]] = {}
         trusted: list[int] = []  # the index says their thumbnails were made
         for i, path in enumerate(files):
@@ -239,34 +261,29 @@ class ImageWall:
             if meta is not None and cache.usable(cache.thumb_path(entry, self.thumb_edge)):
                 slots.append(Item(i, path, meta.width, meta.height, entry))
             else:
-                slots.append(None)
-                pending.append((i, path, entry))
-        self._settle(files, root, index, slots, stats, pending)
+                slots.append(self._sketched(i, path, entry))
+        self._settle(index, slots, stats)
         # Thumbnails the index knows are looked for only where the atlas does not hold them
         # (a cache folder cleaned by hand): a warm start of a wall stats no thumbnail.
         covered = set()
         if self.atlas is not None:
-            with_entry = [it for it in self.items if it.entry is not None]
-            covered = {id(it) for it, slot in zip(with_entry, self.atlas.slots) if slot}
+            covered = {id(it) for it, slot in zip(self._thumbed(), self.atlas.slots) if slot}
         lost = [i for i in trusted if slots[i] is not None and id(slots[i]) not in covered
                 and not cache.usable(cache.thumb_path(slots[i].entry, self.thumb_edge))]
         if lost:
-            again = [(i, files[i], slots[i].entry) for i in lost]  # type: ignore[union-attr]
             for i in lost:
-                slots[i] = None
-            self._settle(files, root, index, slots, stats, again)
+                entry = slots[i].entry  # type: ignore[union-attr]
+                slots[i] = self._sketched(i, files[i], entry)  # type: ignore[arg-type]
+            self._settle(index, slots, stats)
 
-    def _settle(self, files: list[Path], root: Path, index: cache.Index,
-                slots: list[Item | None], stats: dict[int, tuple[str, os.stat_result]],
-                pending: list[tuple[int, Path, Path]]) -> None:
-        """Make the `pending` thumbnails, remember every image in the index, number the
-        items and find (or make) their atlas."""
-        for i, result in _thumb_jobs(self, pending).items():
-            if isinstance(result, cache.Failed):
-                self.problems.append((result.path, result.problem))
-            else:
-                slots[i] = Item(i, files[i], result.width, result.height,
-                                cache.entry_dir(files[i], root, stats[i][1]))
+    def _thumbed(self) -> list[Item]:
+        """The items drawn from cached thumbnails: those an atlas holds, in order."""
+        return [it for it in self.items if it.entry is not None and it.placeholder is None]
+
+    def _settle(self, index: cache.Index, slots: list[Item | None],
+                stats: dict[int, tuple[str, os.stat_result]]) -> None:
+        """Remember every image in the index, number the items and find (or make) the
+        atlas of their thumbnails."""
         for i, it in enumerate(slots):
             if it is not None and it.entry is not None:
                 index.remember(*stats[i], it.entry, cache.Meta(it.width, it.height))
@@ -274,12 +291,28 @@ class ImageWall:
         self.items = [it for it in slots if it is not None]
         for n, it in enumerate(self.items):
             it.index = n
-        self.atlas = self._atlas(root)
+        self.atlas = self._atlas(self._root)
+
+    def make_thumbnails(self) -> None:
+        """Make every thumbnail not cached yet, now, in a pool, and the wall's atlas: a cache
+        warmed before a run, whose first frame has no placeholders. An image that cannot be
+        decoded keeps its placeholder and is in `problems`."""
+        pending = [(it.index, it.source, it.entry) for it in self.items
+                   if it.placeholder is not None]
+        for i, result in _thumb_jobs(self, pending).items():  # type: ignore[arg-type]
+            if isinstance(result, cache.Failed):
+                self.problems.append((result.path, result.problem))
+            else:
+                self.items[i].placeholder = None
+        if pending:
+            self.atlas = self._atlas(self._root)
 
     def _atlas(self, root: Path) -> atlas_.Atlas | None:
-        """The thumbnails of a wall of many images in a few shared pages (engine.view.atlas),
-        made once and kept in the cache; None for a few images."""
-        entries = [it.entry for it in self.items if it.entry is not None]
+        """The cached thumbnails of a wall of many images in a few shared pages
+        (engine.view.atlas), made once and kept in the cache; None for a few images.
+        Placeholders are not in it: their thumbnails come during the run, each its own
+        texture, and are in the atlas of the next run."""
+        entries = [it.entry for it in self._thumbed()]
         if len(entries) < ATLAS_MIN:
             return None
         # keyed by the cache folders' names: each names its source's path, size and time
@@ -320,13 +353,21 @@ class ImageWall:
                 # several chunks: staged by one decode, unless each reads its own tiles
                 staged = len(it.chunks) > 1 and self.detail and it.entry is not None and \
                     not cache.reads_by_tiles(it.source)
+                ph = it.placeholder
+                if ph is not None:  # drawn as its colour alone until its first picture
+                    jobs += [Job(it.index, k, str(it.source), str(it.entry),
+                                 (0, 0, it.width, it.height), False)
+                             for k in ((EMBEDDED, THUMB) if ph.embedded else (THUMB,))]
                 for c in it.chunks:
                     c.material = Material(f"{it.source.name}#{c.k}", albedo=tid, roughness=1.0)
                     if it.entry is None:
                         c.ready = True
                     else:
-                        c.material.uv_transform = _compose(base, _sub_rect(c.box, it.width,
-                                                                            it.height))
+                        if ph is not None:
+                            c.material.albedo_factor = ph.albedo_factor()
+                        else:
+                            c.material.uv_transform = _compose(base, _sub_rect(
+                                c.box, it.width, it.height))
                         name = f"{it.entry}/{self.format}-{chunk}/c{c.k}.ktx2"  # chunk_path
                         if os.path.isfile(name):  # as a string: one stat per image here
                             path = Path(name)
@@ -359,7 +400,8 @@ class ImageWall:
             scene.provider = provider
             if jobs:
                 scene.encoder = DetailEncoder(jobs, self.format, chunk, self.workers,
-                                              self.max_pixels, gpu=self._gpu_encoder(device))
+                                              self.max_pixels, gpu=self._gpu_encoder(device),
+                                              thumb_edge=self.thumb_edge)
             scene.on_update.append(lambda sc, t: self._update(sc))
             self.navigator.apply(scene.camera)
         except BaseException:
@@ -371,7 +413,7 @@ class ImageWall:
                              ) -> tuple[list[int], list[UvTransform]]:
         """Each image's first texture id and the UV transform onto its thumbnail: an atlas
         page and its slot where the wall has an atlas (and the driver takes its pages), else
-        the image's own thumbnail (or its KTX2/DDS file)."""
+        the image's own thumbnail (or its KTX2/DDS file); NO_TEXTURE for a placeholder."""
         atlas = self.atlas if self.atlas is not None and \
             self.atlas.page_edge <= device.caps.max_texture_size else None
         slots = iter(atlas.slots) if atlas is not None else None
@@ -379,6 +421,9 @@ class ImageWall:
         where: list[tuple[int, UvTransform]] = []  # (index in names, UV transform)
         pages: dict[int, int] = {}
         for it in self.items:
+            if it.placeholder is not None:
+                where.append((-1, IDENTITY))
+                continue
             slot = next(slots) if slots is not None and it.entry is not None else None
             if slot is not None:
                 assert atlas is not None
@@ -392,7 +437,7 @@ class ImageWall:
                           cache.thumb_path(it.entry, self.thumb_edge)))
             where.append((len(names) - 1, IDENTITY))
         ids = provider.register_many(names)
-        return [ids[n] for n, _ in where], [uv for _, uv in where]
+        return [ids[n] if n >= 0 else NO_TEXTURE for n, _ in where], [uv for _, uv in where]
 
     def _gpu_encoder(self, device: Device) -> GpuBlockEncoder | None:
         """The GPU encoder `encoder="gpu"` asks for; None (the workers encode) when this
@@ -422,7 +467,10 @@ class ImageWall:
         if enc is None:
             return
         view = self.navigator.view_rect()
-        by_key = {(it.index, c.k): c for it in self.items for c in it.chunks if not c.ready}
+        by_key: dict[tuple[int, int], Chunk | Item] = {
+            (it.index, c.k): c for it in self.items for c in it.chunks if not c.ready}
+        by_key.update(((it.index, k), it) for it in self.items if it.placeholder is not None
+                      for k in (EMBEDDED, THUMB))
         order = enc.order(by_key, view)
         if self.wait_detail:
             visible = [key for key, c in by_key.items() if view.overlaps(c.rect)]
@@ -430,14 +478,18 @@ class ImageWall:
         else:
             done = enc.pump(order)
         entries = []
-        chunks = []
+        shown = []
+        thumbs = {key[0] for key, _ in done if key[1] == THUMB}
         for key, path in done:
-            c = by_key.get(key)
-            if c is not None:
+            part = by_key.get(key)
+            if part is not None and not (key[1] == EMBEDDED and key[0] in thumbs):
                 entries.append((f"view:{path}", Path(path)))
-                chunks.append(c)
-        for c, tid in zip(chunks, scene.provider.register_many(entries)):
-            _show(c, tid)
+                shown.append((key[1], part))
+        for (k, part), tid in zip(shown, scene.provider.register_many(entries)):
+            if isinstance(part, Chunk):
+                _show(part, tid)
+            elif part.placeholder is not None:  # an embedded one after its thumbnail: late
+                _first_picture(part, tid, final=k == THUMB)
         for path, problem in enc.take_failures():
             self.problems.append((path, problem))
             log.warning("full detail of %s failed: %s", path, problem)
@@ -471,7 +523,8 @@ class ImageWall:
     def hooks(self, metrics: bool = False) -> list[FrameHook]:
         """Frame hooks for the run (the frame loop keeps the navigator in step with the
         output's size before each frame): record the detail still missing
-        (`view_pending_chunks`), the fraction of on-screen chunks shown from their own
+        (`view_pending_chunks`), the images drawn as placeholders, their thumbnail not
+        shown yet (`view_placeholders`), the fraction of on-screen chunks shown from their own
         texture (`view_visible_ready`) and whether the frame shows all its view will get
         (`settled`, which also lets a window stop redrawing; the first such frame goes to
         `detail_clock`), and whether detail off screen is still to encode
@@ -486,8 +539,13 @@ class ImageWall:
             enc = getattr(ctx.scene, "encoder", None)
             jobs = enc.jobs if enc is not None else {}  # a failed image's chunks leave it
             encoding = any((it.index, c.k) in jobs for it in self.items for c in it.chunks
-                           if not c.ready and view.overlaps(c.rect)) if jobs else False
+                           if not c.ready and view.overlaps(c.rect)) or \
+                any((it.index, THUMB) in jobs for it in self.items
+                    if it.placeholder is not None and view.overlaps(it.rect)) \
+                if jobs else False
             ctx.record["view_pending_chunks"] = sum(1 for c in chunks if not c.ready)
+            ctx.record["view_placeholders"] = sum(it.placeholder is not None
+                                                  for it in self.items)
             ctx.record["view_visible_ready"] = (sum(1 for c in shown if c.ready) / len(shown)
                                                 if shown else 1.0)
             ctx.record["view_images"] = len(self.items)
@@ -531,9 +589,23 @@ def _sub_rect(box: tuple[int, int, int, int], width: int, height: int) -> UvTran
             (0.0, float(y1 - y0) / height, float(y0) / height))
 
 
+def _first_picture(it: Item, tid: int, final: bool) -> None:
+    """Draw the chunks of `it` not encoded yet from texture `tid`, its embedded or (`final`)
+    its own thumbnail, instead of its placeholder's colour."""
+    for c in it.chunks:
+        if not c.ready:
+            assert c.material is not None
+            c.material.albedo = tid
+            c.material.albedo_factor = (1.0, 1.0, 1.0, 1.0)
+            c.material.uv_transform = _sub_rect(c.box, it.width, it.height)
+    if final:
+        it.placeholder = None
+
+
 def _show(c: Chunk, tid: int) -> None:
     assert c.material is not None
     c.material.albedo = tid
+    c.material.albedo_factor = (1.0, 1.0, 1.0, 1.0)  # a placeholder's colour no more
     c.material.uv_transform = IDENTITY
     c.ready = True
 

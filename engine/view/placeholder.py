@@ -1,0 +1,56 @@
+"""What a wall draws of an image before its thumbnail exists: a box of its upright aspect
+filled with its mean colour.
+
+Why: decoding thumbnails is the slow part of a cold start; the header gives the aspect at
+once and a JPEG's embedded EXIF thumbnail gives the colour for about a millisecond, so the
+first frame of any folder is fitted and shows every image's place without waiting for a
+decode. An image without an embedded thumbnail is neutral grey until its thumbnail comes.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..textures.mipgen import srgb_to_linear
+from ..textures.source_image import open_named
+from .decode import MAX_PIXELS, embedded_thumbnail, probe
+
+#: The colour (sRGB) of a placeholder whose image has no embedded thumbnail.
+GREY = (128, 128, 128)
+#: Edge the embedded thumbnail is drafted down to for its mean (DCT scaling: nearly free).
+_MEAN_EDGE = 16
+
+
+@dataclass(frozen=True)
+class Placeholder:
+    """An image's upright size and mean colour (sRGB 0..255); `embedded`: the file has an
+    EXIF thumbnail of its aspect, which a worker can show before the image's own."""
+
+    width: int
+    height: int
+    rgb: tuple[int, int, int]
+    embedded: bool
+
+    def albedo_factor(self) -> tuple[float, float, float, float]:
+        """The material factor that draws the box: its colour in linear light, as a texel
+        of an sRGB texture is sampled."""
+        r, g, b = (float(v) for v in srgb_to_linear(np.asarray(self.rgb, np.float32) / 255))
+        return (r, g, b, 1.0)
+
+
+def placeholder(path: str | os.PathLike[str], max_pixels: int = MAX_PIXELS) -> Placeholder:
+    """The placeholder of the image at `path`, from its header and embedded thumbnail only.
+    engine.errors.TextureFormatError naming the file when Pillow cannot open it."""
+    info = probe(path, max_pixels)
+    rgb, embedded = GREY, False
+    if info.format == "JPEG":
+        with open_named(Path(path), max_pixels) as im:
+            thumb = embedded_thumbnail(im, info.orientation)
+        if thumb is not None:
+            thumb.thumbnail((_MEAN_EDGE, _MEAN_EDGE))
+            mean = np.asarray(thumb, np.float32).reshape(-1, 3).mean(axis=0)
+            rgb, embedded = tuple(int(round(float(v))) for v in mean), True
+    return Placeholder(info.width, info.height, rgb, embedded)  # type: ignore[arg-type]
