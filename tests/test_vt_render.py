@@ -187,6 +187,8 @@ def test_cache_follows_the_need_within_the_allowance(dev, tex512, renderer):
             assert vts.preload(vts.all_tiles(vt, min_level=1), timeout=20)
             assert vts.preload(vts.all_tiles(vt), timeout=20)
             grown, held = vts.cache.slots, vts.resident_tiles()
+            assert vts.stats.in_hand == 0  # every tile read found its slot
+            assert all(np.prod(vts._grid(t)) >= t for t in range(1, 400))
             assert grown > small and vts.resizes >= 1
             assert vts.nbytes < (8 << 20) // 2  # the need, not the allowance
             vts.set_allowance(vts.nbytes - 1)

@@ -12,6 +12,7 @@ from engine.streaming.virtual.sizing import (
     SLAB_SLOTS,
     ElasticSize,
     screen_tiles,
+    room_for,
     wanted_slots,
 )
 from engine.streaming.virtual import keys as tile_keys
@@ -66,3 +67,8 @@ def test_a_shrink_keeps_the_pinned_and_the_best_tiles_with_their_recency():
     assert pol.slots == 16 and not dropped and all(a == b for a, b in moves)
     with pytest.raises(Exception, match="pinned"):
         pol.shrink_or_grow(0)
+
+
+def test_room_holds_every_wanted_tile_and_the_headroom_over_the_visible():
+    assert room_for(40, 0) == 50 and room_for(40, 70) == 70
+    assert wanted_slots(6, 72, 1000, asked=96) >= 6 + 96

@@ -2,8 +2,8 @@
 
 The governor's allowance is a ceiling. Below it the cache follows the newest feedback: the
 tiles the screen shows (each visible tile and the coarser one trilinear blends with) times a
-small headroom for the ancestors it falls back to and the tiles a moving view brings next,
-plus the slots of pinned tiles, rounded up to whole slabs. It grows at once (a screen that
+small headroom for the tiles a moving view brings next, or every tile it wants (the visible
+ones and the ancestors they fall back to) where that is more, plus the slots of pinned tiles, rounded up to whole slabs. It grows at once (a screen that
 shows more must not wait) and shrinks only after the need stayed a slab or more lower for a
 while (a resize costs a copy of every kept tile; a view that wobbles must not pay it each
 frame). Before any feedback, the screen's own tile count stands in for the visible tiles.
@@ -34,12 +34,18 @@ def screen_tiles(width: int, height: int, tile: int) -> int:
     return 2 * area + -(-area // 2)
 
 
-def wanted_slots(fixed: int, visible: int, most: int) -> int:
-    """The cache for `visible` visible whole-slot tiles beside `fixed` slots of pinned and
-    packed tiles, in whole slabs, at most `most` (the allowance's slots), at least the
-    floor (`fixed` and MIN_STREAM_SLOTS to stream)."""
+def room_for(visible: int, asked: int) -> int:
+    """Slots for `visible` visible tiles among `asked` wanted ones (their ancestors too):
+    every wanted tile, and at least the headroom over the visible ones."""
+    return max(math.ceil(max(0, visible) * HEADROOM), int(asked))
+
+
+def wanted_slots(fixed: int, visible: int, most: int, asked: int = 0) -> int:
+    """The cache for `visible` visible whole-slot tiles (of `asked` wanted: `room_for`)
+    beside `fixed` slots of pinned and packed tiles, in whole slabs, at most `most` (the
+    allowance's slots), at least the floor (`fixed` and MIN_STREAM_SLOTS to stream)."""
     floor = fixed + MIN_STREAM_SLOTS
-    want = fixed + math.ceil(max(0, visible) * HEADROOM)
+    want = fixed + room_for(visible, asked)
     want = -(-want // SLAB_SLOTS) * SLAB_SLOTS
     return max(min(floor, most), min(max(want, floor), most))
 

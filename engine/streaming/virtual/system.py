@@ -50,7 +50,7 @@ from .io import TileIO
 from .pagetable import TABLE_WIDTH, PageTable
 from .policy import Tier, TilePolicy
 from .requests import TileRequests, expand_requests, reduce_feedback
-from .sizing import HEADROOM, ElasticSize, screen_tiles, wanted_slots
+from .sizing import ElasticSize, room_for, screen_tiles, wanted_slots
 from .tiles import (
     SLOT_TEXELS,
     TILE_TEXELS,
@@ -179,6 +179,8 @@ class VirtualTextureSystem:
         self._cell_of: dict[int, int] = {}  # streamed cell key asked for -> its size class
         self._visible_slots = 0  # the newest requests' visible tiles that take whole slots
         self._visible_cells = [0] * TAIL_CLASSES  # ... and those of each class of cells
+        self._asked_slots = 0  # the newest requests' whole-slot tiles (visible and ancestors)
+        self._asked_cells = [0] * TAIL_CLASSES
         #: Visible tiles to size the cache for before any feedback (`fit_screen`).
         self._screen_hint = screen_tiles(1280, 720, TILE_TEXELS)
         self._elastic = ElasticSize()
@@ -258,6 +260,12 @@ class VirtualTextureSystem:
         fixed = self.table.rows * TABLE_WIDTH * 4 + 1
         return (self.allowance - fixed) // slot_bytes(self.fmt)
 
+    def _grid(self, total: int) -> tuple[int, int]:
+        """The cache's grid of at least `total` slots where the allowance holds them
+        (`cache_grid` gives at most as many, up to a row fewer)."""
+        return cache_grid(min(self._most_slots(), total + math.isqrt(max(0, total)) + 1),
+                          SLOT_TEXELS, self.device.caps.max_texture_size)
+
     def _fixed_slots(self) -> int:
         """Slots of packed small levels (what the screen shows of them, with headroom) and
         of whole pinned coarsest tiles."""
@@ -272,7 +280,8 @@ class VirtualTextureSystem:
         sizing.py), within the allowance."""
         asked = self.feedback_frame >= 0 or self._requests.keys.size > 0
         visible = self._visible_slots if asked else self._screen_hint
-        return wanted_slots(self._fixed_slots(), visible, self._most_slots())
+        return wanted_slots(self._fixed_slots(), visible, self._most_slots(),
+                            self._asked_slots if asked else 0)
 
     def _tail_slots_needed(self) -> int:
         """The fewest slots the packed levels run with: their pinned cells and one slot of
@@ -296,8 +305,8 @@ class VirtualTextureSystem:
             if self._cell_count[k]:
                 most = -(-(self._tail_count[k] + self._cell_count[k]) // per[k]) - out[k]
                 out[k] += 1
-                extra[k] = max(0, min(most, math.ceil(
-                    self._visible_cells[k] * HEADROOM / per[k])) - 1)
+                need = room_for(self._visible_cells[k], self._asked_cells[k])
+                extra[k] = max(0, min(most, -(-need // per[k])) - 1)
         room = total - sum(out) - self._whole_pinned() - MIN_STREAM_SLOTS
         scale = min(1.0, max(0, room) / sum(extra)) if sum(extra) > 0 else 0.0
         return [n + max(0, int(e * scale)) for n, e in zip(out, extra, strict=True)]
@@ -325,7 +334,7 @@ class VirtualTextureSystem:
                               f"textures have at most {self.device.caps.max_texture_size}")
         self._release_gpu()
         slots = self._slot_count()
-        sx, sy = cache_grid(slots, SLOT_TEXELS, self.device.caps.max_texture_size)
+        sx, sy = self._grid(slots)
         class_slots = self._class_slots(sx * sy)
         tail_slots = sum(class_slots)
         whole = self._whole_pinned()
@@ -495,7 +504,7 @@ class VirtualTextureSystem:
         them on the GPU. Old and new coexist for the copy, so it is done only where both fit
         the allowance (and the driver copies images); else the cache is remade and its
         tiles stream back in."""
-        sx, sy = cache_grid(total, SLOT_TEXELS, self.device.caps.max_texture_size)
+        sx, sy = self._grid(total)
         old, fmt = self.cache, self.fmt
         classes = self._class_slots(sx * sy)
         whole = sx * sy - sum(classes)
@@ -687,9 +696,9 @@ class VirtualTextureSystem:
             shown = int((req.tiers[m] == 0).sum())
             if k >= 0:
                 self._cell_of.update(dict.fromkeys(got, k))
-                self._visible_cells[k] = shown
+                self._visible_cells[k], self._asked_cells[k] = shown, int(m.sum())
             else:
-                self._visible_slots = shown
+                self._visible_slots, self._asked_slots = shown, int(m.sum())
         for key, prio in ask.items():
             if key not in self._asked:
                 self.io.request(key, prio)
