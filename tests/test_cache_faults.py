@@ -234,3 +234,23 @@ def test_staged_pixels_of_an_unfinished_image_are_not_left_on_disk(tmp_path):
     finally:
         enc.close()
     assert not staging.exists()
+
+
+def test_bytes_overwritten_inside_a_level_are_a_miss(tmp_path, caplog):
+    """64 KiB of noise in the middle of a level parses perfectly; its checksum does not."""
+    path = _chain(tmp_path / "c0.ktx2", 512, 512)
+    data = bytearray(path.read_bytes())
+    mid = len(data) // 2
+    data[mid:mid + 65536] = random.Random(35).randbytes(65536)
+    path.write_bytes(bytes(data))
+    caplog.set_level(logging.WARNING, "engine.view.cache")
+    assert cache.usable(path) is False and not path.exists()
+    said = [r.message for r in caplog.records if "is damaged" in r.message]
+    assert len(said) == 1 and "checksum of level 0" in said[0]
+
+
+def test_a_cached_texture_without_checksums_is_a_miss(tmp_path):
+    """A file from before checksums (or anyone's KTX2) is never trusted as a cache entry."""
+    path = tmp_path / "c0.ktx2"
+    ktx2_write.write_ktx2(path, "BC1_RGB_SRGB", 8, 4, [bytes(16)])
+    assert cache.usable(path) is False and not path.exists()
