@@ -420,3 +420,37 @@ def test_a_source_replaced_with_the_same_size_and_times_is_converted_again(tmp_p
         src2.close()
     finally:
         cache.close()
+
+
+def test_a_full_disk_mid_run_reads_the_files_as_they_are(tmp_path, caplog, monkeypatch):
+    """The cache folder fills while a copy is written: its temporary file is removed, one
+    warning names $ENGINE_CACHE, no more copies are made and the tiles come from the file."""
+    import errno
+    import logging
+
+    from engine.textures import tiled as tiled_mod
+
+    def full(*args, **kw):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(tiled_mod, "commit", full)
+    caplog.set_level(logging.WARNING)
+    folder = tmp_path / "cache"
+    cache = TiledCache(folder)
+    sources = [_source(chain_file(tmp_path, f"f{i}.ktx2", 256, seed=11 + i)) for i in range(2)]
+    try:
+        for src in sources:
+            cache.add(src)
+            _wait(cache)
+        assert cache.disabled and cache.made == 0 and not any(s.tiled for s in sources)
+        assert list(folder.iterdir()) == []
+        plain = _source(sources[0].path)
+        assert sources[0].read_tile(0, 1, 1) == plain.read_tile(0, 1, 1)
+        plain.close()
+        said = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+        assert len(said) == 1 and "$ENGINE_CACHE" in said[0]
+        assert "continues without caching" in said[0]
+    finally:
+        cache.close()
+        for src in sources:
+            src.close()

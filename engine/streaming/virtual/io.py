@@ -40,6 +40,7 @@ import numpy as np
 from ...errors import TextureFormatError
 from ...textures import TextureFile
 from ...textures.cachedir import cache_root
+from ...textures.durable import refused, warn_uncached
 from ...textures.identity import source_identity
 from ...textures.tiled import TiledFile, sidecar_path, tile_header, tile_records, write_tiled
 from ..cache import LevelCache, level_key
@@ -505,12 +506,13 @@ class TiledCache:
             self.made += 1
         except OSError as exc:
             self.failed += 1
-            if _writable(self.folder) is None:  # the source, not the folder
+            # a full disk still takes the empty probe file: its error says it first
+            if not refused(exc) and _writable(self.folder) is None:  # the source's fault
                 log.warning("%s: tiled copy not made, reading it as it is: %s", src.path, exc)
                 return
             self.disabled = str(exc)  # the folder stopped taking files (full, read-only)
-            log.warning("tile-contiguous copies are no longer made (%s: %s); virtual "
-                        "textures read their files as they are", self.folder, exc)
+            warn_uncached(self.folder, exc, "tile-contiguous copies (virtual textures read "
+                                            "their files as they are)")
         except (ValueError, TextureFormatError) as exc:
             if self._stop.is_set():  # closed while cutting: the half copy was removed
                 return
