@@ -254,3 +254,69 @@ def test_a_cached_texture_without_checksums_is_a_miss(tmp_path):
     path = tmp_path / "c0.ktx2"
     ktx2_write.write_ktx2(path, "BC1_RGB_SRGB", 8, 4, [bytes(16)])
     assert cache.usable(path) is False and not path.exists()
+
+
+def _enospc() -> OSError:
+    import errno
+
+    return OSError(errno.ENOSPC, "No space left on device")
+
+
+def test_a_full_disk_mid_run_makes_the_thumbnails_in_a_temporary_cache(
+        tmp_path, caplog, monkeypatch):
+    """The cache folder fills after its start-up check: the thumbnails it refuses are made
+    in the run's temporary cache, with one warning naming $ENGINE_CACHE; every image shows."""
+    from PIL import Image
+
+    folder, root = tmp_path / "photos", tmp_path / "cache"
+    folder.mkdir()
+    for i in range(3):
+        Image.fromarray(marked(64 + 8 * i, 48)).save(folder / f"p{i}.png")
+    make = cache.make_thumbnail
+
+    def full(source, entry, *args):
+        if Path(entry).parents[1] == root:
+            raise _enospc()
+        return make(source, entry, *args)
+
+    monkeypatch.setattr(cache, "make_thumbnail", full)
+    caplog.set_level(logging.WARNING)
+    wall = ImageWall([folder], workers=1, detail=False, progress=False, cache_dir=root)
+    assert len(wall.items) == 3 and not wall.problems
+    assert all(it.entry.parents[1] == cache.spare_root() for it in wall.items)
+    assert all(cache.usable(cache.thumb_path(it.entry, wall.thumb_edge)) for it in wall.items)
+    said = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(said) == 1 and "$ENGINE_CACHE" in said[0]
+    assert "continues without caching" in said[0] and _temps(root) == []
+
+
+@pytest.mark.slow  # a process pool
+def test_a_full_disk_mid_run_makes_full_detail_in_a_temporary_cache(tmp_path, caplog):
+    """A chunk write refused by a full cache folder: the chunks still to make go to the
+    run's temporary cache (one warning) and are made there."""
+    from concurrent.futures import Future
+
+    from PIL import Image
+
+    from engine.view.encoder import DetailEncoder, Job
+
+    src = tmp_path / "p.png"
+    Image.fromarray(marked(200, 100)).save(src)
+    entry = tmp_path / "cache" / "ab" / "abcd"
+    entry.mkdir(parents=True)
+    jobs = [Job(0, 0, str(src), str(entry), (0, 0, 200, 100), False)]
+    enc = DetailEncoder(jobs, "bc1", 256, 1, 1 << 30)
+    caplog.set_level(logging.WARNING)
+    try:
+        failed: Future = Future()
+        failed.set_exception(_enospc())
+        enc._running[failed] = ("chunk", (0, 0))
+        assert enc._collect([failed]) == [] and enc.pending == 1
+        done = enc.wait_for([(0, 0)], [(0, 0)])
+    finally:
+        enc.close()
+    moved = cache.spare_root() / "ab" / "abcd"
+    assert done == [((0, 0), str(cache.chunk_path(moved, "bc1", 256, 0)))]
+    assert cache.usable(Path(done[0][1])) and not enc.take_failures()
+    said = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(said) == 1 and "$ENGINE_CACHE" in said[0]

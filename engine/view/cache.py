@@ -128,6 +128,8 @@ class Index:
             return None
 
     def remember(self, key: str, st: os.stat_result, entry: Path, meta: Meta) -> None:
+        if entry.parents[1] != self.root:  # made in the spare folder: gone next run
+            return
         row = [source_identity(st), entry.name, meta.width, meta.height]
         if self.rows.get(key) != row:
             self.rows[key] = row
@@ -166,10 +168,22 @@ def read_meta(entry: Path) -> Meta | None:
         return None
 
 
+_spare: list[Path] = []
+
+
+def spare_root() -> Path:
+    """This run's temporary cache folder, made on first use and removed at exit: where the
+    viewer caches once its cache folder cannot be written."""
+    if not _spare:
+        _spare.append(Path(tempfile.mkdtemp(prefix="engine-view-cache-")))
+        atexit.register(shutil.rmtree, _spare[0], ignore_errors=True)
+    return _spare[0]
+
+
 def writable_root(root: Path) -> Path:
-    """`root` when this process can make files in it; else (read-only, no permission) a
-    temporary folder, removed at exit, and one warning naming $ENGINE_CACHE: the viewer
-    runs without a cache rather than failing on its first thumbnail."""
+    """`root` when this process can make files in it; else (read-only, no permission) the
+    `spare_root` and one warning naming $ENGINE_CACHE: the viewer runs without a cache
+    rather than failing on its first thumbnail."""
     try:
         root.mkdir(parents=True, exist_ok=True)
         fd, probe = tempfile.mkstemp(prefix=".probe.", dir=root)
@@ -178,8 +192,7 @@ def writable_root(root: Path) -> Path:
         sweep_temps(root)
         return root
     except OSError as exc:
-        spare = Path(tempfile.mkdtemp(prefix="engine-view-cache-"))
-        atexit.register(shutil.rmtree, spare, ignore_errors=True)
+        spare = spare_root()
         log.warning("the cache folder %s ($ENGINE_CACHE) cannot be written (%s): running "
                     "without a cache (a temporary one in %s, removed at exit)", root,
                     exc.strerror or exc, spare)

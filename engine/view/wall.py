@@ -43,6 +43,7 @@ from ..render.material import Material
 from ..render.mesh import Mesh, quad
 from ..render.scene import Scene
 from ..streaming.contract import TextureProvider
+from ..textures.durable import refused, warn_uncached
 from ..textures.progress import Progress
 from . import atlas as atlas_
 from . import cache
@@ -115,8 +116,11 @@ def _thumb_jobs(wall: ImageWall, pending: list[tuple[int, Path, Path]]) -> dict[
     with Progress(len(pending), "thumbnails", enabled=wall.progress) as bar:
         if workers <= 1 or len(pending) < 4:
             for i, src, entry in pending:
-                out[i] = cache.make_thumbnail(str(src), str(entry), wall.thumb_edge,
-                                              wall.format, wall.max_pixels)
+                try:
+                    out[i] = cache.make_thumbnail(str(src), str(entry), wall.thumb_edge,
+                                                  wall.format, wall.max_pixels)
+                except OSError as exc:
+                    out[i] = _refused(exc)
                 bar.advance(1, src.name)
             return out
         with process_pool(min(workers, len(pending))) as pool:
@@ -124,9 +128,20 @@ def _thumb_jobs(wall: ImageWall, pending: list[tuple[int, Path, Path]]) -> dict[
                                    wall.thumb_edge, wall.format, wall.max_pixels): (i, src)
                        for i, src, entry in pending}
             for fut, (i, src) in futures.items():
-                out[i] = fut.result()
+                try:
+                    out[i] = fut.result()
+                except OSError as exc:
+                    out[i] = _refused(exc)
                 bar.advance(1, src.name)
     return out
+
+
+def _refused(exc: OSError) -> OSError:
+    """A thumbnail's write the cache folder refused (full, read-only): the caller makes it
+    again in the spare folder; any other error is raised."""
+    if not refused(exc):
+        raise exc
+    return exc
 
 
 class ImageWall:
@@ -261,12 +276,24 @@ class ImageWall:
                 pending: list[tuple[int, Path, Path]]) -> None:
         """Make the `pending` thumbnails, remember every image in the index, number the
         items and find (or make) their atlas."""
-        for i, result in _thumb_jobs(self, pending).items():
+        results = _thumb_jobs(self, pending)
+        entries = {i: entry for i, _, entry in pending}
+        again = [(i, src, cache.spare_root() / entry.parent.name / entry.name)
+                 for i, src, entry in pending if isinstance(results[i], OSError)]
+        if again:  # the cache folder stopped taking files: the rest of the run in the spare
+            if root != cache.spare_root():
+                warn_uncached(root, results[again[0][0]], f"(a temporary cache in "
+                              f"{cache.spare_root()}, removed at exit)")
+                root = cache.spare_root()
+                results.update(_thumb_jobs(self, again))
+                entries.update((i, entry) for i, _, entry in again)
+        for i, result in results.items():
+            if isinstance(result, OSError):  # refused by the spare folder too
+                result = cache.Failed(str(files[i]), f"not cached: {result}")
             if isinstance(result, cache.Failed):
                 self.problems.append((result.path, result.problem))
             else:
-                slots[i] = Item(i, files[i], result.width, result.height,
-                                cache.entry_dir(files[i], root, stats[i][1]))
+                slots[i] = Item(i, files[i], result.width, result.height, entries[i])
         for i, it in enumerate(slots):
             if it is not None and it.entry is not None:
                 index.remember(*stats[i], it.entry, cache.Meta(it.width, it.height))
