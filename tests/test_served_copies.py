@@ -70,3 +70,53 @@ def test_a_sampled_format_needs_no_copy(tmp_path):
     tf = _bc7_file(tmp_path / "t.ktx2")
     same, _ = served(tf, {}, lambda fmt: True, copies)
     assert same is tf and not (tmp_path / "served").exists()
+
+
+def test_a_copy_whose_level_bytes_changed_is_a_miss(tmp_path, caplog):
+    """Bytes flipped inside a level parse fine; the copy's checksum catches them."""
+    copies = ServedCopies(tmp_path / "served")
+    tf = _bc7_file(tmp_path / "t.ktx2")
+    served(tf, {}, no_bptc, copies)
+    _wait(copies)
+    path = copies.path_for(tf, get("BC3"))
+    copy = open_texture(path)
+    data = bytearray(path.read_bytes())
+    data[copy.levels[0].offset + 100] ^= 0xFF
+    path.write_bytes(bytes(data))
+    again, _ = served(tf, {}, no_bptc, copies)
+    assert isinstance(again, ServedFile)
+    assert any("checksum of level 0" in r.getMessage() for r in caplog.records)
+    _wait(copies)
+    assert copies.made == 2
+
+
+def test_a_source_replaced_with_the_same_size_and_times_gets_another_copy(tmp_path):
+    import os
+
+    copies = ServedCopies(tmp_path / "served")
+    tf = _bc7_file(tmp_path / "t.ktx2")
+    before = copies.path_for(tf, get("BC3"))
+    st = os.stat(tf.path)
+    other = _bc7_file(tmp_path / "o.ktx2").path
+    os.replace(other, tf.path)  # as `cp -p` leaves it: same size and times, a new file
+    os.utime(tf.path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert copies.path_for(tf, get("BC3")) != before
+
+
+def test_a_full_disk_stops_the_copies_with_one_warning(tmp_path, caplog, monkeypatch):
+    import errno
+
+    from engine.streaming import served_copies
+
+    def full(*args, **kw):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(served_copies, "write_ktx2", full)
+    copies = ServedCopies(tmp_path / "served")
+    for name in ("a.ktx2", "b.ktx2"):
+        out, _ = served(_bc7_file(tmp_path / name), {}, no_bptc, copies)
+        assert isinstance(out, ServedFile)  # transcoded: the picture is there
+        _wait(copies)
+    said = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert copies.disabled and len(said) == 1
+    assert "$ENGINE_CACHE" in said[0] and "continues without caching" in said[0]

@@ -126,7 +126,7 @@ def test_bad_tiled_files_are_typed_errors(tmp_path):
     bad.write_bytes(b"nonsense")
     with pytest.raises(TextureFormatError):
         TiledFile(bad)
-    header = TiledHeader(16, 4, 0, 0, {})
+    header = TiledHeader(16, 4, "", {})
     path = write_tiled(tmp_path / "ok.vttiles", header, [bytes([i]) * 16 for i in range(4)])
     f = TiledFile(path)
     assert f.read(2) == bytes([2]) * 16
@@ -359,3 +359,98 @@ def test_block_rows_outside_a_level_or_of_a_supercompressed_one_are_refused(tmp_
     packed = textures.open(bc7_file(tmp_path, "z.ktx2", 256, seed=7, supercompression="zstd"))
     with pytest.raises(ValueError, match="plain image"):
         packed.read_block_rows(0, 0, 1)
+
+
+def test_a_damaged_record_reads_from_the_file_and_the_copy_is_made_again(tmp_path, caplog):
+    """64 KiB overwritten in the middle of a tiled copy: the records there fail their
+    checksum, so the tiles come from the file (the same bytes, never noise), one warning
+    names the copy and it is made again."""
+    import logging
+    import random
+
+    path = chain_file(tmp_path, "d.ktx2", 512, seed=8)
+    cache = TiledCache(tmp_path / "cache")
+    src, plain = _source(path), _source(path)
+    try:
+        cache.add(src)
+        _wait(cache)
+        copy = src.tiled_path
+        data = bytearray(copy.read_bytes())
+        mid = len(data) // 2
+        data[mid:mid + 65536] = random.Random(35).randbytes(65536)
+        copy.write_bytes(bytes(data))
+        caplog.set_level(logging.WARNING, "engine.streaming.virtual.io")
+        lay = plain.layout
+        keys = [(lv, x, y) for lv in range(lay.levels) for y in range(lay.grid(lv)[1])
+                for x in range(lay.grid(lv)[0])]
+        assert all(src.read_tile(*k) == plain.read_tile(*k) for k in keys)
+        _wait(cache)
+        assert cache.made == 2 and src.tiled
+        assert all(src.read_tile(*k) == plain.read_tile(*k) for k in keys)
+        said = [r.message for r in caplog.records if "is damaged" in r.message]
+        assert len(said) == 1 and "checksum differs" in said[0]
+    finally:
+        cache.close()
+        src.close()
+        plain.close()
+
+
+def test_a_source_replaced_with_the_same_size_and_times_is_converted_again(tmp_path):
+    """`cp -p` / `touch -r`: same size and mtime, new content; the inode and change time
+    tell the copy is stale."""
+    path = chain_file(tmp_path, "p.ktx2", 256, seed=9)
+    cache = TiledCache(tmp_path / "cache")
+    try:
+        src = _source(path)
+        cache.add(src)
+        _wait(cache)
+        st = os.stat(path)
+        other = chain_file(tmp_path, "other.ktx2", 256, seed=10)
+        os.replace(other, path)
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+        assert (os.stat(path).st_size, os.stat(path).st_mtime_ns) == (st.st_size,
+                                                                       st.st_mtime_ns)
+        assert not src._tiled.matches(path)
+        src2 = _source(path)
+        cache.add(src2)
+        _wait(cache)
+        assert cache.made == 2 and src2.tiled
+        assert src2.read_tile(0, 0, 0) == _source(path).read_tile(0, 0, 0)
+        src.close()
+        src2.close()
+    finally:
+        cache.close()
+
+
+def test_a_full_disk_mid_run_reads_the_files_as_they_are(tmp_path, caplog, monkeypatch):
+    """The cache folder fills while a copy is written: its temporary file is removed, one
+    warning names $ENGINE_CACHE, no more copies are made and the tiles come from the file."""
+    import errno
+    import logging
+
+    from engine.textures import tiled as tiled_mod
+
+    def full(*args, **kw):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(tiled_mod, "commit", full)
+    caplog.set_level(logging.WARNING)
+    folder = tmp_path / "cache"
+    cache = TiledCache(folder)
+    sources = [_source(chain_file(tmp_path, f"f{i}.ktx2", 256, seed=11 + i)) for i in range(2)]
+    try:
+        for src in sources:
+            cache.add(src)
+            _wait(cache)
+        assert cache.disabled and cache.made == 0 and not any(s.tiled for s in sources)
+        assert list(folder.iterdir()) == []
+        plain = _source(sources[0].path)
+        assert sources[0].read_tile(0, 1, 1) == plain.read_tile(0, 1, 1)
+        plain.close()
+        said = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+        assert len(said) == 1 and "$ENGINE_CACHE" in said[0]
+        assert "continues without caching" in said[0]
+    finally:
+        cache.close()
+        for src in sources:
+            src.close()

@@ -4,9 +4,12 @@ Where the driver cannot sample a file's format (BC7 on macOS), every level read 
 on the I/O threads (engine/textures/transcode.py): a few milliseconds a level, paid again on
 every run and on every cut. A copy in the served format, written once in the background
 into `$ENGINE_CACHE/served/`, is then read as it is, at a plain read's speed, like the
-virtual textures' tiled copies. A copy is found by the source's path, size and mtime and the
-served format; one that does not open, or does not match the source's shape, is ignored and
-made again. Only single 2D images are copied (arrays and cube maps keep transcoding).
+virtual textures' tiled copies. A copy is found by the source's path and identity (size,
+times, inode: engine.textures.identity) and the served format; one that does not open, does
+not match the source's shape or differs from its checksums (a CRC32 per level, checked when
+it is found) is ignored and made again. Only single 2D images are copied (arrays and cube
+maps keep transcoding). A folder that stops taking files (full, read-only) stops the making
+with one warning; the levels keep being transcoded.
 """
 from __future__ import annotations
 
@@ -19,8 +22,10 @@ from pathlib import Path
 
 from ..errors import TextureFormatError
 from ..formats import PixelFormat
-from ..textures import TextureFile, open_texture
+from ..textures import TextureFile, checksum, open_texture
 from ..textures.cachedir import cache_root
+from ..textures.durable import refused, warn_uncached
+from ..textures.identity import source_identity
 from ..textures.ktx2_write import write_ktx2
 from ..textures.transcode import ServedFile
 
@@ -45,8 +50,7 @@ class ServedCopies:
         return self.folder if self.folder is not None else cache_root() / "served"
 
     def path_for(self, tf: TextureFile, fmt: PixelFormat) -> Path:
-        st = os.stat(tf.path)
-        ident = f"{Path(tf.path).resolve()}|{st.st_size}|{st.st_mtime_ns}|{fmt.name}"
+        ident = f"{Path(tf.path).resolve()}|{source_identity(os.stat(tf.path))}|{fmt.name}"
         digest = hashlib.sha1(os.fsencode(ident)).hexdigest()[:16]
         return self._root() / f"{Path(tf.path).stem}-{digest}.ktx2"
 
@@ -69,6 +73,7 @@ class ServedCopies:
                 if copy.pixel_format is fmt and (copy.width, copy.height) == (tf.width,
                                                                             tf.height) \
                         and len(copy.levels) == len(tf.levels):
+                    checksum.verify(copy)
                     return copy
             except (TextureFormatError, OSError) as exc:
                 log.warning("%s: its copy in %s is damaged (%s); made again", tf.path,
@@ -93,20 +98,27 @@ class ServedCopies:
     def _work(self) -> None:
         while (job := self._jobs.get()) is not None:
             tf, fmt = job
+            if self.disabled is not None:
+                continue
             try:
                 self._make(tf, fmt)
             except (TextureFormatError, OSError, ValueError) as exc:
+                if refused(exc) or isinstance(exc, OSError) and \
+                        not os.access(self._root(), os.W_OK):
+                    if self.disabled is None:
+                        warn_uncached(self._root(), exc, "served-format copies (their "
+                                      "levels keep being transcoded)")
+                    self.disabled = str(exc)
+                    continue
                 log.warning("%s: no copy in %s made (%s); its levels keep being transcoded",
                             tf.path, fmt.name, exc)
-                if isinstance(exc, OSError) and not os.access(self._root(), os.W_OK):
-                    self.disabled = str(exc)
 
     def _make(self, tf: TextureFile, fmt: PixelFormat) -> None:
         path = self.path_for(tf, fmt)
         path.parent.mkdir(parents=True, exist_ok=True)
         served = ServedFile.of(tf, fmt)
         levels = [served.read_level_all(i) for i in range(len(tf.levels))]
-        write_ktx2(path, fmt.name, tf.width, tf.height, levels)
+        write_ktx2(path, fmt.name, tf.width, tf.height, levels, checksums=True)
         self.made += 1
         log.debug("%s: copy in %s written to %s", tf.path, fmt.name, path)
 

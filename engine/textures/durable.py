@@ -7,10 +7,13 @@ files a later run then failed on. And a writer killed (or out of space) between 
 and the rename left its temporary file behind forever. Here, as SQLite commits: the data is
 fsynced before the rename and the folder after it; a failed write removes its temporary
 file; and `sweep_temps` removes the temporary files of writers that are gone, named by the
-patterns this package writes (`NAME.tmpPID`, `.NAME.PID.tmp`).
+patterns this package writes (`NAME.tmpPID`, `.NAME.PID.tmp`). A folder that stops taking
+files mid-run (full, read-only, over quota) is `refused`: its caches stop writing, say so
+once (`warn_uncached`) and the run goes on without them.
 """
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import re
@@ -25,6 +28,23 @@ log = logging.getLogger(__name__)
 
 #: Temporary names the engine's writers use, each with the writer's pid.
 _TEMP = re.compile(r"(?:.+\.tmp(?P<a>[0-9]{1,10})|\..+\.(?P<b>[0-9]{1,10})\.tmp)")
+
+
+#: What a write says when its folder stopped taking files: full, read-only, no permission,
+#: over quota (another file would fail the same way; a bad source would not).
+_NO_ROOM = frozenset({errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EDQUOT})
+
+
+def refused(exc: BaseException) -> bool:
+    """Whether `exc` is a write refused by its folder (`_NO_ROOM`), not by its data."""
+    return isinstance(exc, OSError) and exc.errno in _NO_ROOM
+
+
+def warn_uncached(folder: Path | str, exc: BaseException, what: str) -> None:
+    """The one warning of a cache folder that stopped taking files mid-run."""
+    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+    log.warning("the cache folder %s ($ENGINE_CACHE) stopped taking files (%s): the run "
+                "continues without caching %s", folder, reason, what)
 
 
 def temp_path(path: Path) -> Path:

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from .. import __version__
 from ..formats import PixelFormat, get
 from ..memory.sizes import level_bytes, mip_dims
+from .checksum import level_table
 from .durable import commit
 
 log = logging.getLogger(__name__)
@@ -229,12 +230,13 @@ class StreamedKtx2:
 def write_ktx2(path: str | os.PathLike[str], fmt_name: str, width: int, height: int,
                levels: Sequence[bytes], *, layers: int = 0, faces: int = 1,
                supercompression: str | None = None, zstd_level: int = 19,
-               kv: Mapping[str, str] | None = None) -> int:
+               kv: Mapping[str, str] | None = None, checksums: bool = False) -> int:
     """Write a KTX 2.0 file and return its size in bytes.
 
     `levels[i]` holds every layer and face of mip level i (layer-major, then face), level 0
     first; each must be exactly the size the format formula gives, so a malformed bake fails
-    here rather than in a reader. `kv` entries are added to (and may override) `default_kv()`.
+    here rather than in a reader. `kv` entries are added to (and may override) `default_kv()`;
+`checksums` adds a CRC32 per level (engine.textures.checksum: the engine's cache files).
     The file is written to a temporary name and renamed, so a reader never sees half a file.
     """
     fmt = get(fmt_name)
@@ -261,6 +263,8 @@ def write_ktx2(path: str | os.PathLike[str], fmt_name: str, width: int, height: 
         stored = [bytes(d) for d in levels]
         scheme, alignment = SUPERCOMPRESSION_NONE, math.lcm(fmt.block_bytes, 4)
 
+    if checksums:
+        kv = {**(kv or {}), **level_table(fmt.name, width, height, layers, faces, levels)}
     head, offsets, end = _layout(fmt, width, height, layers, faces, scheme, alignment,
                                  [len(d) for d in stored], [len(d) for d in levels], kv)
     buf = bytearray(end)

@@ -8,12 +8,15 @@ disk works) of `record_bytes` at `data_offset + index * record_bytes`.
 What a record holds is the caller's business (engine/streaming/virtual lays out slots:
 payload and border blocks, level by level, row-major); this module owns the container:
 
-    magic b"ENGTILE1", uint32 header length, a JSON header (what the records are and the
-    source file they were made from: its size and mtime, so a stale copy is never used),
-    zero padding to `ALIGN`, then the records.
+    magic b"ENGTILE2", uint32 header length, a JSON header (what the records are and the
+    source file they were made from: its size, modification and change times and inode,
+    engine.textures.identity, so a stale copy is never used, even one of a file replaced
+    by `cp -p`), zero padding to `ALIGN`, the records, then a CRC32 per record (uint32,
+    little-endian, in record order).
 
 A file is written to a temporary name and renamed into place, so a reader never sees half
-of one.
+of one; a record whose bytes differ from its CRC32 (a disk, a copy or a hand damaged the
+file since) is a TextureFormatError, never noise on screen.
 
 The tile geometry lives here too (tile and border size, which source blocks fill a slot,
 the records of a whole file), below engine/streaming: `engine bake` writes the tiled copy
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import json
 import os
+import zlib
 import struct
 import threading
 import time
@@ -39,8 +43,9 @@ from ..formats import PixelFormat
 from ..memory.sizes import mip_dims
 from .container import TextureFile
 from .durable import commit
+from .identity import source_identity
 
-MAGIC = b"ENGTILE1"
+MAGIC = b"ENGTILE2"
 ALIGN = 4096
 #: Payload texels of a tile along each axis (a power of two).
 TILE_TEXELS = 128
@@ -204,7 +209,7 @@ def tile_header(tf: TextureFile, levels: int, wrap: Wrap) -> TiledHeader:
     st = os.stat(tf.path)
     count = sum(tile_grid(*mip_dims(tf.width, tf.height, lvl))[0]
                 * tile_grid(*mip_dims(tf.width, tf.height, lvl))[1] for lvl in range(levels))
-    return TiledHeader(slot_bytes(fmt), count, st.st_size, st.st_mtime_ns,
+    return TiledHeader(slot_bytes(fmt), count, source_identity(st),
                        {"format": fmt.name, "width": tf.width, "height": tf.height,
                         "levels": levels, "wrap": int(wrap)})
 
@@ -237,18 +242,17 @@ def write_sidecar(path: Path, wrap: Wrap = Wrap.REPEAT) -> int:
 @dataclass(frozen=True)
 class TiledHeader:
     """What a tiled file holds: `records` records of `record_bytes`, described by `meta`
-    (the writer's own fields), made from a source of `source_size` bytes and mtime."""
+    (the writer's own fields), made from the version of a source `source` names
+    (`source_identity`)."""
 
     record_bytes: int
     records: int
-    source_size: int
-    source_mtime_ns: int
+    source: str
     meta: dict
 
     def to_bytes(self) -> bytes:
         body = json.dumps({"record_bytes": self.record_bytes, "records": self.records,
-                           "source_size": self.source_size,
-                           "source_mtime_ns": self.source_mtime_ns, "meta": self.meta},
+                           "source": self.source, "meta": self.meta},
                           sort_keys=True).encode()
         head = MAGIC + struct.pack("<I", len(body)) + body
         return head + b"\0" * (-len(head) % ALIGN)
@@ -260,11 +264,12 @@ class TiledHeader:
 
 def write_tiled(path: Path, header: TiledHeader, records: Iterable[bytes]) -> Path:
     """Write `records` (exactly `header.records` of `header.record_bytes`) after the header;
-    the file appears at `path` only once complete (fewer records, as from a generator
-    stopped early, is a ValueError and leaves nothing)."""
+    then their CRC32s; the file appears at `path` only once complete (fewer records, as
+    from a generator stopped early, is a ValueError and leaves nothing)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    sums = np.zeros(header.records, "<u4")
     count = 0
     try:
         with open(tmp, "wb") as fh:
@@ -273,10 +278,15 @@ def write_tiled(path: Path, header: TiledHeader, records: Iterable[bytes]) -> Pa
                 if len(rec) != header.record_bytes:
                     raise ValueError(f"record {count}: {len(rec)} bytes, the header says "
                                      f"{header.record_bytes}")
+                if count == header.records:
+                    raise ValueError(f"more records than the header's {header.records}")
                 fh.write(rec)
+                sums[count] = zlib.crc32(rec)
                 count += 1
-        if count != header.records:
-            raise ValueError(f"{count} records written, the header says {header.records}")
+            if count != header.records:
+                raise ValueError(f"{count} records written, the header says "
+                                 f"{header.records}")
+            fh.write(sums.tobytes())
         commit(tmp, path)  # flushed before the rename (engine.textures.durable)
     finally:
         if tmp.exists():
@@ -302,13 +312,16 @@ class TiledFile:
             try:
                 d = json.loads(body)
                 self.header = TiledHeader(int(d["record_bytes"]), int(d["records"]),
-                                          int(d["source_size"]), int(d["source_mtime_ns"]),
-                                          dict(d["meta"]))
+                                          str(d["source"]), dict(d["meta"]))
             except (ValueError, KeyError, TypeError) as exc:
                 raise TextureFormatError(self.path, f"bad tiled header: {exc}") from exc
+            end = self.header.data_offset + self.header.records * self.header.record_bytes
             size = os.fstat(fd).st_size
-            if size < self.header.data_offset + self.header.records * self.header.record_bytes:
-                raise TextureFormatError(self.path, "tiled file truncated")
+            if size != end + 4 * self.header.records:
+                raise TextureFormatError(self.path, f"tiled file of {size} bytes, its header "
+                                                    f"says {end + 4 * self.header.records}")
+            #: each record's CRC32, checked on every read
+            self.sums = np.frombuffer(os.pread(fd, 4 * self.header.records, end), "<u4")
         except BaseException:
             os.close(fd)
             raise
@@ -321,10 +334,12 @@ class TiledFile:
         self._closed = False
 
     def matches(self, source: Path) -> bool:
-        """Whether this copy was made from `source` as it is now (size and mtime)."""
-        st = os.stat(source)
-        return (st.st_size, st.st_mtime_ns) == (self.header.source_size,
-                                               self.header.source_mtime_ns)
+        """Whether this copy was made from `source` as it is now (`source_identity`)."""
+        return source_identity(os.stat(source)) == self.header.source
+
+    def _check(self, index: int, data: bytes | memoryview) -> None:
+        if zlib.crc32(data) != self.sums[index]:
+            raise TextureFormatError(self.path, f"record {index}: checksum differs")
 
     def _acquire(self) -> int:
         with self._lock:
@@ -371,6 +386,7 @@ class TiledFile:
         self.reads += 1
         if len(data) != rb:
             raise TextureFormatError(self.path, f"record {index}: file truncated")
+        self._check(index, data)
         return data
 
     def read_run(self, first: int, count: int) -> list[bytes]:
@@ -388,7 +404,12 @@ class TiledFile:
         if len(data) != rb * count:
             raise TextureFormatError(self.path, f"records {first}+{count}: file truncated")
         view = memoryview(data)
-        return [bytes(view[i * rb:(i + 1) * rb]) for i in range(count)]
+        out = []
+        for i in range(count):
+            rec = view[i * rb:(i + 1) * rb]
+            self._check(first + i, rec)
+            out.append(bytes(rec))
+        return out
 
     def close(self) -> None:
         """Close the copy; reads under way finish on the descriptor first."""

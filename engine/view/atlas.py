@@ -14,7 +14,8 @@ Pages are kept in the view cache under `atlas/<key>/`, the key a hash of the thu
 cache folders in their order, so a second run of the same wall finds them at once;
 `manifest.json` holds each thumbnail's slot. A thumbnail that cannot be read leaves its
 slot empty and is listed, so its image is drawn from its own file instead. A page that does
-not parse (cut short, zero-filled) makes the atlas a miss: `load` removes it with one warning
+not parse (cut short, zero-filled) or differs from its checksums (a CRC32 per level,
+engine.textures.checksum) makes the atlas a miss: `load` removes it with one warning
 and the caller builds the atlas again.
 """
 from __future__ import annotations
@@ -33,6 +34,7 @@ import numpy as np
 from ..errors import TextureFormatError
 from ..formats import get
 from ..memory.sizes import mip_count, mip_dims
+from ..textures import checksum
 from ..textures.decode import decode_image
 from ..textures.durable import commit, sweep_temps, write_atomic
 from ..textures.encode import encode_image
@@ -97,7 +99,7 @@ def load(folder: Path, count: int) -> Atlas | None:
         return None
     for page in pages:
         try:
-            open_texture(page)
+            checksum.verify(open_texture(page))
         except TextureFormatError as exc:
             log.warning("cache: atlas page %s is damaged (%s); the atlas is made again",
                         page, exc.problem)
@@ -162,7 +164,7 @@ def write_page(path: str, fmt_name: str, thumbs: list[str], slots: list[Slot], c
                           page_edge)
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     try:
-        write_ktx2(tmp, fmt_name, page_edge, page_edge, levels)
+        write_ktx2(tmp, fmt_name, page_edge, page_edge, levels, checksums=True)
         commit(tmp, out)
     finally:
         tmp.unlink(missing_ok=True)

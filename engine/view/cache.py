@@ -19,7 +19,8 @@ writers left in the folder it writes, and a job that fails removes the folder it
 is left empty.
 
 A cache that heals. A cached texture that does not parse (cut short, zero-filled: what a
-crash or a full disk makes) is a miss, never an error: `usable` and `register_cached`
+crash or a full disk makes) or whose bytes differ from their checksum (a CRC32 per level,
+engine.textures.checksum) is a miss, never an error: `usable` and `register_cached`
 remove it, say so once (a warning naming the file) and the caller makes it again. A cache
 folder that cannot be written (read-only, no permission) is replaced by a temporary one for
 the run (`writable_root`), with one warning naming $ENGINE_CACHE.
@@ -46,8 +47,9 @@ from ..textures.bake import choose_format
 from ..textures.cachedir import cache_root
 from ..textures.durable import sweep_temps, write_atomic
 from ..textures.encode import encode_image
+from ..textures.identity import source_identity
 from ..textures.ktx2_write import write_ktx2
-from ..textures import strips, tiff_tiles
+from ..textures import checksum, strips, tiff_tiles
 from ..textures.mipgen import generate_mips
 from ..textures.reader import open_texture
 from .backdrop import over_checkerboard
@@ -57,7 +59,7 @@ from .layout import chunk_grid
 
 log = logging.getLogger(__name__)
 
-VERSION = 2  # 2: transparent areas over a checkerboard (engine.view.backdrop)
+VERSION = 3  # 3: a checksum per level (engine.textures.checksum)
 #: Longer edge of the thumbnails the first frame of a wall is drawn from.
 THUMB_EDGE = 256
 #: Images above this many pixels get their thumbnail through libvips where it is installed
@@ -90,14 +92,14 @@ def entry_dir(source: Path, root: Path | None = None, st: os.stat_result | None 
     """The cache folder of `source` (not made here); `st`: its stat, when already made."""
     st = st or source.stat()
     # os.fsencode: a name that is not UTF-8 (caf\xe9.jpg) hashes as the bytes it is
-    ident = os.fsencode(source.resolve()) + f"\0{_identity(st)}".encode()
+    ident = os.fsencode(source.resolve()) + f"\0{source_identity(st)}".encode()
     digest = hashlib.sha1(ident).hexdigest()
     return (root or view_root()) / digest[:2] / digest
 
 
 class Index:
     """What earlier runs found, in one file of the cache root (`index.json`): per source
-    (its absolute path as named) its identity (`_identity`), cache folder and upright
+    (its absolute path as named) its identity (`source_identity`), cache folder and upright
     size. A warm start of a large folder then stats each file instead of resolving its
     path and reading its meta.json; a file whose size or time changed misses and takes the
     slow path (and so a new cache folder), and an index that cannot be read is empty."""
@@ -120,7 +122,7 @@ class Index:
     def lookup(self, key: str, st: os.stat_result) -> tuple[Path, Meta] | None:
         """(cache folder, upright size) of an unchanged source, else None."""
         row = self.rows.get(key)
-        if row is None or row[0] != _identity(st):
+        if row is None or row[0] != source_identity(st):
             return None
         digest = row[1]
         try:
@@ -129,7 +131,9 @@ class Index:
             return None
 
     def remember(self, key: str, st: os.stat_result, entry: Path, meta: Meta) -> None:
-        row = [_identity(st), entry.name, meta.width, meta.height]
+        if entry.parents[1] != self.root:  # made in the spare folder: gone next run
+            return
+        row = [source_identity(st), entry.name, meta.width, meta.height]
         if self.rows.get(key) != row:
             self.rows[key] = row
             self.dirty = True
@@ -145,11 +149,6 @@ class Index:
             self.dirty = False
         except OSError as exc:
             log.info("view index not written: %s", exc)
-
-
-def _identity(st: os.stat_result) -> str:
-    """What names one version of a source: size, modification and change times, inode."""
-    return f"{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_ino}"
 
 
 def thumb_path(entry: Path, edge: int) -> Path:
@@ -172,10 +171,22 @@ def read_meta(entry: Path) -> Meta | None:
         return None
 
 
+_spare: list[Path] = []
+
+
+def spare_root() -> Path:
+    """This run's temporary cache folder, made on first use and removed at exit: where the
+    viewer caches once its cache folder cannot be written."""
+    if not _spare:
+        _spare.append(Path(tempfile.mkdtemp(prefix="engine-view-cache-")))
+        atexit.register(shutil.rmtree, _spare[0], ignore_errors=True)
+    return _spare[0]
+
+
 def writable_root(root: Path) -> Path:
-    """`root` when this process can make files in it; else (read-only, no permission) a
-    temporary folder, removed at exit, and one warning naming $ENGINE_CACHE: the viewer
-    runs without a cache rather than failing on its first thumbnail."""
+    """`root` when this process can make files in it; else (read-only, no permission) the
+    `spare_root` and one warning naming $ENGINE_CACHE: the viewer runs without a cache
+    rather than failing on its first thumbnail."""
     try:
         root.mkdir(parents=True, exist_ok=True)
         fd, probe = tempfile.mkstemp(prefix=".probe.", dir=root)
@@ -184,8 +195,7 @@ def writable_root(root: Path) -> Path:
         sweep_temps(root)
         return root
     except OSError as exc:
-        spare = Path(tempfile.mkdtemp(prefix="engine-view-cache-"))
-        atexit.register(shutil.rmtree, spare, ignore_errors=True)
+        spare = spare_root()
         log.warning("the cache folder %s ($ENGINE_CACHE) cannot be written (%s): running "
                     "without a cache (a temporary one in %s, removed at exit)", root,
                     exc.strerror or exc, spare)
@@ -201,34 +211,32 @@ def discard(path: Path | str, problem: str) -> None:
         log.warning("cache: %s could not be removed: %s", path, exc)
 
 
-def usable(path: Path) -> bool:
-    """The cached texture `path` exists and parses (header, level index inside the file);
-    a damaged one is `discard`ed and False returned: a miss, made again by the caller."""
-    if not path.is_file():
-        return False
+def intact(path: Path) -> bool:
+    """The cached texture `path` parses and every level matches its checksum
+    (engine.textures.checksum); a damaged one is `discard`ed and False returned."""
     try:
-        open_texture(path)
+        checksum.verify(open_texture(path))
     except TextureFormatError as exc:
         discard(path, exc.problem)
         return False
     return True
 
 
+def usable(path: Path) -> bool:
+    """The cached texture `path` exists and is `intact`: False is a miss, made again by
+    the caller."""
+    return path.is_file() and intact(path)
+
+
 def register_cached(provider: Any, entries: Sequence[tuple[str, Path]]) -> list[int | None]:
     """`provider.register_many(entries)` for cached files, one id per entry; a file that
-    does not parse is `discard`ed and gets None (its caller makes it again) instead of
-    failing the batch. The batch is tried whole first, so a healthy cache costs nothing."""
-    try:
-        return list(provider.register_many(entries))
-    except TextureFormatError:
-        pass
-    out: list[int | None] = []
-    for key, path in entries:
-        try:
-            out.append(provider.register_many([(key, path)])[0])
-        except TextureFormatError as exc:
-            discard(path, exc.problem)
-            out.append(None)
+    is not `intact` is `discard`ed and gets None (its caller makes it again) instead of
+    failing the batch or drawing noise."""
+    good = [i for i, (_, path) in enumerate(entries) if intact(path)]
+    ids = provider.register_many([entries[i] for i in good]) if good else []
+    out: list[int | None] = [None] * len(entries)
+    for i, tid in zip(good, ids):
+        out[i] = tid
     return out
 
 
@@ -247,7 +255,7 @@ def encode_chain(rgba: np.ndarray, fmt: str, path: Path) -> int:
     name = choose_format(fmt, True, rgba)
     levels = [encode_image(level, name) for level in generate_mips(rgba, colorspace="srgb")]
     h, w = rgba.shape[:2]
-    return write_ktx2(path, name, w, h, levels)
+    return write_ktx2(path, name, w, h, levels, checksums=True)
 
 
 def embedded_path(entry: Path) -> Path:
@@ -459,7 +467,8 @@ def write_chunk(entry: str, fmt: str, chunk: int, k: int, format_name: str, widt
     remove its staged chunk file. Returns the CPU seconds spent."""
     start = time.process_time()
     _store_chunk(Path(entry), fmt, chunk, k, staged,
-                 lambda path: write_ktx2(path, format_name, width, height, levels))
+                 lambda path: write_ktx2(path, format_name, width, height, levels,
+                                            checksums=True))
     return time.process_time() - start
 
 

@@ -21,12 +21,13 @@ import os
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from ..gl.bc_encode import EncodeJob, GpuBlockEncoder
 from ..textures.bake import choose_format
+from ..textures.durable import refused, warn_uncached
 from ..textures.worker_life import watch_owner
 from . import cache
 from .priority import THUMB, ViewRect, fill_order
@@ -147,6 +148,7 @@ class DetailEncoder:
             if j.staged:
                 self._left[j.item] = self._left.get(j.item, 0) + 1
         self._failed: list[tuple[str, str]] = []
+        self._stale: set[Future] = set()  # running when their folder was left (`_refused`)
         self._dead: set[int] = set()  # items whose source failed: nothing more is tried
         self.cpu_seconds = 0.0
         self._total = sum(j.detail for j in jobs)
@@ -215,9 +217,15 @@ class DetailEncoder:
         done: list[tuple[Key, str]] = []
         for fut in finished:
             kind, what = self._running.pop(fut)
+            if fut in self._stale:  # made for the folder left behind: made again
+                self._stale.discard(fut)
+                continue
             try:
                 result = fut.result()
             except Exception as exc:  # noqa: BLE001 - a worker died (memory, a signal)
+                if refused(exc):
+                    self._refused(exc)
+                    continue
                 job = self.jobs.get(what) if kind != "stage" else None
                 source = job.source if job else next(
                     (j.source for j in self.jobs.values() if j.item == what), "?")
@@ -355,6 +363,33 @@ class DetailEncoder:
             self._submit(first)
             self._report(bool(got))
         return done
+
+    def _refused(self, exc: BaseException) -> None:
+        """The cache folder stopped taking files (full, read-only, over quota): the chunks
+        still to make move to the run's spare folder (`cache.spare_root`, removed at exit),
+        with one warning, and the work under way is done again there; refused there too,
+        no more full detail is made (the images keep their thumbnails' detail)."""
+        if not self.jobs:
+            return
+        spare = cache.spare_root()
+        root = Path(next(iter(self.jobs.values())).entry).parents[1]
+        for item in self._staged:  # half made in the folder left behind
+            entry = next((j.entry for j in self.jobs.values() if j.item == item), None)
+            if entry is not None:
+                cache.drop_staging(Path(entry), self.fmt, self.chunk)
+        self._staged.clear()
+        self._stale.update(self._running)
+        if root == spare:
+            log.warning("the temporary cache %s stopped taking files too (%s): no more full "
+                        "detail is made", spare, exc)
+            self._dead.update(j.item for j in self.jobs.values())
+            self.jobs.clear()
+            return
+        warn_uncached(root, exc, f"(full detail goes to a temporary cache in {spare}, "
+                                 f"removed at exit)")
+        self.jobs = {key: replace(j, entry=str(spare / Path(j.entry).parent.name /
+                                               Path(j.entry).name))
+                     for key, j in self.jobs.items()}
 
     def take_failures(self) -> list[tuple[str, str]]:
         out, self._failed = self._failed, []

@@ -47,6 +47,7 @@ from ..render.material import Material
 from ..render.mesh import Mesh, quad
 from ..render.scene import Scene
 from ..streaming.contract import NO_TEXTURE, TextureProvider
+from ..textures.durable import refused, warn_uncached
 from ..textures.progress import Progress
 from . import atlas as atlas_
 from . import cache
@@ -123,8 +124,11 @@ def _thumb_jobs(wall: ImageWall, pending: list[tuple[int, Path, Path]]) -> dict[
     with Progress(len(pending), "thumbnails", enabled=wall.progress) as bar:
         if workers <= 1 or len(pending) < 4:
             for i, src, entry in pending:
-                out[i] = cache.make_thumbnail(str(src), str(entry), wall.thumb_edge,
-                                              wall.format, wall.max_pixels)
+                try:
+                    out[i] = cache.make_thumbnail(str(src), str(entry), wall.thumb_edge,
+                                                  wall.format, wall.max_pixels)
+                except OSError as exc:
+                    out[i] = _refused(exc)
                 bar.advance(1, src.name)
             return out
         with process_pool(min(workers, len(pending))) as pool:
@@ -132,9 +136,20 @@ def _thumb_jobs(wall: ImageWall, pending: list[tuple[int, Path, Path]]) -> dict[
                                    wall.thumb_edge, wall.format, wall.max_pixels): (i, src)
                        for i, src, entry in pending}
             for fut, (i, src) in futures.items():
-                out[i] = fut.result()
+                try:
+                    out[i] = fut.result()
+                except OSError as exc:
+                    out[i] = _refused(exc)
                 bar.advance(1, src.name)
     return out
+
+
+def _refused(exc: OSError) -> OSError:
+    """A thumbnail's write the cache folder refused (full, read-only): the caller makes it
+    again in the spare folder; any other error is raised."""
+    if not refused(exc):
+        raise exc
+    return exc
 
 
 class ImageWall:
@@ -299,7 +314,20 @@ class ImageWall:
         decoded keeps its placeholder and is in `problems`."""
         pending = [(it.index, it.source, it.entry) for it in self.items
                    if it.placeholder is not None]
-        for i, result in _thumb_jobs(self, pending).items():  # type: ignore[arg-type]
+        results = _thumb_jobs(self, pending)  # type: ignore[arg-type]
+        spare = cache.spare_root()
+        again = [(i, src, spare / entry.parent.name / entry.name)
+                 for i, src, entry in pending if isinstance(results[i], OSError)]
+        if again and self._root != spare:  # the cache folder stopped taking files
+            warn_uncached(self._root, results[again[0][0]],
+                          f"(a temporary cache in {spare}, removed at exit)")
+            self._root = spare
+            results.update(_thumb_jobs(self, again))
+            for i, _, entry in again:
+                self.items[i].entry = entry
+        for i, result in results.items():
+            if isinstance(result, OSError):  # refused by the spare folder too
+                result = cache.Failed(str(self.items[i].source), f"not cached: {result}")
             if isinstance(result, cache.Failed):
                 self.problems.append((result.path, result.problem))
             else:

@@ -40,6 +40,8 @@ import numpy as np
 from ...errors import TextureFormatError
 from ...textures import TextureFile
 from ...textures.cachedir import cache_root
+from ...textures.durable import refused, warn_uncached
+from ...textures.identity import source_identity
 from ...textures.tiled import TiledFile, sidecar_path, tile_header, tile_records, write_tiled
 from ..cache import LevelCache, level_key
 from ..descriptors import raise_open_file_limit
@@ -121,6 +123,8 @@ class TileSource:
         self.use_mmap = use_mmap
         self.reads = 0  # pread calls (row path) or gathers (mapped path)
         self._tiled: TiledFile | None = None  # the tile-contiguous copy, once there is one
+        #: told (copy's path, problem) when a record of the copy is damaged (TiledCache)
+        self.on_damaged: Callable[[Path, str], None] | None = None
         self._inflight = 0  # reads using the handle now (a reopen waits for them)
         self._stale = False  # reopen() asked: drop the handle once no read uses it
 
@@ -224,7 +228,11 @@ class TileSource:
         if tiled is None:
             return None
         OPEN_SOURCES.touch(self)
-        run = tiled.read_run(tile_index(self.layout, level, x, y), count)
+        try:
+            run = tiled.read_run(tile_index(self.layout, level, x, y), count)
+        except TextureFormatError as exc:
+            self._tiled_failed(tiled, exc)
+            return None
         if self.serve is None or holds_served(tiled, self.layout):
             return run
         return [self.serve(t) for t in run]
@@ -235,12 +243,27 @@ class TileSource:
         OPEN_SOURCES.touch(self)
         tiled = self._tiled
         if tiled is not None:
-            data = tiled.read(tile_index(self.layout, level, x, y))
-            if self.serve is None or holds_served(tiled, self.layout):
-                return data
-            return self.serve(data)
+            try:
+                data = tiled.read(tile_index(self.layout, level, x, y))
+            except TextureFormatError as exc:
+                self._tiled_failed(tiled, exc)
+            else:
+                if self.serve is None or holds_served(tiled, self.layout):
+                    return data
+                return self.serve(data)
         data = self._read_file(level, x, y)
         return data if self.serve is None else self.serve(data)
+
+    def _tiled_failed(self, tiled: TiledFile, exc: TextureFormatError) -> None:
+        """A read of the tiled copy failed: reads go to the file from now on. A copy still
+        attached is damaged (`on_damaged` is told, to make it again); one detached meanwhile
+        (replaced, closed) is not."""
+        if self._tiled is not tiled:
+            return
+        self._tiled = None
+        tiled.close()
+        if self.on_damaged is not None:
+            self.on_damaged(tiled.path, exc.problem)
 
     def _read_file(self, level: int, x: int, y: int) -> bytes:
         """The tile from the file as it is stored."""
@@ -374,8 +397,10 @@ class TiledCache:
     background thread (never on the render thread) and attached to their source when
     complete; until then the source reads as before. A copy `engine bake` wrote beside the
     file (`sidecar_path`) is used first; others live in `folder`, named by the source's
-    path, size, mtime and wrap (the borders depend on it), and every copy is checked against
-    the source when opened, so an edited file is converted again.
+    path, identity (size, times, inode: engine.textures.identity) and wrap (the borders
+    depend on it), and every copy is checked against the source when opened, so an edited
+    or replaced file is converted again. A record whose checksum differs when read sends
+    its source's reads back to the file and the copy is made again.
 
     A folder that cannot be written (read-only, full, a file in the way) turns the making
     off with one log line: copies already there are still used, the rest read as they are."""
@@ -398,8 +423,7 @@ class TiledCache:
         self._worker.start()
 
     def path_for(self, src: TileSource) -> Path:
-        st = os.stat(src.path)
-        ident = f"{Path(src.path).resolve()}|{st.st_size}|{st.st_mtime_ns}|" \
+        ident = f"{Path(src.path).resolve()}|{source_identity(os.stat(src.path))}|" \
                 f"{int(src.layout.wrap)}|{src.layout.levels}"
         if src.serve is not None:  # a copy in the served format: another file
             ident += f"|{src.layout.fmt.name}"
@@ -423,6 +447,7 @@ class TiledCache:
 
     def add(self, src: TileSource) -> None:
         """Attach an existing copy now (opening it reads its header only), else queue one."""
+        src.on_damaged = lambda path, problem: self._remake(src, path, problem)
         for path in (sidecar_path(src.path), self.path_for(src)):
             try:
                 if self._attach_if_fits(src, path):
@@ -431,11 +456,20 @@ class TiledCache:
                 self._damaged(path, exc.problem)
             except OSError as exc:
                 log.debug("%s: tiled copy %s not usable (%s)", src.path, path, exc)
+        self._queue(src)
+
+    def _queue(self, src: TileSource) -> None:
         if self.disabled is not None:
             return
         with self._lock:
             self._queued += 1
         self._jobs.put(src)
+
+    def _remake(self, src: TileSource, path: Path, problem: str) -> None:
+        """A record of `src`'s attached copy was damaged (its checksum differs): the
+        source is read as it is meanwhile, and the copy made again in this folder."""
+        self._damaged(path, problem)
+        self._queue(src)
 
     def _damaged(self, path: Path, problem: str) -> None:
         """A tiled copy that does not parse: one in this folder (ours) is removed and made
@@ -472,12 +506,13 @@ class TiledCache:
             self.made += 1
         except OSError as exc:
             self.failed += 1
-            if _writable(self.folder) is None:  # the source, not the folder
+            # a full disk still takes the empty probe file: its error says it first
+            if not refused(exc) and _writable(self.folder) is None:  # the source's fault
                 log.warning("%s: tiled copy not made, reading it as it is: %s", src.path, exc)
                 return
             self.disabled = str(exc)  # the folder stopped taking files (full, read-only)
-            log.warning("tile-contiguous copies are no longer made (%s: %s); virtual "
-                        "textures read their files as they are", self.folder, exc)
+            warn_uncached(self.folder, exc, "tile-contiguous copies (virtual textures read "
+                                            "their files as they are)")
         except (ValueError, TextureFormatError) as exc:
             if self._stop.is_set():  # closed while cutting: the half copy was removed
                 return
