@@ -194,6 +194,76 @@ def test_random_damage_to_the_cache_never_fails_a_rerun(device, tmp_path, caplog
     print(f"fault battery: 8 damages, min PSNR {worst:.1f} dB")
 
 
+def _killed_view(folder: Path, root: Path, after_s: float) -> None:
+    """An `engine view` of `folder` on an empty cache `root`, SIGKILLed with its workers
+    (its own session) `after_s` seconds in: while it writes thumbnails, pages and chunks.
+    Returns once its workers are gone too (they end after their owner)."""
+    import signal
+    import time
+
+    env = dict(os.environ, ENGINE_CACHE=str(root))
+    proc = subprocess.Popen([sys.executable, "-m", "engine", "view", str(folder), "--headless",
+                             "--frames", "400", "--size", "320x180", "--wait-detail"],
+                            env=env, start_new_session=True, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    time.sleep(after_s)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    end = time.monotonic() + 10
+    while time.monotonic() < end:
+        if not _processes_with(f"ENGINE_CACHE={root}"):
+            return
+        time.sleep(0.05)
+    raise AssertionError("the killed view's workers outlived it by 10 s")
+
+
+def _processes_with(env_entry: str) -> list[int]:
+    """Live processes whose environment holds `env_entry`: the killed view's workers, in
+    a session of their own, are not in its process group."""
+    out = []
+    for d in Path("/proc").iterdir():
+        try:
+            if d.name.isdigit() and env_entry.encode() in (d / "environ").read_bytes().split(
+                    b"\0") and (d / "stat").read_text().split()[2] != "Z":
+                out.append(int(d.name))
+        except OSError:
+            continue
+    return out
+
+
+@pytest.mark.slow
+def test_random_kills_during_cache_writes_never_fail_a_rerun(device, tmp_path):
+    """Three `engine view` runs SIGKILLed at random moments of a cold start (seeded): each
+    rerun on what they left succeeds and draws >= 40 dB against a fresh cache's picture."""
+    from PIL import Image
+
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    for i in range(16):
+        Image.fromarray(marked(64 + 4 * i, 48)).save(folder / f"p{i:02}.png")
+    Image.fromarray(marked(600, 300, fine=True)).save(folder / "big.png")
+
+    def run(root: Path) -> np.ndarray:
+        wall = ImageWall([folder], chunk=256, thumb_edge=64, workers=1, wait_detail=True,
+                         progress=False, cache_dir=root)
+        wall.make_thumbnails()
+        result = run_scene(wall, device=device, frames=3, size=(320, 180),
+                           provider="streaming", budget="64MiB", deterministic=True,
+                           on_frame=wall.hooks())
+        assert result.summary["leaked_objects"] == 0
+        return result.image
+
+    fresh = run(tmp_path / "fresh")
+    rng = random.Random(36)
+    for k in range(3):
+        root = tmp_path / f"killed{k}"
+        _killed_view(folder, root, rng.uniform(0.5, 1.2))
+        db = _psnr(run(root), fresh)
+        assert db >= 40.0, (k, db)
+    # Not asserted: a temporary file of a killed run's worker can outlive the rerun
+    # (docs/benchmarks.md, "Cache fault battery": seen in some kills, never read back).
+
+
 def test_a_source_replaced_with_the_same_size_and_time_misses(tmp_path):
     from PIL import Image
 

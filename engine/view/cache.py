@@ -183,6 +183,12 @@ def spare_root() -> Path:
     return _spare[0]
 
 
+def sweep_entries(entries: list[Path]) -> int:
+    """`sweep_temps` in each entry folder and its chunk folders; how many files went."""
+    return sum(sweep_temps(folder) for entry in entries if entry.is_dir()
+               for folder in (entry, *(p for p in entry.iterdir() if p.is_dir())))
+
+
 def writable_root(root: Path) -> Path:
     """`root` when this process can make files in it; else (read-only, no permission) the
     `spare_root` and one warning naming $ENGINE_CACHE: the viewer runs without a cache

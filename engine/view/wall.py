@@ -29,6 +29,7 @@ from __future__ import annotations
 import logging
 import os
 import stat
+import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -198,6 +199,12 @@ class ImageWall:
         self.items: list[Item] = []
         self._root = cache.writable_root(self.cache_dir or cache.view_root())
         self._load(files)
+        # Temporary files a killed run left beside entries it had finished (a worker killed
+        # mid-write of a second file): swept off the frame's path, joined at `release`.
+        self._sweeper = threading.Thread(
+            target=cache.sweep_entries, args=([it.entry for it in self.items if it.entry],),
+            name="view-cache-sweep", daemon=True)
+        self._sweeper.start()
         for what, why in self.problems:
             log.warning("skipped %s: %s", what, why)
         if not self.items:  # what the user named holds nothing to show: theirs to fix
@@ -370,6 +377,7 @@ class ImageWall:
         chunk = min(self.chunk, device.caps.max_texture_size) // 4 * 4
         self.detail_clock = DetailClock()
         scene = ViewScene(device)
+        scene.sweeper = self._sweeper
         try:
             mesh = scene.add_mesh(Mesh(device, quad(1.0, 1.0), label="view-image"))
             thumb_ids, thumb_uvs = self._register_thumbnails(device, provider)
@@ -643,11 +651,14 @@ class ViewScene(Scene):
 
     encoder: DetailEncoder | None = None
     provider: TextureProvider | None = None
+    sweeper: threading.Thread | None = None  # the wall's cache sweep, joined on release
 
     def release(self) -> None:
         if self.encoder is not None:
             self.encoder.close()
             self.encoder = None
+        if self.sweeper is not None:
+            self.sweeper.join()
         super().release()
 
 
