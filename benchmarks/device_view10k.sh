@@ -22,7 +22,8 @@ import json, sys
 for run in ("cold", "warm"):
     try:
         s = json.load(open(f"{sys.argv[1]}/view10k_{run}.json"))["summary"]
-        print(run, "first_frame_s", s.get("first_frame_s"), "peak", s["peak_bytes"],
+        print(run, "first_frame_s", s.get("first_frame_s"), "placeholders",
+              s.get("first_frame_placeholders"), "peak", s["peak_bytes"],
               "over", s["over_budget_frames"], "leaks", s["leaked_objects"])
     except Exception as exc:
         print(run, "no report:", exc)
