@@ -72,25 +72,6 @@ def test_tiled_copy_reads_the_same_tiles_in_one_read_each(tmp_path, supercompres
         tiled.close()
 
 
-def test_a_changed_source_is_converted_again(tmp_path):
-    path = chain_file(tmp_path, "c.ktx2", 256, seed=5)
-    cache = TiledCache(tmp_path / "cache")
-    try:
-        src = _source(path)
-        cache.add(src)
-        _wait(cache)
-        st = os.stat(path)
-        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # "edited"
-        src2 = _source(path)
-        cache.add(src2)
-        _wait(cache)
-        assert cache.made == 2 and src2.tiled
-        src.close()
-        src2.close()
-    finally:
-        cache.close()
-
-
 def test_a_reopen_drops_a_copy_of_what_the_path_no_longer_holds(tmp_path):
     """A file replaced (or removed) under a running engine: after `reopen` the reads see what
     the path holds now, not the copy made from the old file; an unchanged file keeps it."""
@@ -395,21 +376,27 @@ def test_a_damaged_record_reads_from_the_file_and_the_copy_is_made_again(tmp_pat
         plain.close()
 
 
-def test_a_source_replaced_with_the_same_size_and_times_is_converted_again(tmp_path):
+def _edit(path, st, tmp_path) -> None:
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # "edited": a new mtime
+
+
+def _replace_keeping_times(path, st, tmp_path) -> None:
     """`cp -p` / `touch -r`: same size and mtime, new content; the inode and change time
     tell the copy is stale."""
+    os.replace(chain_file(tmp_path, "other.ktx2", 256, seed=10), path)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert (os.stat(path).st_size, os.stat(path).st_mtime_ns) == (st.st_size, st.st_mtime_ns)
+
+
+@pytest.mark.parametrize("change", [_edit, _replace_keeping_times])
+def test_a_changed_source_is_converted_again(tmp_path, change):
     path = chain_file(tmp_path, "p.ktx2", 256, seed=9)
     cache = TiledCache(tmp_path / "cache")
     try:
         src = _source(path)
         cache.add(src)
         _wait(cache)
-        st = os.stat(path)
-        other = chain_file(tmp_path, "other.ktx2", 256, seed=10)
-        os.replace(other, path)
-        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
-        assert (os.stat(path).st_size, os.stat(path).st_mtime_ns) == (st.st_size,
-                                                                       st.st_mtime_ns)
+        change(path, os.stat(path), tmp_path)
         assert not src._tiled.matches(path)
         src2 = _source(path)
         cache.add(src2)
