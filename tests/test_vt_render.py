@@ -171,6 +171,7 @@ def test_feedback_loop_settles_on_the_full_picture_within_budget(dev, tmp_path_f
             vts.release()
 
 
+@pytest.mark.needs("GLSL 4.00")  # equal to GL's own trilinear filtering
 def test_cache_follows_the_need_within_the_allowance(dev, tex512, renderer):
     """The allowance is a ceiling: the cache starts at what a small screen needs, grows as
     more tiles are shown (keeping the ones it holds: copied on the GPU, not re-read), shrinks
