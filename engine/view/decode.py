@@ -26,8 +26,11 @@ on the command line is read up to `max_pixels` (default `MAX_PIXELS`, raise it w
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -85,17 +88,31 @@ def probe(path: str | os.PathLike[str], max_pixels: int = MAX_PIXELS) -> ImageIn
     """The upright size and kind of an image from its header, decoding no pixels.
     TextureFormatError naming the file when Pillow cannot open it."""
     path = Path(path)
+    with opened_header(path, max_pixels) as im:
+        return header_info(path, im)
+
+
+@contextmanager
+def opened_header(path: Path, max_pixels: int = MAX_PIXELS) -> Iterator[Any]:
+    """The image at `path` opened by Pillow (no pixels decoded); whatever fails while it is
+    read is a TextureFormatError naming the file."""
     try:
         with open_named(path, max_pixels) as im:
-            w, h = im.size
-            o = _orientation(im)
-            if o in _SWAPS_AXES:
-                w, h = h, w
-            return ImageInfo(path, w, h, o, str(im.format), im.mode)
+            yield im
     except TextureFormatError:
         raise
     except (OSError, ValueError, SyntaxError) as exc:
         raise TextureFormatError(path, f"cannot read image: {exc}") from exc
+
+
+def header_info(path: Path, im) -> ImageInfo:
+    """`probe`'s answer from an image Pillow has open (a caller that reads more of the
+    header, as a placeholder does, opens the file once)."""
+    w, h = im.size
+    o = _orientation(im)
+    if o in _SWAPS_AXES:
+        w, h = h, w
+    return ImageInfo(path, w, h, o, str(im.format), im.mode)
 
 
 #: Modes `Image.reduce` and the ICC conversion take as they are; every other mode is first

@@ -15,8 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from ..textures.mipgen import srgb_to_linear
-from ..textures.source_image import open_named
-from .decode import MAX_PIXELS, embedded_thumbnail, probe
+from .decode import MAX_PIXELS, embedded_thumbnail, header_info, opened_header
 
 #: The colour (sRGB) of a placeholder whose image has no embedded thumbnail.
 GREY = (128, 128, 128)
@@ -44,13 +43,13 @@ class Placeholder:
 def placeholder(path: str | os.PathLike[str], max_pixels: int = MAX_PIXELS) -> Placeholder:
     """The placeholder of the image at `path`, from its header and embedded thumbnail only.
     engine.errors.TextureFormatError naming the file when Pillow cannot open it."""
-    info = probe(path, max_pixels)
+    path = Path(path)
     rgb, embedded = GREY, False
-    if info.format == "JPEG":
-        with open_named(Path(path), max_pixels) as im:
-            thumb = embedded_thumbnail(im, info.orientation)
-        if thumb is not None:
-            thumb.thumbnail((_MEAN_EDGE, _MEAN_EDGE))
-            mean = np.asarray(thumb, np.float32).reshape(-1, 3).mean(axis=0)
-            rgb, embedded = tuple(int(round(float(v))) for v in mean), True
+    with opened_header(path, max_pixels) as im:
+        info = header_info(path, im)
+        thumb = embedded_thumbnail(im, info.orientation) if info.format == "JPEG" else None
+    if thumb is not None:
+        thumb.thumbnail((_MEAN_EDGE, _MEAN_EDGE))
+        mean = np.asarray(thumb, np.float32).reshape(-1, 3).mean(axis=0)
+        rgb, embedded = tuple(int(round(float(v))) for v in mean), True
     return Placeholder(info.width, info.height, rgb, embedded)  # type: ignore[arg-type]
