@@ -102,3 +102,28 @@ def test_a_cold_first_frame_draws_placeholders_then_fills_in(device, tmp_path,
         a.entry, wall.thumb_edge).is_file()
     for it in wall.items:
         assert not corners_match(filled.image, wall.navigator, it.rect), it.source.name
+
+
+def test_many_placeholders_are_read_over_a_pool_alike(tmp_path, monkeypatch):
+    """Above PARALLEL_PLACEHOLDERS the headers are read over a pool: the same items, sizes,
+    colours and problems (a file that is not an image) as one by one."""
+    from engine.view import wall as wall_mod
+
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    for i in range(6):
+        Image.fromarray(marked(40 + 8 * i, 30)).save(folder / f"p{i}.png")
+    jpeg_with_thumbnail(folder / "e.jpg", marked(96, 64), np.full((32, 48, 3), (200, 40, 40),
+                                                           np.uint8))
+    (folder / "bad.jpg").write_bytes(b"not a jpeg")
+
+    def load(cache_dir):
+        w = ImageWall([folder], workers=2, detail=False, progress=False, cache_dir=cache_dir)
+        return ([(it.source.name, it.width, it.height, it.placeholder) for it in w.items],
+                sorted(Path(p).name for p, _ in w.problems))
+
+    alone = load(tmp_path / "a")
+    monkeypatch.setattr(wall_mod, "PARALLEL_PLACEHOLDERS", 2)
+    pooled = load(tmp_path / "b")
+    assert pooled == alone and len(alone[0]) == 7 and alone[1] == ["bad.jpg"]
+    assert any(ph is not None and ph.embedded for *_, ph in alone[0])

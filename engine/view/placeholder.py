@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from ..textures.mipgen import srgb_to_linear
+from ..errors import TextureFormatError
 from .decode import MAX_PIXELS, embedded_thumbnail, header_info, opened_header
 
 #: The colour (sRGB) of a placeholder whose image has no embedded thumbnail.
@@ -53,3 +54,12 @@ def placeholder(path: str | os.PathLike[str], max_pixels: int = MAX_PIXELS) -> P
         mean = np.asarray(thumb, np.float32).reshape(-1, 3).mean(axis=0)
         rgb, embedded = tuple(int(round(float(v))) for v in mean), True
     return Placeholder(info.width, info.height, rgb, embedded)  # type: ignore[arg-type]
+
+
+def placeholder_or_problem(path: str, max_pixels: int = MAX_PIXELS) -> Placeholder | str:
+    """`placeholder`, or the problem of a file whose header cannot be read (a pool worker's
+    job: the answer crosses the process boundary as plain data)."""
+    try:
+        return placeholder(path, max_pixels)
+    except TextureFormatError as exc:
+        return exc.problem

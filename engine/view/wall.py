@@ -56,7 +56,7 @@ from .browse import Browser
 from .decode import MAX_PIXELS
 from .discover import TEXTURE_SUFFIXES, discover, special_kind
 from .encoder import DetailEncoder, Job, default_workers, process_pool
-from .placeholder import Placeholder, placeholder
+from .placeholder import Placeholder, placeholder_or_problem
 from .priority import EMBEDDED, THUMB
 from .layout import Rect, bounds, chunk_grid, grid, justified_rows
 from .navigator import Navigator
@@ -72,6 +72,9 @@ ENCODERS = ("cpu", "gpu")
 VIEW_THUMB_EDGE = 1024
 #: Walls of at least this many thumbnails draw them from atlas pages (engine.view.atlas).
 ATLAS_MIN = 16
+#: Placeholders from which a cold start reads the headers over a pool of every core: one
+#: header costs ~0.3 ms of Python on one core, a pool's start a few tenths of a second.
+PARALLEL_PLACEHOLDERS = 4096
 
 
 @dataclass
@@ -226,15 +229,23 @@ class ImageWall:
             it.rect = r
         return bounds(rects)
 
-    def _sketched(self, i: int, path: Path, entry: Path) -> Item | None:
-        """Image `i` as a placeholder until its thumbnail is made; None (and a problem)
-        when its header cannot be read."""
-        try:
-            ph = placeholder(path, self.max_pixels)
-        except TextureFormatError as exc:
-            self.problems.append((str(path), exc.problem))
-            return None
-        return Item(i, path, ph.width, ph.height, entry, placeholder=ph)
+    def _sketch(self, slots: list[Item | None], todo: list[tuple[int, Path, Path]]) -> None:
+        """Images (index, path, entry) as placeholders until their thumbnails are made, into
+        `slots`; None (and a problem) where a header cannot be read. Many are read over a
+        pool of every core (`PARALLEL_PLACEHOLDERS`)."""
+        paths = [str(path) for _, path, _ in todo]
+        if self.workers > 1 and len(todo) >= PARALLEL_PLACEHOLDERS:
+            with process_pool(min(self.workers, -(-len(todo) // 256))) as pool:
+                got = list(pool.map(placeholder_or_problem, paths,
+                                    [self.max_pixels] * len(paths), chunksize=256))
+        else:
+            got = [placeholder_or_problem(p, self.max_pixels) for p in paths]
+        for (i, path, entry), ph in zip(todo, got, strict=True):
+            if isinstance(ph, str):
+                self.problems.append((str(path), ph))
+                slots[i] = None
+            else:
+                slots[i] = Item(i, path, ph.width, ph.height, entry, placeholder=ph)
 
     def _load(self, files: list[Path]) -> None:
         root = self._root
@@ -242,6 +253,7 @@ class ImageWall:
         slots: list[Item | None] = []
         stats: dict[int, tuple[str, os.stat_result]] = {}
         trusted: list[int] = []  # the index says their thumbnails were made
+        todo: list[tuple[int, Path, Path]] = []  # placeholders to read
         for i, path in enumerate(files):
             kind = special_kind(path) if path.suffix.lower() in TEXTURE_SUFFIXES else None
             if kind is not None:  # never opened: a FIFO would wait for a writer forever
@@ -283,7 +295,9 @@ class ImageWall:
             if meta is not None and cache.usable(cache.thumb_path(entry, self.thumb_edge)):
                 slots.append(Item(i, path, meta.width, meta.height, entry))
             else:
-                slots.append(self._sketched(i, path, entry))
+                slots.append(None)
+                todo.append((i, path, entry))
+        self._sketch(slots, todo)
         self._settle(index, slots, stats)
         # Thumbnails the index knows are looked for only where the atlas does not hold them
         # (a cache folder cleaned by hand): a warm start of a wall stats no thumbnail.
@@ -293,9 +307,8 @@ class ImageWall:
         lost = [i for i in trusted if slots[i] is not None and id(slots[i]) not in covered
                 and not cache.usable(cache.thumb_path(slots[i].entry, self.thumb_edge))]
         if lost:
-            for i in lost:
-                entry = slots[i].entry  # type: ignore[union-attr]
-                slots[i] = self._sketched(i, files[i], entry)  # type: ignore[arg-type]
+            self._sketch(slots, [(i, files[i], slots[i].entry)  # type: ignore[union-attr]
+                                 for i in lost])
             self._settle(index, slots, stats)
 
     def _thumbed(self) -> list[Item]:
