@@ -211,23 +211,25 @@ def _killed_view(folder: Path, root: Path, after_s: float) -> None:
     proc.wait()
     end = time.monotonic() + 10
     while time.monotonic() < end:
-        if not _processes_with(f"ENGINE_CACHE={root}"):
+        if not _running_in_group(proc.pid):
             return
         time.sleep(0.05)
     raise AssertionError("the killed view's workers outlived it by 10 s")
 
 
-def _processes_with(env_entry: str) -> list[int]:
-    """Live processes whose environment holds `env_entry`: the killed view's workers, in
-    a session of their own, are not in its process group."""
+def _running_in_group(pgid: int) -> list[int]:
+    """Processes of process group `pgid` that have not ended (zombies aside: a killed
+    worker whose parent died first stays one where the container's first process reaps no
+    orphans), read from /proc."""
     out = []
     for d in Path("/proc").iterdir():
         try:
-            if d.name.isdigit() and env_entry.encode() in (d / "environ").read_bytes().split(
-                    b"\0") and (d / "stat").read_text().split()[2] != "Z":
-                out.append(int(d.name))
+            stat = (d / "stat").read_bytes() if d.name.isdigit() else b""
         except OSError:
             continue
+        fields = stat[stat.rfind(b")") + 2:].split()
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] != b"Z":
+            out.append(int(d.name))
     return out
 
 

@@ -68,3 +68,26 @@ def _exists(pid: int) -> bool:
             return f.read().split(") ")[-1][0] not in "ZX"
     except OSError:
         return False
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux's /proc")
+def test_a_zombie_is_not_alive():
+    """A process that ended and was not reaped yet (what a killed run's workers stay in a
+    container whose first process reaps no orphans) is no writer: its files may be swept."""
+    from engine.textures.worker_life import pid_alive
+
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    try:
+        end = time.monotonic() + 5
+        while pid_alive(pid) and time.monotonic() < end:
+            time.sleep(0.01)
+        assert not pid_alive(pid)
+        assert os.waitpid(pid, os.WNOHANG)[0] == pid  # it was a zombie until now
+    finally:
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:
+            pass
+    assert pid_alive(os.getpid())

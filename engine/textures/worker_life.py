@@ -63,7 +63,9 @@ def _wait_for_end(owner: int, fd: int) -> None:
 
 
 def pid_alive(pid: int) -> bool:
-    """Whether process `pid` exists (of any user: another's answers PermissionError)."""
+    """Whether process `pid` exists (of any user: another's answers PermissionError) and is
+    not a zombie: in a container whose first process reaps no orphans, a killed run's
+    workers stay zombies for good, and their temporary files would never be swept."""
     if not 0 < pid < 1 << 22:
         return False
     try:
@@ -72,4 +74,14 @@ def pid_alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    return True
+    return not _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    """Linux's /proc says the process has ended and waits to be reaped (False elsewhere)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    return stat[stat.rfind(b")") + 2:stat.rfind(b")") + 3] == b"Z"
