@@ -184,9 +184,17 @@ def spare_root() -> Path:
 
 
 def sweep_entries(entries: list[Path]) -> int:
-    """`sweep_temps` in each entry folder and its chunk folders; how many files went."""
-    return sum(sweep_temps(folder) for entry in entries if entry.is_dir()
-               for folder in (entry, *(p for p in entry.iterdir() if p.is_dir())))
+    """`sweep_temps` in each entry folder and its chunk folders; how many files went. An
+    entry that vanishes or cannot be listed meanwhile (made or removed by a writer) is
+    passed over, not the end of the sweep."""
+    removed = 0
+    for entry in entries:
+        try:
+            folders = [entry, *(p for p in entry.iterdir() if p.is_dir())]
+        except OSError:
+            continue
+        removed += sum(sweep_temps(folder) for folder in folders)
+    return removed
 
 
 def writable_root(root: Path) -> Path:
