@@ -150,12 +150,8 @@ class PageCache:
         """Copy slots of `src` into this cache on the GPU (glCopyImageSubData, GL 4.3 or
         ARB_copy_image): `moves` are (source slot, slot here). What lets the cache grow
         and shrink without re-reading the tiles it keeps."""
-        raw, n = _raw(self.device), self.slot_texels
-        for a, b in moves:
-            (ax, ay), (bx, by) = src.slot_origin(a), self.slot_origin(b)
-            raw.glCopyImageSubData(src.tex.glo, src.tex.target, 0, ax, ay, 0,
-                                   self.tex.glo, self.tex.target, 0, bx, by, 0, n, n, 1)
-        self.device.check_errors(f"copy of {len(moves)} page-cache slots")
+        self.copy_regions(src, [(src.slot_origin(a), self.slot_origin(b), self.slot_texels)
+                                for a, b in moves])
 
     def copy_regions(self, src: "PageCache",
                      regions: list[tuple[tuple[int, int], tuple[int, int], int]]) -> None:
@@ -166,7 +162,7 @@ class PageCache:
             raw.glCopyImageSubData(src.tex.glo, src.tex.target, 0, ax, ay, 0,
                                    self.tex.glo, self.tex.target, 0, bx, by, 0, n, n, 1)
         if regions:
-            self.device.check_errors(f"copy of {len(regions)} page-cache cells")
+            self.device.check_errors(f"copy of {len(regions)} page-cache regions")
 
     def slot_origin(self, slot: int) -> tuple[int, int]:
         return (slot % self.slots_x) * self.slot_texels, (slot // self.slots_x) * self.slot_texels

@@ -13,11 +13,11 @@ residency, bind it for drawing.
             vts.feedback_end(frame)
 
 Memory: the page cache and the page table are the only GPU memory (ledgered as the
-streaming pool). Their size comes from `allowance_bytes`, handed in from outside (the
-governor's streaming allowance): the system never computes a pool of its own. A new
-allowance (`set_allowance`) rebuilds the cache after releasing the old one, so old and new
-never coexist over the budget; the pinned coarsest tiles are re-uploaded from RAM and the
-rest streams back in.
+streaming pool). `allowance_bytes`, handed in from outside (the governor's streaming
+allowance), is their ceiling; below it the cache holds what the newest feedback wants
+(sizing.py) and grows or shrinks with it, copying the tiles it keeps on the GPU where old
+and new fit the allowance together, else remade (old released first, pinned tiles
+re-uploaded from RAM, the rest streams back in).
 """
 from __future__ import annotations
 
