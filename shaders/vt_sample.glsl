@@ -3,11 +3,14 @@
 // (textureQueryLod), so the picture equals GL's trilinear filtering of the whole texture on
 // every driver; 3.30 shaders get log2 of the footprint (exact maths, which drivers round
 // differently: llvmpipe uses a piecewise-linear log2). The frame binds:
-//   u_vt_table  R32UI page table: row 0 a directory of chunks (word c = where chunk c of
-//               2048 texture bases starts; vt_base), then per
-//               texture a descriptor (width, height, levels, wrap, level offsets[16]) and one
-//               entry per tile: slot (bits 0..23) | level of the tile in that slot (24..31);
-//               slot bit 23 set: a packed coarsest tile in a small cell of the first slots.
+//   u_vt_table  R32UI page table (engine/streaming/virtual/pagetable.py): row 0 a
+//               directory of chunks (word c = where the chunk of textures 2048c.. starts;
+//               vt_base), per texture a descriptor ((width - 1) | levels << 24, (height - 1)
+//               | wrap << 24, one level word per level), and blocks of entries only
+//               for levels with a resident tile: a level word names a block (bits 0..26)
+//               and the level it holds (27..31), its own or the finest coarser one with a
+//               block. An entry: slot (bits 0..23) | level of the tile in that slot
+//               (24..31); slot bit 23 set: a packed small level in a cell of the first slots.
 //   u_vt_cache  the page cache: slots of VT_SLOT texels (payload VT_TILE + VT_BORDER each side),
 //               sampled with GL_LINEAR at level 0 only; trilinear filtering is done here.
 // vt_sample() takes derivatives: call it in uniform control flow (or use vt_sample_grad).
@@ -37,6 +40,13 @@ int vt_base(uint vt) {
                        + int(vt & ((1u << VT_CHUNK_SHIFT) - 1u))));
 }
 
+// A descriptor's size of level 0, level count and wrap rule.
+ivec2 vt_size0(int base) {
+    return ivec2(int(vt_word(base) & 0xFFFFFFu) + 1, int(vt_word(base + 1) & 0xFFFFFFu) + 1);
+}
+int vt_levels(int base) { return int(vt_word(base) >> 24); }
+bool vt_repeat(int base) { return (vt_word(base + 1) >> 24) == 1u; }
+
 // Texel position in a level of `ls` texels, with the sampler's wrap rule: repeat keeps the
 // position in [0, ls) (the tile border holds the wrapped neighbours); clamp keeps it on
 // texel centres, so the bilinear footprint never leaves the level.
@@ -52,7 +62,16 @@ vec4 vt_sample_level(int base, ivec2 size0, bool repeat_, int level, vec2 uv) {
     vec2 p = vt_level_pos(uv, ls, repeat_);
     ivec2 grid = (ls + (VT_TILE - 1)) / VT_TILE;
     ivec2 t = min(ivec2(p) / VT_TILE, grid - 1);
-    uint e = vt_word(int(vt_word(base + 4 + level)) + t.y * grid.x + t.x);
+    // The level's block, or the finest coarser level's when it has none: read the
+    // ancestor's entry there (what this level's own entry would hold).
+    uint lw = vt_word(base + 2 + level);
+    int blk = int(lw >> 27);
+    ivec2 bt = t, bgrid = grid;
+    if (blk != level) {
+        bgrid = (max(size0 >> blk, ivec2(1)) + (VT_TILE - 1)) / VT_TILE;
+        bt = min(t >> (blk - level), bgrid - 1);
+    }
+    uint e = vt_word(int(lw & 0x7FFFFFFu) + bt.y * bgrid.x + bt.x);
     int slot = int(e & 0xFFFFFFu);
     int held = int(e >> 24);
     if (held != level) {
@@ -118,17 +137,17 @@ vec4 vt_sample_lod(int base, ivec2 size0, int levels, bool repeat_, vec2 uv, flo
 // vt_sample with explicit gradients and a minimum level of detail (GL_TEXTURE_MIN_LOD).
 vec4 vt_sample_grad(uint vt, vec2 uv, vec2 dx, vec2 dy, float min_lod) {
     int base = vt_base(vt);
-    ivec2 size0 = ivec2(int(vt_word(base)), int(vt_word(base + 1)));
-    return vt_sample_lod(base, size0, int(vt_word(base + 2)), vt_word(base + 3) == 1u, uv,
+    ivec2 size0 = vt_size0(base);
+    return vt_sample_lod(base, size0, vt_levels(base), vt_repeat(base), uv,
                          max(vt_lod(dx, dy, size0), min_lod));
 }
 
 // The drop-in for texture(sampler, uv) on a virtual texture, with a minimum LOD.
 vec4 vt_sample_min(uint vt, vec2 uv, float min_lod) {
     int base = vt_base(vt);
-    ivec2 size0 = ivec2(int(vt_word(base)), int(vt_word(base + 1)));
+    ivec2 size0 = vt_size0(base);
     float lambda = vt_lod_implicit(uv, size0);
-    return vt_sample_lod(base, size0, int(vt_word(base + 2)), vt_word(base + 3) == 1u, uv,
+    return vt_sample_lod(base, size0, vt_levels(base), vt_repeat(base), uv,
                          max(lambda, min_lod));
 }
 
@@ -142,18 +161,16 @@ vec4 vt_sample(uint vt, vec2 uv) {
 // buffers, so derivatives taken after a branch on storage-buffer data are wrong there.
 vec4 vt_sample_at(uint vt, vec2 uv, float lambda) {
     int base = vt_base(vt);
-    ivec2 size0 = ivec2(int(vt_word(base)), int(vt_word(base + 1)));
-    return vt_sample_lod(base, size0, int(vt_word(base + 2)), vt_word(base + 3) == 1u, uv,
-                         lambda);
+    return vt_sample_lod(base, vt_size0(base), vt_levels(base), vt_repeat(base), uv, lambda);
 }
 
 // The feedback key (low word, high word) at a level of detail found elsewhere (bias
 // included): see vt_sample_at.
 uvec2 vt_feedback_key_at(uint vt, vec2 uv, float lod) {
     int base = vt_base(vt);
-    ivec2 size0 = ivec2(int(vt_word(base)), int(vt_word(base + 1)));
-    int levels = int(vt_word(base + 2));
-    bool repeat_ = vt_word(base + 3) == 1u;
+    ivec2 size0 = vt_size0(base);
+    int levels = vt_levels(base);
+    bool repeat_ = vt_repeat(base);
     float lambda = clamp(lod, 0.0, float(levels - 1));
     int level = int(floor(lambda));
     ivec2 ls = max(size0 >> level, ivec2(1));
@@ -168,6 +185,6 @@ uvec2 vt_feedback_key_at(uint vt, vec2 uv, float lod) {
 // -log2(downscale) for a pass drawn at 1/downscale of the output resolution.
 uvec2 vt_feedback_key(uint vt, vec2 uv, float lod_bias) {
     int base = vt_base(vt);
-    ivec2 size0 = ivec2(int(vt_word(base)), int(vt_word(base + 1)));
+    ivec2 size0 = vt_size0(base);
     return vt_feedback_key_at(vt, uv, vt_lod_implicit(uv, size0) + lod_bias);
 }

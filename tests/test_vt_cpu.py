@@ -16,11 +16,12 @@ from engine.formats import get
 from engine.streaming.virtual.keys import MAX_LEVELS
 from engine.streaming.virtual.keys import pack as pack_feedback
 from engine.streaming.virtual.keys import unpack as unpack_feedback
-from engine.streaming.virtual.pagetable import PageTable
+from engine.streaming.virtual.pagetable import TABLE_WIDTH, PageTable
 from engine.streaming.virtual.policy import Tier, TilePolicy
 from engine.streaming.virtual.requests import expand_requests, reduce_feedback
 from engine.streaming.virtual.tiles import (
     VirtualLayout,
+    pack_entry,
     Wrap,
     virtual_levels,
 )
@@ -38,8 +39,7 @@ ORACLE = dict(np.load(Path(__file__).parent / "data" / "vt_cpu_oracle.npz"))
 def _layouts(table: PageTable) -> list[VirtualLayout]:
     out = []
     for w, h in SIZES:
-        lay = VirtualLayout(BC7, w, h, virtual_levels(BC7, w, h, 12), Wrap.REPEAT,
-                            table.next_base())
+        lay = VirtualLayout(BC7, w, h, virtual_levels(BC7, w, h, 12), Wrap.REPEAT)
         table.add(lay)
         out.append(lay)
     return out
@@ -110,10 +110,27 @@ def test_expand_requests_adds_every_ancestor_with_tier_and_pixels():
     assert len(got) == levels[vt0] - lvl0 and int(keys[0]) in got.keys.tolist()
 
 
+def _dense_words(table: PageTable, vt: int) -> np.ndarray:
+    """Texture `vt`'s entries as the shader reads them, in a dense table's order."""
+    return np.concatenate([grid.ravel() for grid in table.dense(vt)])
+
+
+def _recorded_entries(words: np.ndarray, layouts: list[VirtualLayout], vt: int) -> np.ndarray:
+    """Texture `vt`'s entries in the recorded dense table: a directory row and one chunk,
+    then per texture 20 descriptor words and its entries."""
+    at = 2 * 2048
+    for lay in layouts[:vt]:
+        at += 20 + lay.entry_count
+    return words[at + 20:at + 20 + layouts[vt].entry_count]
+
+
 def test_incremental_page_table_equals_a_full_recompute():
+    """The sparse table, updated tile by tile, reads (through its level words, as the
+    shader does) exactly what the recorded dense full recompute held, and every word it
+    changed is inside a rectangle marked for upload."""
     rng = np.random.default_rng(11)
     inc = PageTable()
-    full = ORACLE["table_words"]  # the full recompute's words after each step
+    full = ORACLE["table_words"]  # the dense full recompute's words after each step
     layouts = _layouts(inc)
     resident = [{(lay.levels - 1, 0, 0): 1000 + i} for i, lay in enumerate(layouts)]
     for vt in range(len(layouts)):
@@ -139,15 +156,30 @@ def test_incremental_page_table_equals_a_full_recompute():
                 next_slot += 1
         before = inc.words.copy()
         inc.set_residency(vt, res)
-        assert np.array_equal(inc.words[:inc.used], full[step]), step
-        changed = np.flatnonzero(before != inc.words)
-        dirty = inc.take_dirty()
-        if changed.size:  # every changed word is inside the range marked for upload
-            assert dirty is not None and dirty[0] <= changed[0] and changed[-1] < dirty[1]
+        for v in range(len(layouts)):
+            assert np.array_equal(_dense_words(inc, v),
+                                  _recorded_entries(full[step], layouts, v)), (step, v)
+        # blocks only for levels with a resident tile (and the coarsest)
+        assert inc.level_blocks(vt) == sorted({lvl for lvl, _, _ in res})
+        grown = inc.words.size > before.size
+        changed = np.flatnonzero(before != inc.words[:before.size])
+        marked = np.zeros(inc.words.size, bool)
+        for r0, n, c0, w in inc.take_dirty():
+            for r in range(r0, r0 + n):
+                marked[r * TABLE_WIDTH + c0:r * TABLE_WIDTH + c0 + w] = True
+        assert marked[changed].all() and (not grown or marked[before.size:inc.used].any())
     # A texture whose coarsest tile moves is recomputed, and still agrees.
     resident[0][(layouts[0].levels - 1, 0, 0)] = 4242
     inc.set_residency(0, resident[0])
-    assert np.array_equal(inc.words[:inc.used], full[-1])
+    assert np.array_equal(_dense_words(inc, 0), _recorded_entries(full[-1], layouts, 0))
+    # Holes left by levels given back are compacted away; lookups do not change.
+    for vt, lay in enumerate(layouts):
+        inc.set_residency(vt, {(lay.levels - 1, 0, 0): 1000 + vt})
+    used = inc.used
+    inc.compact()
+    assert inc.used < used and inc.used == inc.live and not inc.wants_compaction()
+    for vt, lay in enumerate(layouts):
+        assert (_dense_words(inc, vt) == pack_entry(1000 + vt, lay.levels - 1)).all()
 
 
 def test_plan_matches_the_pre_rewrite_plan():
@@ -206,7 +238,7 @@ def test_scale_wall_plans_from_the_feedback_and_keeps_the_table_exact():
     the cache with what the feedback showed, and the incrementally kept page table equals
     one rebuilt from the final residency (each texture's entries recomputed in full)."""
     from engine.bench.vt_scale import Wall, feedback_image, flight
-    from engine.streaming.virtual.pagetable import PageTable
+    from engine.streaming.virtual.pagetable import TABLE_WIDTH, PageTable
     wall = Wall(3000, 256, 300)
     for f, (cx, cy, across, dx, dy, k) in enumerate(flight(30, seed=4)):
         image = feedback_image(wall.side, wall.count, 256, (480, 270),
@@ -217,5 +249,9 @@ def test_scale_wall_plans_from_the_feedback_and_keeps_the_table_exact():
     fresh = PageTable()
     for vt, lay in enumerate(wall.table.layouts):
         fresh.add(lay)
-        fresh._recompute(vt, wall.resident[vt])
-    assert np.array_equal(fresh.words[:fresh.used], wall.table.words[:wall.table.used])
+        fresh.set_residency(vt, wall.resident[vt])
+    assert all(np.array_equal(_dense_words(fresh, vt), _dense_words(wall.table, vt))
+               for vt in range(wall.count))
+    # The sparse table holds blocks only where tiles are resident: far below a dense one.
+    dense_words = sum(20 + lay.entry_count for lay in wall.table.layouts)
+    assert wall.table.live < dense_words / 2

@@ -38,7 +38,7 @@ def _source(path, use_mmap: bool = True) -> TileSource:
     tf = textures.open(path)
     layout = VirtualLayout(tf.pixel_format, tf.width, tf.height,
                            virtual_levels(tf.pixel_format, tf.width, tf.height, len(tf.levels)),
-                           Wrap.REPEAT, 0)
+                           Wrap.REPEAT)
     return TileSource(tf, layout, use_mmap=use_mmap)
 
 

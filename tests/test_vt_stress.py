@@ -23,10 +23,10 @@ def check_table(vts: VirtualTextureSystem) -> None:
     for vt, tex in enumerate(vts.textures):
         lay = tex.layout
         assert (lay.levels - 1, 0, 0) in tex.resident
+        dense = vts.table.dense(vt)  # what the shader reads, through the level words
         for level in range(lay.levels):
             gx, gy = lay.grid(level)
-            offs = lay.level_offsets()[level]
-            slots, held = unpack_entry(vts.table.words[offs:offs + gx * gy])
+            slots, held = unpack_entry(dense[level].ravel())
             for i in range(gx * gy):
                 x, y = i % gx, i // gx
                 want = next(lv for lv in range(level, lay.levels)

@@ -30,7 +30,7 @@ def _source(path, wrap=Wrap.REPEAT):
     tf = textures.open(path)
     lay = VirtualLayout(tf.pixel_format, tf.width, tf.height,
                         virtual_levels(tf.pixel_format, tf.width, tf.height, len(tf.levels)),
-                        wrap, 1024)
+                        wrap)
     return TileSource(tf, lay)
 
 
@@ -270,7 +270,7 @@ for i in range(150):
     tf = textures.open(p)
     lay = VirtualLayout(tf.pixel_format, tf.width, tf.height,
                         virtual_levels(tf.pixel_format, tf.width, tf.height, len(tf.levels)),
-                        Wrap.REPEAT, 1024)
+                        Wrap.REPEAT)
     s = TileSource(tf, lay)
     s.read_tile(0, 0, 0)
     sources.append(s)

@@ -8,11 +8,10 @@ from engine.formats import get
 from engine.memory.sizes import mip_dims
 from engine.streaming.virtual.io import TileSource
 from engine.streaming.virtual.keys import pack as pack_feedback, unpack as unpack_feedback
-from engine.streaming.virtual.pagetable import PageTable
+from engine.streaming.virtual.pagetable import CHUNK_TEXTURES, DIRECTORY_WORDS, PageTable
 from engine.streaming.virtual.policy import Tier
 from engine.streaming.virtual.requests import expand_requests, reduce_feedback
 from engine.streaming.virtual.tiles import (
-    DESCRIPTOR_WORDS,
     SLOT_TEXELS,
     VirtualLayout,
     Wrap,
@@ -46,26 +45,25 @@ def _rc(slot: bytes, fmt):
 
 
 def test_geometry_of_a_2048_bc7_texture():
-    lay = VirtualLayout(BC7, 2048, 2048, virtual_levels(BC7, 2048, 2048, 12), Wrap.REPEAT, 0)
+    lay = VirtualLayout(BC7, 2048, 2048, virtual_levels(BC7, 2048, 2048, 12), Wrap.REPEAT)
     assert lay.levels == 10  # 2048 .. 4 texels: the last level at least one block
     assert [lay.grid(i) for i in range(lay.levels)] == \
         [(16, 16), (8, 8), (4, 4), (2, 2)] + [(1, 1)] * 6
     assert lay.entry_count == 256 + 64 + 16 + 4 + 6
-    offs = lay.level_offsets()
-    assert offs[0] == DESCRIPTOR_WORDS and offs[1] == DESCRIPTOR_WORDS + 256
-    assert offs[-1] == DESCRIPTOR_WORDS + lay.entry_count - 1
+    starts = lay.level_starts()  # the record order of a tiled copy
+    assert starts[0] == 0 and starts[1] == 256 and starts[-1] == lay.entry_count - 1
     assert slot_bytes(BC7) == 136 * 136  # one byte per texel
-    npot = VirtualLayout(BC7, 1000, 600, 3, Wrap.CLAMP, 0)  # any size: GL's level sizes
+    npot = VirtualLayout(BC7, 1000, 600, 3, Wrap.CLAMP)  # any size: GL's level sizes
     assert [npot.grid(i) for i in range(3)] == [(8, 5), (4, 3), (2, 2)]
-    wide = VirtualLayout(BC7, 65536, 65536, 15, Wrap.CLAMP, 0)  # 512 tiles a side
+    wide = VirtualLayout(BC7, 65536, 65536, 15, Wrap.CLAMP)  # 512 tiles a side
     assert wide.grid(0) == (512, 512)
     with pytest.raises(ValueError):  # more tiles along a side than a key can name
-        VirtualLayout(BC7, 128 * 4096 + 1, 64, 3, Wrap.CLAMP, 0)
+        VirtualLayout(BC7, 128 * 4096 + 1, 64, 3, Wrap.CLAMP)
 
 
 @pytest.mark.parametrize("wrap", [Wrap.REPEAT, Wrap.CLAMP])
 def test_borders_come_from_the_neighbouring_blocks(wrap):
-    lay = VirtualLayout(BC7, 512, 256, virtual_levels(BC7, 512, 256, 10), wrap, 0)
+    lay = VirtualLayout(BC7, 512, 256, virtual_levels(BC7, 512, 256, 10), wrap)
     data = _numbered_level(BC7, 512, 256)  # 128 x 64 blocks, tiles 4 x 2
     nbx, nby = 128, 64
     for x, y in [(0, 0), (3, 1), (1, 0), (2, 1)]:
@@ -81,7 +79,7 @@ def test_borders_come_from_the_neighbouring_blocks(wrap):
 
 
 def test_small_levels_are_one_tile_with_a_zero_tail():
-    lay = VirtualLayout(BC7, 256, 256, virtual_levels(BC7, 256, 256, 9), Wrap.REPEAT, 0)
+    lay = VirtualLayout(BC7, 256, 256, virtual_levels(BC7, 256, 256, 9), Wrap.REPEAT)
     w, h = mip_dims(256, 256, 2)  # 64 x 64: 16 x 16 blocks
     slot = cut_tile(lay, 2, 0, 0, _numbered_level(BC7, w, h))
     b = np.frombuffer(slot, np.uint8).reshape(34, 34, 16)
@@ -98,8 +96,7 @@ def test_column_runs():
 
 def test_page_table_points_missing_tiles_at_the_finest_resident_ancestor():
     table = PageTable()
-    lay = VirtualLayout(BC7, 1024, 1024, virtual_levels(BC7, 1024, 1024, 11), Wrap.REPEAT,
-                        table.next_base())
+    lay = VirtualLayout(BC7, 1024, 1024, virtual_levels(BC7, 1024, 1024, 11), Wrap.REPEAT)
     vt = table.add(lay)
     top = lay.levels - 1
     table.set_residency(vt, {(top, 0, 0): 7})
@@ -107,23 +104,34 @@ def test_page_table_points_missing_tiles_at_the_finest_resident_ancestor():
         gx, gy = lay.grid(lvl)
         slots, levels = unpack_entry(table.lookup(vt, lvl, gx - 1, gy - 1))
         assert (int(slots), int(levels)) == (7, top)
+    # Only the coarsest level holds entries: the descriptor (2 words, a level word each)
+    # and one entry, where a dense table held 20 descriptor words and 90 entries.
+    assert lay.entry_count == 90
+    assert table.level_blocks(vt) == [top]
+    assert table.live == DIRECTORY_WORDS + CHUNK_TEXTURES + 2 + lay.levels + 1
     table.take_dirty()
-    # Level 1 tile (2, 3) and level 0 tile (1, 1) resident.
+    # Level 1 tile (2, 3) and level 0 tile (1, 1) resident: both levels get blocks.
     n = table.set_residency(vt, {(top, 0, 0): 7, (1, 2, 3): 11, (0, 1, 1): 12})
     assert n == 1 + 4 + 1  # the level-1 entry, its four children, the level-0 entry
-    lo, hi = table.take_dirty()
-    assert lo >= lay.level_offsets()[0] and hi <= lay.level_offsets()[2]
+    assert table.level_blocks(vt) == [0, 1, top]
+    assert table.take_dirty()  # the blocks and the level words go up
     assert unpack_entry(table.lookup(vt, 0, 4, 6))[0] == 11  # child of (1, 2, 3)
     assert unpack_entry(table.lookup(vt, 0, 5, 7))[1] == 1
     assert unpack_entry(table.lookup(vt, 0, 1, 1))[0] == 12
     assert unpack_entry(table.lookup(vt, 0, 0, 0))[0] == 7
+    assert unpack_entry(table.lookup(vt, 2, 1, 1))[0] == 7  # level 2 has no block
+    # The last level-0 tile leaves: its block goes back, lookups read level 1's.
+    table.set_residency(vt, {(top, 0, 0): 7, (1, 2, 3): 11})
+    assert table.level_blocks(vt) == [1, top]
+    assert unpack_entry(table.lookup(vt, 0, 4, 6))[0] == 11
+    assert unpack_entry(table.lookup(vt, 0, 1, 1))[0] == 7
     with pytest.raises(ValueError):
         table.set_residency(vt, {(0, 0, 0): 1})
-    # A second texture's range follows the first; the descriptor names its levels.
-    lay2 = VirtualLayout(BC7, 256, 256, 7, Wrap.CLAMP, table.next_base())
-    assert table.add(lay2) == 1 and lay2.base == lay.base + lay.table_words
-    assert [table.words[table.directory_index(i)] for i in (0, 1)] == [lay.base, lay2.base]
-    assert table.words[lay2.base:lay2.base + 4].tolist() == [256, 256, 7, 0]
+    # A second texture: the directory names its descriptor, which names its size.
+    lay2 = VirtualLayout(BC7, 256, 200, 7, Wrap.CLAMP)
+    assert table.add(lay2) == 1
+    desc = int(table.words[table.directory_index(1)])
+    assert table.words[desc:desc + 2].tolist() == [255 | (7 << 24), 199 | (int(Wrap.CLAMP) << 24)]
 
 
 def test_feedback_reduction_and_ancestors():
@@ -180,7 +188,7 @@ def test_tile_reads_equal_tiles_cut_from_whole_levels(tmp_path, supercompression
     path = tmp_path / "t.ktx2"
     write_ktx2(path, "BC7", 512, 512, levels, supercompression=supercompression)
     tf = open_texture(path)
-    lay = VirtualLayout(fmt, 512, 512, virtual_levels(fmt, 512, 512, 10), wrap, 0)
+    lay = VirtualLayout(fmt, 512, 512, virtual_levels(fmt, 512, 512, 10), wrap)
     src = TileSource(tf, lay, use_mmap=use_mmap)
     try:
         for lvl in range(lay.levels):

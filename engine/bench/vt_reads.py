@@ -63,7 +63,7 @@ def _sources(paths: list[Path], mode: str) -> list[TileSource]:
         tf = textures.open(p)
         lay = VirtualLayout(tf.pixel_format, tf.width, tf.height,
                             virtual_levels(tf.pixel_format, tf.width, tf.height,
-                                           len(tf.levels)), Wrap.REPEAT, 1024 + i * 4096)
+                                           len(tf.levels)), Wrap.REPEAT)
         out.append(TileSource(tf, lay, use_mmap=mode == "mapped"))
     return out
 
@@ -125,7 +125,7 @@ def _cut_rows(paths: list[Path], folder: Path, threads: list[int], repeats: int,
                     io.add(tf, VirtualLayout(tf.pixel_format, tf.width, tf.height,
                                              virtual_levels(tf.pixel_format, tf.width,
                                                             tf.height, len(tf.levels)),
-                                             Wrap.REPEAT, 1024 + i * 4096))
+                                             Wrap.REPEAT))
                 if io.tiled is not None:
                     while not io.tiled.idle():
                         time.sleep(0.01)

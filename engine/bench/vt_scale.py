@@ -60,10 +60,9 @@ class Wall:
         self.policy = TilePolicy(slots)
         self.resident: dict[int, dict[tuple[int, int, int], int]] = {}
         t0 = time.perf_counter()
-        template = VirtualLayout(fmt, size, size, levels, Wrap.REPEAT, 0)
-        packed = template.packed_levels()
+        lay = VirtualLayout(fmt, size, size, levels, Wrap.REPEAT)
+        packed = lay.packed_levels()
         for vt in range(count):
-            lay = VirtualLayout(fmt, size, size, levels, Wrap.REPEAT, self.table.next_base())
             self.table.add(lay)
             self.grids.append(lay)
             res = {}
@@ -90,8 +89,8 @@ class Wall:
         keep = level < self.grids.first_packed[vt]
         req = TileRequests(req.keys[keep], req.tiers[keep], req.pixels[keep])
         vt, level, x, y = vt[keep], level[keep], x[keep], y[keep]
-        index = self.table.level_offsets(vt, level) + y * self.grids.grid(vt, level)[0] + x
-        deficit = (self.table.words[index] >> 24).astype(np.int64) - level
+        held = self.table.entries(vt, level, x, y, self.grids.grid) >> 24
+        deficit = held.astype(np.int64) - level
         missing, _ = self.policy.plan(frame, req.keys, req.tiers, req.pixels, deficit)
         t1 = time.perf_counter()
         arriving = [k for k in self.pending[:uploads].tolist()

@@ -9,9 +9,9 @@ leak-tracked.
 
 The cache is one texture of `slots_x * slots_y` slots of SLOT_TEXELS^2 texels in the textures'
 own BCn format, one level, GL_LINEAR: a tile goes up with one glCompressedTexSubImage2D into
-its slot. The page table is an R32UI texture (1024 words a row) rather than an SSBO so the
-sampling include works in GLSL 3.30 shaders like the forward pass; only the rows a frame
-changed are written.
+its slot. The page table is an R32UI texture (2048 words a row) rather than an SSBO so the
+sampling include works in GLSL 3.30 shaders like the forward pass; only the spans of rows a
+frame changed are written.
 """
 from __future__ import annotations
 
@@ -190,16 +190,19 @@ class PageTableTexture:
     def nbytes(self) -> int:
         return self.width * self.rows * 4
 
-    def write(self, words: np.ndarray, lo: int, hi: int) -> None:
-        """Upload the rows holding words [lo, hi) of the CPU table."""
-        r0, r1 = lo // self.width, min(self.rows, -(-hi // self.width))
-        if r1 <= r0:
-            return
-        block = np.ascontiguousarray(words[r0 * self.width:r1 * self.width], np.uint32)
-        if block.size < (r1 - r0) * self.width:
-            block = np.pad(block, (0, (r1 - r0) * self.width - block.size))
-        self.tex.write(block.tobytes(), viewport=(0, r0, self.width, r1 - r0), alignment=4)
-        self.uploaded_words += block.size
+    def write(self, words: np.ndarray, rects: list[tuple[int, int, int, int]]) -> None:
+        """Upload rectangles (first row, rows, first column, columns) of the CPU table:
+        the words a frame changed, never the whole table."""
+        for r0, n, c0, w in rects:
+            n = min(n, self.rows - r0)
+            if n <= 0 or w <= 0:
+                continue
+            rows = np.zeros((n, self.width), np.uint32)
+            src = words[r0 * self.width:(r0 + n) * self.width]
+            rows.ravel()[:src.size] = src
+            block = np.ascontiguousarray(rows[:, c0:c0 + w])
+            self.tex.write(block.tobytes(), viewport=(c0, r0, w, n), alignment=4)
+            self.uploaded_words += block.size
 
     def use(self, unit: int) -> None:
         self.tex.use(unit)

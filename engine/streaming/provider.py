@@ -40,7 +40,6 @@ from .handles import HeadReader
 from .levels.streamer import Clock, LevelSourceFactory, LevelStreamer
 from .settings import StreamerSettings
 from .stats import StreamingStats
-from .virtual.pagetable import TABLE_WIDTH
 from .virtual.system import VirtualTextureSystem, choose_virtual
 from .virtual.tiles import slot_bytes
 
@@ -199,8 +198,7 @@ class StreamingProvider:
         vts = self.vts
         assert vts is not None and vts.fmt is not None
         pinned = vts._tail_slots_needed() + len(vts.pinned_data) - len(vts.tails)
-        fixed = vts.table.rows * TABLE_WIDTH * 4 + 1
-        return fixed + (pinned + MIN_STREAM_SLOTS) * slot_bytes(vts.fmt)
+        return vts.table_bytes() + 1 + (pinned + MIN_STREAM_SLOTS) * slot_bytes(vts.fmt)
 
     def _demand_now(self) -> int:
         """The cache that holds every tile the newest feedback shows, with headroom, once

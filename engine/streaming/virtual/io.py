@@ -49,7 +49,6 @@ from ..inline_io import InlineLevelIO
 from ..io import LevelIO, ReadResult
 from . import keys as tile_keys
 from .tiles import (
-    DESCRIPTOR_WORDS,
     VirtualLayout,
     column_runs,
     cut_tile,
@@ -372,7 +371,7 @@ def tile_index(layout: VirtualLayout, level: int, x: int, y: int) -> int:
     """Record of tile (level, x, y) in a tiled copy: the order of the page table's entries
     (level by level, row-major)."""
     gx, _ = layout.grid(level)
-    return layout.level_offsets()[level] - layout.base - DESCRIPTOR_WORDS + y * gx + x
+    return layout.level_starts()[level] + y * gx + x
 
 
 def tiled_folder() -> Path:

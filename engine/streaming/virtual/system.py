@@ -213,8 +213,7 @@ class VirtualTextureSystem:
                                               f"{self.fmt.name} (one page cache per format)")
         w = Wrap[wrap.upper()] if isinstance(wrap, str) else Wrap(wrap)
         layout = VirtualLayout(fmt, tf.width, tf.height,
-                               virtual_levels(fmt, tf.width, tf.height, len(tf.levels)), w,
-                               self.table.next_base())
+                               virtual_levels(fmt, tf.width, tf.height, len(tf.levels)), w)
         source = self.io.add(tf, layout, None if fmt is tf.pixel_format
                              else blocks_transcoder(tf.pixel_format, fmt, tf.path))
         vt = self.table.add(layout)
@@ -241,10 +240,10 @@ class VirtualTextureSystem:
             self.pinned_data[key] = source.read_tile(top, 0, 0)
             pinned.append(key)
         if self.cache is not None:
-            if self.table.rows > self.gpu_table.rows or new_class or \
-                    not self._pinned_cells_fit():
-                self._rebuild()  # the table or the tail cells grew: resize within allowance
+            if new_class or not self._pinned_cells_fit():
+                self._rebuild()  # the tail cells grew: resize within allowance
             else:
+                self._fit_table()
                 for key in pinned:
                     self._pin(key)
         return vt
@@ -257,8 +256,37 @@ class VirtualTextureSystem:
     def _most_slots(self) -> int:
         """Slots the allowance pays for beside the table and the 1-byte LOD proxy."""
         assert self.fmt is not None
-        fixed = self.table.rows * TABLE_WIDTH * 4 + 1
-        return (self.allowance - fixed) // slot_bytes(self.fmt)
+        return (self.allowance - self.table_bytes() - 1) // slot_bytes(self.fmt)
+
+    def _table_rows(self) -> int:
+        """Rows the GPU table is made with: the CPU table's and an eighth more (at least
+        one), so that it grows rarely as levels gain blocks of entries."""
+        rows = self.table.rows
+        return rows + max(1, rows // 8)
+
+    def table_bytes(self) -> int:
+        """What the page table takes of the allowance: the GPU table as made, or as it
+        would be made now, whichever is larger."""
+        made = self.gpu_table.rows if self.gpu_table is not None else 0
+        return max(made, self._table_rows()) * TABLE_WIDTH * 4
+
+    def _fit_table(self) -> None:
+        """Keep the GPU table the size of the CPU one: grown when blocks no longer fit,
+        remade smaller (after compacting away the holes zooms leave) when far too large."""
+        if self.gpu_table is None:
+            return
+        if self.table.wants_compaction():
+            self.table.compact()
+        want, made = self._table_rows(), self.gpu_table.rows
+        if made >= self.table.rows and made <= want + max(1, want // 4):
+            return
+        if want > self.device.caps.max_texture_size:
+            raise BudgetError(f"the page table of {len(self.textures)} textures needs "
+                              f"{want} rows of {TABLE_WIDTH} words; this driver's "
+                              f"textures have at most {self.device.caps.max_texture_size}")
+        self.gpu_table.release()
+        self.gpu_table = PageTableTexture(self.device, TABLE_WIDTH, want)
+        self.table.mark_all()
 
     def _grid(self, total: int) -> tuple[int, int]:
         """The cache's grid of at least `total` slots where the allowance holds them
@@ -328,10 +356,11 @@ class VirtualTextureSystem:
         manages the rest, its slot i being cache slot i + `_tail_slots`."""
         if self.fmt is None:
             raise BudgetError("no virtual texture registered yet")
-        if self.table.rows > self.device.caps.max_texture_size:
+        if self._table_rows() > self.device.caps.max_texture_size:
             raise BudgetError(f"the page table of {len(self.textures)} textures needs "
-                              f"{self.table.rows} rows of {TABLE_WIDTH} words; this driver's "
-                              f"textures have at most {self.device.caps.max_texture_size}")
+                              f"{self._table_rows()} rows of {TABLE_WIDTH} words; this "
+                              f"driver's textures have at most "
+                              f"{self.device.caps.max_texture_size}")
         self._release_gpu()
         slots = self._slot_count()
         sx, sy = self._grid(slots)
@@ -353,7 +382,7 @@ class VirtualTextureSystem:
             self._cells[k] = TilePolicy(cells, hold_frames=self.hold_frames,
                                         grace_frames=self.grace_frames,
                                         max_requests=self.max_requests) if cells > 0 else None
-        self.gpu_table = PageTableTexture(self.device, TABLE_WIDTH, self.table.rows)
+        self.gpu_table = PageTableTexture(self.device, TABLE_WIDTH, self._table_rows())
         self.proxy = LodProxy(self.device)
         self.cache = PageCache(self.device, self.fmt, sx, sy, SLOT_TEXELS)
         if self.policy is None:
@@ -715,8 +744,8 @@ class VirtualTextureSystem:
         if keys.size == 0:
             return None
         vt, level, x, y = tile_keys.unpack(keys)
-        index = self.table.level_offsets(vt, level) + y * self._grids.grid(vt, level)[0] + x
-        return (self.table.words[index] >> 24).astype(np.int64) - level
+        held = self.table.entries(vt, level, x, y, self._grids.grid) >> 24
+        return held.astype(np.int64) - level
 
     def _upload_count(self) -> int:
         """Tiles this frame may upload: the budget over the measured cost of one."""
@@ -791,10 +820,10 @@ class VirtualTextureSystem:
         for vt in sorted(self._dirty_vts):
             self.table.set_residency(vt, self.textures[vt].resident)
         self._dirty_vts.clear()
-        dirty = self.table.take_dirty()
-        if dirty is not None:
-            self.gpu_table.write(self.table.words, *dirty)
-            st.table_words = dirty[1] - dirty[0]
+        self._fit_table()
+        rects = self.table.take_dirty()
+        self.gpu_table.write(self.table.words, rects)
+        st.table_words = sum(n * w for _, n, _, w in rects)
         now = time.perf_counter()
         st.table_ms = (now - t_table) * 1e3
         st.update_ms = (now - t0) * 1e3

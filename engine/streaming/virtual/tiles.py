@@ -48,8 +48,6 @@ from ...textures.tiled import (  # the geometry a tiled file shares with the pag
 )
 from .keys import MAX_LEVELS, MAX_TILES_PER_AXIS
 
-#: uint32 words of one texture's descriptor in the shared page table (see `descriptor`).
-DESCRIPTOR_WORDS = 4 + MAX_LEVELS  # width, height, levels, wrap, level offsets
 #: Entry slot bit marking a packed small level ("tail"): the slot field then names a cell
 #: of the cache's first slots, its size class in bits TAIL_CLASS_SHIFT.. and its index below.
 TAIL_FLAG = 1 << 23
@@ -74,14 +72,13 @@ def virtual_levels(fmt: PixelFormat, width: int, height: int, file_levels: int) 
 
 @dataclass(frozen=True)
 class VirtualLayout:
-    """Tile grids of one virtual texture and where its entries sit in the shared table."""
+    """Tile grids of one virtual texture (where its entries sit is the page table's)."""
 
     fmt: PixelFormat
     width: int
     height: int
     levels: int
     wrap: Wrap
-    base: int  # index of the descriptor in the shared table; entries follow it
 
     def __post_init__(self) -> None:
         if self.width < 1 or self.height < 1:
@@ -94,10 +91,9 @@ class VirtualLayout:
         # and looked up every frame.
         sizes, grids, rel, entries, packed = _geometry(self.fmt, self.width, self.height,
                                                        self.levels)
-        at = self.base + DESCRIPTOR_WORDS
         object.__setattr__(self, "_sizes", sizes)
         object.__setattr__(self, "_grids", grids)
-        object.__setattr__(self, "_offsets", tuple(at + r for r in rel))
+        object.__setattr__(self, "_starts", rel)
         object.__setattr__(self, "_entries", entries)
         object.__setattr__(self, "_packed", packed)
         gx, gy = grids[0]
@@ -114,9 +110,10 @@ class VirtualLayout:
         """Tiles (x, y) of a level; levels of TILE_TEXELS or less are a single tile."""
         return self._grids[level]
 
-    def level_offsets(self) -> list[int]:
-        """Absolute table index of each level's first entry (row-major tile grid)."""
-        return list(self._offsets)
+    def level_starts(self) -> tuple[int, ...]:
+        """Index of each level's first tile among all the texture's tiles, level 0 first,
+        each level row-major: the record order of a tiled copy."""
+        return self._starts
 
     @property
     def entry_count(self) -> int:
@@ -126,17 +123,6 @@ class VirtualLayout:
         """(level, size class) of the levels small enough to share slots (tail_class): a
         suffix of the chain, coarsest last; each is one tile, pinned in a cell."""
         return list(self._packed)
-
-    @property
-    def table_words(self) -> int:
-        return DESCRIPTOR_WORDS + self.entry_count
-
-    def descriptor(self) -> np.ndarray:
-        """The words the shader reads: width, height, levels, wrap, then level offsets."""
-        d = np.zeros(DESCRIPTOR_WORDS, np.uint32)
-        d[0], d[1], d[2], d[3] = self.width, self.height, self.levels, int(self.wrap)
-        d[4:4 + self.levels] = self.level_offsets()
-        return d
 
     def tiles(self, level: int) -> int:
         gx, gy = self.grid(level)
@@ -154,8 +140,8 @@ class VirtualLayout:
 
 @functools.lru_cache(maxsize=256)
 def _geometry(fmt: PixelFormat, width: int, height: int, levels: int):
-    """(level sizes, tile grids, level offsets from the first entry, entry count, packed
-    levels) of a texture shape."""
+    """(level sizes, tile grids, each level's first tile index, tile count, packed levels)
+    of a texture shape."""
     sizes = tuple(mip_dims(width, height, lvl) for lvl in range(levels))
     grids = tuple(tile_grid(w, h) for w, h in sizes)
     rel, at = [], 0
