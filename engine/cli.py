@@ -45,6 +45,7 @@ from .cli_args import (
 from .cli_process import Interrupted, install_signal_handlers, stopping
 from .diagnostics.files import atomic_text
 from .errors import BudgetError, EngineError, OutputExistsError, UsageError
+from .memory.budget import DEFAULT_BUDGET
 from .memory.sizes import format_bytes
 
 log = logging.getLogger(__name__)
@@ -72,7 +73,7 @@ def _info(args: argparse.Namespace) -> int:
     dev = Device.headless() if args.headless else Device.auto()
     try:
         reading = dev.vram()
-        budget = Budget(args.budget, vram_total=reading.total_bytes)
+        budget = Budget.on_device(dev, args.budget)
         caps = dev.caps
         nvml = probe_nvml(renderer=caps.renderer)
         data = {
@@ -203,7 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     info = sub.add_parser("info", help="GL renderer, compressed formats, VRAM and budget")
     info.add_argument("--json", action="store_true")
-    info.add_argument("--budget", default="80%", type=budget_arg,
+    info.add_argument("--budget", default=DEFAULT_BUDGET, type=budget_arg,
                       help='"512MiB" or "80%%" of detected VRAM')
     info.add_argument("--headless", action="store_true", help="force EGL even with a display")
     info.set_defaults(func=_info)

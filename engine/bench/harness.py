@@ -57,7 +57,7 @@ def bench_main(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub) -> None:
-    from ..cli_args import budget_arg, output_file, registry_arg
+    from ..cli_args import output_file, registry_arg
 
     p = sub.add_parser("bench", help="benchmarks: ratios side by side in one run")
     p.add_argument("suites", nargs="*",
@@ -66,5 +66,4 @@ def add_parser(sub) -> None:
                         f"named: {', '.join(ON_REQUEST)}")
     p.add_argument("--json", type=output_file, help="write the figures to this JSON file")
     p.add_argument("--quick", action="store_true", help="small sizes, for CI smoke runs")
-    p.add_argument("--budget", default="80%", type=budget_arg)
     p.set_defaults(func=bench_main)

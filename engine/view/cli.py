@@ -32,6 +32,7 @@ from ..cli_args import (
     registry_arg,
     size_arg,
 )
+from ..memory.budget import DEFAULT_BUDGET
 from .decode import MAX_PIXELS
 from .wall import ENCODERS, FORMATS, LAYOUTS, ORDERS, ImageView, ImageWall
 
@@ -70,7 +71,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="folders (recursive), glob patterns or image files")
     p.add_argument("--frames", type=positive_int, default=None,
                    help="frames to run (default 120 headless, until closed in a window)")
-    p.add_argument("--budget", default="80%", type=budget_arg,
+    p.add_argument("--budget", default=DEFAULT_BUDGET, type=budget_arg,
                    help='GPU memory for the run: "256MiB" or "80%%" of detected VRAM')
     p.add_argument("--screenshot", type=image_output_file,
                    help="save the last frame as a picture (.png, .jpg, ...)")
