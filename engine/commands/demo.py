@@ -42,11 +42,6 @@ log = logging.getLogger(__name__)
 progress = logging.getLogger("engine.progress")
 
 
-def parse_size(text: str) -> tuple[int, int]:
-    """"1280x720" -> (1280, 720); kept for callers of the old name (engine.cli_args.size_arg)."""
-    return size_arg(text)
-
-
 #: the scene options of the `demo` command, by argparse dest -> flag
 SCENE_OPTIONS = {"count": "--count", "texture_size": "--texture-size", "format": "--format",
                  "model": "--model"}

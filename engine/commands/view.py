@@ -33,8 +33,8 @@ from ..cli_args import (
     size_arg,
 )
 from ..memory.budget import DEFAULT_BUDGET
-from .decode import MAX_PIXELS
-from .wall import ENCODERS, FORMATS, LAYOUTS, ORDERS, ImageView, ImageWall
+from ..view.decode import MAX_PIXELS
+from ..view.wall import ENCODERS, FORMATS, LAYOUTS, ORDERS, ImageView, ImageWall
 
 log = logging.getLogger(__name__)
 progress = logging.getLogger("engine.progress")
