@@ -144,11 +144,3 @@ def budget(value: Any) -> BudgetSpec | Budget:
     if spec.absolute is not None and spec.absolute <= 0:
         raise UsageError(f"budget must be > 0, got {value!r}; {BUDGET_ACCEPTED}")
     return spec
-    try:
-        spec = BudgetSpec.parse(value)
-    except BudgetError as exc:
-        said = str(exc).split("; accepted:")[0]
-        raise UsageError(f"{said}; {BUDGET_ACCEPTED}") from None
-    if spec.absolute is not None and spec.absolute <= 0:
-        raise UsageError(f"budget must be > 0, got {value!r}; {BUDGET_ACCEPTED}")
-    return value

@@ -31,6 +31,7 @@ from ..cli_args import (
     positive_int,
     registry_arg,
     size_arg,
+    whole_number_in,
 )
 from ..memory.budget import DEFAULT_BUDGET
 from ..view.decode import MAX_PIXELS
@@ -49,19 +50,6 @@ def path_arg(text: str) -> str:
         raise argparse.ArgumentTypeError("an empty path; accepted: a folder, a file or a "
                                          "glob pattern")
     return text
-
-
-@examples("2000000000", "0", "-1", "x", "1.5")
-def pixels_arg(text: str) -> int:
-    """A pixel count >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of pixels; "
-                                         f"accepted: 1 or more") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is out of range; accepted: 1 or more")
-    return value
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -107,7 +95,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "or gpu (compute shaders, GL 4.3, a few ms of each frame; the "
                         "processes decode and write). `python -m engine bench encode` "
                         "measures which is faster here")
-    p.add_argument("--max-pixels", type=pixels_arg, default=MAX_PIXELS,
+    p.add_argument("--max-pixels", type=whole_number_in(1), default=MAX_PIXELS,
                    help=f"largest image read, in pixels (default {MAX_PIXELS})")
     p.add_argument("--provider", default="streaming",
                    type=registry_arg("texture provider", lambda: list(PROVIDERS)),
