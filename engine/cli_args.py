@@ -183,3 +183,68 @@ def add_trace_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--trace", type=json_output_file, metavar="FILE",
                         help="write a Chrome trace-event JSON of the run: open it in "
                              "https://ui.perfetto.dev (Open trace file) or chrome://tracing")
+
+
+@examples(__file__, "/nonexistent/image.png")
+def image_input(text: str) -> str:
+    """An image file, or a folder of images (bake's inputs; a glTF scene is a file too)."""
+    if not (Path(text).is_file() or Path(text).is_dir()):
+        raise argparse.ArgumentTypeError(f"{text!r} does not exist; accepted: an existing "
+                                         f"image file or a folder of images")
+    return text
+
+
+@examples("out", "/dev/null/out", __file__)
+def output_folder(text: str) -> str:
+    """A folder this command writes into: an existing folder, or a path whose nearest
+    existing ancestor is a writable folder (then it is made). A regular file there is
+    refused before any work."""
+    try:
+        check_output_dir(Path(text))
+    except UsageError as exc:
+        raise argparse.ArgumentTypeError(f"cannot write into {text!r} ({exc}); accepted: a "
+                                         f"folder (made if missing) in a writable place") from None
+    return text
+
+
+def whole_number_in(lo: int, hi: int | None = None) -> Callable[[str], int]:
+    """A whole number in lo..hi (hi None: no upper end)."""
+    accepted = f"{lo}-{hi}" if hi is not None else f"{lo} or more"
+
+    @examples(str(lo), str(lo - 1), "x", *(() if hi is None else (str(hi + 1),)))
+    def check(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number; accepted: "
+                                             f"{accepted}") from None
+        if value < lo or (hi is not None and value > hi):
+            raise argparse.ArgumentTypeError(f"{value} is out of range; accepted: {accepted}")
+        return value
+    return check
+
+
+@examples("1", "abc", "0", "-3")
+def pid_arg(text: str) -> int:
+    """A process id (a positive integer)."""
+    try:
+        pid = int(text)
+    except ValueError:
+        pid = 0
+    if pid < 1:
+        raise argparse.ArgumentTypeError(f"a process id (a positive integer), got {text!r}")
+    return pid
+
+
+@examples("1200x720", "99999x99999", "1x1", "big")
+def picture_size_arg(text: str) -> str:
+    """A picture's WIDTHxHEIGHT within the timeline's limits (engine.diagnostics.timeline),
+    returned as written: the report command parses it again."""
+    from .diagnostics.timeline import parse_size
+
+    try:
+        parse_size(text)
+    except UsageError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix(f"--size {text!r}: ")
+                                         .removeprefix("--size ")) from None
+    return text

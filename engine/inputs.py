@@ -10,9 +10,12 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import BudgetError, UsageError
+
+if TYPE_CHECKING:
+    from .memory.budget import Budget, BudgetSpec
 
 #: The largest output edge accepted before a device exists: GL 4.5 guarantees at least this
 #: for GL_MAX_TEXTURE_SIZE, GL_MAX_RENDERBUFFER_SIZE and GL_MAX_VIEWPORT_DIMS; a run then
@@ -125,13 +128,13 @@ def texture_edge(value: Any) -> int:
     return n
 
 
-def budget(value: Any) -> Any:
-    """A budget: bytes (the one byte-size rule, engine.memory.sizes; an int is bytes), a
-    percentage of the device's memory, or an engine.memory.budget.Budget; returned as given
-    once it parses and is > 0."""
+def budget(value: Any) -> BudgetSpec | Budget:
+    """A budget: bytes (the one byte-size rule, engine.memory.sizes; an int is bytes) or a
+    percentage of the device's memory, returned parsed (a BudgetSpec) once it is > 0; a
+    Budget made already is the caller's and is returned as it is."""
     from .memory.budget import Budget, BudgetSpec
 
-    if isinstance(value, (Budget, BudgetSpec)):
+    if isinstance(value, Budget):
         return value
     try:
         spec = BudgetSpec.parse(value)
@@ -140,4 +143,4 @@ def budget(value: Any) -> Any:
         raise UsageError(f"{said}; {BUDGET_ACCEPTED}") from None
     if spec.absolute is not None and spec.absolute <= 0:
         raise UsageError(f"budget must be > 0, got {value!r}; {BUDGET_ACCEPTED}")
-    return value
+    return spec

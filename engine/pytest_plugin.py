@@ -112,8 +112,7 @@ def _budget_bytes(spec: Any, device: Any, nodeid: str) -> int:
     from .memory.budget import Budget
 
     try:
-        budget(spec)
-        return Budget(spec, vram_total=device.vram().total_bytes).bytes
+        return Budget.on_device(device, budget(spec)).bytes
     except UsageError as exc:
         pytest.fail(f"{nodeid}: gl_budget({spec!r}): {exc}", pytrace=False)
 

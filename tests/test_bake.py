@@ -10,13 +10,13 @@ import pytest
 from PIL import Image
 
 import engine.textures
+from engine.cli import main as cli_main
 from engine.errors import TextureFormatError
 from engine.memory.sizes import level_bytes, mip_count, mip_dims
 from engine.textures import bake
 from engine.textures.bake import (
     bake_file,
     bake_image,
-    bake_main,
     bake_many,
     choose_format,
     load_rgba,
@@ -182,7 +182,7 @@ def test_bake_many_rejects_colliding_outputs(tmp_path: Path, crops: list[Path]) 
 
 
 def test_cli_prints_a_table(tmp_path: Path, crops: list[Path], capsys: pytest.CaptureFixture[str]) -> None:
-    rc = bake_main([str(p) for p in crops[:2]] + ["-o", str(tmp_path), "--format", "bc1",
+    rc = cli_main(["bake"] + [str(p) for p in crops[:2]] + ["-o", str(tmp_path), "--format", "bc1",
                                                    "--zstd", "3", "--jobs", "2"])
     assert rc == 0
     out = capsys.readouterr().out
@@ -195,10 +195,10 @@ def test_cli_prints_a_table(tmp_path: Path, crops: list[Path], capsys: pytest.Ca
 def test_cli_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = tmp_path / "x.png"
     bad.write_text("nope")
-    assert bake_main([str(bad), "-o", str(tmp_path / "o"), "--jobs", "1", "--no-progress"]) == 1
+    assert cli_main(["bake", str(bad), "-o", str(tmp_path / "o"), "--jobs", "1", "--no-progress"]) == 1
     assert "x.png" in capsys.readouterr().err
-    assert bake_main(["-o", str(tmp_path)]) == 2
-    assert bake_main([str(bad), "-o", str(tmp_path), "--format", "astc"]) == 2
+    assert cli_main(["bake", "-o", str(tmp_path)]) == 2
+    assert cli_main(["bake", str(bad), "-o", str(tmp_path), "--format", "astc"]) == 2
 
 
 def test_progress_bar_draws_only_when_asked() -> None:

@@ -17,7 +17,9 @@ from PIL import Image
 
 import engine.textures
 from engine.errors import TextureFormatError
-from engine.textures.bake import FORMAT_CHOICES, bake_file, bake_image, bake_main, load_rgba
+from engine.cli import main as cli_main
+from engine.textures.bake import bake_file, bake_image, load_rgba
+from engine.textures.bake_plan import FORMAT_CHOICES
 from engine.textures.decode import decode_image
 from engine.textures.encode import _as_blocks, _bc7_modes, encode_image, force_opaque_bc7, pad_to_blocks
 from engine.textures.mipgen import linear_to_srgb, quantize_unorm8
@@ -284,7 +286,7 @@ def test_to_target_reference_keeps_input_precision():
 
 
 def test_cli_help_documents_input_conversion(capsys):
-    assert bake_main(["--help"]) == 0
+    assert cli_main(["bake", "--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())
     assert "--tonemap" in text and "rounding" in text and "linear light" in text
 
@@ -292,9 +294,9 @@ def test_cli_help_documents_input_conversion(capsys):
 def test_cli_tonemap_bakes_an_hdr_float_tiff(tmp_path, capsys):
     path = tmp_path / "sun.tif"
     Image.fromarray(np.linspace(0, 20, 64 * 64, dtype=np.float32).reshape(64, 64)).save(path)
-    assert bake_main([str(path), "-o", str(tmp_path / "a"), "--no-progress", "--jobs", "1"]) == 1
+    assert cli_main(["bake", str(path), "-o", str(tmp_path / "a"), "--no-progress", "--jobs", "1"]) == 1
     assert "--tonemap" in capsys.readouterr().err
-    assert bake_main([str(path), "-o", str(tmp_path / "b"), "--no-progress", "--jobs", "1",
+    assert cli_main(["bake", str(path), "-o", str(tmp_path / "b"), "--no-progress", "--jobs", "1",
                       "--tonemap", "reinhard", "--format", "bc7"]) == 0
     assert (tmp_path / "b" / "sun.ktx2").exists()
     assert "inf" not in capsys.readouterr().out

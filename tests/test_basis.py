@@ -247,11 +247,11 @@ def test_bake_basis_reads_back(tmp_path, monkeypatch, codec, scheme, model):
 def test_bake_cli_uastc(tmp_path):
     from PIL import Image
 
-    from engine.textures.bake import bake_main
+    from engine.cli import main as cli_main
 
     src = tmp_path / "in.png"
     Image.fromarray(rgba_image(32, 32, seed=2)).save(src)
-    assert bake_main([str(src), "-o", str(tmp_path / "out"), "--format", "uastc", "--jobs", "1",
+    assert cli_main(["bake", str(src), "-o", str(tmp_path / "out"), "--format", "uastc", "--jobs", "1",
                       "--no-progress"]) == 0
     tex = textures.open(tmp_path / "out" / "in.ktx2")
     assert tex.extra["basis_codec"] == "UASTC"

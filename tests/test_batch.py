@@ -107,6 +107,17 @@ def test_object_arrays_match_the_instances_and_follow_changes() -> None:
     assert table.count == 6
 
 
+def test_a_material_change_rebuilds_only_the_scenes_that_use_it() -> None:
+    mine, mine_insts, mats = _scene_arrays(2)
+    other, other_insts, _ = _scene_arrays(2)  # its own materials
+    mine_version, other_version = mine.version, other.version
+    mats[0].roughness = 0.9
+    mine.sync(mine_insts)
+    other.sync(other_insts)
+    assert mine.version > mine_version and mine.material_rows[0, 4] == pytest.approx(0.9)
+    assert other.version == other_version  # untouched: nothing of it was recomputed
+
+
 def test_rows_carry_material_textures_and_clamps() -> None:
     table, _, _ = _scene_arrays(4)
     rows = pack_rows(table, np.array([1, 0]))

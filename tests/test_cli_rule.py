@@ -19,7 +19,6 @@ from pathlib import Path
 import pytest
 
 from engine import cli, cli_args, inputs
-from engine.textures.bake import build_bake_parser
 
 ROOT = Path(__file__).resolve().parents[1]
 SKIP_ACTIONS = (argparse._HelpAction, argparse._StoreTrueAction, argparse._StoreFalseAction,
@@ -27,12 +26,10 @@ SKIP_ACTIONS = (argparse._HelpAction, argparse._StoreTrueAction, argparse._Store
 
 
 def _parsers() -> dict[str, argparse.ArgumentParser]:
-    """Every subcommand's parser by name; bake's own (it owns its argument list)."""
+    """Every subcommand's parser by name."""
     root = cli.build_parser()
     sub = next(a for a in root._actions if isinstance(a, argparse._SubParsersAction))
-    parsers = {name: p for name, p in sub.choices.items() if name != "bake"}
-    parsers["bake"] = build_bake_parser()
-    return parsers
+    return dict(sub.choices)
 
 
 def _flag(action: argparse.Action) -> str:
@@ -92,7 +89,8 @@ def _assert_user_error(rc: int, err: str, *names: str) -> str:
 
 def test_every_subcommand_is_walked():
     names = set(_parsers())
-    assert {"info", "demo", "bake", "inspect", "bench", "report", "soak"} <= names
+    assert {"info", "demo", "view", "bake", "inspect", "bench", "report", "soak",
+            "monitor"} <= names
     assert len(_cases()) > 40  # the walk really reaches the options
 
 
@@ -224,7 +222,9 @@ def test_internal_error_one_line_unless_debug(capsys, monkeypatch):
     def broken(args):
         raise RuntimeError("something inside broke")
 
-    monkeypatch.setattr(cli, "_info", broken)
+    from engine.commands import info
+
+    monkeypatch.setattr(info, "run", broken)
     rc, err = _run_main(["info"], capsys)
     lines = err.strip().splitlines()
     assert rc == 1 and len(lines) == 1 and "Traceback" not in err

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import engine
-from engine import cli
+from engine import cli, cli_args
 from engine.app.loop import FrameLoop, OverBudget
 from engine.app.run import run_scene
 from engine.app.settings import RunSettings
@@ -136,11 +136,11 @@ def test_api_sizes_like_the_cli():
 
 
 @pytest.mark.parametrize("field, value, cli_type", [
-    ("frames", 0, cli.positive_int),
-    ("frames", 2.5, cli.positive_int),
-    ("budget", "512", cli.budget_arg),
-    ("budget", "0MiB", cli.budget_arg),
-    ("budget", "150%", cli.budget_arg),
+    ("frames", 0, cli_args.positive_int),
+    ("frames", 2.5, cli_args.positive_int),
+    ("budget", "512", cli_args.budget_arg),
+    ("budget", "0MiB", cli_args.budget_arg),
+    ("budget", "150%", cli_args.budget_arg),
 ])
 def test_api_refuses_what_the_cli_refuses_with_the_same_words(field, value, cli_type):
     with pytest.raises(UsageError) as api:
@@ -179,11 +179,11 @@ def test_nvml_missing_names_the_extra(monkeypatch):
 
 def test_uastc_bake_without_the_encoder_is_refused_before_work(monkeypatch, tmp_path, capsys):
     from engine.textures import basis
-    from engine.textures.bake import bake_main
+    from engine.cli import main as cli_main
 
     monkeypatch.setattr(basis, "encoder_available", lambda: False)
     out = tmp_path / "out"
-    rc = bake_main([str(ROOT / "assets/photos/coffee.jpg"), "-o", str(out), "--format", "uastc"])
+    rc = cli_main(["bake", str(ROOT / "assets/photos/coffee.jpg"), "-o", str(out), "--format", "uastc"])
     err = capsys.readouterr().err
     assert rc == 2 and install_hint("basis") in err and err.startswith("error: ")
     assert not any(out.glob("*.ktx2"))

@@ -9,6 +9,7 @@ from engine.errors import FaultEvent, FaultKind, FaultReport
 from engine.memory.governor import Governor
 from engine.streaming.handles import HandleCache
 from engine.streaming.levels.streamer import LevelStreamer
+from engine.memory.budget import Budget
 
 
 def test_a_report_reaches_every_listener_until_it_unsubscribes():
@@ -45,7 +46,7 @@ def test_a_failed_read_is_one_event_naming_the_texture(device, tmp_path):
     s = LevelStreamer(device, backend="realloc", io_workers=0, files=files)
     seen: list[FaultEvent] = []
     stop = device.faults.subscribe(seen.append)
-    gov = Governor(budget="1GiB")
+    gov = Governor(budget=Budget("1GiB"))
     try:
         for i, p in enumerate(paths):
             s.register(f"t{i}", p)

@@ -9,6 +9,7 @@ from streaming_helpers import make_textures, row_view, step
 
 from engine.memory.governor import Governor
 from engine.streaming.levels.streamer import LevelStreamer
+from engine.memory.budget import Budget
 
 pytestmark = pytest.mark.gpu
 
@@ -18,7 +19,7 @@ def test_sparse_backend_streams_under_budget(device, tmp_path):
         pytest.skip("driver has no ARB_sparse_texture")
     paths = make_textures(tmp_path, 12, 1024, "BC7")
     s = LevelStreamer(device, backend="sparse")
-    gov = Governor(budget="1GiB")
+    gov = Governor(budget=Budget("1GiB"))
     try:
         for i, p in enumerate(paths):
             s.register(f"s{i}", p)

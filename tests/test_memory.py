@@ -7,11 +7,12 @@ import sys
 
 import pytest
 
-from engine.errors import BudgetError
-from engine.memory.budget import Budget, BudgetSpec
+from engine.app.settings import RunSettings
+from engine.errors import BudgetError, UsageError
+from engine.memory.budget import DEFAULT_BUDGET, Budget, BudgetSpec
 from engine.memory.ledger import Ledger
 from engine.gl.probe import VramProbe
-from engine.memory.probe import sane
+from engine.memory.probe import VramReading, sane
 from engine.memory.summary import format_summary, summary_dict
 
 
@@ -26,6 +27,34 @@ def test_budget_specs():
         with pytest.raises(BudgetError):
             Budget(bad)
     assert str(BudgetSpec.parse("80%")) == "80%"
+
+
+class _Memory:
+    """A device as a budget sees it: only its memory reading."""
+
+    def __init__(self, total: int | None) -> None:
+        self.total = total
+
+    def vram(self) -> VramReading:
+        return VramReading(source=None if self.total is None else "NVX",
+                           total_bytes=self.total, available_bytes=None)
+
+
+def test_budget_on_device_resolves_the_one_default():
+    assert Budget.on_device(_Memory(10 << 30)).bytes == 8 << 30  # DEFAULT_BUDGET, 80%
+    assert Budget.on_device(_Memory(None)).bytes == int((2 << 30) * 0.8)  # virtual VRAM
+    assert Budget.on_device(_Memory(8 << 30), BudgetSpec.parse("25%")).bytes == 2 << 30
+    made = Budget("1GiB")
+    assert Budget.on_device(_Memory(8 << 30), made) is made
+
+
+def test_run_settings_carry_a_parsed_budget():
+    assert RunSettings().budget == DEFAULT_BUDGET
+    assert RunSettings(budget="50%").budget == BudgetSpec(fraction=0.5)
+    assert RunSettings(budget=1024).budget == BudgetSpec(absolute=1024)
+    for bad in ("lots", "0", "150%"):
+        with pytest.raises(UsageError, match="budget"):
+            RunSettings(budget=bad)
 
 
 def test_budget_set_returns_new_bytes():

@@ -113,7 +113,7 @@ def run(device, cache: Path, pool_bytes: int, frames: int, measure_from: int,
             seen["debug_image"] = debug_view(ctx)
             seen["debug"] = classify_mip_debug(seen["debug_image"])
             seen["feedback"] = ctx.provider.feedback_mips
-    result = run_scene(with_pool(pool_bytes), frames=frames, size=size, budget=None,
+    result = run_scene(with_pool(pool_bytes), frames=frames, size=size,
                        device=device, react=False, provider="streaming", feedback=True,
                        options={**OPTIONS, "cache_dir": cache}, on_frame=[hook])
     return result, measured, seen

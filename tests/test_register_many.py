@@ -23,6 +23,7 @@ from engine.streaming.levels.backends import CATEGORY
 from engine.streaming.handles import HeadReader
 from engine.streaming.levels.streamer import LevelStreamer
 from engine.textures.ktx2_write import write_ktx2
+from engine.memory.budget import Budget
 
 
 def _levels(fmt: str, size: int, images: int = 1, seed: int = 1) -> list[bytes]:
@@ -99,7 +100,7 @@ def test_level_reads_and_streaming_after_bulk_registration(device, mixed):
             ref = textures.open(path)
             for lvl in (0, len(ref.levels) - 1):
                 assert s.registry.read(tid, lvl) == ref.read_level_all(lvl)
-        gov = Governor(budget="1GiB")
+        gov = Governor(budget=Budget("1GiB"))
         for f in range(30):
             step(device, gov, s, row_view(f, (f * 0.3, 0.0, 1.5), len(mixed)))
         assert s.stats().loads > 0 and s.stats().io_errors == 0

@@ -39,7 +39,7 @@ def _gallery():
 def _run(device, cache: Path, **kw):
     options = {**SMALL, "cache_dir": cache, **kw.pop("options", {})}
     return run_scene(_gallery().factory, frames=kw.pop("frames", 6), size=SIZE,
-                     budget=None, device=device, options=options, **kw)
+                     device=device, options=options, **kw)
 
 
 @pytest.mark.needs("BC7 sampling")

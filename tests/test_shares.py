@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.errors import BudgetError
+from engine.memory.budget import Budget
 from engine.memory import group as groups
 from engine.memory.shares import (Claim, Seat, ShareSettings, ViewShares, fair_shares, settle,
                                   shortfall)
@@ -198,7 +199,7 @@ def test_governor_publishes_floor_and_demand_and_takes_its_grant():
     from engine.memory.governor import Governor
 
     board = ViewShares(100 * MIB)
-    govs = [Governor(budget="1GiB", share=board.join(ShareSettings(board, weight=w)))
+    govs = [Governor(budget=Budget("1GiB"), share=board.join(ShareSettings(board, weight=w)))
             for w in (1, 3)]
     usage = {"buffer": 10 * MIB, "texture.streamed": 5 * MIB, "target": 2 * MIB}
     curve = ((0.5, MIB // 2), (1.0, 2 * MIB))
@@ -265,7 +266,7 @@ def test_a_member_still_follows_outside_pressure_below_its_grant():
 
     board = ViewShares(100 * MIB)
     free = {"bytes": 10 << 30}
-    gov = Governor(budget="1GiB", share=board.join(ShareSettings(board)),
+    gov = Governor(budget=Budget("1GiB"), share=board.join(ShareSettings(board)),
                    pressure=lambda: VramReading("NVX", 16 << 30, free["bytes"]))
     usage = {"buffer": 10 * MIB, "texture.streamed": 20 * MIB}
 

@@ -14,6 +14,7 @@ from engine.memory.governor import Governor
 from engine.streaming.levels.staging import (IDLE_FRAMES, MIN_SEGMENT, StagingNeed,
                                              segment_bytes)
 from engine.streaming.levels.streamer import LevelStreamer
+from engine.memory.budget import Budget
 
 KiB, MiB = 1 << 10, 1 << 20
 CAP = 16 * MiB
@@ -70,7 +71,7 @@ def _streamer(device, tmp_path) -> LevelStreamer:
 
 @pytest.mark.needs("ARB_buffer_storage")
 def test_the_streamers_ring_follows_its_uploads(device, tmp_path) -> None:
-    gov = Governor(budget="1GiB")
+    gov = Governor(budget=Budget("1GiB"))
     s = _streamer(device, tmp_path)
     try:
         assert s.uploader.ring is None and device.ledger.category_total("staging") == 0
@@ -89,7 +90,7 @@ def test_the_streamers_ring_follows_its_uploads(device, tmp_path) -> None:
 
 @pytest.mark.needs("ARB_buffer_storage")
 def test_the_ring_shrinks_within_the_frame_the_pools_room_goes(device, tmp_path) -> None:
-    gov = Governor(budget="1GiB")
+    gov = Governor(budget=Budget("1GiB"))
     s = _streamer(device, tmp_path)
     try:
         for f in range(200):

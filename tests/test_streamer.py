@@ -11,6 +11,7 @@ from streaming_helpers import make_textures, row_view, step
 from engine.memory.governor import Governor
 from engine.memory.sizes import texture_bytes
 from engine.streaming.levels.streamer import LevelStreamer
+from engine.memory.budget import Budget
 
 
 COUNT = 24
@@ -24,7 +25,7 @@ def files(tmp_path_factory):
 @pytest.fixture
 def gov():
     """The budget's owner, as the frame loop has it: each frame grants the streamer its pool."""
-    return Governor(budget="1GiB")
+    return Governor(budget=Budget("1GiB"))
 
 
 def run_frames(dev, gov, streamer, frames, eye_fn, budget_fn=None, start=0):

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from engine.cli import main as cli_main
 from engine.errors import TextureFormatError
 from engine.textures import bake, strip_bake, strips
 from engine.textures.progress import Progress
@@ -66,12 +67,12 @@ def test_the_cli_bakes_large_files_by_strips_and_refuses_past_max_pixels(tmp_pat
                                                                           capsys, caplog):
     monkeypatch.setattr(bake, "STRIP_BAKE_PIXELS", 1000)
     src = _write(tmp_path / "big.png", _image(64, 48, False), False)
-    assert bake.bake_main([str(src), "-o", str(tmp_path / "a"), "--max-pixels", "3071",
+    assert cli_main(["bake", str(src), "-o", str(tmp_path / "a"), "--max-pixels", "3071",
                            "--jobs", "1", "--no-progress"]) == 1
     assert "raise it with --max-pixels" in capsys.readouterr().err
     assert not (tmp_path / "a").exists()
     with caplog.at_level(logging.INFO, logger="engine.textures.bake"):
-        assert bake.bake_main([str(src), "-o", str(tmp_path / "a"), "--max-pixels", "3072",
+        assert cli_main(["bake", str(src), "-o", str(tmp_path / "a"), "--max-pixels", "3072",
                                "--jobs", "1", "--no-progress", "--format", "bc1"]) == 0
     assert "by strips" in caplog.text
     assert (tmp_path / "a" / "big.ktx2").is_file()
@@ -83,7 +84,7 @@ def test_a_failed_strip_bake_leaves_no_file_and_no_folder(tmp_path, monkeypatch,
     data = good.read_bytes()
     good.write_bytes(data[: len(data) // 2])  # the header reads; the rows run out halfway
     out = tmp_path / "new" / "sub"
-    assert bake.bake_main([str(good), "-o", str(out), "--jobs", "1", "--no-progress"]) == 1
+    assert cli_main(["bake", str(good), "-o", str(out), "--jobs", "1", "--no-progress"]) == 1
     assert "cut.png" in capsys.readouterr().err
     assert not (tmp_path / "new").exists()
 

@@ -388,26 +388,26 @@ def test_window_examples_run(name, mixed, view_env, xvfb_display):
 
 # ----------------------------------------------------------------------------- engine bake
 def test_bake_takes_folders_and_a_failed_bake_leaves_no_folder(mixed, tmp_path, capsys):
-    from engine.textures.bake import bake_main
+    from engine.cli import main as cli_main
 
     folder, _ = mixed
     sub = folder / "sub"
     out = tmp_path / "baked" / "deep"
-    assert bake_main([str(sub), "-o", str(out), "--format", "bc1", "--jobs", "1",
+    assert cli_main(["bake", str(sub), "-o", str(out), "--format", "bc1", "--jobs", "1",
                       "--no-progress"]) == 0
     assert [p.name for p in out.iterdir()] == ["j_sub.jpg".replace(".jpg", ".ktx2")]
     broken = tmp_path / "only_broken"
     broken.mkdir()
     (broken / "x.png").write_bytes(b"\x89PNG\r\n\x1a\n nope")
     failed = tmp_path / "never" / "made"
-    assert bake_main([str(broken), "-o", str(failed), "--jobs", "1", "--no-progress"]) == 1
+    assert cli_main(["bake", str(broken), "-o", str(failed), "--jobs", "1", "--no-progress"]) == 1
     assert not (tmp_path / "never").exists()
     twins = tmp_path / "twins"
     (twins / "a").mkdir(parents=True)
     (twins / "b").mkdir()
     for d in ("a", "b"):
         (twins / d / "same.png").write_bytes((folder / "b.png").read_bytes())
-    assert bake_main([str(twins), "-o", str(tmp_path / "t"), "--no-progress"]) == 1
+    assert cli_main(["bake", str(twins), "-o", str(tmp_path / "t"), "--no-progress"]) == 1
     assert "same.ktx2" in capsys.readouterr().err and not (tmp_path / "t").exists()
 
 

@@ -112,9 +112,7 @@ def make_governor(device: Device, settings: RunSettings) -> Governor:
     """The run's one budget owner: a percentage budget is taken of the probed VRAM, and where
     the driver reports free VRAM (NVX) other programs' use lowers the effective budget; with
     `settings.share` it takes a seat on that share board (engine.memory.shares)."""
-    reading = device.vram()
-    spec = "80%" if settings.budget is None else settings.budget
-    budget = spec if isinstance(spec, Budget) else Budget(spec, vram_total=reading.total_bytes)
+    budget = Budget.on_device(device, settings.budget)
     if budget.bytes > budget.reference_total:
         what = "VRAM" if budget.vram_total else "virtual VRAM (the driver reports none)"
         log.warning("budget %s is more than the device's %s of %s: the device's memory, not "

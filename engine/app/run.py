@@ -178,7 +178,7 @@ def check_output_size(device: Device, size: tuple[int, int]) -> None:
         raise UsageError(f"--size {w}x{h}: this driver renders at most {mw}x{mh} "
                          f"({device.caps.renderer}); accepted: WIDTHxHEIGHT, 1-{mw} x 1-{mh}")
     need = default_targets_spec().bytes_at(w, h, 1.0) + w * h * OUTPUT_BYTES_PER_PIXEL
-    memory = Budget("100%", vram_total=device.vram().total_bytes).reference_total
+    memory = Budget.on_device(device).reference_total
     if need > memory:
         raise UsageError(f"--size {w}x{h}: its render targets and output need "
                          f"{format_exact(need)}, more than the device's "

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import inputs
-from ..memory.budget import Budget
+from ..memory.budget import DEFAULT_BUDGET, Budget, BudgetSpec
 from ..memory.governor import GovernorSettings
 from ..memory.shares import ShareSettings, ViewShares
 from ..resolution.policy import ResolutionSettings
@@ -26,7 +26,9 @@ class RunSettings:
     frames: int = 120  # headless: frames to render; window: <= 0 runs until closed
     #: output size, (width, height) or "WIDTHxHEIGHT"; a window's framebuffer overrides it
     size: tuple[int, int] | str = (1280, 720)
-    budget: str | int | Budget | None = "80%"  # None: the default, 80% of the probed VRAM
+    #: bytes, "512MiB" or "80%" of the device's memory (parsed here into a BudgetSpec), or a
+    #: Budget made by the caller; resolved against the device by Budget.on_device
+    budget: str | int | BudgetSpec | Budget = DEFAULT_BUDGET
     headless: bool = True
     screenshot: Path | str | None = None
     report: Path | str | None = None
@@ -74,8 +76,8 @@ class RunSettings:
         if not window_until_closed:
             object.__setattr__(self, "frames", inputs.checked("frames", inputs.positive_int,
                                                       self.frames))
-        if self.budget is not None:
-            inputs.checked("budget", inputs.budget, self.budget)
+        object.__setattr__(self, "budget", inputs.checked("budget", inputs.budget,
+                                                          self.budget))
         if not 0 < self.scale <= 1:
             raise ValueError(f"scale must be in (0, 1], got {self.scale}")
         if self.view_mode not in VIEW_MODES:

@@ -216,9 +216,7 @@ def run(device: Device, quick: bool = False) -> SuiteResult:
 
 def budget_bytes_arg(text: str) -> int:
     """A budget of so many bytes (a percentage names no fixed slice to measure against)."""
-    from ..memory.budget import BudgetSpec
-
-    spec = BudgetSpec.parse(budget_arg(text))
+    spec = budget_arg(text)
     if spec.absolute is None:
         raise argparse.ArgumentTypeError(f"{text!r} is a share of the device; accepted: a "
                                          f"size such as 128MiB")

@@ -203,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
 
     from .common import write_run
-    from .harness import _table
+    from .harness import rows_table
 
     ap = argparse.ArgumentParser(prog="python -m engine.bench.encode")
     ap.add_argument("--quick", action="store_true")
@@ -216,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         res = run(device, quick=args.quick, size=args.size, repeats=args.repeats,
                   workers=args.workers)
-        print(_table(res.rows))
+        print(rows_table(res.rows))
         for note in res.notes:
             print(f"  note: {note}")
         if args.json:

@@ -240,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
 
     from .common import write_run
-    from .harness import _table
+    from .harness import rows_table
 
     ap = argparse.ArgumentParser(prog="python -m engine.bench.frame")
     ap.add_argument("--quick", action="store_true")
@@ -266,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         res = run(device, quick=args.quick, counts=counts, sizes=sizes)
-        print(_table(res.rows))
+        print(rows_table(res.rows))
         if args.json:
             write_run(args.json, device, "frame", res.rows, res.notes)
     finally:

@@ -106,7 +106,7 @@ def measure(device: Device, count: int, frames: int, warmup: int) -> dict:
         tails = device.ledger.category_total(CATEGORY)
         times = []
         # The budget's owner splits it each frame, as in a run: the pool is its allowance.
-        governor = Governor(budget=Budget("80%", vram_total=device.vram().total_bytes))
+        governor = Governor(budget=Budget.on_device(device))
         for frame in range(frames):
             view = grid_view(frame, count)
             streamer.grant(governor.split(device.ledger.by_category()).pool_allowance)

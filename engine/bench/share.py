@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..cli_args import budget_arg
 from ..cli_args import positive_int as positive_int_arg
 from ..inputs import checked, positive_int
 
@@ -613,7 +614,8 @@ def main(argv: list[str] | None = None) -> int:
     v.add_argument("--cache", type=Path, help="texture cache for the gallery")
     r = sub.add_parser("run", help="the whole scenario")
     r.add_argument("--out", type=Path, required=True)
-    r.add_argument("--budget", default="8MiB", help="the group budget")
+    r.add_argument("--budget", default="8MiB", type=budget_arg,
+                   help='the group budget: "8MiB", or "80%%" of this device\'s memory')
     r.add_argument("--floor", default="1.25MiB", help="each member's floor")
     r.add_argument("--hold", type=float, default=2.5, help="seconds per phase")
     r.add_argument("--cache", type=Path, help="texture cache for the members")
@@ -633,8 +635,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.mode == "views":
         print(json.dumps(one_device(cache=args.cache), indent=1))
         return 0
+    from engine.gl.device import Device
+    from engine.memory.budget import Budget
     from engine.memory.sizes import parse_bytes
-    result = scenario(args.out, budget=parse_bytes(args.budget), floor=parse_bytes(args.floor),
+    with Device.headless() as device:  # what a percentage is taken of
+        budget = Budget.on_device(device, args.budget).bytes
+    result = scenario(args.out, budget=budget, floor=parse_bytes(args.floor),
                       hold=args.hold, cache=args.cache, outsider=args.outsider,
                       size=tuple(args.size), count=args.count, texture_size=args.texture_size,
                       fps=args.fps)

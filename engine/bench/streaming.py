@@ -30,6 +30,7 @@ from ..app.providers import register_provider
 from ..app.run import FrameContext, SceneFactory, run_scene
 from ..demos.gallery_assets import gallery_textures
 from ..gl.device import Device
+from ..memory.budget import DEFAULT_BUDGET
 from ..memory.sizes import texture_bytes
 from ..render.camera import mat_to_numpy
 from ..streaming.contract import TEXTURE_SLOTS, FrameView
@@ -219,7 +220,8 @@ def fly(device: Device, profile: GalleryProfile, provider: str, *, budget: int |
     if budget is not None:
         hooks.append(WallClockPacer())
     res = run_scene(gallery_factory(), frames=profile.frames, size=profile.size,
-                    budget=budget, provider=provider, options=profile.options(count),
+                    budget=DEFAULT_BUDGET if budget is None else budget, provider=provider,
+                    options=profile.options(count),
                     device=device, on_frame=hooks, react=budget is not None)
     if res.summary["leaked_objects"]:
         log.error("flight with provider %s leaked %d GL objects", provider,

@@ -581,7 +581,7 @@ def main(argv: list[str] | None = None) -> int:
     """`python -m engine.bench.viewers`: the suite with its sizes chosen (the device stage
     sets them to fit one call), the JSON rewritten after every child."""
     from ..cli_args import output_file, positive_int
-    from .harness import _table
+    from .harness import rows_table
 
     ap = argparse.ArgumentParser(prog="python -m engine.bench.viewers",
                                  description=__doc__.split("\n\n")[0])
@@ -627,7 +627,7 @@ def main(argv: list[str] | None = None) -> int:
     res, raw = run_viewers(profile, args.viewers, args.parts, args.data, on_result=save)
     save(res, raw)
     print(f"== viewers ({machine['renderer']})")
-    print(_table(res.rows))
+    print(rows_table(res.rows))
     for note in res.notes:
         print(f"  note: {note}")
     return 0

@@ -14,7 +14,6 @@ current folder, or `--out PATH`.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -226,43 +225,3 @@ def _new(path: Path, before: Mapping[Path, tuple[int, int] | None]) -> bool:
     """`path` exists and is not the file that was there before the request."""
     now = _identity(path)
     return now is not None and now != before[path]
-
-
-def add_parser(sub: Any) -> None:
-    p = sub.add_parser("monitor", help="every running engine process's memory, refreshed "
-                                       "every second (like nvidia-smi -l 1)",
-                       description=__doc__.split("\n\n")[0].split(": ", 1)[1])
-    p.add_argument("--json", action="store_true",
-                   help="one JSON object per process per refresh (default when piped)")
-    p.add_argument("--once", action="store_true", help="print once and exit")
-    p.add_argument("--snapshot", type=_pid, metavar="PID",
-                   help="ask process PID for a snapshot of who holds what (JSON and HTML)")
-    p.add_argument("--out", type=Path, default=None,
-                   help="--snapshot: the JSON file to write (default PID.snapshot.json; the "
-                        "page goes beside it as .html)")
-    p.set_defaults(func=run)
-
-
-def _pid(text: str) -> int:
-    try:
-        pid = int(text)
-    except ValueError:
-        pid = 0
-    if pid < 1:
-        raise argparse.ArgumentTypeError(f"a process id (a positive integer), got {text!r}")
-    return pid
-
-
-_pid.good_example = "1"  # type: ignore[attr-defined]  (engine.cli's rule test)
-_pid.bad_examples = ("abc", "0", "-3")  # type: ignore[attr-defined]
-
-
-def run(args: argparse.Namespace) -> int:
-    if args.snapshot is not None:
-        target = args.out or Path(f"{args.snapshot}.snapshot.json")
-        for path in request_snapshot(args.snapshot, target):
-            print(f"snapshot written to {path} and {path.with_suffix('.html')}")
-        return 0
-    if args.out is not None:
-        raise UsageError("--out: only with --snapshot PID")
-    return watch(as_json=args.json or not sys.stdout.isatty(), once=args.once)

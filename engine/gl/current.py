@@ -13,6 +13,8 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from .ctypes_table import FunctionTable, library_loader
+
 log = logging.getLogger(__name__)
 
 
@@ -40,30 +42,26 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
 
 
 @functools.cache
-def _lib(name: str) -> ctypes.CDLL | None:
-    """libEGL / libGL with the few context calls typed (pointers must not be truncated)."""
+def _lib(name: str) -> FunctionTable | None:
+    """libEGL / libGL's few context calls, typed (pointers must not be truncated)."""
     try:
         lib = ctypes.CDLL(name)
     except OSError:
         return None
-    for fn, (restype, argtypes) in _SIGNATURES.items():
-        if hasattr(lib, fn):
-            getattr(lib, fn).restype = restype
-            getattr(lib, fn).argtypes = argtypes
-    return lib
+    return FunctionTable(_SIGNATURES, library_loader(lib))
 
 
 def save_current() -> CurrentContext:
     """What the thread has current now (EGL first, then GLX; the two share one slot)."""
     egl = _lib("libEGL.so.1")
-    if egl is not None and hasattr(egl, "eglGetCurrentContext"):
+    if egl is not None and egl.has("eglGetCurrentContext"):
         ctx = egl.eglGetCurrentContext()
         if ctx:
             return CurrentContext("egl", (egl.eglGetCurrentDisplay(),
                                           egl.eglGetCurrentSurface(_EGL_DRAW),
                                           egl.eglGetCurrentSurface(_EGL_READ), ctx))
     glx = _lib("libGL.so.1")
-    if glx is not None and hasattr(glx, "glXGetCurrentContext"):
+    if glx is not None and glx.has("glXGetCurrentContext"):
         ctx = glx.glXGetCurrentContext()
         if ctx:
             return CurrentContext("glx", (glx.glXGetCurrentDisplay(),

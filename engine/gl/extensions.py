@@ -4,13 +4,16 @@ queries), bound with ctypes through the context's own loader, as engine/gl/raw.p
 They live apart from raw.py's table so the modules that use them (buffers, indirect, bindless,
 timing) own their slice of GL; a driver that lacks one gets None and the caller checks the
 capability first. Also the two accessors every module of the frame uses to reach the device's
-raw GL and allocator, whatever the device's attribute names are during the device refactor.
+raw GL and allocator.
 """
 from __future__ import annotations
 
 import ctypes as C
 import logging
+from collections.abc import Callable
 from typing import Any
+
+from .ctypes_table import FunctionTable
 
 log = logging.getLogger(__name__)
 
@@ -66,26 +69,11 @@ def register(device: Any, obj: Any, kind: str, category: str, label: str, nbytes
     return device._alloc.register(obj, kind, category, label, nbytes, glo, destroy, alive)
 
 
-class Extensions:
+class Extensions(FunctionTable):
     """ctypes callables for SIGNATURES; missing ones are None."""
 
-    def __init__(self, loader) -> None:
-        self._fns: dict[str, Any] = {}
-        for name, (res, args) in SIGNATURES.items():
-            try:
-                addr = loader(name)
-            except Exception:  # noqa: BLE001 - a loader that raises for unknown names: absent
-                addr = None
-            self._fns[name] = C.CFUNCTYPE(res, *args)(addr) if addr else None
-
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return self._fns[name]
-        except KeyError:
-            raise AttributeError(name) from None
-
-    def has(self, *names: str) -> bool:
-        return all(self._fns.get(n) is not None for n in names)
+    def __init__(self, loader: Callable[[str], int | None]) -> None:
+        super().__init__(SIGNATURES, loader)
 
 
 def extensions(device: Any) -> Extensions:

@@ -12,6 +12,8 @@ import ctypes as C
 import logging
 from collections.abc import Callable
 
+from .ctypes_table import FunctionTable
+
 log = logging.getLogger(__name__)
 
 u32, i32, i64, u64, f32 = C.c_uint, C.c_int, C.c_int64, C.c_uint64, C.c_float
@@ -71,33 +73,14 @@ SIGNATURES: dict[str, tuple[object, tuple[object, ...]]] = {
 }
 
 
-class RawGL:
+class RawGL(FunctionTable):
     """ctypes bindings of the entry points in SIGNATURES, resolved through `loader`.
 
     Attribute access returns the callable, or None when the driver does not export it.
     """
 
     def __init__(self, loader: Callable[[str], int | None]) -> None:
-        self._fns: dict[str, Callable | None] = {}
-        for name, (res, args) in SIGNATURES.items():
-            addr = None
-            try:
-                addr = loader(name)
-            except Exception:  # a loader that raises for unknown names means "absent"
-                addr = None
-            self._fns[name] = C.CFUNCTYPE(res, *args)(addr) if addr else None
-        missing = [n for n, f in self._fns.items() if f is None]
-        if missing:
-            log.debug("GL entry points not exported by this driver: %s", ", ".join(missing))
-
-    def __getattr__(self, name: str) -> Callable:
-        try:
-            return self._fns[name]
-        except KeyError:
-            raise AttributeError(name) from None
-
-    def has(self, name: str) -> bool:
-        return self._fns.get(name) is not None
+        super().__init__(SIGNATURES, loader)
 
     def get_int(self, pname: int) -> int:
         v = i32(0)

@@ -9,8 +9,10 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass
+from typing import Protocol
 
 from ..errors import BudgetError
+from .probe import VramReading
 from .sizes import format_bytes, parse_bytes
 
 log = logging.getLogger(__name__)
@@ -61,17 +63,38 @@ class BudgetSpec:
         return f"{self.fraction * 100:g}%"
 
 
+#: The one default budget: most of the device, leaving room for the desktop and other programs.
+DEFAULT_BUDGET = BudgetSpec.parse("80%")
+
+
+class HasVram(Protocol):
+    """What a budget is resolved against: anything that reads the device's memory."""
+
+    def vram(self) -> VramReading: ...
+
+
 class Budget:
     """The user's budget in bytes, thread-safe (a host's UI thread may set it). The governor
     owns it and is its only reader; a change takes effect at the governor's next split."""
 
-    def __init__(self, spec: str | int | BudgetSpec = "80%", *, vram_total: int | None = None,
+    def __init__(self, spec: str | int | BudgetSpec = DEFAULT_BUDGET, *,
+                 vram_total: int | None = None,
                  virtual_vram: int = DEFAULT_VIRTUAL_VRAM) -> None:
         self._lock = threading.Lock()
         self.vram_total = vram_total
         self.virtual_vram = virtual_vram
         self._spec = BudgetSpec.parse(spec)
         self._bytes = self._spec.resolve(self.reference_total)
+
+    @classmethod
+    def on_device(cls, device: HasVram, spec: BudgetSpec | Budget | None = None) -> Budget:
+        """The one way a run's budget meets its device: a percentage is taken of the device's
+        probed memory (the virtual size where the driver reports none); None is the default;
+        a Budget made already is the caller's and is kept as it is."""
+        if isinstance(spec, Budget):
+            return spec
+        return cls(DEFAULT_BUDGET if spec is None else spec,
+                   vram_total=device.vram().total_bytes)
 
     @property
     def reference_total(self) -> int:

@@ -65,7 +65,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from ..errors import BudgetError
-from .budget import Budget
+from .budget import Budget, BudgetSpec
 from .ledger import Category
 from .probe import VramReading
 from .shares import ShareMember
@@ -264,11 +264,10 @@ class Governor:
     external cap and its raise streak, the held split)."""
 
     def __init__(self, settings: GovernorSettings | None = None, *,
-                 budget: Budget | str | int | None = None,
+                 budget: Budget | None = None,
                  pressure: PressureSource | None = None,
                  share: ShareMember | None = None) -> None:
-        self._budget = budget if isinstance(budget, Budget) or budget is None \
-            else Budget(budget)
+        self._budget = budget
         self._pressure = pressure
         #: A seat on a share board (views of a process, or a group of processes): each split
         #: publishes this governor's floor and demand, and its grant caps the budget.
@@ -293,7 +292,7 @@ class Governor:
         """The user's budget now (the effective one is in each split)."""
         return self.budget.bytes
 
-    def set_budget(self, spec: str | int) -> None:
+    def set_budget(self, spec: BudgetSpec | str | int) -> None:
         """A new budget ("512MiB", "80%", bytes); answered by the next split."""
         self.budget.set(spec)
 

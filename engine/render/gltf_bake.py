@@ -25,8 +25,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-from ..errors import GltfError, install_hint
-from ..textures import basis
 from ..textures.bake import BakeResult, bake_image
 from .gltf import (
     ENGINE_KTX2,
@@ -149,37 +147,3 @@ def bake_gltf(src: str | Path, out_dir: str | Path, fmt: str = "bc7", *,
     log.info("baked %s -> %s: %d image(s) to %s KTX2 (%s)", src, path, len(results),
              fmt.upper(), extension)
     return GltfBakeResult(path, extension, tuple(results))
-
-
-def bake_gltf_main(argv: list[str]) -> int:
-    """`python -m engine bake SCENE.gltf|.glb -o OUTDIR [--format bc7|uastc|etc1s]
-    [--zstd N]`; exit status 0, 1 for a bad file, 2 for bad arguments."""
-    import argparse
-    import sys
-
-    parser = argparse.ArgumentParser(
-        prog="python -m engine bake",
-        description="Bake a glTF scene's PNG/JPEG textures to KTX2 (BC7 for the engine, or "
-                    "UASTC/ETC1S with KHR_texture_basisu for other viewers); the original "
-                    "images stay as the fallback.")
-    parser.add_argument("scene", metavar="SCENE", help=".gltf or .glb file")
-    parser.add_argument("-o", "--out", required=True, metavar="OUTDIR")
-    parser.add_argument("--format", default="bc7", choices=FORMATS)
-    parser.add_argument("--zstd", type=int, default=None, metavar="LEVEL")
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as exc:
-        return int(exc.code or 0)
-    if args.format != "bc7" and not basis.encoder_available():
-        print(f"error: --format {args.format} needs the Basis encoder ({install_hint('basis')}; "
-              "alktx2 has x86_64 wheels only)", file=sys.stderr)
-        return 2
-    try:
-        result = bake_gltf(args.scene, args.out, args.format, zstd_level=args.zstd)
-    except (GltfError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    for r in result.images:
-        print(f"{r.output.name:<36} {r.format:<12} {r.width}x{r.height} {r.psnr_db:6.2f} dB")
-    print(f"{result.gltf} ({result.extension}, {len(result.images)} image(s))")
-    return 0

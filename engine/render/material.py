@@ -1,18 +1,18 @@
 """Materials: texture ids from the provider plus constant factors (metal-roughness PBR)."""
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
+from typing import Protocol
 
 from ..streaming.contract import NO_TEXTURE, TEXTURE_SLOTS
 
-# Bumped by every assignment to any material's field: the scene's object arrays copy
-# material rows and recompute them only when this moved (materials change rarely; checking
-# one integer a frame is cheaper than watching every material).
-_VERSION = [0]
 
+class MaterialWatcher(Protocol):
+    """What holds a copy of a material's row (a scene's object arrays): told when any field
+    of the material is assigned, so only the scenes that use it recompute their rows."""
 
-def material_version() -> int:
-    return _VERSION[0]
+    def material_changed(self) -> None: ...
 
 
 @dataclass
@@ -37,7 +37,12 @@ class Material:
 
     def __setattr__(self, name: str, value) -> None:
         object.__setattr__(self, name, value)
-        _VERSION[0] += 1
+        for watcher in tuple(self.__dict__.get("_watchers", ())):
+            watcher.material_changed()
+
+    def watch(self, watcher: MaterialWatcher) -> None:
+        """`watcher` is told of every later field assignment, for as long as it lives."""
+        self.__dict__.setdefault("_watchers", weakref.WeakSet()).add(watcher)
 
     def texture_ids(self) -> tuple[int, ...]:
         """Ids in `TEXTURE_SLOTS` order."""

@@ -6,8 +6,8 @@ per-object number the renderer and the texture provider need sits in one row of 
 a frame gathers and packs them with numpy and writes them to the GPU at once.
 
 Keeping them current: an `Instance` tells its table when its model, mesh or material is
-assigned, and only that row is recomputed; a material's field assignment bumps a global
-version and the (few) material rows are rebuilt; instances added or removed rebuild the table.
+assigned, and only that row is recomputed; a material tells the tables that hold it when a
+field is assigned, and their (few) material rows are rebuilt; instances added or removed rebuild the table.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..streaming.contract import TEXTURE_SLOTS
-from .material import Material, material_version
+from .material import Material
 
 if TYPE_CHECKING:
     from .mesh import Mesh
@@ -107,9 +107,13 @@ class ObjectArrays:
         self._dirty: set[int] = set()
         self._stale = True
         self._last: Instance | None = None
-        self._material_version = -1
+        self._materials_stale = True
 
     # ------------------------------------------------------------------ change tracking
+    def material_changed(self) -> None:
+        """A material of this table had a field assigned (engine.render.material.Material)."""
+        self._materials_stale = True
+
     def _changed(self, inst: Instance) -> None:
         row = inst.__dict__.get("_row")
         if row is None:
@@ -123,7 +127,7 @@ class ObjectArrays:
             self._rebuild(instances)
         elif self._dirty:
             self._update_rows(instances, sorted(self._dirty))
-        if self._material_version != material_version():
+        if self._materials_stale:
             self._rebuild_materials()
         self._dirty.clear()
 
@@ -150,6 +154,7 @@ class ObjectArrays:
             if j is None:
                 j = mat_ix[id(inst.material)] = len(self.materials)
                 self.materials.append(inst.material)
+                inst.material.watch(self)
             material_index[i] = j
         self.mesh_index, self.material_index = mesh_index, material_index
         self.count = n
@@ -182,12 +187,13 @@ class ObjectArrays:
             if j is None:
                 j = mat_ix[id(inst.material)] = len(self.materials)
                 self.materials.append(inst.material)
-                self._material_version = -1  # a new material row is needed
+                inst.material.watch(self)
+                self._materials_stale = True  # a new material row is needed
             self.material_index[r] = j
         cols = self._transforms(instances, rows)
         for name, arr in cols.items():
             getattr(self, name)[rows] = arr
-        if self._material_version == material_version():
+        if not self._materials_stale:
             self.texture_ids[rows] = self.material_textures[self.material_index[rows]]
         self.version += 1
 
@@ -202,7 +208,7 @@ class ObjectArrays:
         uv = self.material_rows[:, 12:20].astype(np.float64)
         self.material_uv_scale = np.maximum(np.hypot(uv[:, 0], uv[:, 4]),
                                             np.hypot(uv[:, 1], uv[:, 5])).astype(np.float32)
-        self._material_version = material_version()
+        self._materials_stale = False
         self.version += 1
 
     def texel_density(self) -> np.ndarray:

@@ -22,11 +22,9 @@ input at that precision, so it is finite unless the texture holds the input exac
 """
 from __future__ import annotations
 
-import argparse
 import logging
 import multiprocessing
 import os
-import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import (
@@ -36,15 +34,14 @@ from concurrent.futures import (
     ProcessPoolExecutor,
     wait,
 )
-from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from ..errors import EngineError, TextureFormatError, UsageError, install_hint
+from ..errors import TextureFormatError, UsageError
 from ..formats import get
-from ..memory.sizes import format_bytes
 from . import tiled
 from .decode import decode_image
 from .encode import encode_image
@@ -58,7 +55,6 @@ from .source_image import (
     SourceImage,
     Tonemap,
     from_array,
-    image_files,
     read_image,
     scale_16_to_8,
     to_target,
@@ -68,7 +64,6 @@ from .worker_life import watch_owner
 from .bake_plan import (
     BASIS_CHOICES,
     DEFAULT_TASK_PIXELS,
-    FORMAT_CHOICES,
     TASK_PIXELS,
     Piece,
     choose_format,
@@ -462,7 +457,7 @@ def bake_many(inputs: Sequence[ImageInput], out_dir: str | os.PathLike[str], fmt
     huge = _strip_inputs(split, opts)
     workers = jobs or os.cpu_count() or 1
     own = executor is None
-    pool = _process_pool(workers, clean=encode_chain is not None) if own else executor
+    pool = process_pool(workers, clean=encode_chain is not None) if own else executor
     assert pool is not None
     wall = time.perf_counter()
     with closing_pool(pool) if own else nullcontext(pool):
@@ -482,7 +477,7 @@ def bake_many(inputs: Sequence[ImageInput], out_dir: str | os.PathLike[str], fmt
     return results
 
 
-def _process_pool(workers: int, clean: bool) -> ProcessPoolExecutor:
+def process_pool(workers: int, clean: bool) -> ProcessPoolExecutor:
     """The bake's worker pool; `clean`: workers from a fork server, for a process that holds
     a GL context (forking it, with the driver's threads, can deadlock the child). Its
     workers end with this process, also when it is killed (engine.textures.worker_life)."""
@@ -556,7 +551,7 @@ def _bake_basis_many(inputs: Sequence[ImageInput], out: Path, opts: _Options,
         return results
 
 
-def _is_interrupt(exc: BaseException) -> bool:
+def is_interrupt(exc: BaseException) -> bool:
     """Ctrl-C, SIGTERM (the CLI's Interrupted) and the like: not an Exception."""
     return not isinstance(exc, Exception)
 
@@ -579,7 +574,7 @@ def closing_pool(pool: Executor) -> Iterator[Executor]:
     try:
         yield pool
     except BaseException as exc:
-        interrupted = _is_interrupt(exc)
+        interrupted = is_interrupt(exc)
         raise
     finally:
         pool.shutdown(wait=not interrupted, cancel_futures=not interrupted)
@@ -658,269 +653,8 @@ def _run(pool: Executor, split: list[tuple[str, np.ndarray | None, str]], out: P
                     log.info("baked %s -> %s", prep.source, st.out_path)
             start_more()
     except BaseException as exc:
-        if not _is_interrupt(exc):  # see closing_pool: an interrupt leaves them to the pool
+        if not is_interrupt(exc):  # see closing_pool: an interrupt leaves them to the pool
             for fut in futures:
                 fut.cancel()
         raise
     return [r for r in results if r is not None]
-
-
-def _table(results: Sequence[BakeResult]) -> str:
-    header = f"{'file':<28} {'format':<14} {'size':>11} {'lv':>3} {'bytes':>11} {'sec':>7} {'Mpx/s':>7} {'PSNR dB':>8}"
-    lines = [header, "-" * len(header)]
-    for r in results:
-        name = Path(r.output).name
-        lines.append(f"{name[:28]:<28} {r.format:<14} {f'{r.width}x{r.height}':>11} {r.levels:>3} "
-                     f"{format_bytes(r.bytes):>11} {r.seconds:>7.2f} {r.mpx_per_s:>7.1f} {r.psnr_db:>8.2f}")
-    return "\n".join(lines)
-
-
-class _OneLineParser(argparse.ArgumentParser):
-    """A parse error becomes one line (exit status 2), not a usage block: the CLI rule."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise _ArgumentError(f"error: {self.prog}: {message}")
-
-
-class _ArgumentError(ValueError):
-    pass
-
-
-def _examples(good: str, *bad: str):
-    """A valid value and values the type refuses (read by tests/test_cli_rule.py)."""
-    def mark(fn):
-        fn.good_example, fn.bad_examples = good, bad
-        return fn
-    return mark
-
-
-@_examples(__file__, "/nonexistent/image.png")
-def _input_arg(text: str) -> str:
-    if not (Path(text).is_file() or Path(text).is_dir()):
-        raise argparse.ArgumentTypeError(f"{text!r} does not exist; accepted: an existing "
-                                         f"image file or a folder of images")
-    return text
-
-
-def _expand_inputs(inputs: Sequence[str]) -> list[str]:
-    """Files as given, folders as the images in them (recursively). Two inputs that would
-    write the same output name are refused before any work."""
-    files: list[str] = []
-    for text in inputs:
-        if Path(text).is_dir():
-            found = image_files(text)
-            if not found:
-                raise ValueError(f"{text!r}: a folder with no images in it")
-            files += [os.fspath(p) for p in found]
-        else:
-            files.append(text)
-    seen: dict[str, str] = {}
-    for f in files:
-        stem = Path(f).stem
-        if stem in seen and seen[stem] != f:
-            raise ValueError(f"{seen[stem]!r} and {f!r} would both be written as {stem}.ktx2; "
-                             f"bake them into different folders")
-        seen[stem] = f
-    return list(dict.fromkeys(files))
-
-
-def _missing_dirs(path: Path) -> list[Path]:
-    """`path` and those of its parents that do not exist yet, innermost first."""
-    out = []
-    p = path.absolute()
-    while not p.exists() and p != p.parent:
-        out.append(p)
-        p = p.parent
-    return out
-
-
-def _remove_empty(dirs: Sequence[Path]) -> None:
-    """Remove the folders a failed bake made, innermost first, while they are empty."""
-    for d in dirs:
-        try:
-            d.rmdir()
-        except OSError:
-            return
-
-
-@_examples("out", "/dev/null/out", __file__)
-def _out_dir_arg(text: str) -> str:
-    """The output folder: an existing folder, or a path whose nearest existing ancestor is a
-    writable folder (then it is made). A regular file there is refused before any work
-    (it used to be a FileExistsError from mkdir after the inputs were read)."""
-    path = Path(text)
-    if path.exists() and not path.is_dir():
-        raise argparse.ArgumentTypeError(f"{text!r} exists and is not a folder; accepted: a "
-                                         f"folder (made if missing)")
-    probe = path.absolute()
-    while not probe.exists() and probe != probe.parent:
-        probe = probe.parent
-    if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
-        raise argparse.ArgumentTypeError(f"cannot make {text!r}: {probe} is not a writable "
-                                         f"folder; accepted: a folder in a writable place")
-    return text
-
-
-def _int_range(lo: int, hi: int | None):
-    accepted = f"{lo}-{hi}" if hi is not None else f"{lo} or more"
-
-    @_examples(str(lo), str(lo - 1), "x", *(() if hi is None else (str(hi + 1),)))
-    def check(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number; accepted: "
-                                             f"{accepted}") from None
-        if value < lo or (hi is not None and value > hi):
-            raise argparse.ArgumentTypeError(f"{value} is out of range; accepted: {accepted}")
-        return value
-    return check
-
-
-def build_bake_parser() -> argparse.ArgumentParser:
-    """The bake command's arguments; every value is checked here, before any work."""
-    parser = _OneLineParser(
-        prog="python -m engine bake",
-        description="Bake images to mipmapped, BCn-compressed KTX2 textures.",
-        epilog="Inputs: 8-bit images are used as they are; 16-bit images (PNG, TIFF) are "
-               "scaled to 8 bits with rounding, never clipped; float images (float TIFF) are "
-               "linear light: values in [0, 1] are stored (sRGB-encoded for --srgb), values a "
-               "format cannot hold are refused unless --tonemap says what to do (every "
-               "format here is 8-bit unsigned; etcpak has no BC6H encoder). 16-bit colour "
-               "PNG/TIFF at full precision, RGB float TIFF and Radiance .hdr need the 'hdr' "
-               "extra (imagecodecs). PSNR is measured against the input at its own "
-               "precision: inf only when stored exactly.")
-    parser.add_argument("inputs", nargs="+", metavar="INPUT", type=_input_arg,
-                        help="image files (PNG, JPEG, ...) or folders of them (walked "
-                             "recursively); files up to --max-pixels")
-    parser.add_argument("-o", "--out", required=True, metavar="OUTDIR", type=_out_dir_arg,
-                        help="output directory")
-    parser.add_argument("--format", default="bc7", choices=FORMAT_CHOICES,
-                        help="block format (default bc7); bc4/bc5 are always linear; uastc "
-                             "(zstd-supercompressed) and etc1s (BasisLZ) write Basis Universal "
-                             "KTX2 for glTF's KHR_texture_basisu (extra 'basis')")
-    space = parser.add_mutually_exclusive_group()
-    space.add_argument("--srgb", dest="srgb", action="store_true", default=True,
-                       help="colour texture: sRGB format, mips filtered in linear light (default)")
-    space.add_argument("--linear", dest="srgb", action="store_false",
-                       help="data texture: linear format, no sRGB conversion")
-    parser.add_argument("--normal-map", action="store_true",
-                        help="tangent-space normal map: mips filtered as unit vectors")
-    parser.add_argument("--tonemap", choices=TONEMAPS, default=None,
-                        help="float inputs with values above 1 (HDR) or below 0: reinhard "
-                             "(x/(1+x) per channel), aces (Narkowicz's ACES filmic fit, "
-                             "clipped) or clamp (clip to [0, 1]); without it such inputs are "
-                             "refused")
-    parser.add_argument("--zstd", type=_int_range(1, 22), default=None, metavar="LEVEL",
-                        help="zstd-supercompress each level at this level (1-22)")
-    parser.add_argument("--jobs", type=_int_range(1, None), default=None, metavar="N",
-                        help="worker processes (default: all cores)")
-    parser.add_argument("--encoder", choices=ENCODER_CHOICES, default="cpu",
-                        help="where bc1/bc7 blocks are encoded: cpu (etcpak on the worker "
-                             "processes, default) or gpu (compute shaders, GL 4.3, in this "
-                             "process; decoding, mips and writing stay on the workers). "
-                             "`python -m engine bench encode` measures which is faster here. "
-                             "Other formats, images over the GPU's texture size limit and "
-                             "files baked by strips are encoded on the CPU either way")
-    parser.add_argument("--no-progress", dest="progress", action="store_false",
-                        help="no progress bar on stderr")
-    parser.add_argument("--max-pixels", type=_int_range(1, None), default=NAMED_FILE_MAX_PIXELS,
-                        metavar="N",
-                        help=f"largest image read, in pixels (default {NAMED_FILE_MAX_PIXELS}, "
-                             f"a 32768 x 32768 image; Pillow's decompression-bomb guard is for "
-                             f"files from strangers, not files you name). Images of "
-                             f"{STRIP_BAKE_PIXELS} pixels or more are read, filtered, encoded "
-                             f"and written by strips when pyvips is installed (extra 'huge'), "
-                             f"with memory that does not grow with the image")
-    return parser
-
-
-def _remove_partials(out: Path, inputs: Sequence[str]) -> None:
-    """Temporary files of outputs a stopped bake was writing (workers write `X.ktx2.tmp*`
-    and rename): a half-written texture never stays behind."""
-    for stem in {Path(i).stem for i in inputs}:
-        for tmp in out.glob(f"{stem}.ktx2.tmp*"):
-            tmp.unlink(missing_ok=True)
-
-
-#: Values of --encoder; "gpu" needs the chain encoder engine.cli hands bake_main.
-ENCODER_CHOICES = ("cpu", "gpu")
-#: Opens an encoder for the duration of a bake (a GL context and its programs).
-EncoderFactory = Callable[[], AbstractContextManager[ChainEncoder]]
-
-
-def bake_main(argv: Sequence[str] | None = None,
-              gpu_encoder: EncoderFactory | None = None) -> int:
-    """`python -m engine bake INPUT... -o OUTDIR [--format F] [--srgb|--linear] [--zstd LEVEL]
-    [--jobs N]`: bake images in parallel and print one table row per file. Returns the exit
-    status: 0 when every file baked, 1 for an unreadable input, 2 for bad arguments (one line
-    on stderr naming the argument and what it accepts).
-
-    Interrupted (Ctrl-C, or SIGTERM through engine.cli's handler, which stops the worker
-    processes first), it removes the temporary files of unfinished outputs and re-raises;
-    finished outputs are whole files and stay. `gpu_encoder` opens the encoder of
-    `--encoder gpu` (engine.cli passes engine.gl.bc_encode.chain_encoder: this layer has no
-    GL)."""
-    parser = build_bake_parser()
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as exc:  # --help
-        return int(exc.code or 0)
-    except _ArgumentError as exc:
-        print(exc, file=sys.stderr)
-        return 2
-    if args.format in BASIS_CHOICES:  # checked before any work: the encoder is optional
-        from . import basis
-
-        if not basis.encoder_available():
-            print(f"error: --format {args.format} needs the Basis encoder alktx2: "
-                  f"{install_hint('basis')} (it has wheels for x86_64 Linux and Windows)",
-                  file=sys.stderr)
-            return 2
-
-    if args.encoder == "gpu" and args.format not in ("bc1", "bc7"):
-        print(f"error: --encoder gpu writes bc1 and bc7, not {args.format}", file=sys.stderr)
-        return 2
-    if args.encoder == "gpu" and gpu_encoder is None:
-        print("error: --encoder gpu: no GPU encoder here (run `python -m engine bake`)",
-              file=sys.stderr)
-        return 2
-
-    wall = time.perf_counter()
-    try:
-        inputs = _expand_inputs(args.inputs)
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    made = _missing_dirs(Path(args.out))  # removed again if the bake fails
-    workers = args.jobs or os.cpu_count() or 1
-    encoder = ExitStack()
-    try:
-        encode_chain = encoder.enter_context(gpu_encoder()) \
-            if args.encoder == "gpu" and gpu_encoder else None
-    except EngineError as exc:  # no context, or no compute shaders
-        print(f"error: --encoder gpu: {exc}", file=sys.stderr)
-        _remove_empty(made)
-        return 1
-    with encoder, closing_pool(_process_pool(workers, clean=encode_chain is not None)) as pool:
-        try:
-            results = bake_many(inputs, args.out, args.format, args.srgb, args.zstd,
-                                normal_map=args.normal_map, executor=pool, jobs=workers,
-                                progress=args.progress, tonemap=args.tonemap,
-                                max_pixels=args.max_pixels, encode_chain=encode_chain)
-        except (TextureFormatError, ValueError) as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            _remove_empty(made)
-            return 1
-        except BaseException as exc:
-            if not _is_interrupt(exc):  # stop the queue before removing what it wrote
-                pool.shutdown(wait=False, cancel_futures=True)
-            _remove_partials(Path(args.out), inputs)
-            _remove_empty(made)
-            raise
-    wall = time.perf_counter() - wall
-    print(_table(results))
-    mpx = sum(r.width * r.height for r in results) / 1e6
-    print(f"{len(results)} file(s), {mpx:.1f} Mpx in {wall:.2f} s wall "
-          f"({mpx / wall if wall > 0 else float('inf'):.1f} Mpx/s)")
-    return 0

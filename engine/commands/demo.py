@@ -34,16 +34,12 @@ from engine.cli_args import (
     texture_size_arg,
 )
 from engine.errors import BudgetError, UsageError
+from engine.memory.budget import DEFAULT_BUDGET
 from engine.memory.sizes import format_bytes, format_exact
 from engine.resolution.upscale import MODES
 
 log = logging.getLogger(__name__)
 progress = logging.getLogger("engine.progress")
-
-
-def parse_size(text: str) -> tuple[int, int]:
-    """"1280x720" -> (1280, 720); kept for callers of the old name (engine.cli_args.size_arg)."""
-    return size_arg(text)
 
 
 #: the scene options of the `demo` command, by argparse dest -> flag
@@ -213,7 +209,7 @@ def run(args: argparse.Namespace) -> int:
     measured = args.budget is None and demo.measured_budget
     if measured:
         hooks += binding_hooks(options)
-    budget = args.budget or "80%"
+    budget = args.budget or DEFAULT_BUDGET
     cached = _cached_paths(demo.name, options)
     existed = {p for p in cached if p.is_file()}
     provider = args.provider
@@ -223,7 +219,7 @@ def run(args: argparse.Namespace) -> int:
         if demo.name != "pressure":
             hooks += DEMOS["pressure"].hooks(options)
     metadata = collect_metadata(scene=demo.name, options={
-        **options, "size": list(args.size), "budget": "measured" if measured else budget,
+        **options, "size": list(args.size), "budget": "measured" if measured else str(budget),
         "provider": provider,
         "upscale": args.upscale, "headless": headless, "stress": args.stress,
         "mip_debug": args.mip_debug})

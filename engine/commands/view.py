@@ -31,9 +31,11 @@ from ..cli_args import (
     positive_int,
     registry_arg,
     size_arg,
+    whole_number_in,
 )
-from .decode import MAX_PIXELS
-from .wall import ENCODERS, FORMATS, LAYOUTS, ORDERS, ImageView, ImageWall
+from ..memory.budget import DEFAULT_BUDGET
+from ..view.decode import MAX_PIXELS
+from ..view.wall import ENCODERS, FORMATS, LAYOUTS, ORDERS, ImageView, ImageWall
 
 log = logging.getLogger(__name__)
 progress = logging.getLogger("engine.progress")
@@ -50,19 +52,6 @@ def path_arg(text: str) -> str:
     return text
 
 
-@examples("2000000000", "0", "-1", "x", "1.5")
-def pixels_arg(text: str) -> int:
-    """A pixel count >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of pixels; "
-                                         f"accepted: 1 or more") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is out of range; accepted: 1 or more")
-    return value
-
-
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("view", help="show folders, globs or files of images (no bake step)",
                        description=__doc__.split("\n\n")[1])
@@ -70,7 +59,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="folders (recursive), glob patterns or image files")
     p.add_argument("--frames", type=positive_int, default=None,
                    help="frames to run (default 120 headless, until closed in a window)")
-    p.add_argument("--budget", default="80%", type=budget_arg,
+    p.add_argument("--budget", default=DEFAULT_BUDGET, type=budget_arg,
                    help='GPU memory for the run: "256MiB" or "80%%" of detected VRAM')
     p.add_argument("--screenshot", type=image_output_file,
                    help="save the last frame as a picture (.png, .jpg, ...)")
@@ -106,7 +95,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "or gpu (compute shaders, GL 4.3, a few ms of each frame; the "
                         "processes decode and write). `python -m engine bench encode` "
                         "measures which is faster here")
-    p.add_argument("--max-pixels", type=pixels_arg, default=MAX_PIXELS,
+    p.add_argument("--max-pixels", type=whole_number_in(1), default=MAX_PIXELS,
                    help=f"largest image read, in pixels (default {MAX_PIXELS})")
     p.add_argument("--provider", default="streaming",
                    type=registry_arg("texture provider", lambda: list(PROVIDERS)),
