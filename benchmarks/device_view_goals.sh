@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# `engine view`'s start-up and zoom goals (issue 34) on the H200 host, one device call under
+# 5 minutes. Carry and prepare as for device_view10k.sh, then:  bash benchmarks/device_view_goals.sh
+#   thumbs   10,000 generated 4000x3000 JPEGs, an empty cache: every thumbnail made through
+#            the API (ImageWall.make_thumbnails, all cores), seconds to the last one
+#   warm     the same folder shown headless for 30 frames under 256 MiB (thumbnails cached):
+#            the report's first_frame_s (process start to the first frame)
+#   zooms    python -m engine.bench.viewers --viewers engine --parts photos: 1,000 photographs,
+#            zooms onto photographs not yet encoded, time to sharp p50/p95
+# Writes $OUT/view_goals.txt (the figures) and $OUT/view_goals_zooms.json.
+set -uo pipefail
+ENGINE_CACHE=/tmp/view-cache
+source "$(dirname "$0")/device_env.sh"
+SUM="$OUT/view_goals.txt"
+rm -rf /tmp/view-cache /tmp/p10k
+timeout 150 python3 benchmarks/view_data.py photos /tmp/p10k 10000 4000 3000 > /dev/null 2>&1
+echo "photos made at $(( $(date +%s) - t0 )) s" | tee -a "$SUM"
+timeout $(left 230) python3 - >> "$SUM" 2>&1 <<'PY'
+import os, time
+from engine.view.wall import ImageWall
+if __name__ == "__main__":
+    t = time.perf_counter()
+    wall = ImageWall(["/tmp/p10k"], progress=False)
+    made = time.perf_counter()
+    wall.make_thumbnails()
+    print(f"thumbs: {len(wall.items)} images on {os.cpu_count()} cores: wall made in "
+          f"{made - t:.2f} s, every thumbnail and the atlas in {time.perf_counter() - made:.2f} s "
+          f"more ({len(wall.problems)} problems)")
+PY
+timeout $(left 260) python3 -m engine view /tmp/p10k --headless --frames 30 --budget 256MiB \
+  --no-detail --report "$OUT/view_goals_warm.json" > /dev/null 2>&1
+python3 -c "
+import json; s = json.load(open('$OUT/view_goals_warm.json'))['summary']
+print('warm: first_frame_s', s.get('first_frame_s'), 'placeholders', s.get('first_frame_placeholders'),
+      'over', s['over_budget_frames'], 'leaks', s['leaked_objects'])" >> "$SUM" 2>&1
+rm -rf /tmp/p10k
+timeout $(left 290) python3 -m engine.bench.viewers --viewers engine --parts photos --photos 1000 \
+  --zooms 16 --json "$OUT/view_goals_zooms.json" > "$OUT/view_goals_zooms.txt" 2>&1
+echo "zooms rc $? at $(( $(date +%s) - t0 )) s" >> "$SUM"
+grep -v "^INFO" "$OUT/view_goals_zooms.txt" | tail -15 >> "$SUM"
+cat "$SUM"
