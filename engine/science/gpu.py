@@ -32,7 +32,7 @@ GL_DTYPES = {"uint8": ("u1", "usampler2D"), "uint16": ("u2", "usampler2D"),
              "uint32": ("u4", "usampler2D"), "int8": ("i1", "isampler2D"),
              "int16": ("i2", "isampler2D"), "int32": ("i4", "isampler2D"),
              "float16": ("f2", "sampler2D"), "float32": ("f4", "sampler2D")}
-FLOATS_PER_VERTEX = 5  # level-0 x, y; cache texel x, y; channel row
+FLOATS_PER_VERTEX = 7  # level-0 x, y; level texel x, y; shift to the slot x, y; row
 
 
 def slot_bytes(dtype: np.dtype, tile: int) -> int:
@@ -117,7 +117,8 @@ class TilePainter:
         self._vbo = self._vao = None
         self._capacity = 0
 
-    def _reserve(self, quads: int) -> None:
+    def reserve(self, quads: int) -> None:
+        """Room for `quads` quads (made before the frame's split, so the split counts it)."""
         if quads <= self._capacity:
             return
         self._release_buffers()
@@ -125,14 +126,15 @@ class TilePainter:
         self._vbo = self.device.buffer(reserve=cap * 6 * FLOATS_PER_VERTEX * 4, dynamic=True,
                                        category=Category.BUFFER, label=self.label)
         self._vao = self.device.vertex_array(
-            self.program, [(self._vbo, "2f 2f 1f", "in_world", "in_texel", "in_channel")],
+            self.program, [(self._vbo, "2f 2f 2f 1f", "in_world", "in_texel", "in_shift",
+                            "in_channel")],
             label=f"{self.label}.vao")
         self._capacity = cap
 
     def draw(self, vertices: np.ndarray, displays: Sequence[ChannelDisplay],
              cache: ValueCache, center: tuple[float, float], scale: float,
              screen: tuple[int, int]) -> None:
-        """Draw `vertices` ((6 * quads, 5) float32) into the bound target; displays[r] is
+        """Draw `vertices` ((6 * quads, FLOATS_PER_VERTEX) float32) into the bound target; displays[r] is
         channel row r's look."""
         quads = len(vertices) // 6
         params = np.zeros((MAX_CHANNELS, 4), np.float32)
@@ -141,7 +143,7 @@ class TilePainter:
             self.luts.set(row, d.colormap)
         if not quads:
             return
-        self._reserve(quads)
+        self.reserve(quads)
         self._vbo.write(np.ascontiguousarray(vertices, np.float32).tobytes())
         prog = self.program
         prog["u_center"].value = (float(center[0]), float(center[1]))

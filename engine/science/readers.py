@@ -167,7 +167,7 @@ def open_tiff(location: str) -> ArraySource:
         arrays: Sequence[Any] = [zarr.open_array(series.aszarr(level=i), mode="r")
                                  for i in range(len(series.levels))]
         axes = _tiff_axes(location, series.axes, len(series.shape))
-        return ArraySource(location, arrays, axes, on_close=close)
+        return ArraySource(location, arrays, axes, on_close=close, serial=True)
     except BaseException:
         close()
         raise

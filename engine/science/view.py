@@ -45,6 +45,8 @@ log = logging.getLogger(__name__)
 
 #: slots asked for above the frame's tiles (room to pan without evicting what is shown)
 SLACK = 1.25
+#: quads a drawn tile may take: itself, or the 2x2 coarser tiles under it at most
+PIECES_PER_TILE = 4
 #: contrast limits by default: these percentiles of the coarsest level
 DEFAULT_PERCENTILES = (0.5, 99.5)
 
@@ -186,14 +188,13 @@ class ScienceView:
                 return level, draw, extra + draw
             level += 1
 
-    def _need_slots(self, visible: list[int]) -> int:
-        _, draw, wanted = self._plan(visible, 1 << 30)
-        return math.ceil(len(wanted) * SLACK)
-
     def _size_cache(self, visible: list[int]) -> bool:
-        """Make the value cache fit this frame's split; False when the budget cannot hold
-        even the coarsest tiles."""
-        need = self._need_slots(visible) if visible else 0
+        """Make the quad buffer and the value cache fit this frame's split; False when the
+        budget cannot hold even the coarsest tiles."""
+        _, draw, wanted = self._plan(visible, 1 << 30)
+        # a tile is drawn from at most 2x2 tiles of one coarser level (plan.cover)
+        self.painter.reserve(PIECES_PER_TILE * len(draw))
+        need = math.ceil(len(wanted) * SLACK)
         held = self.cache.nbytes if self.cache is not None else 0
         split = self.governor.split(self.device.ledger.by_category(),
                                     resizable_target_bytes=0,
@@ -267,7 +268,7 @@ class ScienceView:
             x0, y0, x1, y1 = p.rect
             corners = ((x0, y0), (x1, y0), (x1, y1), (x0, y0), (x1, y1), (x0, y1))
             for j, (x, y) in enumerate(corners):
-                out[6 * i + j] = (x, y, x / dx - k.tx * tile + ox, y / dy - k.ty * tile + oy,
+                out[6 * i + j] = (x, y, x / dx, y / dy, ox - k.tx * tile, oy - k.ty * tile,
                                   rows[k.channel])
         return out.astype(np.float32)
 
