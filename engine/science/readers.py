@@ -45,6 +45,8 @@ def open_source(location: str | os.PathLike | ChunkedSource) -> ChunkedSource:
     if isinstance(location, ChunkedSource):
         return location
     text = os.fspath(location)
+    if not is_url(text) and not os.path.exists(text):
+        raise ImageSourceError(text, "no such file or folder")
     name = text.rstrip("/").lower()
     if name.endswith(ZARR_SUFFIXES):
         return open_ome_zarr(text)
@@ -53,9 +55,7 @@ def open_source(location: str | os.PathLike | ChunkedSource) -> ChunkedSource:
     if not is_url(text):
         if os.path.isdir(text):
             return open_ome_zarr(text)
-        if os.path.isfile(text):
-            return open_tiff(text)
-        raise ImageSourceError(text, "no such file or folder")
+        return open_tiff(text)
     raise ImageSourceError(text, "unknown kind of source; accepted: an OME-Zarr (.zarr) or a "
                                  "TIFF (.tif, .tiff, .ome.tif, .svs)")
 

@@ -104,7 +104,7 @@ class ScienceView:
             raise UsageError(f"view size {size}: need at least 1x1 pixels")
         self.source = open_source(source)
         self.device = device
-        self.governor = budget if isinstance(budget, Governor) else Governor(budget=budget)
+        self.governor = budget if isinstance(budget, Governor) else self._governor(budget)
         self.displays = list(displays) if displays is not None \
             else default_displays(self.source)
         if len(self.displays) != self.source.channels:
@@ -124,6 +124,15 @@ class ScienceView:
             self.release()
             raise
         self.frames = 0
+
+    def _governor(self, budget: Budget | str | int) -> Governor:
+        """A governor of its own: a percentage is of the probed VRAM, and where the driver
+        reports free VRAM other programs' use lowers the budget (as a frame loop's)."""
+        reading = self.device.vram()
+        if not isinstance(budget, Budget):
+            budget = Budget(budget, vram_total=reading.total_bytes)
+        pressure = self.device.vram if self.device.probe.source == "NVX" else None
+        return Governor(budget=budget, pressure=pressure)
 
     # ------------------------------------------------------------------ display and camera
     @staticmethod
