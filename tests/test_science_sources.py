@@ -24,13 +24,13 @@ from engine.science.plan import (  # noqa: E402
     visible_tiles,
 )
 from engine.science.reads import TileReader  # noqa: E402
-from engine.science.readers import open_source  # noqa: E402
+from engine.science.readers import open_image_source  # noqa: E402
 from engine.science.source import LevelInfo, TileKey  # noqa: E402
 
 
 def test_levels_missing_from_the_file_are_made_tile_by_tile(tmp_path):
     data = np.random.default_rng(1).integers(0, 4000, (1, 700, 530)).astype(np.uint16)
-    src = open_source(write_ome_zarr(tmp_path / "one.zarr", [data], 3, chunk=256))
+    src = open_image_source(write_ome_zarr(tmp_path / "one.zarr", [data], 3, chunk=256))
     assert src.tile == 256
     assert [lv.shape for lv in src.levels] == [(700, 530), (350, 265), (175, 133)]
     assert [lv.stored for lv in src.levels] == [True, False, False]
@@ -63,20 +63,20 @@ AXES = [{"name": "c"}, {"name": "y"}, {"name": "x"}]
 ])
 def test_bad_metadata_is_a_typed_error_naming_the_field(tmp_path, attrs, field):
     with pytest.raises(ImageSourceError, match=re.escape(field)):
-        open_source(_bad_zarr(tmp_path, attrs))
+        open_image_source(_bad_zarr(tmp_path, attrs))
 
 
 def test_bad_paths_and_dtypes_are_typed_errors(tmp_path):
     with pytest.raises(ImageSourceError, match="no such file"):
-        open_source(tmp_path / "missing.zarr")
+        open_image_source(tmp_path / "missing.zarr")
     with pytest.raises(ImageSourceError, match="no such file"):
-        open_source(tmp_path / "nothing")
+        open_image_source(tmp_path / "nothing")
     (tmp_path / "junk.tif").write_bytes(b"not a tiff at all")
     with pytest.raises(ImageSourceError, match="not a readable TIFF"):
-        open_source(tmp_path / "junk.tif")
+        open_image_source(tmp_path / "junk.tif")
     ms = {"multiscales": [{"datasets": [{"path": "0"}], "axes": AXES}]}
     with pytest.raises(UnsupportedFormatError, match="float64"):
-        open_source(_bad_zarr(tmp_path, ms, dtype="float64"))
+        open_image_source(_bad_zarr(tmp_path, ms, dtype="float64"))
     json.loads((tmp_path / "bad.zarr" / ".zattrs").read_text())  # written as zarr v2
 
 

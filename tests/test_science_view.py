@@ -6,6 +6,7 @@ comes over HTTP from a local server, and the budget and leak checks hold."""
 from __future__ import annotations
 
 import functools
+import json
 from dataclasses import replace
 import http.server
 import threading
@@ -191,3 +192,21 @@ def test_a_source_over_http(dev, sources, server, name):
             _check_picks(view, levels, [(3, 4), (120, 77)])
         finally:
             view.release()
+
+
+def test_engine_view_shows_an_ome_zarr_with_channel_options(sources, tmp_path, capsys):
+    from PIL import Image
+
+    from engine.cli import main
+    location, levels = sources["zarr2-uint16"]
+    shot = tmp_path / "shot.png"
+    assert main(["view", str(location), "--size", "160x120", "--contrast", "0=0:65535",
+                 "--colormap", "1=#00ffff", "--channels", "1", "--screenshot", str(shot)]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["complete"] and summary["channels"] == 2
+    assert summary["peak_bytes"] <= summary["budget_bytes"]
+    picture = np.asarray(Image.open(shot))
+    assert picture.shape == (120, 160, 3) and picture[..., 0].max() == 0  # cyan only
+    assert picture[..., 1].max() > 0
+    assert main(["view", str(location), "--channels", "5"]) == 2
+    assert "channel 5 out of range" in capsys.readouterr().err

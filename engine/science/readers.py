@@ -39,7 +39,7 @@ def _need(module: str, location: str, extra: str) -> Any:
                                          f"{install_hint(extra)}") from exc
 
 
-def open_source(location: str | os.PathLike | ChunkedSource) -> ChunkedSource:
+def open_image_source(location: str | os.PathLike | ChunkedSource) -> ChunkedSource:
     """The source at `location` (a path or URL), by its suffix or, for a local folder or
     file without one, by what it holds."""
     if isinstance(location, ChunkedSource):

@@ -38,7 +38,7 @@ from .plan import (
     visible_tiles,
 )
 from .reads import DEFAULT_WORKERS, TileReader
-from .readers import open_source
+from .readers import open_image_source
 from .source import ChunkedSource, TileKey
 
 log = logging.getLogger(__name__)
@@ -102,7 +102,7 @@ class ScienceView:
         w, h = int(size[0]), int(size[1])
         if w < 1 or h < 1:
             raise UsageError(f"view size {size}: need at least 1x1 pixels")
-        self.source = open_source(source)
+        self.source = open_image_source(source)
         self.device = device
         self.governor = budget if isinstance(budget, Governor) else self._governor(budget)
         self.displays = list(displays) if displays is not None \

@@ -23,7 +23,7 @@ from ..cli_args import examples
 from ..errors import UsageError
 from ..gl.device import Device
 from ..science.display import ChannelDisplay
-from ..science.readers import TIFF_SUFFIXES, ZARR_SUFFIXES, is_url, open_source
+from ..science.readers import TIFF_SUFFIXES, ZARR_SUFFIXES, is_url, open_image_source
 from ..science.view import ScienceView, default_displays
 
 log = logging.getLogger(__name__)
@@ -191,7 +191,7 @@ def _draw(view: ScienceView, frames: int | None) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     """Open the source, draw until the picture is complete, write what was asked."""
-    source = open_source(args.paths[0])
+    source = open_image_source(args.paths[0])
     device = None
     try:
         displays = _apply(default_displays(source), args)
