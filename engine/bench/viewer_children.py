@@ -609,17 +609,21 @@ NEEDS = {"napari": ("napari", "dask", "zarr", "tifffile"),
          "fastplotlib": ("fastplotlib", "wgpu", "tifffile")}
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], runners: dict[str, Any] | None = None,
+         needs: dict[str, tuple[str, ...]] | None = None) -> int:
+    """Run VIEWER on SPEC into OUT (`runners` and `needs`: another bench's viewers)."""
+    runners = RUNNERS if runners is None else runners
+    needs = NEEDS if needs is None else needs
     viewer, spec_path, out = argv
     spec = json.loads(Path(spec_path).read_text())
     rec = Recorder(Path(out), viewer, spec["part"])
-    for name in NEEDS.get(viewer, ()):
+    for name in needs.get(viewer, ()):
         try:
             __import__(name)
         except Exception as exc:  # any import failure (missing, broken binary) is a reason
             rec.set(available=False, reason=f"cannot import {name}: {exc}")
             return 0
-    RUNNERS[viewer](spec, rec)
+    runners[viewer](spec, rec)
     rec.set(done=True)
     return 0
 
