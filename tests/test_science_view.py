@@ -5,6 +5,7 @@ shows in the next frame with nothing read again, a hidden channel costs nothing,
 comes over HTTP from a local server, and the budget and leak checks hold."""
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 from dataclasses import replace
@@ -69,6 +70,17 @@ def _check_picture(view, levels, stats):
     assert psnr(diff, np.zeros_like(diff)) > 45  # the distance to the nearest reference
 
 
+@contextlib.contextmanager
+def _viewing(dev, location, **kw):
+    """A view of `location` for the block, released and leak-checked after it."""
+    with dev.leak_check():
+        view = ScienceView(str(location), dev, size=SIZE, **{"budget": 32 << 20, **kw})
+        try:
+            yield view
+        finally:
+            view.release()
+
+
 def _check_picks(view, levels, points):
     for x, y in points:
         got = view.pick(x, y)
@@ -84,81 +96,64 @@ def _check_picks(view, levels, points):
 def test_views_at_several_zooms_equal_the_source(dev, sources, name):
     location, levels = sources[name]
     budget = 32 << 20
-    with dev.leak_check():
-        view = ScienceView(str(location), dev, size=SIZE, budget=budget)
-        try:
-            seen = set()
-            h, w = levels[0].shape[1:]
-            # fitted (a made or stored coarse level), one texel a pixel, magnified at a corner
-            for view_at in (None, (w / 2, h / 2, 1.0), (w - 40, h - 30, 0.5)):
-                if view_at is not None:
-                    view.set_view(*view_at)
-                stats = view.settle(20)
-                assert stats.missing == 0 and stats.pending == 0
-                assert dev.ledger.total <= budget
-                seen.add(stats.level)
-                _check_picture(view, levels, stats)
-                _check_picks(view, levels, [(0, 0), (37, 91), (SIZE[0] - 1, SIZE[1] - 1),
-                                            (150, 20)])
-            assert 0 in seen and len(seen) >= 2
-        finally:
-            view.release()
+    with _viewing(dev, location, budget=budget) as view:
+        seen = set()
+        h, w = levels[0].shape[1:]
+        # fitted (a made or stored coarse level), one texel a pixel, magnified at a corner
+        for view_at in (None, (w / 2, h / 2, 1.0), (w - 40, h - 30, 0.5)):
+            if view_at is not None:
+                view.set_view(*view_at)
+            stats = view.settle(20)
+            assert stats.missing == 0 and stats.pending == 0
+            assert dev.ledger.total <= budget
+            seen.add(stats.level)
+            _check_picture(view, levels, stats)
+            _check_picks(view, levels, [(0, 0), (37, 91), (SIZE[0] - 1, SIZE[1] - 1),
+                                        (150, 20)])
+        assert 0 in seen and len(seen) >= 2
 
 
 def test_contrast_colormap_and_visibility_change_in_the_next_frame(dev, sources):
     location, levels = sources["zarr2-uint16"]
-    with dev.leak_check():
-        view = ScienceView(str(location), dev, size=SIZE, budget=32 << 20)
-        try:
-            stats = view.settle(20)
-            reads, uploads = view.reader.reads, view.cache.uploads
-            before = view.picture()
-            view.set_display(0, low=20000.0, high=40000.0, gamma=0.7, colormap="magma")
-            stats = view.frame()
-            _check_picture(view, levels, stats)
-            assert not np.array_equal(before, view.picture())
-            view.set_display(1, visible=False)
-            stats = view.frame()
-            _check_picture(view, levels, stats)
-            assert (view.reader.reads, view.cache.uploads) == (reads, uploads)
-        finally:
-            view.release()
+    with _viewing(dev, location) as view:
+        stats = view.settle(20)
+        reads, uploads = view.reader.reads, view.cache.uploads
+        before = view.picture()
+        view.set_display(0, low=20000.0, high=40000.0, gamma=0.7, colormap="magma")
+        stats = view.frame()
+        _check_picture(view, levels, stats)
+        assert not np.array_equal(before, view.picture())
+        view.set_display(1, visible=False)
+        stats = view.frame()
+        _check_picture(view, levels, stats)
+        assert (view.reader.reads, view.cache.uploads) == (reads, uploads)
 
 
 def test_a_hidden_channel_reads_nothing(dev, sources):
     location, levels = sources["ome-tiff-uint16"]
     displays = [ChannelDisplay(0, 65535, colormap="viridis"),
                 ChannelDisplay(0, 65535, visible=False)]
-    with dev.leak_check():
-        view = ScienceView(str(location), dev, size=SIZE, budget=32 << 20, displays=displays)
-        try:
-            view.set_view(300, 200, 1.0)
-            stats = view.settle(20)
-            assert stats.exact == stats.wanted - 1  # the coarsest tile is wanted, not drawn
-            assert all(k.channel == 0 for k in view.slots._where)
-            _check_picture(view, levels, stats)
-        finally:
-            view.release()
+    with _viewing(dev, location, displays=displays) as view:
+        view.set_view(300, 200, 1.0)
+        stats = view.settle(20)
+        assert stats.exact == stats.wanted - 1  # the coarsest tile is wanted, not drawn
+        assert all(k.channel == 0 for k in view.slots._where)
+        _check_picture(view, levels, stats)
 
 
 def test_a_small_budget_shows_a_coarser_level_and_stays_within(dev, sources):
     location, levels = sources["zarr2-uint16"]
-    with dev.leak_check():
-        probe = ScienceView(str(location), dev, size=SIZE, budget=1 << 30)
+    with _viewing(dev, location, budget=1 << 30) as probe:
         probe.frame()
         fixed = dev.ledger.total - probe.cache.nbytes
-        probe.release()
-        # the fixed objects and room for 4 tiles of 128^2 uint16: too few for level 0
-        budget = fixed + 4 * 128 * 128 * 2
-        view = ScienceView(str(location), dev, size=SIZE, budget=budget)
-        try:
-            view.set_view(320, 256, 1.0)
-            stats = view.settle(20)
-            assert dev.ledger.total <= budget
-            assert stats.level > 0 and stats.missing == 0
-            _check_picture(view, levels, stats)
-        finally:
-            view.release()
+    # the fixed objects and room for 4 tiles of 128^2 uint16: too few for level 0
+    budget = fixed + 4 * 128 * 128 * 2
+    with _viewing(dev, location, budget=budget) as view:
+        view.set_view(320, 256, 1.0)
+        stats = view.settle(20)
+        assert dev.ledger.total <= budget
+        assert stats.level > 0 and stats.missing == 0
+        _check_picture(view, levels, stats)
 
 
 @pytest.fixture(scope="module")
@@ -182,16 +177,12 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 def test_a_source_over_http(dev, sources, server, name):
     pytest.importorskip("aiohttp")
     location, levels = sources[name]
-    with dev.leak_check():
-        view = ScienceView(f"{server}/{location.name}", dev, size=SIZE, budget=32 << 20)
-        try:
-            view.set_view(200, 300, 0.5)
-            stats = view.settle(20)
-            assert stats.missing == 0
-            _check_picture(view, levels, stats)
-            _check_picks(view, levels, [(3, 4), (120, 77)])
-        finally:
-            view.release()
+    with _viewing(dev, f"{server}/{location.name}") as view:
+        view.set_view(200, 300, 0.5)
+        stats = view.settle(20)
+        assert stats.missing == 0
+        _check_picture(view, levels, stats)
+        _check_picks(view, levels, [(3, 4), (120, 77)])
 
 
 def test_engine_view_shows_an_ome_zarr_with_channel_options(sources, tmp_path, capsys):

@@ -16,7 +16,7 @@ import time
 from typing import Any
 
 from . import viewer_children
-from .viewer_children import Recorder, VispyTextures
+from .viewer_children import Recorder, VispyTextures, fit_qt_canvas
 
 #: the colour of each of the four channels in both viewers
 COLOURS = ("green", "magenta", "cyan", "yellow")
@@ -85,19 +85,13 @@ def run_napari(spec: dict[str, Any], rec: Recorder) -> None:
 
     textures = VispyTextures()
     viewer = napari.Viewer(show=True)
-    window, native = viewer.window._qt_window, viewer.window._qt_viewer.canvas.native
     w, h = spec["size"]
     group = zarr.open_group(spec["path"], mode="r")
     levels = [group[str(i)] for i in range(spec["levels"])]
     layers = viewer.add_image(levels, channel_axis=0, multiscale=True,
                               contrast_limits=[list(spec["limits"])] * spec["channels"],
                               colormap=list(COLOURS[:spec["channels"]]), blending="additive")
-    for _ in range(5):  # the canvas at the output size (the docks take the rest)
-        QApplication.processEvents()
-        dw, dh = w - native.width(), h - native.height()
-        if not dw and not dh:
-            break
-        window.resize(window.width() + dw, window.height() + dh)
+    fit_qt_canvas(viewer, w, h)
 
     def draw():
         QApplication.processEvents()

@@ -9,6 +9,7 @@ package.
 """
 from __future__ import annotations
 
+import functools
 import re
 
 import numpy as np
@@ -57,8 +58,17 @@ def _from_packages(name: str) -> np.ndarray | None:
         return None
 
 
+@functools.lru_cache(maxsize=64)
 def lut(name: str) -> np.ndarray:
-    """(256, 3) uint8 table of `name`; UsageError naming the accepted ones otherwise."""
+    """(256, 3) uint8 table of `name`, read-only (kept: every display change asks again,
+    and a plotting package that is not installed costs an import search each time);
+    UsageError naming the accepted ones otherwise."""
+    table = _table(name)
+    table.flags.writeable = False
+    return table
+
+
+def _table(name: str) -> np.ndarray:
     key = name.strip().lower()
     if key in SOLID:
         return _ramp([(0, 0, 0), SOLID[key]])

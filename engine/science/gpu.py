@@ -48,15 +48,12 @@ class ValueCache:
         self.dtype = np.dtype(dtype)
         self.tile = int(tile)
         self.slots_x, self.slots_y = cache_grid(slots, self.tile, device.caps.max_texture_size)
+        self.slots = self.slots_x * self.slots_y
         code, _ = GL_DTYPES[self.dtype.name]
         self.tex = device.texture((self.slots_x * self.tile, self.slots_y * self.tile), 1,
                                   dtype=code, category=Category.STREAMED, label=label)
         self.tex.filter = (NEAREST, NEAREST)  # integer textures are incomplete otherwise
         self.uploads = 0
-
-    @property
-    def slots(self) -> int:
-        return self.slots_x * self.slots_y
 
     @property
     def nbytes(self) -> int:
