@@ -48,6 +48,10 @@ _API: dict[str, str] = {
     # the user's images (python -m engine view; docs/view.md)
     "ImageWall": "engine.view.wall",
     "ImageView": "engine.view.wall",
+    # scientific images: OME-Zarr, OME-TIFF, slides, URLs (docs/science.md)
+    "ScienceView": "engine.science.view",
+    "ChannelDisplay": "engine.science.display",
+    "open_image_source": "engine.science.readers",
     # running
     "RunSettings": "engine.app.settings",
     "RunResult": "engine.app.loop",
@@ -67,6 +71,7 @@ _API: dict[str, str] = {
     "EngineError": "engine.errors",
     "TextureFormatError": "engine.errors",
     "UnsupportedFormatError": "engine.errors",
+    "ImageSourceError": "engine.errors",
     "BudgetError": "engine.errors",
     "GLError": "engine.errors",
     "GLOutOfMemoryError": "engine.errors",

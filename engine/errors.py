@@ -40,6 +40,15 @@ class UnsupportedFormatError(TextureFormatError):
         return (UnsupportedFormatError, (self.path, self.format_name, self.why))
 
 
+class ImageSourceError(TextureFormatError):
+    """A scientific image source (OME-Zarr, OME-TIFF, tiled TIFF; a path or a URL) that is
+    missing, unreadable or whose metadata is wrong. The message names the source and the
+    field."""
+
+    def __reduce__(self):
+        return (ImageSourceError, (self.path, self.problem))
+
+
 class GltfError(EngineError, ValueError):
     """A malformed or hostile glTF file. The message names the file and the field."""
 

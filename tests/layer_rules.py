@@ -29,6 +29,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("engine.textures",),
     ("engine.gl",),
     ("engine.streaming",),
+    ("engine.science",),
     ("engine.resolution",),
     ("engine.render",),
     ("engine.diagnostics",),

@@ -407,6 +407,20 @@ class VispyTextures(_LiveTextures):
         glir.GlirTexture.delete = deleted
 
 
+def fit_qt_canvas(viewer: Any, w: int, h: int) -> None:
+    """Resize napari's window until its canvas is w x h (the docks take the rest)."""
+    from qtpy.QtWidgets import QApplication
+
+    # napari has no public handle on its window and vispy canvas
+    window, native = viewer.window._qt_window, viewer.window._qt_viewer.canvas.native
+    for _ in range(5):
+        QApplication.processEvents()
+        dw, dh = w - native.width(), h - native.height()
+        if not dw and not dh:
+            return
+        window.resize(window.width() + dw, window.height() + dh)
+
+
 def run_napari(spec: dict[str, Any], rec: Recorder) -> None:
     import napari
 
@@ -416,18 +430,7 @@ def run_napari(spec: dict[str, Any], rec: Recorder) -> None:
     # Shown (on the run's Xvfb): a hidden viewer's multiscale slicing reads a canvas extent
     # that is not the drawn one, and shows the wrong part of the pyramid.
     viewer = napari.Viewer(show=True)
-    # napari has no public handle on its window and vispy canvas
-    window, native = viewer.window._qt_window, viewer.window._qt_viewer.canvas.native
     w, h = spec["size"]
-
-    def fit_canvas() -> None:
-        """Resize the window until the canvas is the output size (the docks take the rest)."""
-        for _ in range(5):
-            QApplication.processEvents()
-            dw, dh = w - native.width(), h - native.height()
-            if not dw and not dh:
-                return
-            window.resize(window.width() + dw, window.height() + dh)
 
     def draw():
         QApplication.processEvents()
@@ -446,12 +449,12 @@ def run_napari(spec: dict[str, Any], rec: Recorder) -> None:
                                  name=Path(path).stem)
                 if i % PROGRESS_EVERY == PROGRESS_EVERY - 1:  # a run cut short says how far
                     rec.set(loaded=i + 1, loaded_s=time.time() - spec["spawn"])
-            fit_canvas()
+            fit_qt_canvas(viewer, w, h)
             look(*fit_view(bounds_of(rects), (w, h), 1 / 1.05))
         else:
             levels = huge_levels(spec["huge"])
             layer = viewer.add_image(levels, rgb=True, multiscale=True, name="huge")
-            fit_canvas()
+            fit_qt_canvas(viewer, w, h)
             hh, hw = levels[0].shape[:2]
             look(*fit_view((0, 0, hw, hh), (w, h), 1 / 1.05))
         shape = draw().shape
@@ -609,17 +612,21 @@ NEEDS = {"napari": ("napari", "dask", "zarr", "tifffile"),
          "fastplotlib": ("fastplotlib", "wgpu", "tifffile")}
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], runners: dict[str, Any] | None = None,
+         needs: dict[str, tuple[str, ...]] | None = None) -> int:
+    """Run VIEWER on SPEC into OUT (`runners` and `needs`: another bench's viewers)."""
+    runners = RUNNERS if runners is None else runners
+    needs = NEEDS if needs is None else needs
     viewer, spec_path, out = argv
     spec = json.loads(Path(spec_path).read_text())
     rec = Recorder(Path(out), viewer, spec["part"])
-    for name in NEEDS.get(viewer, ()):
+    for name in needs.get(viewer, ()):
         try:
             __import__(name)
         except Exception as exc:  # any import failure (missing, broken binary) is a reason
             rec.set(available=False, reason=f"cannot import {name}: {exc}")
             return 0
-    RUNNERS[viewer](spec, rec)
+    runners[viewer](spec, rec)
     rec.set(done=True)
     return 0
 

@@ -252,9 +252,11 @@ def qt_display() -> Display:
 
 
 def run_child(viewer: str, spec: dict[str, Any], timeout_s: float, work: Path,
-              env: dict[str, str] | None = None) -> dict[str, Any]:
-    """One viewer on one data set in its own process; its figures, NVML's bytes where NVML
-    sees it, and why it did not finish where it did not."""
+              env: dict[str, str] | None = None,
+              module: str = "engine.bench.viewer_children") -> dict[str, Any]:
+    """One viewer on one data set in its own process (`python -m module VIEWER SPEC OUT`);
+    its figures, NVML's bytes where NVML sees it, and why it did not finish where it did
+    not."""
     tag = f"{viewer}-{spec['part']}-{spec.get('run', '')}"
     spec_path, out = work / f"{tag}.spec.json", work / f"{tag}.json"
     out.unlink(missing_ok=True)
@@ -264,7 +266,7 @@ def run_child(viewer: str, spec: dict[str, Any], timeout_s: float, work: Path,
     spec_path.write_text(json.dumps(spec))
     err_path = work / f"{tag}.stderr"
     with open(err_path, "wb") as err:
-        proc = subprocess.Popen([sys.executable, "-m", "engine.bench.viewer_children", viewer,
+        proc = subprocess.Popen([sys.executable, "-m", module, viewer,
                                  str(spec_path), str(out)], stdout=err, stderr=err,
                                 env=child_env, start_new_session=True)
         sampler, nvml_reason = _gpu_sampler(proc.pid)

@@ -1,7 +1,9 @@
 """`python -m engine view PATH...`: show the user's images, no bake step.
 
 PATH is a folder (walked recursively), a glob pattern ("photos/**/*.jpg", quoted) or a file:
-JPEG, PNG, TIFF, WebP, BMP, GIF (first frame), KTX2, DDS. Several images are shown as a
+JPEG, PNG, TIFF, WebP, BMP, GIF (first frame), KTX2, DDS; or one scientific image
+(OME-Zarr, OME-TIFF, a slide, an http(s) URL of one) shown from its raw values with
+--channels, --contrast, --gamma and --colormap (headless: docs/science.md). Several images are shown as a
 zoomable wall, one image as a deep-zoom view. In a window: the wheel zooms at the cursor, a
 left drag pans, arrows/PageUp/PageDown/Space step from image to image (Up/Down by rows),
 Return or a double click opens the one under the pointer, Esc goes back (and quits from the
@@ -36,6 +38,7 @@ from ..cli_args import (
 from ..memory.budget import DEFAULT_BUDGET
 from ..view.decode import MAX_PIXELS
 from ..view.wall import ENCODERS, FORMATS, LAYOUTS, ORDERS, ImageView, ImageWall
+from . import view_science
 
 log = logging.getLogger(__name__)
 progress = logging.getLogger("engine.progress")
@@ -101,6 +104,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    type=registry_arg("texture provider", lambda: list(PROVIDERS)),
                    help="texture provider: streaming (default) or static (all resident)")
     p.add_argument("--hud", action="store_true", help="draw the HUD (always on in a window)")
+    view_science.add_options(p)
     add_trace_option(p)
     p.set_defaults(func=run)
 
@@ -123,6 +127,8 @@ def _start_at(wall: ImageWall, args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if view_science.wants_science(args.paths, args):
+        return view_science.run(args)
     headless = headless_wanted(args.headless)
     kwargs = {"layout": args.layout, "order": args.order, "format": args.format,
               "workers": args.workers, "detail": not args.no_detail, "encoder": args.encoder,

@@ -411,13 +411,17 @@ class Device(FaultInjection):
 
     # ----------------------------------------------------------------- pipeline state
     def set_state(self, *, depth_test: bool = False, blend: bool = False,
-                  cull: bool = False) -> None:
+                  cull: bool = False, additive: bool = False) -> None:
         """A pass sets the whole fixed-function state it needs; none inherits another's.
-        Blending, when on, is straight alpha over (SRC_ALPHA, ONE_MINUS_SRC_ALPHA)."""
+        Blending, when on, is straight alpha over (SRC_ALPHA, ONE_MINUS_SRC_ALPHA), or with
+        `additive` a plain sum (ONE, ONE: channels composited by adding their colours)."""
+        blend = blend or additive
         flags = (moderngl.DEPTH_TEST if depth_test else 0) | (moderngl.BLEND if blend else 0) \
             | (moderngl.CULL_FACE if cull else 0)
         self._ctx.enable_only(flags or moderngl.NOTHING)
-        if blend:
+        if additive:
+            self._ctx.blend_func = moderngl.ONE, moderngl.ONE
+        elif blend:
             self._ctx.blend_func = moderngl.SRC_ALPHA, moderngl.ONE_MINUS_SRC_ALPHA
 
     def set_viewport(self, viewport: tuple[int, int, int, int]) -> None:

@@ -1,0 +1,166 @@
+"""GL executor of the chunked-image view: the value cache, the LUT texture and the draw.
+
+Why not the virtual-texture page cache (engine/gl/vt.py): it samples through the page table
+with bilinear filtering and tile borders, all in one format per cache and normalised reads;
+exact integer values need integer textures read with texelFetch (no filtering at all), and a
+scientific view needs no page table, only a list of tile quads. So this is the smallest
+cache that does that: one texture of square slots in the source's own format (R8UI, R16UI,
+R32UI, R8I, R16I, R32I, R16F, R32F), made through the Device in the streamed category, so
+the ledger and the governor count it with every other streamed byte.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..gl.device import Device
+from ..gl.shaders import load as load_shader
+from ..gl.constants import NEAREST
+from ..gl.vt import cache_grid
+from ..memory.ledger import Category
+from .colormaps import lut
+from .display import ChannelDisplay
+
+log = logging.getLogger(__name__)
+
+#: channels drawn at once (the shader's u_params array and the LUT texture's rows)
+MAX_CHANNELS = 16
+#: the source dtype -> (moderngl dtype of a one-component texture, GLSL sampler type)
+GL_DTYPES = {"uint8": ("u1", "usampler2D"), "uint16": ("u2", "usampler2D"),
+             "uint32": ("u4", "usampler2D"), "int8": ("i1", "isampler2D"),
+             "int16": ("i2", "isampler2D"), "int32": ("i4", "isampler2D"),
+             "float16": ("f2", "sampler2D"), "float32": ("f4", "sampler2D")}
+FLOATS_PER_VERTEX = 7  # level-0 x, y; level texel x, y; shift to the slot x, y; row
+
+
+def slot_bytes(dtype: np.dtype, tile: int) -> int:
+    return tile * tile * np.dtype(dtype).itemsize
+
+
+class ValueCache:
+    """One texture of `slots` square slots of `tile` texels in the source's own format."""
+
+    def __init__(self, device: Device, dtype: np.dtype, tile: int, slots: int,
+                 label: str = "science.tiles") -> None:
+        self.device = device
+        self.dtype = np.dtype(dtype)
+        self.tile = int(tile)
+        self.slots_x, self.slots_y = cache_grid(slots, self.tile, device.caps.max_texture_size)
+        self.slots = self.slots_x * self.slots_y
+        code, _ = GL_DTYPES[self.dtype.name]
+        self.tex = device.texture((self.slots_x * self.tile, self.slots_y * self.tile), 1,
+                                  dtype=code, category=Category.STREAMED, label=label)
+        self.tex.filter = (NEAREST, NEAREST)  # integer textures are incomplete otherwise
+        self.uploads = 0
+
+    @property
+    def nbytes(self) -> int:
+        return self.slots * slot_bytes(self.dtype, self.tile)
+
+    def origin(self, slot: int) -> tuple[int, int]:
+        return (slot % self.slots_x) * self.tile, (slot // self.slots_x) * self.tile
+
+    def upload(self, slot: int, values: np.ndarray) -> None:
+        """Write one tile (edge tiles smaller than a slot) at the slot's corner."""
+        h, w = values.shape
+        x, y = self.origin(slot)
+        data = np.ascontiguousarray(values, self.dtype)
+        self.tex.write(data.tobytes(), viewport=(x, y, w, h), alignment=1)
+        self.uploads += 1
+
+    def release(self) -> None:
+        self.device.release(self.tex)
+
+
+class LutTexture:
+    """The colormaps of the shown channels: row r is channel row r's 256 colours."""
+
+    def __init__(self, device: Device, label: str = "science.luts") -> None:
+        self.device = device
+        self.tex = device.texture((256, MAX_CHANNELS), 4, category=Category.STATIC,
+                                  label=label)
+        self.tex.filter = (NEAREST, NEAREST)
+        self._rows: list[str | None] = [None] * MAX_CHANNELS
+
+    def set(self, row: int, colormap: str) -> None:
+        """Write a row's table when its colormap changed (one 1 KiB write)."""
+        if self._rows[row] == colormap:
+            return
+        rgba = np.full((256, 4), 255, np.uint8)
+        rgba[:, :3] = lut(colormap)
+        self.tex.write(rgba.tobytes(), viewport=(0, row, 256, 1), alignment=1)
+        self._rows[row] = colormap
+
+    def release(self) -> None:
+        self.device.release(self.tex)
+
+
+class TilePainter:
+    """The program and a vertex buffer of tile quads (grown by doubling when a frame needs
+    more)."""
+
+    def __init__(self, device: Device, dtype: np.dtype, label: str = "science.quads") -> None:
+        self.device = device
+        self.label = label
+        _, sampler = GL_DTYPES[np.dtype(dtype).name]
+        frag = load_shader("science_tiles.frag.glsl").replace(
+            "#define VALUE_SAMPLER sampler2D", f"#define VALUE_SAMPLER {sampler}")
+        self.program = device.shared_program(
+            vertex_shader=load_shader("science_tiles.vert.glsl"), fragment_shader=frag,
+            label=f"science.{sampler}")
+        self.luts = LutTexture(device)
+        self._vbo = self._vao = None
+        self._capacity = 0
+
+    def reserve(self, quads: int) -> None:
+        """Room for `quads` quads (made before the frame's split, so the split counts it)."""
+        if quads <= self._capacity:
+            return
+        self._release_buffers()
+        cap = max(64, 1 << (quads - 1).bit_length())
+        self._vbo = self.device.buffer(reserve=cap * 6 * FLOATS_PER_VERTEX * 4, dynamic=True,
+                                       category=Category.BUFFER, label=self.label)
+        self._vao = self.device.vertex_array(
+            self.program, [(self._vbo, "2f 2f 2f 1f", "in_world", "in_texel", "in_shift",
+                            "in_channel")],
+            label=f"{self.label}.vao")
+        self._capacity = cap
+
+    def draw(self, vertices: np.ndarray, displays: Sequence[ChannelDisplay],
+             cache: ValueCache, center: tuple[float, float], scale: float,
+             screen: tuple[int, int]) -> None:
+        """Draw `vertices` ((6 * quads, FLOATS_PER_VERTEX) float32) into the bound target; displays[r] is
+        channel row r's look."""
+        quads = len(vertices) // 6
+        params = np.zeros((MAX_CHANNELS, 4), np.float32)
+        for row, d in enumerate(displays):
+            params[row] = (d.low, d.high, d.gamma, row)
+            self.luts.set(row, d.colormap)
+        if not quads:
+            return
+        self.reserve(quads)
+        self._vbo.write(np.ascontiguousarray(vertices, np.float32).tobytes())
+        prog = self.program
+        prog["u_center"].value = (float(center[0]), float(center[1]))
+        prog["u_scale"].value = float(scale)
+        prog["u_screen"].value = (float(screen[0]), float(screen[1]))
+        prog["u_params"].write(params.tobytes())
+        cache.tex.use(0)
+        self.luts.tex.use(1)
+        prog["u_values"].value = 0
+        prog["u_luts"].value = 1
+        self.device.set_state(additive=True)
+        self._vao.render(vertices=6 * quads)  # triangles, the default mode
+
+    def _release_buffers(self) -> None:
+        for obj in (self._vao, self._vbo):
+            if obj is not None:
+                self.device.release(obj)
+        self._vao = self._vbo = None
+        self._capacity = 0
+
+    def release(self) -> None:
+        self._release_buffers()
+        self.luts.release()

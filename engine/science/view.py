@@ -1,0 +1,321 @@
+"""`ScienceView`: a chunked scientific image (OME-Zarr, OME-TIFF, tiled TIFF) on screen,
+channels composited from their raw values, inside the governor's budget.
+
+A frame: the governor's split gives the streamed pool, which sizes the value cache (made
+again, old first, when the pool no longer holds it or the view needs more); the plan
+(engine.science.plan) names the tiles of the shown level under the screen for each visible
+channel, the coarsest level's tile of each first; the reader fetches the missing ones
+(cancelling what the last frame asked for and this one does not); arrived tiles go into
+slots; every tile is drawn from itself or its resident ancestors. A hidden channel asks for
+no tile. Contrast limits, gamma and colormaps are uniforms and a LUT row: a change shows in
+the next frame with nothing read or uploaded again.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from ..errors import UsageError
+from ..gl.device import Device
+from ..gl.vt import ColorTarget
+from ..memory.budget import Budget
+from ..memory.governor import Governor
+from .display import ChannelDisplay, default_colormap
+from .gpu import FLOATS_PER_VERTEX, MAX_CHANNELS, TilePainter, ValueCache, slot_bytes
+from .plan import (
+    Piece,
+    SlotCache,
+    Viewport,
+    cover,
+    downsample,
+    fit,
+    level_for,
+    visible_tiles,
+)
+from .reads import DEFAULT_WORKERS, TileReader
+from .readers import open_image_source
+from .source import ChunkedSource, TileKey
+
+log = logging.getLogger(__name__)
+
+#: slots asked for above the frame's tiles (room to pan without evicting what is shown)
+SLACK = 1.25
+#: quads a drawn tile may take: itself, or the 2x2 coarser tiles under it at most
+PIECES_PER_TILE = 4
+#: contrast limits by default: these percentiles of the coarsest level
+DEFAULT_PERCENTILES = (0.5, 99.5)
+
+
+@dataclass(frozen=True)
+class FrameStats:
+    """One frame: the level shown, tiles wanted / drawn from themselves / missing (drawn
+    from an ancestor or not at all), reads queued or running, the cache's bytes."""
+
+    level: int
+    wanted: int
+    exact: int
+    missing: int
+    pending: int
+    cache_bytes: int
+    quads: int
+    over_budget: bool
+
+
+@dataclass(frozen=True)
+class Pick:
+    """The level-0 pixel under a screen point and every channel's raw value there."""
+
+    x: int
+    y: int
+    values: tuple[Any, ...]
+
+
+def default_displays(source: ChunkedSource) -> list[ChannelDisplay]:
+    """Limits from the coarsest level's percentiles (one tile read a channel)."""
+    out = []
+    coarsest = len(source.levels) - 1
+    for c in range(source.channels):
+        v = source.read_tile(coarsest, c, 0, 0).astype(np.float64)
+        finite = v[np.isfinite(v)]
+        lo, hi = (np.percentile(finite, DEFAULT_PERCENTILES) if finite.size else (0.0, 1.0))
+        lo, hi = float(lo), float(hi)
+        if not hi > lo:
+            hi = lo + 1.0
+        out.append(ChannelDisplay(lo, hi, colormap=default_colormap(c, source.channels)))
+    return out
+
+
+class ScienceView:
+    """A chunked image viewed at `size` pixels on `device`, in `budget` (a Governor, a
+    Budget or a spec such as "256MiB")."""
+
+    def __init__(self, source: ChunkedSource | str, device: Device, *,
+                 size: tuple[int, int] = (1280, 720),
+                 budget: Governor | Budget | str | int = "256MiB",
+                 displays: list[ChannelDisplay] | None = None,
+                 workers: int = DEFAULT_WORKERS) -> None:
+        w, h = int(size[0]), int(size[1])
+        if w < 1 or h < 1:
+            raise UsageError(f"view size {size}: need at least 1x1 pixels")
+        self.source = open_image_source(source)
+        self.device = device
+        self.governor = budget if isinstance(budget, Governor) else self._governor(budget)
+        self.displays = list(displays) if displays is not None \
+            else default_displays(self.source)
+        if len(self.displays) != self.source.channels:
+            raise UsageError(f"{len(self.displays)} channel displays for "
+                             f"{self.source.channels} channels")
+        self._check_visible(self.displays)
+        self.size = (w, h)
+        self.viewport = fit(w, h, self.source.levels[0].shape)
+        self.slots = SlotCache(0)
+        self.cache: ValueCache | None = None
+        self._slot_bytes = slot_bytes(self.source.dtype, self.source.tile)
+        self.reader = TileReader(self.source, workers)
+        try:
+            self.target = ColorTarget(device, self.size, label="science.output")
+            self.painter = TilePainter(device, self.source.dtype)
+        except BaseException:
+            self.release()
+            raise
+        self.frames = 0
+
+    def _governor(self, budget: Budget | str | int) -> Governor:
+        """A governor of its own: a percentage is of the probed VRAM, and where the driver
+        reports free VRAM other programs' use lowers the budget (as a frame loop's)."""
+        reading = self.device.vram()
+        if not isinstance(budget, Budget):
+            budget = Budget(budget, vram_total=reading.total_bytes)
+        pressure = self.device.vram if self.device.probe.source == "NVX" else None
+        return Governor(budget=budget, pressure=pressure)
+
+    # ------------------------------------------------------------------ display and camera
+    @staticmethod
+    def _check_visible(displays: list[ChannelDisplay]) -> None:
+        shown = sum(d.visible for d in displays)
+        if shown > MAX_CHANNELS:
+            raise UsageError(f"{shown} visible channels; at most {MAX_CHANNELS} at once")
+
+    def set_display(self, channel: int, **changes: Any) -> None:
+        """Change one channel's look (low, high, gamma, colormap, visible): the next frame
+        shows it, nothing is read again."""
+        if not 0 <= channel < len(self.displays):
+            raise UsageError(f"channel {channel}: the source has {len(self.displays)}")
+        new = replace(self.displays[channel], **changes)
+        displays = self.displays[:channel] + [new] + self.displays[channel + 1:]
+        self._check_visible(displays)
+        self.displays = displays
+
+    def set_view(self, cx: float, cy: float, scale: float) -> None:
+        """Centre the screen on level-0 point (cx, cy) at `scale` level-0 pixels a screen
+        pixel."""
+        if not (math.isfinite(cx) and math.isfinite(cy) and math.isfinite(scale)
+                and scale > 0):
+            raise UsageError(f"view ({cx}, {cy}) at scale {scale}: need finite, scale > 0")
+        self.viewport = Viewport(*self.size, float(cx), float(cy), float(scale))
+
+    def fit(self) -> None:
+        self.viewport = fit(*self.size, self.source.levels[0].shape)
+
+    def zoom(self, factor: float, at: tuple[float, float] | None = None) -> None:
+        """Zoom in by `factor` (> 1 in) keeping screen point `at` (pixels; the centre by
+        default) over the same image point."""
+        vp = self.viewport
+        sx, sy = at if at is not None else (vp.width / 2, vp.height / 2)
+        wx, wy = vp.world(sx, sy)
+        scale = vp.scale / factor
+        self.set_view(wx - (sx - vp.width / 2) * scale, wy - (sy - vp.height / 2) * scale,
+                      scale)
+
+    def pan(self, dx: float, dy: float) -> None:
+        """Move the picture by (dx, dy) screen pixels."""
+        vp = self.viewport
+        self.set_view(vp.cx - dx * vp.scale, vp.cy - dy * vp.scale, vp.scale)
+
+    # ------------------------------------------------------------------ a frame
+    def _visible(self) -> list[int]:
+        return [c for c, d in enumerate(self.displays) if d.visible]
+
+    def _plan(self, visible: list[int], slots: int) -> tuple[int, list[TileKey], list[TileKey]]:
+        """(level, tiles to draw, tiles wanted): the finest level from the zoom's whose
+        tiles fit `slots` with the coarsest level's."""
+        levels, tile = self.source.levels, self.source.tile
+        coarsest = len(levels) - 1
+        base = [TileKey(coarsest, c, 0, 0) for c in visible]
+        level = level_for(levels, self.viewport.scale)
+        while True:
+            draw = [TileKey(level, c, ty, tx)
+                    for ty, tx in visible_tiles(levels, tile, level, self.viewport)
+                    for c in visible]
+            extra = [] if level == coarsest else base
+            if len(draw) + len(extra) <= slots or level == coarsest:
+                return level, draw, extra + draw
+            level += 1
+
+    def _size_cache(self, visible: list[int]) -> bool:
+        """Make the quad buffer and the value cache fit this frame's split; False when the
+        budget cannot hold even the coarsest tiles."""
+        _, draw, wanted = self._plan(visible, 1 << 30)
+        # a tile is drawn from at most 2x2 tiles of one coarser level (plan.cover)
+        self.painter.reserve(PIECES_PER_TILE * len(draw))
+        need = math.ceil(len(wanted) * SLACK)
+        held = self.cache.nbytes if self.cache is not None else 0
+        split = self.governor.split(self.device.ledger.by_category(),
+                                    resizable_target_bytes=0,
+                                    stream_wanted=max(held, need * self._slot_bytes),
+                                    stream_min=len(visible) * self._slot_bytes)
+        allow = split.pool_allowance // self._slot_bytes
+        have = self.cache.slots if self.cache is not None else 0
+        if have > allow or (have < need and have < allow):
+            want = min(allow, max(need, 2 * have))
+            self._drop_cache()
+            if want >= max(1, len(visible)):
+                self.cache = ValueCache(self.device, self.source.dtype, self.source.tile,
+                                        want)
+                self.slots = SlotCache(self.cache.slots)
+                log.info("science cache: %d slots (%d bytes)", self.cache.slots,
+                         self.cache.nbytes)
+        return self.cache is not None and self.cache.slots >= len(visible)
+
+    def _drop_cache(self) -> None:
+        if self.cache is not None:
+            self.cache.release()
+        self.cache = None
+        self.slots = SlotCache(0)
+
+    def frame(self) -> FrameStats:
+        """Plan, read, upload and draw one frame into the view's target."""
+        visible = self._visible()
+        fits = self._size_cache(visible) if visible else True
+        self.target.begin()
+        if not visible or not fits:
+            self.reader.want([])
+            self.frames += 1
+            return FrameStats(0, 0, 0, 0, self.reader.pending,
+                              self.cache.nbytes if self.cache else 0, 0, not fits)
+        level, draw, wanted = self._plan(visible, self.slots.slots)
+        slots = self.slots
+        slots.new_frame()
+        for k in wanted:
+            if k in slots:
+                slots.use(k)
+        wanted_set = set(wanted)
+        for key, values in self.reader.collect():
+            if key in wanted_set and key not in slots:
+                slot = slots.place(key)
+                if slot is not None:
+                    self.cache.upload(slot, values)
+        self.reader.want([k for k in wanted if k not in slots])
+        rows = {c: r for r, c in enumerate(visible)}
+        pieces: list[Piece] = []
+        for k in draw:
+            got = cover(self.source.levels, self.source.tile, k, slots.__contains__)
+            for p in got:
+                slots.use(p.key)
+            pieces += got
+        vertices = self._vertices(pieces, rows)
+        vp = self.viewport
+        self.painter.draw(vertices, [self.displays[c] for c in visible], self.cache,
+                          (vp.cx, vp.cy), vp.scale, self.size)
+        self.frames += 1
+        exact = sum(k in slots for k in draw)
+        return FrameStats(level, len(wanted), exact, len(draw) - exact, self.reader.pending,
+                          self.cache.nbytes, len(pieces), False)
+
+    def _vertices(self, pieces: list[Piece], rows: dict[int, int]) -> np.ndarray:
+        out = np.zeros((len(pieces) * 6, FLOATS_PER_VERTEX), np.float64)
+        tile = self.source.tile
+        for i, p in enumerate(pieces):
+            k = p.key
+            dy, dx = downsample(self.source.levels, k.level)
+            ox, oy = self.cache.origin(self.slots.slot(k))
+            x0, y0, x1, y1 = p.rect
+            corners = ((x0, y0), (x1, y0), (x1, y1), (x0, y0), (x1, y1), (x0, y1))
+            for j, (x, y) in enumerate(corners):
+                out[6 * i + j] = (x, y, x / dx, y / dy, ox - k.tx * tile, oy - k.ty * tile,
+                                  rows[k.channel])
+        return out.astype(np.float32)
+
+    def settle(self, timeout: float = 30.0) -> FrameStats:
+        """Draw frames until every wanted tile is drawn from itself (a complete picture)
+        or `timeout` seconds pass."""
+        end = time.monotonic() + timeout
+        stats = self.frame()
+        while (stats.missing or stats.pending) and time.monotonic() < end:
+            self.reader.wait_idle(min(0.5, max(0.0, end - time.monotonic())))
+            stats = self.frame()
+        return stats
+
+    def picture(self) -> np.ndarray:
+        """The last frame, (height, width, 3) uint8, top row first."""
+        return self.target.read()[:, :, :3]
+
+    # ------------------------------------------------------------------ values
+    def pick(self, x: float, y: float) -> Pick | None:
+        """The source's raw level-0 values (every channel, its own dtype) under the screen
+        pixel at column x, row y (its centre, where the frame samples); None off the
+        image."""
+        wx, wy = self.viewport.world(x + 0.5, y + 0.5)
+        h, w = self.source.levels[0].shape
+        ix, iy = math.floor(wx), math.floor(wy)
+        if not (0 <= ix < w and 0 <= iy < h):
+            return None
+        t = self.source.tile
+        values = tuple(self.source.read_tile(0, c, iy // t, ix // t)[iy % t, ix % t]
+                       for c in range(self.source.channels))
+        return Pick(ix, iy, values)
+
+    def release(self) -> None:
+        """Stop the reads, free every GL object the view made, close the source."""
+        self.reader.close()
+        self._drop_cache()
+        for name in ("painter", "target"):
+            obj = self.__dict__.pop(name, None)
+            if obj is not None:
+                obj.release()
+        self.source.close()

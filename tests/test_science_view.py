@@ -1,0 +1,203 @@
+"""Scientific images on llvmpipe: OME-Zarr v2 and v3, OME-TIFF and an SVS-like tiled TIFF,
+written by their own writers, viewed at several zooms: `pick` equals the source arrays
+exactly, pictures equal a numpy reference of the same limits and LUTs, a contrast change
+shows in the next frame with nothing read again, a hidden channel costs nothing, one source
+comes over HTTP from a local server, and the budget and leak checks hold."""
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+from dataclasses import replace
+import http.server
+import threading
+
+import numpy as np
+import pytest
+
+pytest.importorskip("zarr")
+pytest.importorskip("tifffile")
+
+from science_helpers import (  # noqa: E402
+    psnr,
+    pyramid,
+    reference,
+    sample,
+    write_ome_tiff,
+    write_ome_zarr,
+    write_slide,
+)
+
+from engine.science.display import ChannelDisplay  # noqa: E402
+from engine.science.view import ScienceView  # noqa: E402
+
+SIZE = (200, 150)
+
+
+@pytest.fixture(scope="module")
+def sources(tmp_path_factory):
+    """name -> (location, (c, y, x) levels as the view must show them)."""
+    root = tmp_path_factory.mktemp("science")
+    rng = np.random.default_rng(7)
+    u16 = pyramid(sample(rng, "uint16", (2, 512, 640)), 3)
+    f32 = sample(rng, "float32", (2, 600, 520))
+    rgb = sample(rng, "uint8", (3, 520, 600))
+    slide = [np.moveaxis(rgb, 0, -1), np.moveaxis(rgb[:, ::2, ::2], 0, -1)]
+    return {
+        "zarr2-uint16": (write_ome_zarr(root / "a.zarr", u16, 2), u16),
+        # one stored level: the coarser ones are made from it tile by tile
+        "zarr3-float32": (write_ome_zarr(root / "b.zarr", [f32], 3, chunk=256),
+                          pyramid(f32, 3)),
+        "ome-tiff-uint16": (write_ome_tiff(root / "c.ome.tif", u16), u16),
+        "slide-uint8": (write_slide(root / "d.svs", slide),
+                        [np.moveaxis(s, -1, 0) for s in slide] + pyramid(
+                            np.moveaxis(slide[1], -1, 0), 2)[1:]),
+    }
+
+
+def _check_picture(view, levels, stats):
+    """Equal to the numpy picture, up to what float rounding decides: a pixel centre that
+    falls exactly on a texel edge (either texel is right: the reference is also taken a
+    hair to each side), and a value one LUT entry off at an entry's edge."""
+    vp, got = view.viewport, view.picture().astype(np.int32)
+    e = 2e-3 * vp.scale  # llvmpipe interpolates texel positions to about 1e-3
+    diffs = [np.abs(got - reference(levels, stats.level,
+                                    replace(vp, cx=vp.cx + ex, cy=vp.cy + ey),
+                                    view.displays).astype(np.int32)).max(axis=2)
+             for ex, ey in ((0, 0), (e, e), (-e, -e), (e, -e), (-e, e))]
+    diff = np.min(diffs, axis=0)
+    assert np.mean(diff > 4) < 0.001, (stats, np.mean(diff > 4))
+    assert psnr(diff, np.zeros_like(diff)) > 45  # the distance to the nearest reference
+
+
+@contextlib.contextmanager
+def _viewing(dev, location, **kw):
+    """A view of `location` for the block, released and leak-checked after it."""
+    with dev.leak_check():
+        view = ScienceView(str(location), dev, size=SIZE, **{"budget": 32 << 20, **kw})
+        try:
+            yield view
+        finally:
+            view.release()
+
+
+def _check_picks(view, levels, points):
+    for x, y in points:
+        got = view.pick(x, y)
+        if got is None:
+            continue
+        want = levels[0][:, got.y, got.x]
+        assert all(g.dtype == levels[0].dtype for g in got.values)
+        assert np.array_equal(np.array(got.values), want)
+
+
+@pytest.mark.parametrize("name", ["zarr2-uint16", "zarr3-float32", "ome-tiff-uint16",
+                                  "slide-uint8"])
+def test_views_at_several_zooms_equal_the_source(dev, sources, name):
+    location, levels = sources[name]
+    budget = 32 << 20
+    with _viewing(dev, location, budget=budget) as view:
+        seen = set()
+        h, w = levels[0].shape[1:]
+        # fitted (a made or stored coarse level), one texel a pixel, magnified at a corner
+        for view_at in (None, (w / 2, h / 2, 1.0), (w - 40, h - 30, 0.5)):
+            if view_at is not None:
+                view.set_view(*view_at)
+            stats = view.settle(20)
+            assert stats.missing == 0 and stats.pending == 0
+            assert dev.ledger.total <= budget
+            seen.add(stats.level)
+            _check_picture(view, levels, stats)
+            _check_picks(view, levels, [(0, 0), (37, 91), (SIZE[0] - 1, SIZE[1] - 1),
+                                        (150, 20)])
+        assert 0 in seen and len(seen) >= 2
+
+
+def test_contrast_colormap_and_visibility_change_in_the_next_frame(dev, sources):
+    location, levels = sources["zarr2-uint16"]
+    with _viewing(dev, location) as view:
+        stats = view.settle(20)
+        reads, uploads = view.reader.reads, view.cache.uploads
+        before = view.picture()
+        view.set_display(0, low=20000.0, high=40000.0, gamma=0.7, colormap="magma")
+        stats = view.frame()
+        _check_picture(view, levels, stats)
+        assert not np.array_equal(before, view.picture())
+        view.set_display(1, visible=False)
+        stats = view.frame()
+        _check_picture(view, levels, stats)
+        assert (view.reader.reads, view.cache.uploads) == (reads, uploads)
+
+
+def test_a_hidden_channel_reads_nothing(dev, sources):
+    location, levels = sources["ome-tiff-uint16"]
+    displays = [ChannelDisplay(0, 65535, colormap="viridis"),
+                ChannelDisplay(0, 65535, visible=False)]
+    with _viewing(dev, location, displays=displays) as view:
+        view.set_view(300, 200, 1.0)
+        stats = view.settle(20)
+        assert stats.exact == stats.wanted - 1  # the coarsest tile is wanted, not drawn
+        assert all(k.channel == 0 for k in view.slots._where)
+        _check_picture(view, levels, stats)
+
+
+def test_a_small_budget_shows_a_coarser_level_and_stays_within(dev, sources):
+    location, levels = sources["zarr2-uint16"]
+    with _viewing(dev, location, budget=1 << 30) as probe:
+        probe.frame()
+        fixed = dev.ledger.total - probe.cache.nbytes
+    # the fixed objects and room for 4 tiles of 128^2 uint16: too few for level 0
+    budget = fixed + 4 * 128 * 128 * 2
+    with _viewing(dev, location, budget=budget) as view:
+        view.set_view(320, 256, 1.0)
+        stats = view.settle(20)
+        assert dev.ledger.total <= budget
+        assert stats.level > 0 and stats.missing == 0
+        _check_picture(view, levels, stats)
+
+
+@pytest.fixture(scope="module")
+def server(sources):
+    root = sources["zarr2-uint16"][0].parent
+    handler = functools.partial(_QuietHandler, directory=str(root))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.mark.parametrize("name", ["zarr2-uint16", "ome-tiff-uint16"])
+def test_a_source_over_http(dev, sources, server, name):
+    pytest.importorskip("aiohttp")
+    location, levels = sources[name]
+    with _viewing(dev, f"{server}/{location.name}") as view:
+        view.set_view(200, 300, 0.5)
+        stats = view.settle(20)
+        assert stats.missing == 0
+        _check_picture(view, levels, stats)
+        _check_picks(view, levels, [(3, 4), (120, 77)])
+
+
+def test_engine_view_shows_an_ome_zarr_with_channel_options(sources, tmp_path, capsys):
+    from PIL import Image
+
+    from engine.cli import main
+    location, levels = sources["zarr2-uint16"]
+    shot = tmp_path / "shot.png"
+    assert main(["view", str(location), "--size", "160x120", "--contrast", "0=0:65535",
+                 "--colormap", "1=#00ffff", "--channels", "1", "--screenshot", str(shot)]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["complete"] and summary["channels"] == 2
+    assert summary["peak_bytes"] <= summary["budget_bytes"]
+    picture = np.asarray(Image.open(shot))
+    assert picture.shape == (120, 160, 3) and picture[..., 0].max() == 0  # cyan only
+    assert picture[..., 1].max() > 0
+    assert main(["view", str(location), "--channels", "5"]) == 2
+    assert "channel 5 out of range" in capsys.readouterr().err
