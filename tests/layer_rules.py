@@ -34,7 +34,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("engine.diagnostics",),
     ("engine.app",),
     ("engine.hosts",),
-    ("engine.testing", "engine.pytest_plugin", "engine.demos", "engine.bench", "engine.cli",
+    ("engine.testing", "engine.pytest_plugin", "engine.demos", "engine.cli",
      "engine.commands",
      "engine.view", "engine.cli_args", "engine.cli_process",
      "engine.__main__", "engine.shaders", "engine.assets"),

@@ -95,12 +95,12 @@ def test_a_literal_import_module_fails(tmp_path):
 
 def test_moderngl_window_and_glcontext_outside_gl_fail(tmp_path):
     root = _tree(tmp_path, {
-        "engine/bench/peer.py": "def f():\n    import moderngl_window\n",
+        "engine/view/peer.py": "def f():\n    import moderngl_window\n",
         "engine/app/host.py": "from glcontext import egl\n",
         "engine/gl/peers.py": "import moderngl_window\nimport glcontext\n",
     })
     found = sorted((v.module, v.line) for v in check_tree(root, mapped={}))
-    assert found == [("engine.app.host", 1), ("engine.app.host", 1), ("engine.bench.peer", 2)]
+    assert found == [("engine.app.host", 1), ("engine.app.host", 1), ("engine.view.peer", 2)]
 
 
 def test_the_two_streaming_wings_do_not_import_each_other(tmp_path):

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyglm import glm
 
-from engine.bench.baselines import bias_for_pool, register_baselines
+from lab.baselines import bias_for_pool, register_baselines
 from engine.streaming.levels.estimator import (
     CameraInput,
     InstanceArrays,

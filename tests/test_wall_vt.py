@@ -10,8 +10,8 @@ import pytest
 
 from wall_helpers import free_flight
 
-from engine.bench.wall import WallProfile, _efficiency_rows, wall_flight
-from engine.bench.wall_vt import use_vt_provider
+from lab.wall import WallProfile, _efficiency_rows, wall_flight
+from lab.wall_vt import use_vt_provider
 from engine.gl.device import Device
 
 #: The wall set of test_wall_demo and test_wall_prefetch (24 x 256^2, in the user cache) at

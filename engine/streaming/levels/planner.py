@@ -48,7 +48,7 @@ Rules, each one exactly true of every plan (tests/test_streaming_policy.py):
   `max_prefetch_requests` for prefetch, so predicted work never crowds out what is seen.
 
 The executor runs a `Planner` named by `PolicyConfig.policy`: "tiered" is this module's
-`make_plan`; the benchmarks register their baselines (engine.bench.baselines) beside it, run
+`make_plan`; the benchmarks register their baselines (lab.baselines) beside it, run
 by the same executor under the same hard-budget rules.
 """
 from __future__ import annotations
