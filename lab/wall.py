@@ -114,24 +114,13 @@ def wall_demo():
     return DEMOS["wall"]
 
 
-class FixedPoolStreamer(LevelStreamer):
-    """The shipped streamer with a fixed pool instead of the governor's allowance: the wall
+def use_wall_streamer(policy: str, pool: int, prefetch: bool = True) -> str:
+    """Register a streamer running `policy` in a fixed pool and return its provider name.
+
+    The pool is `StreamerSettings.fixed_pool_bytes`, not the governor's allowance: the wall
     flights hold the render scale at 1 (no memory reaction), so the pool is the budget the
     texture policy alone must live in, and the pictures differ from the all-resident ones
     only by texture detail."""
-
-    def __init__(self, device: Device, settings, pool: int, **kw) -> None:
-        super().__init__(device, settings, **kw)
-        self.fixed_pool = int(pool)
-        super().grant(self.fixed_pool)
-
-    def grant(self, pool_bytes: int, cache_bytes: int | None = None) -> None:
-        """The fixed pool, whatever the governor grants."""
-        super().grant(self.fixed_pool)
-
-
-def use_wall_streamer(policy: str, pool: int, prefetch: bool = True) -> str:
-    """Register a fixed-pool streamer running `policy` and return its provider name."""
     from engine.streaming.levels.state import PolicyConfig
 
     register_baselines()
@@ -139,12 +128,12 @@ def use_wall_streamer(policy: str, pool: int, prefetch: bool = True) -> str:
     name = f"bench-wall-{policy}-{pool}-{'pf' if prefetch else 'nopf'}"
 
     def make(device, settings, clock):
-        cfg = dataclasses.replace(settings.streamer, policy=PolicyConfig(
+        cfg = dataclasses.replace(settings.streamer, fixed_pool_bytes=pool, policy=PolicyConfig(
             policy=policy, prefetch=prefetch))
         if settings.deterministic:  # frame clock and inline reads, as the registry does
             from engine.streaming.inline_io import InlineLevelIO
-            return FixedPoolStreamer(device, cfg, pool, clock=clock, io=InlineLevelIO)
-        return FixedPoolStreamer(device, cfg, pool)
+            return LevelStreamer(device, cfg, clock=clock, io=InlineLevelIO)
+        return LevelStreamer(device, cfg)
 
     register_provider(name, make)
     return name

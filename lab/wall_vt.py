@@ -17,39 +17,25 @@ import numpy as np
 
 from engine.app.providers import register_provider
 from engine.app.run import FrameContext
-from engine.gl.device import Device
 from engine.streaming.inline_io import InlineLevelIO
 from engine.streaming.provider import StreamingProvider
 
 
-class FixedPoolProvider(StreamingProvider):
-    """The shipped provider with a fixed pool instead of the governor's allowance (the wall
-    flights hold the render scale at 1); the page cache's share of it is the provider's own
-    split (`share_pool`), as without a governor split. A pool below what the virtual path
-    needs at the least (page table, pinned cells, the fewest slots) is held at that floor,
-    as the governor would refuse to go below it; the flight's row says so (`pool_held_mib`)."""
-
-    def __init__(self, device: Device, settings, pool: int, **kw) -> None:
-        super().__init__(device, settings, **kw)
-        self.fixed_pool = int(pool)
-        super().grant(self.fixed_pool)
-
-    def grant(self, pool_bytes: int, cache_bytes: int | None = None) -> None:
-        """The fixed pool, whatever the governor grants (at least the floor)."""
-        floor = self.stats().min_bytes if self.virtual_system() is not None else 0
-        super().grant(max(self.fixed_pool, int(floor)))
-
-
 def use_vt_provider(pool: int) -> str:
-    """Register a fixed-pool provider that streams every wall image virtually; its name."""
+    """Register a provider that streams every wall image virtually in a fixed pool
+    (`StreamerSettings.fixed_pool_bytes`: the wall flights hold the render scale at 1); its
+    name. The page cache's share of the pool is the provider's own split (`share_pool`), as
+    without a governor split. A pool below what the virtual path needs at the least (page
+    table, pinned cells, the fewest slots) is held at that floor, as the governor would
+    refuse to go below it; the flight's row says so (`pool_held_mib`)."""
     name = f"bench-wall-vt-{pool}"
 
     def make(device, settings, clock):
-        cfg = replace(settings.streamer, virtual="always")
+        cfg = replace(settings.streamer, virtual="always", fixed_pool_bytes=pool)
         if settings.deterministic:  # frame clock, reads on the render thread
-            return FixedPoolProvider(device, cfg, pool, clock=clock, io=InlineLevelIO,
+            return StreamingProvider(device, cfg, clock=clock, io=InlineLevelIO,
                                      deterministic=True)
-        return FixedPoolProvider(device, cfg, pool)
+        return StreamingProvider(device, cfg)
 
     register_provider(name, make)
     return name
