@@ -2,8 +2,8 @@
 
 They are measurement apparatus, not shipped policy: whole textures with LRU eviction
 (Panda3D's graphics-memory-limit) and one global mip bias. Each is a `Planner` the executor
-runs under the same hard-budget rules as the tiered policy, selected by
-`PolicyConfig.policy` once `register_baselines` has named them.
+runs under the same hard-budget rules as the tiered policy, passed as the object itself in
+`PolicyConfig.policy` (`BASELINES` by name); the product's planner registry is not touched.
 """
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.streaming.levels.ops import MipOp, Plan, step_peaks, tail_reserve
-from engine.streaming.levels.planner import register_planner
 from engine.streaming.levels.state import PolicyConfig, StreamerState, TextureTable, resident_bytes
 
 
@@ -162,7 +161,3 @@ BASELINES: dict[str, FunctionPlanner] = {"lru-whole": FunctionPlanner(plan_lru_w
                                          "global-bias": FunctionPlanner(plan_global_bias)}
 
 
-def register_baselines() -> None:
-    """Make the baselines selectable as `PolicyConfig.policy` ("lru-whole", "global-bias")."""
-    for name, planner in BASELINES.items():
-        register_planner(name, planner)

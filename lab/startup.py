@@ -27,7 +27,8 @@ from engine.gl.textures import GpuTexture
 from engine.memory.sizes import mip_count
 from engine.textures.cachedir import cache_root
 from engine.app.run import FrameLoop, finish_run
-from engine.app.providers import register_provider
+from engine.app.settings import ProviderFactory, RunSettings
+from engine.streaming.levels.streamer import Clock
 from engine.memory.ledger import Category
 from engine.streaming.provider import StreamingProvider
 from engine.streaming.static import StaticTextureProvider
@@ -42,7 +43,6 @@ from .streaming import (
 
 log = logging.getLogger(__name__)
 
-NAIVE = "naive"
 FIRST_FRAME_GOAL = 20.0  # the engine's first frame at least this many times sooner
 
 
@@ -114,7 +114,12 @@ class NaiveProvider(StaticTextureProvider):
         return tex, levels
 
 
-register_provider(NAIVE, lambda device, settings, clock: NaiveProvider(device))
+def naive(device: Device, settings: RunSettings, clock: Clock) -> NaiveProvider:
+    """The naive path as a run's provider (`RunSettings.provider` takes the factory)."""
+    return NaiveProvider(device)
+
+
+NAIVE: ProviderFactory = naive
 
 
 # ---------------------------------------------------------------------------- measurement
@@ -142,7 +147,7 @@ def _full_quality(provider) -> bool:
             and stats.missing_tiles == 0)
 
 
-def measure_startup(device: Device, profile: GalleryProfile, provider: str, *,
+def measure_startup(device: Device, profile: GalleryProfile, provider: str | ProviderFactory, *,
                     count: int | None = None, timeout_s: float = 60.0) -> Startup:
     """Build the gallery and draw frames with the camera held at its start pose until full
     quality. Timing starts before the scene factory (registration is part of startup)."""
@@ -150,7 +155,7 @@ def measure_startup(device: Device, profile: GalleryProfile, provider: str, *,
     device.ledger.reset_frame_peak()
     start = time.perf_counter()
     loop = FrameLoop.embedded(device, gallery_factory(), size=profile.size, provider=provider,
-                              options=profile.options(count), react=provider != NAIVE)
+                              options=profile.options(count), react=provider is not NAIVE)
     try:
         loop.step(0)
         first = time.perf_counter() - start

@@ -26,7 +26,7 @@ import numpy as np
 from pyglm import glm
 
 from engine import textures
-from engine.app.providers import register_provider
+from engine.app.settings import ProviderFactory, RunSettings
 from engine.app.run import FrameContext, SceneFactory, run_scene
 from engine.demos.gallery_assets import gallery_textures
 from engine.gl.device import Device
@@ -34,7 +34,7 @@ from engine.memory.budget import DEFAULT_BUDGET
 from engine.memory.sizes import texture_bytes
 from engine.render.camera import mat_to_numpy
 from engine.streaming.contract import TEXTURE_SLOTS, FrameView
-from engine.streaming.levels.streamer import LevelStreamer
+from engine.streaming.levels.streamer import Clock, LevelStreamer
 from engine.textures import TextureFile
 from engine.textures.quality import psnr
 from engine.textures.transcode import ServedFile, serve_file
@@ -45,7 +45,6 @@ log = logging.getLogger(__name__)
 QUALITY_DB = 40.0
 IDENTICAL_DB = 100.0  # the score of identical images (inf is not valid JSON)
 UPLOAD_GOAL = 0.70  # streamer bytes/s over the raw upload loop (on a GPU)
-BENCH_STREAMING = "bench-streaming"
 DEFAULT_STAGING = 4 << 20
 SOFTWARE_RENDERERS = ("llvmpipe", "softpipe", "swrast", "software")
 
@@ -134,15 +133,16 @@ def chain_bytes(paths: Sequence[Path]) -> int:
     return total
 
 
-def use_bench_streamer(footprint: int) -> str:
-    """Register (under BENCH_STREAMING) the shipped streamer with its staging ring capped at
+def use_bench_streamer(footprint: int) -> ProviderFactory:
+    """A provider factory: the shipped streamer with its staging ring capped at
     1 % of the footprint per segment. At the gallery sizes the benchmarks care about that
     is the default 4 MiB; only the tiny CI gallery, whose whole footprint is smaller than the
     default ring, gets a smaller one, so that its budgets still leave room to stream."""
     staging = min(DEFAULT_STAGING, max(1 << 16, footprint // 100))
-    register_provider(BENCH_STREAMING, lambda device, settings, clock: LevelStreamer(
-        device, settings.streamer, staging_bytes=staging))
-    return BENCH_STREAMING
+
+    def bench_streaming(device: Device, settings: RunSettings, clock: Clock) -> LevelStreamer:
+        return LevelStreamer(device, settings.streamer, staging_bytes=staging)
+    return bench_streaming
 
 
 class WallClockPacer:
@@ -208,7 +208,7 @@ class Flight:
     wanted_peak: int  # the most texture bytes the camera asked for in one frame
 
 
-def fly(device: Device, profile: GalleryProfile, provider: str, *, budget: int | None = None,
+def fly(device: Device, profile: GalleryProfile, provider: str | ProviderFactory, *, budget: int | None = None,
         reference: dict[int, np.ndarray] | None = None, count: int | None = None) -> Flight:
     """One gallery flight. Without a budget it is a reference run: no memory reaction (the
     render scale must stay 1 for the images to be a reference) and no pacing (nothing in

@@ -34,13 +34,13 @@ from pathlib import Path
 import numpy as np
 
 from engine import textures
-from engine.app.providers import register_provider
+from engine.app.settings import ProviderFactory
 from engine.app.run import FrameContext, run_scene
 from engine.formats import get as get_format
 from engine.gl.device import Device
 from engine.memory.sizes import format_bytes
 from engine.streaming.levels.streamer import LevelStreamer
-from .baselines import register_baselines
+from .baselines import BASELINES
 from .wall_vt import VtProbe, content_bytes, goal_notes, use_vt_provider, vt_memory_row
 from engine.textures.quality import psnr
 from engine.textures.transcode import block_compatible, served_format
@@ -114,8 +114,9 @@ def wall_demo():
     return DEMOS["wall"]
 
 
-def use_wall_streamer(policy: str, pool: int, prefetch: bool = True) -> str:
-    """Register a streamer running `policy` in a fixed pool and return its provider name.
+def use_wall_streamer(policy: str, pool: int, prefetch: bool = True) -> ProviderFactory:
+    """A provider factory: a streamer running `policy` ("tiered" or a baseline's name) in
+    a fixed pool, passed to the run as `RunSettings.provider` (nothing is registered).
 
     The pool is `StreamerSettings.fixed_pool_bytes`, not the governor's allowance: the wall
     flights hold the render scale at 1 (no memory reaction), so the pool is the budget the
@@ -123,20 +124,18 @@ def use_wall_streamer(policy: str, pool: int, prefetch: bool = True) -> str:
     only by texture detail."""
     from engine.streaming.levels.state import PolicyConfig
 
-    register_baselines()
-
     name = f"bench-wall-{policy}-{pool}-{'pf' if prefetch else 'nopf'}"
 
     def make(device, settings, clock):
         cfg = dataclasses.replace(settings.streamer, fixed_pool_bytes=pool, policy=PolicyConfig(
-            policy=policy, prefetch=prefetch))
+            policy=BASELINES.get(policy, policy), prefetch=prefetch))
         if settings.deterministic:  # frame clock and inline reads, as the registry does
             from engine.streaming.inline_io import InlineLevelIO
             return LevelStreamer(device, cfg, clock=clock, io=InlineLevelIO)
         return LevelStreamer(device, cfg)
 
-    register_provider(name, make)
-    return name
+    make.__name__ = name  # the run summary's provider
+    return make
 
 
 @dataclass
@@ -229,7 +228,7 @@ class WallProbe:
         self.rows.append(row)
 
 
-def wall_flight(device: Device, profile: WallProfile, provider: str, *,
+def wall_flight(device: Device, profile: WallProfile, provider: ProviderFactory, *,
                 reference: dict[int, np.ndarray] | None = None, keep_images: bool = False,
                 cuts: int | None = None, pace: bool = True,
                 deterministic: bool = False, cache_dir: Path | None = None,

@@ -15,16 +15,16 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from engine.app.providers import register_provider
+from engine.app.settings import ProviderFactory
 from engine.app.run import FrameContext
 from engine.streaming.inline_io import InlineLevelIO
 from engine.streaming.provider import StreamingProvider
 
 
-def use_vt_provider(pool: int) -> str:
-    """Register a provider that streams every wall image virtually in a fixed pool
-    (`StreamerSettings.fixed_pool_bytes`: the wall flights hold the render scale at 1); its
-    name. The page cache's share of the pool is the provider's own split (`share_pool`), as
+def use_vt_provider(pool: int) -> ProviderFactory:
+    """A provider factory (`RunSettings.provider`): every wall image streamed virtually in a
+    fixed pool (`StreamerSettings.fixed_pool_bytes`: the wall flights hold the render scale
+    at 1). The page cache's share of the pool is the provider's own split (`share_pool`), as
     without a governor split. A pool below what the virtual path needs at the least (page
     table, pinned cells, the fewest slots) is held at that floor, as the governor would
     refuse to go below it; the flight's row says so (`pool_held_mib`)."""
@@ -37,8 +37,8 @@ def use_vt_provider(pool: int) -> str:
                                      deterministic=True)
         return StreamingProvider(device, cfg)
 
-    register_provider(name, make)
-    return name
+    make.__name__ = name  # the run summary's provider
+    return make
 
 
 @dataclass

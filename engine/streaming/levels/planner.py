@@ -449,19 +449,17 @@ class TieredPlanner:
         return make_plan(state, table, frame, pool_bytes, in_flight_bytes, config, ready)
 
 
-#: The planners `PolicyConfig.policy` can name; their owners add theirs (`register_planner`).
+#: The planners `PolicyConfig.policy` can name; other planners are passed as objects.
 PLANNERS: dict[str, Planner] = {"tiered": TieredPlanner()}
 
 
-def register_planner(name: str, planner: Planner) -> None:
-    """Make a planner selectable by name (the benchmarks' baselines)."""
-    PLANNERS[name] = planner
-
-
-def planner_for(name: str) -> Planner:
-    """The planner registered as `name`; ValueError naming the known ones."""
+def planner_for(policy: str | Planner) -> Planner:
+    """The planner `policy` names, or `policy` itself when it is a planner; ValueError
+    naming the known ones."""
+    if not isinstance(policy, str):
+        return policy
     try:
-        return PLANNERS[name]
+        return PLANNERS[policy]
     except KeyError:
-        raise ValueError(f"unknown streaming policy {name!r}; known: "
+        raise ValueError(f"unknown streaming policy {policy!r}; known: "
                          f"{', '.join(sorted(PLANNERS))}") from None
