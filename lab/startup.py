@@ -147,8 +147,9 @@ def _full_quality(provider) -> bool:
             and stats.missing_tiles == 0)
 
 
-def measure_startup(device: Device, profile: GalleryProfile, provider: str | ProviderFactory, *,
-                    count: int | None = None, timeout_s: float = 60.0) -> Startup:
+def measure_startup(device: Device, profile: GalleryProfile,
+                    provider: str | ProviderFactory, *, count: int | None = None,
+                    timeout_s: float = 60.0) -> Startup:
     """Build the gallery and draw frames with the camera held at its start pose until full
     quality. Timing starts before the scene factory (registration is part of startup)."""
     mark = device.tracker.mark()

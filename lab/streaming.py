@@ -208,8 +208,9 @@ class Flight:
     wanted_peak: int  # the most texture bytes the camera asked for in one frame
 
 
-def fly(device: Device, profile: GalleryProfile, provider: str | ProviderFactory, *, budget: int | None = None,
-        reference: dict[int, np.ndarray] | None = None, count: int | None = None) -> Flight:
+def fly(device: Device, profile: GalleryProfile, provider: str | ProviderFactory, *,
+        budget: int | None = None, reference: dict[int, np.ndarray] | None = None,
+        count: int | None = None) -> Flight:
     """One gallery flight. Without a budget it is a reference run: no memory reaction (the
     render scale must stay 1 for the images to be a reference) and no pacing (nothing in
     it depends on wall time)."""
