@@ -95,21 +95,11 @@ class VirtualProfile:
                               stops=3, hold=12)
 
 
-def _gallery(count: int, size: int) -> list[Path]:
-    import importlib
-    gallery_textures = None
-    # The gallery's generator has moved between packages during the app-layer refactor.
-    for name in ("engine.demos.gallery_assets", "demos.gallery_assets",
-                 "engine.render.gallery_assets"):
-        try:
-            gallery_textures = importlib.import_module(name).gallery_textures
-            break
-        except ImportError:
-            continue
-    if gallery_textures is None:
-        raise ImportError("the gallery texture generator (gallery_assets) was not found")
-    got = gallery_textures(count, size)
-    return list(getattr(got, "paths", got))
+def gallery_paths(count: int, size: int) -> list[Path]:
+    """The gallery's generated textures (the user cache), as the virtual benches read them."""
+    from engine.demos.gallery_assets import gallery_textures
+
+    return list(gallery_textures(count, size).paths)
 
 
 def _visible_quads(vertices: np.ndarray, view_proj) -> list[int]:
@@ -186,7 +176,9 @@ def wall_extent(count: int) -> tuple[int, int]:
     return columns, -(-count // columns)
 
 
-def _pct(values: list[float], q: float) -> float:
+def rank_percentile(values: list[float], q: float) -> float:
+    """The q-th percentile by nearest rank (a measured value, not an interpolation); NaN of
+    nothing."""
     if not values:
         return float("nan")
     s = sorted(values)
@@ -196,7 +188,7 @@ def _pct(values: list[float], q: float) -> float:
 def run_profile(device: Device, prof: VirtualProfile) -> SuiteResult:
     res = SuiteResult("virtual")
     paths = [Path(f) for f in prof.files][:prof.textures] if prof.files else \
-        _gallery(prof.textures, prof.size)
+        gallery_paths(prof.textures, prof.size)
     files = [textures.open(p) for p in paths]
     content = sum(sum(lv.nbytes for lv in tf.levels) for tf in files)
     rng = np.random.default_rng(prof.seed)
@@ -321,10 +313,10 @@ def run_profile(device: Device, prof: VirtualProfile) -> SuiteResult:
             "frames": frame, "frames_over_budget": over,
             "psnr_settled_min_db": round(min(psnrs), 2),
             "psnr_settled_median_db": round(statistics.median(psnrs), 2),
-            "cut_to_95pct_p50_ms": round(_pct(cut_ms, 50), 1),
-            "cut_to_95pct_p95_ms": round(_pct(cut_ms, 95), 1),
-            "cut_to_95pct_p50_frames": _pct(cut_frames, 50),
-            "cut_to_95pct_p95_frames": _pct(cut_frames, 95),
+            "cut_to_95pct_p50_ms": round(rank_percentile(cut_ms, 50), 1),
+            "cut_to_95pct_p95_ms": round(rank_percentile(cut_ms, 95), 1),
+            "cut_to_95pct_p50_frames": rank_percentile(cut_frames, 50),
+            "cut_to_95pct_p95_frames": rank_percentile(cut_frames, 95),
             "visible_tiles_over_screen_need_median": round(statistics.median(vis_b)
                                                            / screen_need, 2),
             "cache_over_screen_need_median": round(statistics.median(cache_b) / screen_need, 2),
@@ -332,20 +324,20 @@ def run_profile(device: Device, prof: VirtualProfile) -> SuiteResult:
             "cache_resizes": vts.resizes,
             "whole_level_floor_over_screen_need_median": round(statistics.median(whole_b)
                                                                / screen_need, 2),
-            "cpu_feedback_table_ms_p50": round(_pct(cpu_ms, 50), 3),
-            "cpu_feedback_table_ms_p95": round(_pct(cpu_ms, 95), 3),
-            "cpu_feedback_table_ms_p99": round(_pct(cpu_ms, 99), 3),
+            "cpu_feedback_table_ms_p50": round(rank_percentile(cpu_ms, 50), 3),
+            "cpu_feedback_table_ms_p95": round(rank_percentile(cpu_ms, 95), 3),
+            "cpu_feedback_table_ms_p99": round(rank_percentile(cpu_ms, 99), 3),
             "psnr_settled_per_stop_db": [round(p, 1) for p in psnrs],
             "panels_per_stop": panels,
             "cut_to_95pct_per_stop_ms": [round(c, 1) if math.isfinite(c) else None
                                          for c in cut_ms],
             "visible_tiles_over_screen_need_max": round(max(vis_b) / screen_need, 2),
-            "feedback_gpu_ms_p50": round(_pct(fb_ms, 50), 3),
-            "feedback_gpu_ms_p95": round(_pct(fb_ms, 95), 3),
+            "feedback_gpu_ms_p50": round(rank_percentile(fb_ms, 50), 3),
+            "feedback_gpu_ms_p95": round(rank_percentile(fb_ms, 95), 3),
             "feedback_gpu_samples": len(fb_ms),
             "feedback_size": "x".join(map(str, renderer.feedback_size)),
-            "frame_ms_p50": round(_pct(frame_ms, 50), 1),
-            "tiles_per_frame_p50": _pct(tiles, 50), "tiles_per_frame_max": max(tiles),
+            "frame_ms_p50": round(rank_percentile(frame_ms, 50), 1),
+            "tiles_per_frame_p50": rank_percentile(tiles, 50), "tiles_per_frame_max": max(tiles),
             "tile_upload_MBps": round(stream_rate / 1e6, 1),
             "raw_upload_MBps": round(raw_rate / 1e6, 1),
             "upload_over_raw": round(stream_rate / raw_rate, 2),
@@ -357,7 +349,7 @@ def run_profile(device: Device, prof: VirtualProfile) -> SuiteResult:
             f"goals: frames over budget 0 ({'met' if over == 0 else 'NOT met'}); settled "
             f"PSNR >= {PSNR_GOAL_DB} dB ({'met' if min(psnrs) >= PSNR_GOAL_DB else 'NOT met'});"
             f" cut to 95% p95 <= {CUT_GOAL_MS:.0f} ms "
-            f"({'met' if _pct(cut_ms, 95) <= CUT_GOAL_MS else 'NOT met'}); visible tiles <= "
+            f"({'met' if rank_percentile(cut_ms, 95) <= CUT_GOAL_MS else 'NOT met'}); visible tiles <= "
             f"{EFFICIENCY_GOAL}x screen need "
             f"({'met' if statistics.median(vis_b) <= EFFICIENCY_GOAL * screen_need else 'NOT met'})")
         res.notes.append(f"per stop PSNR dB: {[round(p, 1) for p in psnrs]}; cut ms: "

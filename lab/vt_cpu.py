@@ -46,10 +46,10 @@ from engine.streaming.virtual.tiles import TAIL_FLAG, VirtualLayout
 from .common import SuiteResult
 from .virtual import (
     VirtualProfile,
-    _gallery,
-    _pct,
     add_profile_args,
+    gallery_paths,
     profile_from_args,
+    rank_percentile,
     stop_views,
     wall_extent,
     write_doc,
@@ -88,7 +88,7 @@ def record_feedback(device: Device, prof: VirtualProfile,
                     paths: list[Path] | None = None) -> Recording:
     """Fly the virtual bench's flight drawing only the feedback pass; keep each frame's
     newest finished readback."""
-    paths = paths or _gallery(prof.textures, prof.size)
+    paths = paths or gallery_paths(prof.textures, prof.size)
     vts = VirtualTextureSystem(device, prof.allowance, max_uploads=prof.max_uploads,
                                io_workers=1)
     renderer = QuadRenderer(device, prof.output, feedback_scale=prof.feedback_scale)
@@ -247,8 +247,8 @@ def matches_full_recompute(p: _Pipeline) -> bool:
 
 
 def _summary(values: list[float]) -> dict[str, float]:
-    return {"p50": round(_pct(values, 50), 3), "p95": round(_pct(values, 95), 3),
-            "p99": round(_pct(values, 99), 3),
+    return {"p50": round(rank_percentile(values, 50), 3), "p95": round(rank_percentile(values, 95), 3),
+            "p99": round(rank_percentile(values, 99), 3),
             "mean": round(statistics.fmean(values), 3) if values else math.nan}
 
 
@@ -265,7 +265,7 @@ def run_replay(rec: Recording, max_uploads: int) -> SuiteResult:
                          ("table", live.table_ms), ("cpu_thread", live.thread_ms)):
         for stat, v in _summary(values).items():
             row[f"{part}_ms_{stat}"] = v
-    p50 = _pct(live.cpu_ms, 50)
+    p50 = rank_percentile(live.cpu_ms, 50)
     row["table_matches_full_recompute"] = matches_full_recompute(live)
     res.rows.append(row)
     res.notes.append(

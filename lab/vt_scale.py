@@ -42,7 +42,7 @@ from engine.streaming.virtual.tiles import (
     Wrap,
     virtual_levels,
 )
-from .virtual import _pct, write_doc
+from .virtual import rank_percentile, write_doc
 
 GOAL_MS = 2.0
 
@@ -176,14 +176,14 @@ def run(textures: int, compare: int, size: int, frames: int, feedback: tuple[int
         total = [a + b for a, b in zip(plan_ms, book_ms, strict=True)]
         rows.append({"textures": count, "register_s": round(wall.register_s, 1),
                      "table_words": wall.table.used, "slots": slots,
-                     "ms_p50": round(_pct(total, 50), 3), "ms_p95": round(_pct(total, 95), 3),
-                     "ms_p99": round(_pct(total, 99), 3),
-                     "thread_ms_p50": round(_pct(cpu_ms, 50), 3),
-                     "thread_ms_p95": round(_pct(cpu_ms, 95), 3),
-                     "thread_ms_p99": round(_pct(cpu_ms, 99), 3),
-                     "plan_ms_p50": round(_pct(plan_ms, 50), 3),
-                     "book_ms_p50": round(_pct(book_ms, 50), 3),
-                     "book_ms_p95": round(_pct(book_ms, 95), 3)})
+                     "ms_p50": round(rank_percentile(total, 50), 3), "ms_p95": round(rank_percentile(total, 95), 3),
+                     "ms_p99": round(rank_percentile(total, 99), 3),
+                     "thread_ms_p50": round(rank_percentile(cpu_ms, 50), 3),
+                     "thread_ms_p95": round(rank_percentile(cpu_ms, 95), 3),
+                     "thread_ms_p99": round(rank_percentile(cpu_ms, 99), 3),
+                     "plan_ms_p50": round(rank_percentile(plan_ms, 50), 3),
+                     "book_ms_p50": round(rank_percentile(book_ms, 50), 3),
+                     "book_ms_p95": round(rank_percentile(book_ms, 95), 3)})
         del wall
     doc = {"size": size, "frames": frames, "feedback": "x".join(map(str, feedback)),
            "uploads": uploads, "rows": rows}
