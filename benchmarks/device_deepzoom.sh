@@ -6,7 +6,7 @@
 #   bash benchmarks/device_deepzoom.sh
 # Writes under $OUT: deepzoom_bake.json (`engine bake` of the generated JPEG-tiled TIFF by
 # strips with its tiled sidecar: wall time, peak RSS and PSS, benchmarks/bake_rss.py),
-# deepzoom_h200.json / .txt (python -m engine.bench.deepzoom at 1920x1080, 32 cuts) and,
+# deepzoom_h200.json / .txt (python -m lab.deepzoom at 1920x1080, 32 cuts) and,
 # when time is left, deepzoom_h200_4k.json / .txt (3840x2160).
 set -uo pipefail
 source "$(dirname "$0")/device_env.sh"
@@ -16,12 +16,12 @@ echo "made at $(( $(date +%s) - t0 )) s: $(du -h "$W/huge.tif" | cut -f1)"
 timeout $(left 500) python3 benchmarks/bake_rss.py bake "$W/huge.tif" "$W/baked_bc1" \
   --format bc1 --json "$OUT/deepzoom_bake.json" > /dev/null
 echo "baked rc $? at $(( $(date +%s) - t0 )) s"; ls -la "$W/baked_bc1"
-timeout $(left 560) python3 -m engine.bench.deepzoom --work "$W" --source "$W/huge.tif" \
+timeout $(left 560) python3 -m lab.deepzoom --work "$W" --source "$W/huge.tif" \
   --budget 128MiB --size 1920x1080 --cuts 32 --json "$OUT/deepzoom_h200.json" \
   > "$OUT/deepzoom_h200.txt" 2>&1
 echo "flight rc $? at $(( $(date +%s) - t0 )) s"
 if [ "$(left 575)" -gt 40 ]; then
-  timeout $(left 585) python3 -m engine.bench.deepzoom --work "$W" --source "$W/huge.tif" \
+  timeout $(left 585) python3 -m lab.deepzoom --work "$W" --source "$W/huge.tif" \
     --budget 128MiB --size 3840x2160 --cuts 32 --json "$OUT/deepzoom_h200_4k.json" \
     > "$OUT/deepzoom_h200_4k.txt" 2>&1
   echo "4k flight rc $? at $(( $(date +%s) - t0 )) s"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The encode bench on the H200: BC1 and BC7 through the CPU process pool (etcpak) and the GPU
-# compute encoder, side by side (engine/bench/encode.py), at 4096 and 8192 square; the GPU
+# compute encoder, side by side (lab/encode.py), at 4096 and 8192 square; the GPU
 # encoder's tests on the NVIDIA driver; `engine bake` of eight 4096 x 4096 JPEGs with either
 # encoder. About 3 minutes (at most 4), each part time-boxed. Run on
 # the device machine from the checkout's copy, with `.gl`, `.whl` and `.devsrc.tar` carried
@@ -18,14 +18,14 @@ if python3 -c "import pytest, texture2ddecoder" 2>/dev/null; then
 else
   echo "pytest or texture2ddecoder missing: tests skipped" > "$OUT/test_gpu_encode_h200.txt"
 fi
-timeout $(left 100) python3 -m engine.bench.encode --size 4096 --repeats 3 \
+timeout $(left 100) python3 -m lab.encode --size 4096 --repeats 3 \
   --json "$OUT/bench_encode_h200_4096.json" > "$OUT/bench_encode_h200_4096.txt" 2>&1
 echo "encode 4096 rc $? at $(( $(date +%s) - t0 )) s"
 # End to end: `engine bake` of eight 4096 x 4096 JPEGs (the bench's mosaic, flipped and
 # turned) with the CPU pool and with --encoder gpu, BC7 and BC1
 mkdir -p /tmp/encphotos
 timeout $(left 110) python3 -c "
-import numpy as np; from PIL import Image; from engine.bench.encode import mosaic
+import numpy as np; from PIL import Image; from lab.encode import mosaic
 m = mosaic(4096)[..., :3]
 for k in range(8):
     im = np.rot90(m[:, ::-1] if k % 2 else m, k // 2)
@@ -39,7 +39,7 @@ for fmt in bc7 bc1; do
     echo "bake $fmt $enc rc $? at $(( $(date +%s) - t0 )) s: $(tail -1 "$OUT/bake_h200_${fmt}_$enc.txt")"
   done
 done
-timeout $(left 230) python3 -m engine.bench.encode --size 8192 --repeats 3 \
+timeout $(left 230) python3 -m lab.encode --size 8192 --repeats 3 \
   --json "$OUT/bench_encode_h200_8192.json" > "$OUT/bench_encode_h200_8192.txt" 2>&1
 echo "encode 8192 rc $? at $(( $(date +%s) - t0 )) s"
 tail -c 3000 "$OUT"/*.txt

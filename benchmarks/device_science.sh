@@ -16,7 +16,7 @@ set -uo pipefail
 ENGINE_CACHE=/tmp/science-cache
 source "$(dirname "$0")/device_env.sh"
 nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total --format=csv > "$OUT/gpu.csv" 2>&1
-timeout $(left 225) python3 -m engine.bench.science --size "${1:-16384}" --screen 1920x1080 \
+timeout $(left 225) python3 -m lab.science --size "${1:-16384}" --screen 1920x1080 \
   --zooms 12 --budget 512MiB --viewers engine,napari --timeout 90 --wait 20 \
   --json "$OUT/science.json"
 echo "science rc $? at $(( $(date +%s) - t0 )) s"

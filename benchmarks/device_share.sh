@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Share groups on the H200 (issue 26), one device call, under 5 minutes: the exchange cost,
-# then engine.bench.share's scenario (members of weights 1, 1, 1, 2 join and leave, one is
+# then lab.share's scenario (members of weights 1, 1, 1, 2 join and leave, one is
 # killed with SIGKILL, a modest member joins) beside a PyTorch outsider that takes and frees
 # most of the free GPU memory in steps (benchmarks/share_outsider.py), NVML sampled meanwhile.
 # Run on the device machine from the checkout's copy, with `.gl`, `.whl` (nvidia-ml-py) and
@@ -16,7 +16,7 @@ source "$(dirname "$0")/device_env.sh"
 nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total --format=csv > "$OUT/gpu_share.csv" 2>&1
 
 if [ -z "${SHARE_SKIP_COST:-}" ]; then
-  timeout 30 python3 -m engine.bench.share cost > "$OUT/share_cost_h200.json" 2>&1
+  timeout 30 python3 -m lab.share cost > "$OUT/share_cost_h200.json" 2>&1
   echo "cost rc $? at $(( $(date +%s) - t0 )) s"
 fi
 # Members: the gallery at 640x360, 48 BC7 textures of 2048^2 (about 270 MiB at full detail)
@@ -26,7 +26,7 @@ fi
 # SHARE_BUDGET, SHARE_FLOOR, SHARE_COUNT and SHARE_TEXTURE_SIZE set a smaller group (issue 33:
 # 64MiB, 2MiB, 24, 1024: the gallery members of the llvmpipe profile, each wanting more than
 # its 16 MiB share); SHARE_SKIP_COST=1 skips the exchange cost.
-timeout $(left 280) python3 -m engine.bench.share run --out "$OUT/share_h200" \
+timeout $(left 280) python3 -m lab.share run --out "$OUT/share_h200" \
   --budget "${SHARE_BUDGET:-512MiB}" --floor "${SHARE_FLOOR:-48MiB}" --hold 5 --size 640 360 \
   --count "${SHARE_COUNT:-48}" --texture-size "${SHARE_TEXTURE_SIZE:-2048}" \
   --outsider python3 benchmarks/share_outsider.py --wait 12 --hold 4 \

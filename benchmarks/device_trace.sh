@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The cost of watching a run on the H200 (issue 25), in one device call of under 6 minutes:
-#  1. engine.bench.observe: the pressure demo at 1920x1080 with 64 streamed 1024 px textures,
+#  1. lab.observe: the pressure demo at 1920x1080 with 64 streamed 1024 px textures,
 #     state file and trace off / state file only / both, interleaved rounds, medians
 #     (observe_h200.json);
 #  2. a traced pressure demo in the background, seen by `monitor --once --json` while it runs
@@ -16,7 +16,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total --format=csv
 python3 -c "from engine.demos.gallery_assets import gallery_textures; gallery_textures(64, 1024, 'bc1', progress=False)"
 echo "assets at $(( $(date +%s) - t0 )) s"
 
-timeout $(left 200) python3 -m engine.bench.observe --size 1920x1080 --count 64 --texture-size 1024 \
+timeout $(left 200) python3 -m lab.observe --size 1920x1080 --count 64 --texture-size 1024 \
   --frames 300 --rounds 3 --json "$OUT/observe_h200.json" > "$OUT/observe_h200.txt" 2>&1
 echo "observe rc $? at $(( $(date +%s) - t0 )) s"
 

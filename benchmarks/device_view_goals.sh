@@ -5,7 +5,7 @@
 #            the API (ImageWall.make_thumbnails, all cores), seconds to the last one
 #   warm     the same folder shown headless for 30 frames under 256 MiB (thumbnails cached):
 #            the report's first_frame_s (process start to the first frame)
-#   zooms    python -m engine.bench.viewers --viewers engine --parts photos: 1,000 photographs,
+#   zooms    python -m lab.viewers --viewers engine --parts photos: 1,000 photographs,
 #            zooms onto photographs not yet encoded, time to sharp p50/p95
 # Writes $OUT/view_goals.txt (the figures) and $OUT/view_goals_zooms.json.
 set -uo pipefail
@@ -34,7 +34,7 @@ import json; s = json.load(open('$OUT/view_goals_warm.json'))['summary']
 print('warm: first_frame_s', s.get('first_frame_s'), 'placeholders', s.get('first_frame_placeholders'),
       'over', s['over_budget_frames'], 'leaks', s['leaked_objects'])" >> "$SUM" 2>&1
 rm -rf /tmp/p10k
-timeout $(left 290) python3 -m engine.bench.viewers --viewers engine --parts photos --photos 1000 \
+timeout $(left 290) python3 -m lab.viewers --viewers engine --parts photos --photos 1000 \
   --zooms 16 --json "$OUT/view_goals_zooms.json" > "$OUT/view_goals_zooms.txt" 2>&1
 echo "zooms rc $? at $(( $(date +%s) - t0 )) s" >> "$SUM"
 grep -v "^INFO" "$OUT/view_goals_zooms.txt" | tail -15 >> "$SUM"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `python -m engine bench viewers` on the H200 (issue 23): the engine and fastplotlib on the
+# `python -m lab bench viewers` on the H200 (issue 23): the engine and fastplotlib on the
 # same 1,000 generated 4000x3000 JPEGs and one 32768^2 tiled TIFF pyramid, one device call,
 # time-boxed under 6 minutes (the data about 45 s, each viewer process at most 75 s).
 # napari does not run there: Qt alone (PyQt5 + PyQt5-Qt5 wheels, 69 MB; PySide6-Essentials
@@ -35,7 +35,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total --format=csv
 } > "$OUT/vulkan.txt" 2>&1
 icd=$(awk '/^icd: / {print $2}' "$OUT/vulkan.txt"); [ "$icd" != none ] && export VK_ICD_FILENAMES="$icd"
 export XDG_RUNTIME_DIR=/tmp
-timeout $(left 340) python3 -m engine.bench.viewers --photos 1000 --huge 32768x32768 \
+timeout $(left 340) python3 -m lab.viewers --photos 1000 --huge 32768x32768 \
   --json "$OUT/viewers.json" > "$OUT/viewers.txt" 2>&1
 echo "viewers rc $? at $(( $(date +%s) - t0 )) s"
 cat "$OUT/vulkan.txt"; grep -v "^INFO" "$OUT/viewers.txt" | tail -40

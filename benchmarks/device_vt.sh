@@ -14,11 +14,11 @@
 #   wide    the same with stops up to 8 panel widths away (up to the whole 200-panel wall)
 #   budget  today's profile with the per-frame upload budget in ms (--upload-ms 2, at most
 #           1024 tiles) instead of a fixed 256 tiles
-#   reads   engine.bench.vt_reads: mapped gather vs strided pread vs tiled copy, cold/warm,
+#   reads   lab.vt_reads: mapped gather vs strided pread vs tiled copy, cold/warm,
 #           and the cut table (TileIO: tiled a read a tile vs batched row runs)
-#   cpu     engine.bench.vt_cpu at today's profile: feedback + plan + page table per frame,
+#   cpu     lab.vt_cpu at today's profile: feedback + plan + page table per frame,
 #           before/after, wall and thread time, p50/p95/p99
-#   scale   engine.bench.vt_scale: 1,000,000 registered textures against 10,000, same flight
+#   scale   lab.vt_scale: 1,000,000 registered textures against 10,000, same flight
 # Every file the flight reads is dropped from the OS page cache first with posix_fadvise
 # DONTNEED (per file; /proc/sys/vm/drop_caches is not needed). Each stage writes two files:
 # $OUT/vt_STAGE.json (every run of the stage, by name) and $OUT/vt_STAGE_summary.txt (the
@@ -74,26 +74,26 @@ PY
 case "$stage" in
 today)
   gallery
-  run vt_today_tiled 250 engine.bench.virtual $PROFILE
-  run vt_today_files 345 engine.bench.virtual $PROFILE --no-tiled
+  run vt_today_tiled 250 lab.virtual $PROFILE
+  run vt_today_files 345 lab.virtual $PROFILE --no-tiled
   finish vt_today_tiled vt_today_files ;;
 wide)
   gallery
-  run vt_wide_tiled 345 engine.bench.virtual $PROFILE --max-distance 8
+  run vt_wide_tiled 345 lab.virtual $PROFILE --max-distance 8
   finish vt_wide_tiled ;;
 budget)
   gallery
-  run vt_budget_tiled 345 engine.bench.virtual ${PROFILE/--max-uploads 256/--max-uploads 1024} --upload-ms 2
+  run vt_budget_tiled 345 lab.virtual ${PROFILE/--max-uploads 256/--max-uploads 1024} --upload-ms 2
   finish vt_budget_tiled ;;
 reads)
-  run vt_reads_h200 300 engine.bench.vt_reads --files 48 --size 4096 --tiles 2000 --threads 2 12
+  run vt_reads_h200 300 lab.vt_reads --files 48 --size 4096 --tiles 2000 --threads 2 12
   finish vt_reads_h200 ;;
 cpu)
   gallery
-  run vt_cpu_h200 300 engine.bench.vt_cpu --textures 200 --size 4096 --allowance 40MiB --output 3840x2160 --stops 12 --hold 40 --max-uploads 256 --feedback-scale 0.125
+  run vt_cpu_h200 300 lab.vt_cpu --textures 200 --size 4096 --allowance 40MiB --output 3840x2160 --stops 12 --hold 40 --max-uploads 256 --feedback-scale 0.125
   finish vt_cpu_h200 ;;
 scale)
-  run vt_scale_h200 330 engine.bench.vt_scale --textures 1000000 --compare 10000 --frames 300
+  run vt_scale_h200 330 lab.vt_scale --textures 1000000 --compare 10000 --frames 300
   finish vt_scale_h200 ;;
 *) echo "unknown stage $stage (today, wide, budget, reads, cpu, scale)"; exit 2 ;;
 esac

@@ -8,7 +8,7 @@
 # machine makes them inside this call's time box first):
 #   assets   10,000 x 1024^2 BC7 (demos/wall_assets.py); their tile-contiguous copies are
 #            made in the background while the first flights run
-#   flights  python -m engine.bench.wall at 1280x720 (the GPU profile): the all-resident
+#   flights  python -m lab.wall at 1280x720 (the GPU profile): the all-resident
 #            reference, the whole-level flight nothing binds (it sets both paths' pools), the
 #            virtual flight nothing binds, then at 25% and 100% of the peak wanted the
 #            whole-level (tiered) and the virtual flight on the same pool; cuts from disk
@@ -43,14 +43,14 @@ note "assets rc $? at $(( $(date +%s) - t0 )) s: $(tail -1 "$LOG/assets.txt")"
 (timeout $(left ${COPIES_AT:-300}) nice -n 10 python3 -c "
 import time
 from engine.demos.wall_assets import wall_textures
-from engine.bench.wall import wall_tiled_copies
+from lab.wall import wall_tiled_copies
 from engine.gl.device import Device
 d = Device.headless(); t = time.perf_counter()
 n = len(wall_tiled_copies(d, wall_textures($COUNT, $SIZE, progress=False).paths))
 print('tiled copies', n, 'in', round(time.perf_counter() - t, 1), 's'); d.shutdown()
 " > "$LOG/copies.txt" 2>&1; echo "copies rc $? at $(( $(date +%s) - t0 )) s: $(tail -1 "$LOG/copies.txt")" >> "$SUM") &
 
-timeout $(left ${FLIGHTS_AT:-345}) python3 -m engine.bench.wall --parts flights \
+timeout $(left ${FLIGHTS_AT:-345}) python3 -m lab.wall --parts flights \
   --count "$COUNT" --texture-size "$SIZE" --fractions 0.25,1.0 --policies tiered \
   --no-prefetch-flight --cut-sources "${VTWALL_CUTS:-disk}" --paths levels,virtual \
   --json "$OUT/vtwall.json" > "$LOG/vtwall.txt" 2>&1
@@ -59,7 +59,7 @@ wait
 grep -h "wall flight\|tiled copies\|virtual texture cache" "$LOG/vtwall.txt" | tail -40 >> "$SUM"
 python3 - "$OUT/vtwall.json" >> "$SUM" 2>&1 <<'EOF'
 import json, sys
-from engine.bench.wall_vt import goal_notes
+from lab.wall_vt import goal_notes
 d = json.load(open(sys.argv[1]))
 for line in goal_notes(d["rows"]):
     print(line)

@@ -23,7 +23,7 @@ def main() -> int:
     ap.add_argument("--frames", type=int, default=360)
     args = ap.parse_args()
     from engine.demos import DEMOS
-    from engine.bench.streaming import WallClockPacer
+    from lab.streaming import WallClockPacer
     from engine.app.run import run_scene
     from engine.app.providers import register_provider
     from engine.streaming.levels.streamer import LevelStreamer

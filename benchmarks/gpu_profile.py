@@ -18,7 +18,7 @@ def main() -> int:
     ap.add_argument("--texture-size", type=int, default=4096)
     args = ap.parse_args()
     from engine.demos import DEMOS
-    from engine.bench.streaming import WallClockPacer
+    from lab.streaming import WallClockPacer
     from engine.app.run import run_scene
 
     opts = {"count": args.count, "texture_size": args.texture_size}

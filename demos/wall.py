@@ -13,7 +13,7 @@ images, each followed by a hold -> zoom out -> overview. The script is stretched
 frame count when one is given, so `python -m engine demo wall` shows all of it.
 
 Each frame's record gets `wall_segment` and `wall_cut` (the frame a cut landed on), for the
-per-segment figures of `python -m engine bench wall`.
+per-segment figures of `python -m lab bench wall`.
 
 Windowed: the window's fly camera (WASD, mouse look) works on the wall as it is; mouse zoom
 and drag need the window to forward scroll and drag events (see `WallNavigator`).

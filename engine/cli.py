@@ -1,7 +1,7 @@
-"""Command line: `python -m engine info | demo | view | bake | inspect | bench | report |
-soak | monitor`.
+"""Command line: `python -m engine info | demo | view | bake | inspect | report | monitor`.
 
-One rule for every subcommand (tests/test_cli_rule.py walks every option to hold it):
+One rule for every subcommand (tests/test_cli_rule.py walks every option to hold it), here and
+in the repository's lab (`python -m lab bench | soak`), which runs its own `Program` here:
 
 - A user error (a value out of range, an unknown name, an output that cannot be written) is
   ONE line on stderr naming the option and what it accepts, exit status 2, no traceback, and
@@ -26,6 +26,9 @@ import os
 import re
 import signal
 import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from types import ModuleType
 from typing import Any, NoReturn
 
 from .cli_process import Interrupted, install_signal_handlers, stopping
@@ -49,14 +52,26 @@ class OneLineParser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message}")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = OneLineParser(prog="python -m engine", description=__doc__.split("\n\n")[0])
+@dataclass(frozen=True)
+class Program:
+    """A command line under the rule: its name and its command modules (each with
+    `add_parser(sub)`); the repository's lab brings its own."""
+    prog: str
+    description: str
+    commands: Sequence[ModuleType]
+
+
+ENGINE = Program("python -m engine", __doc__.split("\n\n")[0], COMMANDS)
+
+
+def build_parser(program: Program = ENGINE) -> argparse.ArgumentParser:
+    p = OneLineParser(prog=program.prog, description=program.description)
     p.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
     p.add_argument("--debug", action="store_true",
                    help="print the traceback of an internal error (also accepted after the "
                         "subcommand)")
     sub = p.add_subparsers(dest="command", required=True)
-    for command in COMMANDS:
+    for command in program.commands:
         command.add_parser(sub)
     return p
 
@@ -77,9 +92,9 @@ def _say(message: str) -> None:
     print(" ".join(str(message).split()), file=sys.stderr)
 
 
-def _dispatch(argv: list[str]) -> int:
+def _dispatch(argv: list[str], program: Program) -> int:
     try:
-        args = build_parser().parse_args(argv)
+        args = build_parser(program).parse_args(argv)
     except SystemExit as exc:  # --help
         return int(exc.code or 0)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
@@ -87,13 +102,13 @@ def _dispatch(argv: list[str]) -> int:
     return int(args.func(args) or 0)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, program: Program = ENGINE) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     debug = "--debug" in argv
     argv = [a for a in argv if a != "--debug"]
     previous = install_signal_handlers() if _is_main_thread() else {}
     try:
-        return _dispatch(argv)
+        return _dispatch(argv, program)
     except Interrupted as exc:
         _say(f"interrupted by {exc}: stopped, partial outputs removed")
         return exc.status
@@ -145,12 +160,12 @@ def _is_main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
-def entry_point() -> NoReturn:
-    """`python -m engine`: main(), then the process ends. After SIGINT/SIGTERM it ends at
-    once (os._exit, once the outputs are flushed): every `finally` has already released
-    what it made, and the interpreter's own exit would join threads a killed process pool
-    may have left blocked forever (engine.textures.bake.closing_pool)."""
-    status = main()
+def entry_point(program: Program = ENGINE) -> NoReturn:
+    """`python -m engine` (or another program): main(), then the process ends. After
+    SIGINT/SIGTERM it ends at once (os._exit, once the outputs are flushed): every `finally`
+    has already released what it made, and the interpreter's own exit would join threads a
+    killed process pool may have left blocked forever (engine.textures.bake.closing_pool)."""
+    status = main(program=program)
     if stopping():
         logging.shutdown()
         for stream in (sys.stdout, sys.stderr):

@@ -1,6 +1,6 @@
 """The command line's argument types: each checks its value while parsing, so a user error is
 one line naming the option and what it accepts, found before any work starts (the CLI rule,
-engine/cli.py). The subcommands of every layer above (engine.cli, engine.bench,
+engine/cli.py). The subcommands of every layer above (engine.cli, lab,
 engine.demos) take their types from here, not from the command module that includes them;
 the checks themselves are engine.inputs', shared with the API.
 """

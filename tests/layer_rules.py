@@ -12,6 +12,9 @@ Rules (docs/ARCHITECTURE.md explains them):
   lives in engine.streaming itself.
 - No `importlib.import_module("a.literal.name")`: a name known when the code is written is a
   plain import, which this check (and a reader) can see.
+- The repository's lab (lab/: benchmarks, baselines, peers, the soak harness) sits above the
+  product: nothing in engine imports it, and it imports only the engine's public names (no
+  `from engine.x import _private`), so it can live outside the wheel.
 - The import graph of the engine's modules has no cycle inside a layer either (layer order
   rules out the cycles between layers). Every import counts, those inside functions
   included; only imports under `if TYPE_CHECKING:` (never run) are left out.
@@ -35,7 +38,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("engine.diagnostics",),
     ("engine.app",),
     ("engine.hosts",),
-    ("engine.testing", "engine.pytest_plugin", "engine.demos", "engine.bench", "engine.cli",
+    ("engine.testing", "engine.pytest_plugin", "engine.demos", "engine.cli",
      "engine.commands",
      "engine.view", "engine.cli_args", "engine.cli_process",
      "engine.__main__", "engine.shaders", "engine.assets"),
@@ -230,7 +233,7 @@ def check_tree(root: Path, mapped: dict[str, str] | None = None) -> list[Violati
     mapped = mapped if mapped is not None else {"demos": "engine.demos",
                                                 "shaders": "engine.shaders",
                                                 "assets": "engine.assets"}
-    files = sorted((root / "engine").rglob("*.py"))
+    files = sorted((root / "engine").rglob("*.py")) + sorted((root / "lab").rglob("*.py"))
     for folder in mapped:
         if (root / folder).is_dir():
             files += sorted((root / folder).rglob("*.py"))
@@ -250,6 +253,13 @@ def check_tree(root: Path, mapped: dict[str, str] | None = None) -> list[Violati
         in_gl = module == "engine.gl" or module.startswith("engine.gl.")
         for target, line in imports_of(module, path.name == "__init__.py", tree):
             top = target.split(".")[0]
+            if top == "lab" and own is not None:
+                violations.append(Violation(module, line, f"imports {target}: the engine never "
+                                            "imports the lab"))
+            if top == "engine" and module.split(".")[0] == "lab" and \
+                    target.rsplit(".", 1)[-1].startswith("_"):
+                violations.append(Violation(module, line, f"imports {target}: the lab uses "
+                                            "the engine's public names only"))
             if top in GL_ONLY_MODULES and not in_gl:
                 violations.append(Violation(module, line, f"imports {target} outside engine/gl"))
             if top != "engine" or own is None:

@@ -1,4 +1,4 @@
-"""CI smoke run of the benchmark suites: `python -m engine bench --quick --json` (every suite,
+"""CI smoke run of the benchmark suites: `python -m lab bench --quick --json` (every suite,
 in two halves run at once) finishes within a minute on llvmpipe and writes the JSON every
 consumer of the figures reads.
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.bench.harness import SUITES
+from lab.harness import SUITES
 
 ROOT = Path(__file__).resolve().parents[1]
 LIMIT_S = 60.0
@@ -36,7 +36,7 @@ GROUPS = (("wall", "bake", "encode", "streaming", "upload", "transcode"),
 def test_quick_bench_writes_json(tmp_path):
     assert sorted(sum(GROUPS, ())) == sorted(SUITES), "every suite in exactly one group"
     start = time.perf_counter()
-    procs = [subprocess.Popen([sys.executable, "-m", "engine", "bench", "--quick", "--json",
+    procs = [subprocess.Popen([sys.executable, "-m", "lab", "bench", "--quick", "--json",
                                str(tmp_path / f"bench{i}.json"), *group], cwd=ROOT,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for i, group in enumerate(GROUPS)]

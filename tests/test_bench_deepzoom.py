@@ -1,11 +1,11 @@
-"""The deep-zoom bench (engine.bench.deepzoom) at its quick size: a generated tiled TIFF baked
+"""The deep-zoom bench (lab.deepzoom) at its quick size: a generated tiled TIFF baked
 once with its tiled sidecar, then viewed as one virtual texture under the budget, every cut
 from disk reaching its detail, no frame over the budget, no leak."""
 from __future__ import annotations
 
 import pytest
 
-from engine.bench import deepzoom
+from lab import deepzoom
 from engine.textures.tiled import sidecar_path
 
 pytest.importorskip("tifffile")
@@ -43,7 +43,7 @@ def test_bad_arguments_are_one_line_and_status_2(args, capsys):
         deepzoom.main(args)
     err = capsys.readouterr().err.strip().splitlines()
     assert exc.value.code == 2 and "Traceback" not in "".join(err)
-    assert err[-1].startswith("python -m engine.bench.deepzoom: error: argument")  # after usage
+    assert err[-1].startswith("python -m lab.deepzoom: error: argument")  # after usage
 
 
 def test_a_source_that_cannot_be_baked_is_a_one_line_error(tmp_path, capsys):

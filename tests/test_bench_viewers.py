@@ -1,4 +1,4 @@
-"""`python -m engine bench viewers`: the engine's side on llvmpipe, the peers only where
+"""`python -m lab bench viewers`: the engine's side on llvmpipe, the peers only where
 they are installed (the `peers` extra), and a peer that cannot run reported, not raised."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from engine.bench import viewer_children, viewers
+from lab import viewer_children, viewers
 
 TINY = replace(viewers.QUICK, photos=3, photo_size=(320, 240), huge=(1200, 900), zooms=1,
                pan_frames=3, timeout_s=120.0, wait_s=20.0)

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from engine import cli, cli_args, inputs
+from lab.cli import LAB
 
 ROOT = Path(__file__).resolve().parents[1]
 SKIP_ACTIONS = (argparse._HelpAction, argparse._StoreTrueAction, argparse._StoreFalseAction,
@@ -26,10 +27,13 @@ SKIP_ACTIONS = (argparse._HelpAction, argparse._StoreTrueAction, argparse._Store
 
 
 def _parsers() -> dict[str, argparse.ArgumentParser]:
-    """Every subcommand's parser by name."""
-    root = cli.build_parser()
-    sub = next(a for a in root._actions if isinstance(a, argparse._SubParsersAction))
-    return dict(sub.choices)
+    """Every subcommand's parser by name: the engine's and the lab's (`python -m lab`)."""
+    out: dict[str, argparse.ArgumentParser] = {}
+    for program in (cli.ENGINE, LAB):
+        root = cli.build_parser(program)
+        sub = next(a for a in root._actions if isinstance(a, argparse._SubParsersAction))
+        out.update(sub.choices)
+    return out
 
 
 def _flag(action: argparse.Action) -> str:
@@ -73,7 +77,8 @@ def _cases() -> list[tuple[str, str, str]]:
 
 
 def _run_main(argv: list[str], capsys) -> tuple[int, str]:
-    rc = cli.main(argv)
+    program = LAB if argv and argv[0] in ("bench", "soak") else cli.ENGINE
+    rc = cli.main(argv, program)
     err = capsys.readouterr().err
     return rc, err
 

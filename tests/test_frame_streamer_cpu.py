@@ -6,7 +6,7 @@ import math
 import tempfile
 from pathlib import Path
 
-from engine.bench import frame
+from lab import frame
 
 
 def test_frame_rows_report_the_streamers_share(device) -> None:

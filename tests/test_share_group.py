@@ -1,5 +1,5 @@
 """Shared budgets with GL on llvmpipe: two views of one process, and a group of headless
-processes (engine.bench.share's scenario: three members of weight 1, a fourth of weight 2
+processes (lab.share's scenario: three members of weight 1, a fourth of weight 2
 joins and leaves, one is killed with SIGKILL, a member that wants less than its share joins),
 asserted from the members' own per-frame ledger reports."""
 from __future__ import annotations
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from engine.app.loop import FrameLoop
-from engine.bench import share
+from lab import share
 from engine.demos.gallery import build
 from engine.gl.hosts import headless_device, made_current
 from engine.memory.shares import ShareSettings, ViewShares

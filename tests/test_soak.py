@@ -1,4 +1,4 @@
-"""`python -m engine soak`, the short version: 300 frames at 160x90 with random budgets, I/O
+"""`python -m lab soak`, the short version: 300 frames at 160x90 with random budgets, I/O
 faults on a copy of the textures, a high GL out-of-memory rate and output resizes, every
 check passing.
 
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from process_helpers import headless_env
 
-from engine.app.soak import SoakReport, SoakSettings, rss_bytes
+from lab.soak import SoakReport, SoakSettings, rss_bytes
 from engine.app.command import x_display_missing
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.mark.slow
 def test_soak_short_run_passes_every_check(tmp_path):
     out = tmp_path / "soak.json"
-    proc = subprocess.run([sys.executable, "-m", "engine", "soak", "--frames", "300", "--size",
+    proc = subprocess.run([sys.executable, "-m", "lab", "soak", "--frames", "300", "--size",
                            "160x90", "--count", "8", "--texture-size", "128", "--oom", "0.3",
                            "--io-fault-every", "40", "--resize-every", "45", "--json", str(out)], cwd=ROOT,
                           env=headless_env(tmp_path), capture_output=True, text=True, check=False, timeout=180)
@@ -69,7 +69,7 @@ def test_wall_soak_with_tile_faults_recovers_the_clean_picture(tmp_path):
     env = {k: v for k, v in headless_env(tmp_path).items() if k != "ENGINE_CACHE"}
     if "ENGINE_CACHE" in os.environ:
         env["ENGINE_CACHE"] = os.environ["ENGINE_CACHE"]
-    proc = subprocess.run([sys.executable, "-m", "engine", "soak", "--scene", "wall",
+    proc = subprocess.run([sys.executable, "-m", "lab", "soak", "--scene", "wall",
                            "--texture-size", "1024", "--count", "8", "--frames", "200",
                            "--size", "320x180", "--io-fault-every", "30", "--json", str(out)],
                           cwd=ROOT, env=env, capture_output=True, text=True, check=False,

@@ -7,8 +7,8 @@ from dataclasses import replace
 import pytest
 
 from engine.app.providers import register_provider
-from engine.bench.startup import measure_startup
-from engine.bench.streaming import QUICK
+from lab.startup import measure_startup
+from lab.streaming import QUICK
 from engine.streaming.provider import StreamingProvider
 
 

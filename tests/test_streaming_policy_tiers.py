@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyglm import glm
 
-from engine.bench.baselines import bias_for_pool, register_baselines
+from lab.baselines import BASELINES, bias_for_pool
 from engine.streaming.levels.estimator import (
     CameraInput,
     InstanceArrays,
@@ -36,7 +36,6 @@ from engine.streaming.levels.state import (
 from engine.streaming.tiers import Tier
 
 KIB = 1 << 10
-register_baselines()  # "lru-whole" and "global-bias" as PolicyConfig.policy
 
 
 def table_of(count: int, size: int = 256) -> TextureTable:
@@ -155,7 +154,8 @@ def test_every_policy_keeps_the_hard_budget(seed: int, policy: str, pool_kib: in
     rng = np.random.default_rng(seed)
     table = TextureTable.build([TextureSpec("BC7", s, s, s.bit_length())
                                 for s in map(int, rng.choice([64, 128, 256, 512], 12))])
-    config = PolicyConfig(policy=policy, evict_delay_frames=int(rng.integers(0, 5)),
+    config = PolicyConfig(policy=BASELINES.get(policy, policy),
+                          evict_delay_frames=int(rng.integers(0, 5)),
                           max_ops=int(rng.integers(2, 10)))
     state = StreamerState.initial(table)
     pool = pool_kib * KIB
@@ -176,7 +176,7 @@ def test_lru_whole_loads_whole_chains_and_evicts_least_recent() -> None:
     """Panda3D's way: a texture in view wants level 0 whatever its size on screen; room is made
     by evicting the textures seen longest ago, whole (to the tail)."""
     table = table_of(4)
-    config = PolicyConfig(policy="lru-whole")
+    config = PolicyConfig(policy=BASELINES["lru-whole"])
     state = StreamerState.initial(table)
     full = int(table.storage[0, 0])
     tail = int(table.storage[0, table.tail_base[0]])
@@ -197,7 +197,7 @@ def test_lru_whole_loads_whole_chains_and_evicts_least_recent() -> None:
 def test_global_bias_drops_the_same_levels_everywhere() -> None:
     """One bias for all: the smallest that fits, the same offset from every texture's target."""
     table = table_of(6, 512)
-    config = PolicyConfig(policy="global-bias", evict_delay_frames=0)
+    config = PolicyConfig(policy=BASELINES["global-bias"], evict_delay_frames=0)
     visible = np.ones(6, bool)
     mip = np.array([0.0, 0.5, 1.2, 2.0, 0.0, 3.1])
     state = StreamerState.initial(table)
@@ -282,7 +282,7 @@ def test_zooming_in_prefetches_finer_levels_of_what_is_seen() -> None:
 @pytest.mark.parametrize("policy", ["tiered", "lru-whole", "global-bias"])
 def test_policies_settle_to_no_ops_on_a_still_camera(policy: str) -> None:
     table = table_of(10)
-    config = PolicyConfig(policy=policy, evict_delay_frames=2)
+    config = PolicyConfig(policy=BASELINES.get(policy, policy), evict_delay_frames=2)
     state = StreamerState.initial(table)
     visible = np.arange(10) < 6
     mip = np.where(visible, np.linspace(0, 3, 10), np.inf)
@@ -294,4 +294,3 @@ def test_policies_settle_to_no_ops_on_a_still_camera(policy: str) -> None:
         state = apply_ops(state, plan.ops, frame / 60)
         ops.append(len(plan.ops))
     assert sum(ops[-50:]) == 0, ops[-60:]
-    assert dataclasses.replace(config).policy == policy

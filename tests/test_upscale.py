@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from engine.resolution import quality
-from engine.bench.upscale_quality import area_downsample, upscale_quality
+from lab.upscale_quality import area_downsample, upscale_quality
 from engine.resolution.upscale import Upscaler
 
 PHOTO = Path(__file__).resolve().parents[1] / "assets" / "photos" / "astronaut.jpg"

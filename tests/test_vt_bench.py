@@ -6,7 +6,7 @@ import math
 import pytest
 from vt_helpers import headless_device
 
-from engine.bench.virtual import VirtualProfile, run_profile
+from lab.virtual import VirtualProfile, run_profile
 
 # Tile-contiguous copies (the default storage) go to a cache folder of each test's own.
 pytestmark = pytest.mark.usefixtures("isolated_cache")

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.bench.vt_cpu import Recording, run_replay
+from lab.vt_cpu import Recording, run_replay
 from engine.formats import get
 from engine.streaming.virtual.keys import MAX_LEVELS
 from engine.streaming.virtual.keys import pack as pack_feedback
@@ -234,10 +234,10 @@ def test_replay_reports_the_cpu_path_and_keeps_the_table_exact():
 
 
 def test_scale_wall_plans_from_the_feedback_and_keeps_the_table_exact():
-    """engine.bench.vt_scale's wall: frames over a few thousand registered textures fill
+    """lab.vt_scale's wall: frames over a few thousand registered textures fill
     the cache with what the feedback showed, and the incrementally kept page table equals
     one rebuilt from the final residency (each texture's entries recomputed in full)."""
-    from engine.bench.vt_scale import Wall, feedback_image, flight
+    from lab.vt_scale import Wall, feedback_image, flight
     from engine.streaming.virtual.pagetable import TABLE_WIDTH, PageTable
     wall = Wall(3000, 256, 300)
     for f, (cx, cy, across, dx, dy, k) in enumerate(flight(30, seed=4)):

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from vt_helpers import chain_file, paced_reads, wait_tiled
 
-from engine.bench.virtual import stop_views, wall_extent
+from lab.virtual import stop_views, wall_extent
 from engine.gl.vt import QuadBatch
 from engine.streaming.virtual import keys as tile_keys
 from engine.streaming.virtual.quads import QuadRenderer, view_projection, wall

@@ -11,8 +11,8 @@ import pytest
 
 from wall_helpers import free_flight
 
-from engine.bench.wall import WallProfile, use_wall_streamer, wall_flight
-from engine.bench.wall import main as wall_main
+from lab.wall import WallProfile, use_wall_streamer, wall_flight
+from lab.wall import main as wall_main
 from engine.gl.device import Device
 
 PROFILE = WallProfile("test", 24, 256, (192, 108), 80, 2, 2, 0, "CI wall test")

@@ -13,7 +13,7 @@ from engine import textures
 from engine.errors import TextureFormatError
 from engine.formats import get as get_format
 from engine.memory.sizes import level_bytes
-from engine.bench.headers import HeaderTable
+from lab.headers import HeaderTable
 from engine.streaming.handles import HandleCache, read_level
 from engine.textures.ktx2_write import write_ktx2
 

@@ -10,8 +10,8 @@ import pytest
 
 from wall_helpers import free_flight
 
-from engine.bench.wall import WallProfile, _efficiency_rows, wall_flight
-from engine.bench.wall_vt import use_vt_provider
+from lab.wall import WallProfile, _efficiency_rows, wall_flight
+from lab.wall_vt import use_vt_provider
 from engine.gl.device import Device
 
 #: The wall set of test_wall_demo and test_wall_prefetch (24 x 256^2, in the user cache) at
@@ -43,18 +43,22 @@ def test_virtual_wall_flight_stays_in_its_pool(device: Device, wall_cache: Path)
         max(r["resident_bytes"] for r in rows)
 
 
-def test_use_vt_provider_registers_a_fixed_pool_provider(device: Device) -> None:
-    from engine.app.providers import PROVIDERS
-    from engine.app.settings import RunSettings
+def test_a_fixed_pool_setting_holds_the_pool_whatever_is_granted(device: Device) -> None:
+    """`StreamerSettings.fixed_pool_bytes` (what the lab's wall flights run in): the provider
+    and a bare whole-level streamer keep the fixed pool against any grant."""
+    from engine.streaming.levels.streamer import LevelStreamer
+    from engine.streaming.provider import StreamingProvider
+    from engine.streaming.settings import StreamerSettings
 
-    name = use_vt_provider(3 << 20)
-    provider = PROVIDERS[name](device, RunSettings(deterministic=True), lambda: 0.0)
-    try:
-        provider.grant(1 << 30)  # the governor's grant does not move the fixed pool
-        assert provider.pool_bytes == 3 << 20
-        assert provider.settings.virtual == "always"
-    finally:
-        provider.release()
+    cfg = StreamerSettings(virtual="always", fixed_pool_bytes=3 << 20)
+    for streamer in (StreamingProvider(device, cfg), LevelStreamer(device, cfg)):
+        try:
+            streamer.grant(1 << 30)  # the governor's grant does not move the fixed pool
+            assert streamer.pool_bytes == 3 << 20
+        finally:
+            streamer.release()
+    with pytest.raises(ValueError, match="fixed_pool_bytes"):
+        StreamerSettings(fixed_pool_bytes=-1)
 
 
 def test_the_walls_default_images_stream_virtually_and_small_ones_by_levels() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine.bench.wall import WallProfile, use_wall_streamer, wall_flight
+from lab.wall import WallProfile, use_wall_streamer, wall_flight
 from engine.gl.device import Device
 
 

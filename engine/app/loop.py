@@ -38,7 +38,8 @@ from ..render.renderer import Renderer
 from ..render.scene import Scene
 from ..resolution.policy import Decision, ResolutionController
 from ..streaming.heap import map_large_buffers
-from ..streaming.contract import FeedbackConsumer, PooledProvider, TextureProvider
+from ..streaming.contract import (FeedbackConsumer, PooledProvider, ProviderStats,
+                                  TextureProvider)
 from .providers import make_provider
 from .settings import RunSettings
 
@@ -337,8 +338,29 @@ class FrameLoop:
         self.device.finish()  # honest frame times: wait for the GPU
         phases.append(("end", time.perf_counter()))
         ms = (phases[-1][1] - start) * 1000.0
-        render = self.renderer.frame_stats()
         stats = self.provider.stats()
+        record = self._record(frame, ms, cpu_ms, budget, stats, allocation, decision)
+        ctx = FrameContext(frame, t, self.device, self.governor, self.renderer, self.scene,
+                           self.provider, record, allocation, decision)
+        for hook in self.on_frame:
+            hook(ctx)
+        sample = self.device.end_frame(frame)
+        record["peak_bytes"] = sample.peak_bytes
+        self._judge_peak(frame, record, start_bytes, budget, allocation)
+        self._last_ms = ms
+        self.frames.append(record)
+        if self.tracer is not None:
+            self.tracer.frame(record, phases, stats)
+        if self.live is not None:
+            self.live.frame(self.frames, stats, self.device.ledger.by_category)
+        return record
+
+    def _record(self, frame: int, ms: float, cpu_ms: float, budget: int,
+                stats: ProviderStats, allocation: BudgetSplit | None,
+                decision: Decision | None) -> dict[str, Any]:
+        """The frame's record before its hooks: times, the ledger, the provider's figures
+        and, when the memory reaction ran, the split it made."""
+        render = self.renderer.frame_stats()
         ledger = self.device.ledger
         record: dict[str, Any] = {
             "frame": frame, "ms": ms, "total_bytes": ledger.total,
@@ -357,8 +379,6 @@ class FrameLoop:
             "resident_by_tier": dict(stats.resident_by_tier),
             "cache_slots": stats.cache_slots, "cache_slots_used": stats.cache_slots_used,
         }
-        ctx = FrameContext(frame, t, self.device, self.governor, self.renderer, self.scene,
-                           self.provider, record, allocation, decision)
         if allocation is not None and decision is not None:
             record["scale_reason"] = decision.reason
             record["over_budget"] = allocation.over_budget
@@ -370,12 +390,13 @@ class FrameLoop:
         if self.governor.share is not None:  # this frame's seat on the share board
             record["share_bytes"] = self.governor.share.share
             record["grant_bytes"] = self.governor.share.grant
-        for hook in self.on_frame:
-            hook(ctx)
-        sample = self.device.end_frame(frame)
-        record["peak_bytes"] = sample.peak_bytes
+        return record
+
+    def _judge_peak(self, frame: int, record: dict[str, Any], start_bytes: int, budget: int,
+                    allocation: BudgetSplit | None) -> None:
+        """The report's verdict is the peak's: a frame whose minimums fit can still peak
+        over. Said once when a run goes over (a warning and `on_over_budget`)."""
         reason = over_budget_reason(record, start_bytes, allocation.notes if allocation else ())
-        # the report's verdict is the peak's: a frame whose minimums fit can still peak over
         record["over_budget"] = reason is not None
         if reason is not None:
             record["over_budget_reason"] = reason
@@ -385,13 +406,6 @@ class FrameLoop:
                     self.on_over_budget(OverBudget(frame, int(record["peak_bytes"]),
                                                    budget, reason))
         self._was_over = reason is not None
-        self._last_ms = ms
-        self.frames.append(record)
-        if self.tracer is not None:
-            self.tracer.frame(record, phases, stats)
-        if self.live is not None:
-            self.live.frame(self.frames, stats, self.device.ledger.by_category)
-        return record
 
     def snapshot(self, path: Path | str) -> Path:
         """Who holds what now: every live GL object, the page cache, the staging ring and

@@ -2,11 +2,11 @@
 
 A registry instead of import side effects: each entry is a factory `(device, settings,
 clock) -> TextureProvider`, and adding one is a `register_provider` call by the code that owns
-it (a benchmark's variant, a host's own provider). No prefix tricks, no lazy imports.
+it (a host's own provider). A run may also be given a factory itself instead of a name (the
+lab's fixed-pool variants), which nothing registers. No prefix tricks, no lazy imports.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import replace
 
 from ..gl.device import Device
@@ -15,9 +15,7 @@ from ..streaming.inline_io import InlineLevelIO
 from ..streaming.levels.streamer import Clock
 from ..streaming.provider import StreamingProvider
 from ..streaming.static import StaticTextureProvider
-from .settings import RunSettings
-
-ProviderFactory = Callable[[Device, RunSettings, Clock], TextureProvider]
+from .settings import ProviderFactory, RunSettings
 
 
 def _streamer(**overrides) -> ProviderFactory:
@@ -46,13 +44,22 @@ def register_provider(name: str, factory: ProviderFactory) -> None:
     PROVIDERS[name] = factory
 
 
-def check_provider(name: str) -> None:
-    """Raise ValueError naming the known providers when `name` is not one of them."""
+def provider_name(provider: str | ProviderFactory) -> str:
+    """What a run's summary calls its provider: the name, or the factory's own name."""
+    return provider if isinstance(provider, str) else getattr(provider, "__name__", "custom")
+
+
+def check_provider(name: str | ProviderFactory) -> None:
+    """Raise ValueError naming the known providers when `name` is neither one of them nor a
+    factory."""
+    if callable(name):
+        return
     if name not in PROVIDERS:
         raise ValueError(f"unknown texture provider {name!r}; known: {', '.join(sorted(PROVIDERS))}")
 
 
-def make_provider(name: str, device: Device, settings: RunSettings, clock: Clock
-                  ) -> TextureProvider:
+def make_provider(name: str | ProviderFactory, device: Device, settings: RunSettings,
+                  clock: Clock) -> TextureProvider:
     check_provider(name)
-    return PROVIDERS[name](device, settings, clock)
+    factory = name if callable(name) else PROVIDERS[name]
+    return factory(device, settings, clock)

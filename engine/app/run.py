@@ -40,7 +40,7 @@ from .loop import (
     SceneFactory,
     make_governor,
 )
-from .providers import check_provider
+from .providers import check_provider, provider_name
 from .settings import RunSettings
 
 log = logging.getLogger(__name__)
@@ -248,7 +248,7 @@ def _run(dev: Device, host: Host, scene_factory: SceneFactory, settings: RunSett
     leaked = finish_run(dev, mark)
     frames = list(loop.frames)
     result = RunResult(summarize(frames, dev, governor, leaked), frames, image)
-    result.summary["provider"] = settings.provider
+    result.summary["provider"] = provider_name(settings.provider)
     if first_frame and first_frame[0] is not None:
         result.summary["first_frame_s"] = round(first_frame[0], 3)
     if result.summary["over_budget"]:

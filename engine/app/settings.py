@@ -6,16 +6,19 @@ take; a variant is `dataclasses.replace(settings, frames=10)` (or keyword overri
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .. import inputs
+from ..gl.device import Device
 from ..memory.budget import DEFAULT_BUDGET, Budget, BudgetSpec
 from ..memory.governor import GovernorSettings
 from ..memory.shares import ShareSettings, ViewShares
 from ..resolution.policy import ResolutionSettings
+from ..streaming.contract import TextureProvider
+from ..streaming.levels.streamer import Clock
 from ..streaming.settings import StreamerSettings
 
 VIEW_MODES = ("lit", "mip")
@@ -33,8 +36,9 @@ class RunSettings:
     screenshot: Path | str | None = None
     report: Path | str | None = None
     #: a name in engine.app.providers.PROVIDERS; "streaming" keeps textures within the budget
-    #: (whole levels or virtual tiles), "static" makes every texture resident in full
-    provider: str = "streaming"
+    #: (whole levels or virtual tiles), "static" makes every texture resident in full; or a
+    #: `ProviderFactory` of the caller's own (the lab's variants), used as it is
+    provider: str | ProviderFactory = "streaming"
     scale: float = 1.0  # initial render scale
     upscale: str = "bilinear"  # a name in engine.resolution.upscale.MODES
     view_mode: str = "lit"
@@ -90,3 +94,7 @@ class RunSettings:
             raise ValueError(f"settle_frames must be >= 0, got {self.settle_frames}")
         if self.share is not None:
             object.__setattr__(self, "share", ShareSettings.of(self.share))
+
+
+#: Makes a run's texture provider: (device, settings, clock) -> provider.
+ProviderFactory = Callable[[Device, RunSettings, Clock], TextureProvider]

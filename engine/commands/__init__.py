@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from . import bake, bench, demo, info, inspect, monitor, report, soak, view
+from . import bake, demo, info, inspect, monitor, report, view
 
 #: In the order `python -m engine --help` lists them.
-COMMANDS: tuple[ModuleType, ...] = (info, demo, view, bake, inspect, bench, report, soak, monitor)
+COMMANDS: tuple[ModuleType, ...] = (info, demo, view, bake, inspect, report, monitor)

@@ -79,7 +79,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="where bc1/bc7 blocks are encoded: cpu (etcpak on the worker "
                         "processes, default) or gpu (compute shaders, GL 4.3, in this "
                         "process; decoding, mips and writing stay on the workers). "
-                        "`python -m engine bench encode` measures which is faster here. "
+                        "`python -m lab bench encode` measures which is faster here. "
                         "Other formats, images over the GPU's texture size limit and "
                         "files baked by strips are encoded on the CPU either way")
     p.add_argument("--no-progress", dest="progress", action="store_false",

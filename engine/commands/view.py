@@ -96,7 +96,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--encoder", choices=ENCODERS, default="cpu",
                    help="where full detail is encoded: cpu (the encoder processes, default) "
                         "or gpu (compute shaders, GL 4.3, a few ms of each frame; the "
-                        "processes decode and write). `python -m engine bench encode` "
+                        "processes decode and write). `python -m lab bench encode` "
                         "measures which is faster here")
     p.add_argument("--max-pixels", type=whole_number_in(1), default=MAX_PIXELS,
                    help=f"largest image read, in pixels (default {MAX_PIXELS})")

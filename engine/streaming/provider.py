@@ -90,8 +90,13 @@ class StreamingProvider:
                  deterministic: bool = False, **overrides: Any) -> None:
         self.device = device
         #: the whole-level executor; its ids are its own (`_entries` maps to them)
-        self.levels = LevelStreamer(device, settings, clock=clock, io=io, **overrides)
-        self.settings = self.levels.settings
+        settings = replace(settings or StreamerSettings(), **overrides)
+        #: the pool held whatever the governor grants (StreamerSettings.fixed_pool_bytes):
+        #: applied here, before the page cache takes its share, not again by the levels
+        self.fixed_pool = settings.fixed_pool_bytes
+        self.levels = LevelStreamer(device, replace(settings, fixed_pool_bytes=None),
+                                    clock=clock, io=io)
+        self.settings = settings
         self.deterministic = deterministic
         self.vts: VirtualTextureSystem | None = None
         self._entries: list[_Entry] = []
@@ -236,9 +241,13 @@ class StreamingProvider:
         """The governor's streaming allowance for the coming frame, and the page cache's
         share of it (`BudgetSplit.cache_allowance`); the whole-level streamer gets the rest.
         Without a share (a run with no governor split of its own) the cache gets what
-        `share_pool` gives at this pool."""
-        self._pool = max(0, int(pool_bytes))
+        `share_pool` gives at this pool. A fixed pool (`StreamerSettings.fixed_pool_bytes`)
+        replaces both, held at least at the floor (`ProviderStats.min_bytes`)."""
         vts = self.virtual_system()
+        if self.fixed_pool is not None:
+            floor = self.stats().min_bytes if vts is not None else 0
+            pool_bytes, cache_bytes = max(self.fixed_pool, floor), None
+        self._pool = max(0, int(pool_bytes))
         if vts is None:
             self.levels.grant(self._pool)
             return

@@ -42,6 +42,11 @@ class StreamerSettings:
     virtual_screen_factor: float = 8.0
     #: tiles uploaded per frame at most (and 4x that many reads asked for)
     virtual_max_uploads: int = 32
+    #: hold the streaming pool at this many bytes whatever the governor grants (at least the
+    #: provider's floor, `ProviderStats.min_bytes`, which the governor never goes below
+    #: either): a measurement of the texture policy alone, with the render scale held by
+    #: other means (the lab's wall flights); None: the governor's allowance, every frame
+    fixed_pool_bytes: int | None = None
 
     def __post_init__(self) -> None:
         if self.backend not in ("auto", "sparse", "realloc"):
@@ -50,5 +55,7 @@ class StreamerSettings:
         if self.virtual not in ("auto", "off", "always"):
             raise ValueError(f"streamer virtual must be auto, off or always, "
                              f"got {self.virtual!r}")
+        if self.fixed_pool_bytes is not None and self.fixed_pool_bytes < 0:
+            raise ValueError(f"fixed_pool_bytes must be >= 0, got {self.fixed_pool_bytes}")
         if self.io_workers < 0:
             raise ValueError(f"io_workers must be >= 0, got {self.io_workers}")

@@ -155,6 +155,94 @@ def plan(path: str, fmt: str, srgb: bool, normal_map: bool, max_pixels: int) -> 
     return StripPlan(fmt_name, space, weight_alpha, psnr_channels(fmt_name, probe))
 
 
+class _EncodeQueue:
+    """The strip bake's encode tasks in flight over a pool: pieces of a level's new rows go
+    out alone when big, batched when small, with at most INFLIGHT_PIXELS (and 2 tasks per
+    worker) out at once; finished ones are written into `out` and level 0's error summed."""
+
+    def __init__(self, pool: Executor, workers: int, encode: Callable, plan_: StripPlan,
+                 out: StreamedKtx2, target: int) -> None:
+        self.pool, self.workers, self.encode = pool, workers, encode
+        self.plan, self.out = plan_, out
+        self.target = target
+        self.futures: dict[Future, int] = {}
+        self.inflight = 0
+        self.sse = 0.0
+        self.n_scored = 0
+        self.worker_cpu = 0.0
+        self.batch: list[Piece] = []
+        self.batch_pixels = 0
+
+    def collect(self, block: bool) -> None:
+        if not self.futures:
+            return
+        done, _ = wait(list(self.futures), timeout=None if block else 0,
+                       return_when=FIRST_COMPLETED)
+        for fut in done:
+            self.inflight -= self.futures.pop(fut)
+            encoded, secs = fut.result()
+            self.worker_cpu += secs
+            for e in encoded:
+                self.out.write(e.level, e.row0, e.data)
+                if e.level == 0:
+                    self.sse += e.sse
+                    self.n_scored += e.count
+
+    def submit(self, pieces: list[Piece], pixels: int) -> None:
+        while self.futures and (self.inflight + pixels > INFLIGHT_PIXELS
+                                or len(self.futures) >= 2 * self.workers):
+            self.collect(block=True)
+        task = self.pool.submit(self.encode, pieces, self.plan.fmt_name, self.plan.psnr_channels)
+        self.futures[task] = pixels
+        self.inflight += pixels
+        self.collect(block=False)
+
+    def hand_out(self, rows: _Rows, produced: np.ndarray) -> None:
+        """Queue a level's new uint8 rows: big pieces alone, small levels batched."""
+        for lv, row0, img in rows.add(produced):
+            px = img.shape[0] * img.shape[1]
+            if px >= self.target:
+                self.submit([Piece(lv, row0, img)], px)
+                continue
+            self.batch.append(Piece(lv, row0, img))
+            self.batch_pixels += px
+            if self.batch_pixels >= self.target:
+                self.submit(self.batch, self.batch_pixels)
+                self.batch, self.batch_pixels = [], 0
+
+    def drain(self) -> None:
+        if self.batch:
+            self.submit(self.batch, self.batch_pixels)
+        while self.futures:
+            self.collect(block=True)
+
+    def cancel(self) -> None:
+        for fut in self.futures:
+            fut.cancel()
+
+
+def _feed_strip(queue: _EncodeQueue, rows: list[_Rows], filters: list[_LevelFilter],
+                strip: np.ndarray, height: int) -> None:
+    """One source strip down the mip chain: level 0 as read, then each level filtered from
+    the one above as far as the strip's rows reach."""
+    plan_ = queue.plan
+    queue.hand_out(rows[0], strip)
+    if len(rows) == 1:
+        return
+    if height % 2 == 0:  # strips of even rows: level 1 straight from them
+        work = halve_rows(strip, plan_.colorspace, plan_.weight_alpha)
+        queue.hand_out(rows[1], _to_rgba8(work, plan_.colorspace, plan_.weight_alpha))
+        first = 2
+    else:
+        work = _to_working(strip, plan_.colorspace, plan_.weight_alpha)
+        first = 1
+    for i in range(first, len(rows)):
+        work = filters[i - 1].feed(work)
+        if not len(work):
+            break
+        queue.hand_out(rows[i], _to_rgba8(work, plan_.colorspace, plan_.weight_alpha))
+
+
 def bake_by_strips(path: str, out_path: Path, plan_: StripPlan, pool: Executor, workers: int,
                    max_pixels: int, *, encode: Callable,
                    progress: bool | None = None) -> tuple[int, float, float, int, int, int]:
@@ -175,85 +263,25 @@ def bake_by_strips(path: str, out_path: Path, plan_: StripPlan, pool: Executor, 
             for i, (w, h) in enumerate(dims)]
     filters = [_LevelFilter(*dims[i - 1], *dims[i]) for i in range(1, count)]
     out = StreamedKtx2(out_path, fmt_name, width, height, count)
-    futures: dict[Future, int] = {}
-    inflight = 0
-    sse = 0.0
-    n_scored = 0
-    worker_cpu = 0.0
-    batch: list = []
-    batch_pixels = 0
-
-    def collect(block: bool) -> None:
-        nonlocal inflight, sse, n_scored, worker_cpu
-        if not futures:
-            return
-        done, _ = wait(list(futures), timeout=None if block else 0, return_when=FIRST_COMPLETED)
-        for fut in done:
-            inflight -= futures.pop(fut)
-            encoded, secs = fut.result()
-            worker_cpu += secs
-            for e in encoded:
-                out.write(e.level, e.row0, e.data)
-                if e.level == 0:
-                    sse += e.sse
-                    n_scored += e.count
-
-    def submit(pieces: list, pixels: int) -> None:
-        nonlocal inflight
-        while futures and (inflight + pixels > INFLIGHT_PIXELS or len(futures) >= 2 * workers):
-            collect(block=True)
-        futures[pool.submit(encode, pieces, fmt_name, plan_.psnr_channels)] = pixels
-        inflight += pixels
-        collect(block=False)
-
-    def hand_out(level: int, produced: np.ndarray) -> None:
-        """Queue a level's new uint8 rows: big pieces alone, small levels batched."""
-        nonlocal batch, batch_pixels
-        for lv, row0, img in rows[level].add(produced):
-            px = img.shape[0] * img.shape[1]
-            if px >= target:
-                submit([Piece(lv, row0, img)], px)
-                continue
-            batch.append(Piece(lv, row0, img))
-            batch_pixels += px
-            if batch_pixels >= target:
-                submit(batch, batch_pixels)
-                batch, batch_pixels = [], 0
-
+    queue = _EncodeQueue(pool, workers, encode, plan_, out, target)
     label = f"bake {Path(path).name} by strips"
     try:
         with Progress(height, label, enabled=progress, unit="row", log_interval=10.0) as bar:
             for y, strip in source:
-                hand_out(0, strip)
-                if count > 1:
-                    if height % 2 == 0:  # strips of even rows: level 1 straight from them
-                        work = halve_rows(strip, plan_.colorspace, plan_.weight_alpha)
-                        hand_out(1, _to_rgba8(work, plan_.colorspace, plan_.weight_alpha))
-                        first = 2
-                    else:
-                        work = _to_working(strip, plan_.colorspace, plan_.weight_alpha)
-                        first = 1
-                    for i in range(first, count):
-                        work = filters[i - 1].feed(work)
-                        if not len(work):
-                            break
-                        hand_out(i, _to_rgba8(work, plan_.colorspace, plan_.weight_alpha))
+                _feed_strip(queue, rows, filters, strip, height)
                 bar.advance(len(strip))
-            if batch:
-                submit(batch, batch_pixels)
-            while futures:
-                collect(block=True)
+            queue.drain()
         for r in rows:
             if r.row0 != r.height:
                 raise TextureFormatError(path, f"level {r.level} got {r.row0} of {r.height} rows")
         nbytes = out.commit()
     except BaseException:
-        for fut in futures:
-            fut.cancel()
+        queue.cancel()
         out.abort()
         raise
-    seconds = time.process_time() - start_cpu + worker_cpu
-    return nbytes, seconds, psnr_from_sse(sse, n_scored, peak=1.0), width, height, count
+    seconds = time.process_time() - start_cpu + queue.worker_cpu
+    return (nbytes, seconds, psnr_from_sse(queue.sse, queue.n_scored, peak=1.0), width, height,
+            count)
 
 
 def strip_rows(width: int) -> int:

@@ -11,7 +11,7 @@ its own; the staging file is removed when its last chunk is written.
 With a GPU encoder (engine.gl.bc_encode) the workers only decode (cache.chunk_pixels) and
 write (cache.write_chunk); the blocks and mips are made on the render thread, at most
 GPU_FRAME_BUDGET_S of dispatches a frame (a chunk's pixels are uploaded when its encode
-starts), so `engine bench encode`'s faster side can do the encoding.
+starts), so `lab bench encode`'s faster side can do the encoding.
 """
 from __future__ import annotations
 

@@ -168,7 +168,7 @@ class ImageWall:
     (16 bits a texel, better colour); `workers`: decoder and encoder processes (default: every
     core); `encoder`: where full detail's blocks are made, "cpu" (the workers) or "gpu"
     (compute shaders on the render thread, a few ms a frame; the workers decode and write;
-    `python -m engine bench encode` says which is faster on a machine); `detail`: False
+    `python -m lab bench encode` says which is faster on a machine); `detail`: False
     keeps the thumbnails only; `wait_detail`: each frame waits for the full detail of what it
     shows (reproducible screenshots); `max_pixels`: the largest image read. Files that
     cannot be read are in `problems` (path, reason), logged once, skipped. Walls of

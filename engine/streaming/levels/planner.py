@@ -48,7 +48,7 @@ Rules, each one exactly true of every plan (tests/test_streaming_policy.py):
   `max_prefetch_requests` for prefetch, so predicted work never crowds out what is seen.
 
 The executor runs a `Planner` named by `PolicyConfig.policy`: "tiered" is this module's
-`make_plan`; the benchmarks register their baselines (engine.bench.baselines) beside it, run
+`make_plan`; the benchmarks register their baselines (lab.baselines) beside it, run
 by the same executor under the same hard-budget rules.
 """
 from __future__ import annotations
@@ -449,19 +449,17 @@ class TieredPlanner:
         return make_plan(state, table, frame, pool_bytes, in_flight_bytes, config, ready)
 
 
-#: The planners `PolicyConfig.policy` can name; their owners add theirs (`register_planner`).
+#: The planners `PolicyConfig.policy` can name; other planners are passed as objects.
 PLANNERS: dict[str, Planner] = {"tiered": TieredPlanner()}
 
 
-def register_planner(name: str, planner: Planner) -> None:
-    """Make a planner selectable by name (the benchmarks' baselines)."""
-    PLANNERS[name] = planner
-
-
-def planner_for(name: str) -> Planner:
-    """The planner registered as `name`; ValueError naming the known ones."""
+def planner_for(policy: str | Planner) -> Planner:
+    """The planner `policy` names, or `policy` itself when it is a planner; ValueError
+    naming the known ones."""
+    if not isinstance(policy, str):
+        return policy
     try:
-        return PLANNERS[name]
+        return PLANNERS[policy]
     except KeyError:
-        raise ValueError(f"unknown streaming policy {name!r}; known: "
+        raise ValueError(f"unknown streaming policy {policy!r}; known: "
                          f"{', '.join(sorted(PLANNERS))}") from None

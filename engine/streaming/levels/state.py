@@ -10,11 +10,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ...formats import PixelFormat
 from ...memory.sizes import mip_dims, texture_bytes
+
+if TYPE_CHECKING:  # the planner module imports this one
+    from .planner import Planner
 
 
 def tail_base_level(width: int, height: int, levels: int, *, max_tail_size: int = 64,
@@ -104,8 +108,9 @@ class PolicyConfig:
     max_prefetch_requests: int = 8     # of max_requests, at most this many for prefetch
     prefetch_offset: int = 0           # prefetch targets this many levels coarser
     prefetch: bool = True              # the executor feeds `predict_prefetch` to update_state
-    #: the `Planner` the executor runs, by its registered name (`register_planner`)
-    policy: str = "tiered"
+    #: the `Planner` the executor runs: a name in `planner.PLANNERS` ("tiered", the shipped
+    #: policy) or a planner object (the lab's baselines, passed in, not registered)
+    policy: str | Planner = "tiered"
 
 
 @dataclass

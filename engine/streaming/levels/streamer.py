@@ -176,8 +176,10 @@ class LevelStreamer:
     def grant(self, pool_bytes: int, cache_bytes: int | None = None) -> None:
         """The governor's streaming allowance for the coming frame: the hard pool the plan
         fits (resident + in-flight + transient copies), whatever the budget behind it. It
-        has no page cache: a cache share (`cache_bytes`) is the provider's to take out."""
-        self._pool = max(0, int(pool_bytes))
+        has no page cache: a cache share (`cache_bytes`) is the provider's to take out.
+        `StreamerSettings.fixed_pool_bytes` replaces the allowance when set."""
+        fixed = self.settings.fixed_pool_bytes
+        self._pool = max(0, int(pool_bytes if fixed is None else fixed))
 
     @property
     def pool_bytes(self) -> int:

@@ -555,7 +555,7 @@ class TileIO:
         folder = tiled_folder() if tiled_dir is True else tiled_dir
         self.tiled = TiledCache(folder) if folder else None
         self.level_cache = LevelCache(level_cache_bytes)
-        #: Most tiles one read takes (1: a read a tile, what `engine.bench.vt_reads`
+        #: Most tiles one read takes (1: a read a tile, what `lab.vt_reads`
         #: compares with).
         self.run_tiles = RUN_TILES
         self._lock = threading.Condition()

@@ -1,0 +1,148 @@
+"""The engine's ScienceView beside napari on one generated 4-channel uint16 OME-Zarr
+(issue 37), in one run.
+
+    python -m lab.science --size 4096 --json out.json       (llvmpipe)
+    python -m lab.science --size 16384 --screen 1920x1080   (a GPU)
+
+The image (zarr v3, OME-NGFF 0.5, 256^2 chunks, levels halving down to 512) is written once
+into the cache ($ENGINE_CACHE/bench-science), band by band so memory does not grow with
+it: smooth structure plus noise, as a fluorescence image. Each viewer runs in its own
+process (lab.science_children): first frame of the whole image, then zooms to one
+image pixel per screen pixel at fixed points, each timed until all four channels show level
+0 completely. Per viewer: process start to first frame, zoom-to-sharp p50/p95, peak GPU
+bytes (engine: its ledger; napari: its texture uploads; NVML's per-process figure where it
+sees the child) and peak RSS.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from engine.science.pyramid import reduce2x2
+from engine.textures.cachedir import cache_root
+from .viewer_children import _percentile
+from .viewers import qt_display, run_child
+
+log = logging.getLogger(__name__)
+
+CHANNELS = 4
+CHUNK = 256
+BAND = 1024  # rows written at once
+LIMITS = (8000.0, 56000.0)
+
+
+def _band(c: int, y0: int, rows: int, width: int, rng: np.random.Generator) -> np.ndarray:
+    yy = np.arange(y0, y0 + rows, dtype=np.float32)[:, None]
+    xx = np.arange(width, dtype=np.float32)[None]
+    f = 1.0 / (40 + 25 * c)
+    base = np.sin(xx * f + c) * np.cos(yy * f * 1.3) + 0.5 * np.sin((xx + yy) * f * 0.21)
+    noise = rng.standard_normal((rows, width), dtype=np.float32) * 0.2
+    return np.clip((base + noise + 1.7) / 3.4 * 65535, 0, 65535).astype(np.uint16)
+
+
+def make_image(root: Path, size: int) -> tuple[Path, int]:
+    """The OME-Zarr of `size`^2 (written once; a finished marker says it is whole) and its
+    level count."""
+    import zarr
+
+    path = root / f"science-{size}.ome.zarr"
+    levels = 1
+    while size >> levels >= 512:
+        levels += 1
+    if (path / "done").exists():
+        return path, levels
+    group = zarr.open_group(str(path), mode="w", zarr_format=3)
+    rng = np.random.default_rng(37)
+    arrays = [group.create_array(str(i), shape=(CHANNELS, size >> i, size >> i),
+                                 chunks=(1, CHUNK, CHUNK), dtype="uint16")
+              for i in range(levels)]
+    for y0 in range(0, size, BAND):
+        rows = min(BAND, size - y0)
+        arrays[0][:, y0:y0 + rows] = np.stack([_band(c, y0, rows, size, rng)
+                                               for c in range(CHANNELS)])
+    for i in range(1, levels):
+        for y0 in range(0, size >> (i - 1), BAND):
+            fine = arrays[i - 1][:, y0:y0 + BAND]
+            arrays[i][:, y0 // 2:(y0 + fine.shape[1]) // 2] = np.stack(
+                [reduce2x2(ch, np.dtype("uint16")) for ch in fine])
+    axes = [{"name": "c", "type": "channel"}, {"name": "y", "type": "space"},
+            {"name": "x", "type": "space"}]
+    group.attrs["ome"] = {"version": "0.5", "multiscales": [
+        {"axes": axes, "datasets": [{"path": str(i)} for i in range(levels)]}]}
+    (path / "done").write_text("")
+    return path, levels
+
+
+def summarise(result: dict[str, Any]) -> dict[str, Any]:
+    zooms = [z["seconds"] for z in result.get("zooms", []) if z.get("reached")]
+    return {"viewer": result.get("viewer"), "available": result.get("available", False),
+            "reason": result.get("reason"), "first_frame_s": result.get("first_frame_s"),
+            "first_complete_s": result.get("first_complete_s"),
+            "zooms_reached": f"{len(zooms)}/{len(result.get('zooms', []))}",
+            "zoom_sharp_p50_s": _percentile(zooms, 50), "zoom_sharp_p95_s": _percentile(zooms, 95),
+            "gpu_bytes_peak": result.get("gpu_bytes_peak"),
+            "nvml_peak_bytes": result.get("nvml_peak_bytes"),
+            "rss_peak_bytes": result.get("vmhwm_bytes")}
+
+
+def run(size: int, screen: tuple[int, int], zooms: int, budget: str, viewers: list[str],
+        timeout_s: float, wait_s: float) -> dict[str, Any]:
+    root = cache_root() / "bench-science"
+    root.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    path, levels = make_image(root, size)
+    made_s = time.perf_counter() - start
+    spec = {"part": "science", "path": str(path), "levels": levels, "shape": [size, size],
+            "channels": CHANNELS, "size": list(screen), "zooms": zooms, "budget": budget,
+            "limits": list(LIMITS), "wait_s": wait_s}
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bench-science-") as work:
+        for viewer in viewers:
+            display = qt_display() if viewer == "napari" else None
+            try:
+                result = run_child(viewer, spec, timeout_s, Path(work),
+                                   env=display.env if display else None,
+                                   module="lab.science_children")
+            finally:
+                if display is not None:
+                    display.close()
+            rows.append({**summarise(result), "raw": result})
+    return {"image": {"size": size, "channels": CHANNELS, "dtype": "uint16", "levels": levels,
+                      "made_s": round(made_s, 2)},
+            "screen": list(screen), "budget": budget, "viewers": rows,
+            "date": time.strftime("%Y-%m-%d")}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m lab.science", description=__doc__)
+    p.add_argument("--size", type=int, default=4096, help="image edge in pixels")
+    p.add_argument("--screen", default="1280x720", help="output WIDTHxHEIGHT")
+    p.add_argument("--zooms", type=int, default=8, help="zooms to 1:1 timed")
+    p.add_argument("--budget", default="256MiB", help="the engine's budget")
+    p.add_argument("--viewers", default="engine,napari")
+    p.add_argument("--timeout", type=float, default=300.0, help="seconds a viewer may take")
+    p.add_argument("--wait", type=float, default=20.0, help="seconds a zoom may take")
+    p.add_argument("--json", type=Path, help="write the results here")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    w, h = (int(v) for v in args.screen.lower().split("x"))
+    out = run(args.size, (w, h), args.zooms, args.budget, args.viewers.split(","),
+              args.timeout, args.wait)
+    text = json.dumps(out, indent=1)
+    if args.json is not None:
+        args.json.write_text(text)
+    print(json.dumps([{k: v for k, v in r.items() if k != "raw"} for r in out["viewers"]],
+                     indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

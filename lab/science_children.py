@@ -1,0 +1,137 @@
+"""One viewer on the science bench's OME-Zarr, in its own process, for
+`python -m lab.science`.
+
+    python -m lab.science_children VIEWER SPEC.json OUT.json
+
+VIEWER is engine (a ScienceView, headless) or napari (one multiscale layer a channel,
+additive, in a Qt window). The same moves for both: the first frame of the whole image
+fitted, then zooms to one image pixel per screen pixel at fixed points, each timed until
+every channel shows level 0 completely ("sharp"). GPU memory: the engine's ledger; napari's
+texture bytes as vispy allocates them (viewer_children.VispyTextures). RSS: VmHWM.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+from . import viewer_children
+from .viewer_children import Recorder, VispyTextures, fit_qt_canvas
+
+#: the colour of each of the four channels in both viewers
+COLOURS = ("green", "magenta", "cyan", "yellow")
+
+
+def zoom_points(width: int, height: int, count: int) -> list[tuple[float, float]]:
+    """`count` level-0 points spread over the image, away from its edges."""
+    return [(width * (0.15 + 0.7 * ((i * 0.618) % 1)), height * (0.15 + 0.7 * ((i * 0.382) % 1)))
+            for i in range(count)]
+
+
+def run_engine(spec: dict[str, Any], rec: Recorder) -> None:
+    from engine.gl.device import Device
+    from engine.science.display import ChannelDisplay
+    from engine.science.view import ScienceView
+
+    device = Device.headless()
+    lo, hi = spec["limits"]
+    displays = [ChannelDisplay(lo, hi, colormap=c) for c in COLOURS[:spec["channels"]]]
+    view = ScienceView(spec["path"], device, size=tuple(spec["size"]), budget=spec["budget"],
+                       displays=displays)
+    peak = 0
+
+    def frame():
+        nonlocal peak
+        stats = view.frame()
+        device.finish()
+        peak = max(peak, device.ledger.total)
+        return stats
+
+    def sharp(wait_s: float) -> bool:
+        end = time.monotonic() + wait_s
+        stats = frame()
+        while (stats.missing or stats.pending or stats.level) and time.monotonic() < end:
+            view.reader.wait_idle(0.002)
+            stats = frame()
+        return not (stats.missing or stats.pending or stats.level)
+
+    try:
+        frame()
+        rec.set(first_frame_s=time.time() - spec["spawn"], gpu_bytes_source="engine ledger")
+        end = time.monotonic() + spec["wait_s"]
+        stats = frame()
+        while (stats.missing or stats.pending) and time.monotonic() < end:
+            view.reader.wait_idle(0.002)
+            stats = frame()
+        rec.set(first_complete_s=time.time() - spec["spawn"], gpu_bytes_peak=peak)
+        for x, y in zoom_points(*spec["shape"][::-1], spec["zooms"]):
+            view.set_view(x, y, 1.0)
+            start = time.perf_counter()
+            reached = sharp(spec["wait_s"])
+            rec.data["zooms"].append({"point": (x, y), "reached": reached,
+                                      "seconds": time.perf_counter() - start})
+            rec.set(gpu_bytes_peak=peak)
+        rec.set(budget_bytes=view.governor.budget_bytes, reads=view.reader.reads,
+                cancelled=view.reader.cancelled)
+    finally:
+        view.release()
+        device.shutdown()
+
+
+def run_napari(spec: dict[str, Any], rec: Recorder) -> None:
+    import napari
+    import zarr
+    from qtpy.QtWidgets import QApplication
+
+    textures = VispyTextures()
+    viewer = napari.Viewer(show=True)
+    w, h = spec["size"]
+    group = zarr.open_group(spec["path"], mode="r")
+    levels = [group[str(i)] for i in range(spec["levels"])]
+    layers = viewer.add_image(levels, channel_axis=0, multiscale=True,
+                              contrast_limits=[list(spec["limits"])] * spec["channels"],
+                              colormap=list(COLOURS[:spec["channels"]]), blending="additive")
+    fit_qt_canvas(viewer, w, h)
+
+    def draw():
+        QApplication.processEvents()
+        return viewer.screenshot(canvas_only=True, flash=False)
+
+    def sharp(wait_s: float) -> bool:
+        start = time.perf_counter()
+        while time.perf_counter() - start < wait_s:
+            draw()
+            if all(lay.data_level == 0 and getattr(lay, "loaded", True) for lay in layers):
+                return True
+        return False
+
+    try:
+        hh, hw = spec["shape"]
+        viewer.camera.center = (hh / 2, hw / 2)
+        viewer.camera.zoom = min(w / hw, h / hh)
+        draw()
+        rec.set(first_frame_s=time.time() - spec["spawn"], napari=napari.__version__,
+                gpu_bytes_source="vispy texture uploads (shape x internal format)",
+                gpu_bytes_peak=textures.peak)
+        for x, y in zoom_points(hw, hh, spec["zooms"]):
+            viewer.camera.center = (y, x)
+            viewer.camera.zoom = 1.0
+            start = time.perf_counter()
+            reached = sharp(spec["wait_s"])
+            rec.data["zooms"].append({"point": (x, y), "reached": reached,
+                                      "seconds": time.perf_counter() - start})
+            rec.set(gpu_bytes_peak=textures.peak)
+    finally:
+        viewer.close()
+
+
+RUNNERS = {"engine": run_engine, "napari": run_napari}
+NEEDS = {"napari": ("napari", "zarr")}
+
+
+def main(argv: list[str]) -> int:
+    return viewer_children.main(argv, RUNNERS, NEEDS)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
