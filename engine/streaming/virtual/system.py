@@ -49,7 +49,7 @@ from . import keys as tile_keys
 from .io import TileIO
 from .pagetable import TABLE_WIDTH, PageTable
 from .policy import Tier, TilePolicy
-from .requests import TileRequests, expand_requests, reduce_feedback
+from .requests import TileRequests, expand_requests, reduce_feedback, reduce_readback
 from .sizing import ElasticSize, room_for, screen_tiles, wanted_slots
 from .tiles import (
     SLOT_TEXELS,
@@ -128,6 +128,7 @@ class VirtualTextureSystem:
                  max_requests: int | None = None,
                  latency_ms: tuple[float, float] | None = None,
                  level_cache_bytes: int = 64 << 20, feedback_depth: bool = False,
+                 feedback_reduce: bool | None = None,
                  tiled_dir: Path | bool = True) -> None:
         self.device = device
         self.allowance = int(allowance_bytes)
@@ -155,7 +156,9 @@ class VirtualTextureSystem:
         self.gpu_table: PageTableTexture | None = None
         # A scene's feedback pass is depth-tested (objects occlude); the standalone quads
         # are one flat wall and need no depth buffer.
-        self.feedback = DepthFeedbackTarget(device) if feedback_depth else FeedbackTarget(device)
+        # feedback_reduce: reduce it on the GPU (None: as the device profile says).
+        target = DepthFeedbackTarget if feedback_depth else FeedbackTarget
+        self.feedback = target(device, reduce=feedback_reduce)
         self.proxy: LodProxy | None = None
         self.frame = 0
         self.stats = VtFrameStats()
@@ -651,9 +654,13 @@ class VirtualTextureSystem:
             self._rebuild()
         self.frame = int(frame)
         self.stats = VtFrameStats(frame=self.frame)
-        image = self.feedback.poll() if feedback is None else feedback
-        if image is not None and image.size:
-            keys, counts = reduce_feedback(image)
+        if feedback is None:
+            got = self.feedback.poll_feedback()
+            reduced = None if got is None else reduce_readback(got)
+        else:
+            reduced = reduce_feedback(feedback) if feedback.size else None
+        if reduced is not None:
+            keys, counts = reduced
             req = expand_requests(keys, counts, self._grids.levels, self._grids)
             if self._tails:  # packed small levels are always resident, never asked for
                 keep = ~self._packed(req.keys)
