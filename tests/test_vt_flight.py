@@ -30,6 +30,11 @@ SIZE = 512
 #: tile an earlier stop read, so the last cut, to the whole wall, reads most of its 60 tiles
 #: and 60 cells at the paced rate again (22 frames measured).
 CONVERGE_FRAMES = 24
+#: The same flight with 8 uploads a frame and reads that are fast and many (64 under way,
+#: 1 frame each): the uploads are the bottleneck, and tiles in hand go up most urgent first
+#: (pixels x levels lacking, TilePolicy.plan's order): 11 frames at the last cut measured
+#: (13 when they went up coarsest first).
+UPLOAD_BOUND_FRAMES = 11
 
 
 def flight(columns: int, rows: int, stops: int, seed: int) -> list[list]:
@@ -44,12 +49,12 @@ def flight(columns: int, rows: int, stops: int, seed: int) -> list[list]:
 
 
 def fly(dev, paths, allowance, concurrency, latency, stops=6, seed=13, reduce=None,
-        seen=None):
+        seen=None, max_uploads=32):
     """Frames to converge per stop, the reads thrown away, and the system's totals.
     `reduce`: the feedback reduced on the GPU (None: as the profile says); `seen`, a list
     that gets each frame's reduced feedback (keys and pixel counts)."""
     renderer = QuadRenderer(dev, OUTPUT, feedback_scale=0.25)
-    vts = VirtualTextureSystem(dev, allowance, max_uploads=32, io_workers=0,
+    vts = VirtualTextureSystem(dev, allowance, max_uploads=max_uploads, io_workers=0,
                                feedback_reduce=reduce)
     reads = paced_reads(vts, concurrency, latency)
     quads = None
@@ -116,6 +121,12 @@ def test_every_stop_converges_and_no_read_is_thrown_away(dev, wall_files):
         assert fa == fb
         np.testing.assert_array_equal(ka, kb)
         np.testing.assert_array_equal(pa, pb)
+
+
+@pytest.mark.slow
+def test_uploads_go_most_urgent_first(dev, wall_files):
+    converged, _, _ = fly(dev, wall_files, 4 << 20, concurrency=64, latency=2, max_uploads=8)
+    assert all(c is not None and c <= UPLOAD_BOUND_FRAMES for c in converged), str(converged)
 
 
 def test_the_feedback_shader_writes_the_key_layout(dev, wall_files):
