@@ -70,6 +70,9 @@ class FeedbackReducer:
         self._table: Buffer | None = None
         self._list: Buffer | None = None
         self._copies: list[Buffer | None] = [None] * self._ring
+        #: which copies hold a list of the current buffers (one made before a resize
+        #: does not: its frame is read from its image instead)
+        self._listed = [False] * self._ring
         self.size = (0, 0)
         self.spilled_frames = 0
         self._said_spill = False
@@ -120,13 +123,16 @@ class FeedbackReducer:
             prog.run(gx, -(-groups // gx))
             self.device.storage_barrier()
         self.device._ctx.copy_buffer(self._copies[index], self._list)
+        self._listed[index] = True
 
     def read(self, index: int) -> tuple[np.ndarray, np.ndarray] | None:
         """The list in readback buffer `index` (its fence signalled) as (words (n, 2),
-        pixels (n,)), or None when that frame spilled (reduce its image instead)."""
-        buf = self._copies[index] if self._table is not None else None
-        if buf is None:
+        pixels (n,)), or None when that frame spilled or was listed in buffers a resize
+        has since replaced (reduce its image instead)."""
+        if not self._listed[index]:
             return None
+        self._listed[index] = False
+        buf = self._copies[index]
         count, spilled = (int(v) for v in np.frombuffer(buf.read(size=8), np.uint32))
         if spilled or count > entries(self.size) - 1:
             self.spilled_frames += 1
@@ -147,6 +153,7 @@ class FeedbackReducer:
             self.device.release(buf)
         self._table = self._list = None
         self._copies = [None] * self._ring
+        self._listed = [False] * self._ring
 
     def release(self) -> None:
         self._release_buffers()  # the program is the device's (kept until shutdown)
