@@ -9,7 +9,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from engine.gl.feedback_reduce import FeedbackReducer, entries
+from engine.gl.feedback_reduce import FeedbackReadback, FeedbackReducer, entries
 from engine.gl.profile import decide, software_renderer
 from engine.gl.vt import DepthFeedbackTarget
 from engine.render.vt_feedback import feedback_specs, vt_feedback_size
@@ -62,18 +62,32 @@ def test_the_gpu_list_equals_the_cpu_reduction(device, reducer, w, h, unique, ru
     got = _gpu(device, reducer, words)
     assert got is not None, "a list that fits must not spill"
     gpu_words, pixels = got
-    keys, counts = reduce_readback(_Listed(gpu_words, pixels))
+    keys, counts = reduce_readback(FeedbackReadback(0, words=gpu_words, pixels=pixels))
     want_keys, want_counts = reduce_feedback(words)
     np.testing.assert_array_equal(keys, want_keys)
     np.testing.assert_array_equal(counts, want_counts)
 
 
-class _Listed:
-    """What FeedbackTarget.poll_feedback returns for a listed frame."""
-
-    def __init__(self, words: np.ndarray | None, pixels: np.ndarray | None,
-                 image: np.ndarray | None = None) -> None:
-        self.words, self.pixels, self.image = words, pixels, image
+@COMPUTE
+@pytest.mark.parametrize("load", [70, 95])
+def test_a_nearly_full_table_lists_exactly_or_spills(device, reducer, load) -> None:
+    """Keys at 70% and 95% of the table's slots: long probe runs; the list, where there is
+    one, holds every key with its pixels (a run past the probe limit spills instead: at
+    95% here)."""
+    w, h = 64, 36
+    rng = np.random.default_rng(9)
+    unique = entries((w, h)) * load // 100
+    keys = np.arange(1, unique + 1, dtype=np.uint64) * np.uint64(2654435761)
+    img = keys[np.r_[np.arange(unique), rng.integers(0, unique, w * h - unique)]]
+    words = _words(img.reshape(h, w))
+    got = _gpu(device, reducer, words)
+    if got is None:
+        assert reducer.spilled_frames == 1
+        return
+    listed = reduce_readback(FeedbackReadback(0, words=got[0], pixels=got[1]))
+    want = reduce_feedback(words)
+    np.testing.assert_array_equal(listed[0], want[0])
+    np.testing.assert_array_equal(listed[1], want[1])
 
 
 @COMPUTE
