@@ -130,6 +130,28 @@ def test_more_keys_than_the_table_holds_spill_and_nothing_is_lost(device) -> Non
 
 
 @COMPUTE
+def test_out_of_memory_for_the_list_leaves_nothing_behind(device) -> None:
+    """GL out of memory for one of the reducer's buffers: a typed error, the buffers made
+    before it released, and the next reserve makes them all."""
+    from engine.errors import GLOutOfMemoryError
+
+    reducer = FeedbackReducer(device, ring=2, label="test.oom")
+    before = device.ledger.total
+    try:
+        device.fault_injector = lambda what, nbytes: "test.oom.list" in what
+        with pytest.raises(GLOutOfMemoryError):
+            reducer.reserve((64, 36))
+        assert device.ledger.total == before and reducer.nbytes == 0
+        device.fault_injector = None
+        reducer.reserve((64, 36))
+        assert reducer.nbytes == 4 * 64 * 36 * 2
+    finally:
+        device.fault_injector = None
+        reducer.release()
+    assert device.ledger.total == before
+
+
+@COMPUTE
 def test_the_reduction_is_priced_with_the_feedback_pass(device) -> None:
     """The resolution controller's price of the pass (`feedback_specs`) is what the target
     with its reducer holds in the ledger, to the byte, at sizes that do not divide by 8."""

@@ -88,14 +88,20 @@ class FeedbackReducer:
         if size == self.size and self._table is not None:
             return
         self._release_buffers()
+        self.size = (0, 0)
         nbytes = size[0] * size[1] * BYTES_PER_PIXEL
+        made: list[Buffer] = []
+        if entries(size) >= 2:  # else no room for a header and an entry: the CPU path
+            try:  # all or none: a failed allocation releases the ones made before it
+                for name in ("table", "list", *(f"list.readback{i}" for i in range(self._ring))):
+                    made.append(self._buffer(nbytes, name))
+            except BaseException:
+                for buf in made:
+                    self.device.release(buf)
+                raise
+            made[0].write(bytes(nbytes))  # empty; each frame's compaction empties it again
+            self._table, self._list, *self._copies = made
         self.size = size
-        if entries(size) < 2:  # no room for a header and one entry: the CPU path
-            return
-        self._table = self._buffer(nbytes, "table")
-        self._table.write(bytes(nbytes))  # empty; each frame's compaction empties it again
-        self._list = self._buffer(nbytes, "list")
-        self._copies = [self._buffer(nbytes, f"list.readback{i}") for i in range(self._ring)]
 
     def _buffer(self, nbytes: int, name: str) -> Buffer:
         return self.device.buffer(reserve=nbytes, dynamic=True, category=Category.STAGING,
