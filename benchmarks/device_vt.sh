@@ -19,6 +19,11 @@
 #   cpu     lab.vt_cpu at today's profile: feedback + plan + page table per frame,
 #           before/after, wall and thread time, p50/p95/p99
 #   scale   lab.vt_scale: 1,000,000 registered textures against 10,000, same flight
+#   reduce  today's profile (tiled) twice: the feedback reduced on the GPU (compute, the
+#           default on a GPU) and on the CPU (what drivers without compute do); each run's
+#           CPU for feedback + page table p50/p95/p99 and the mean phases of its slowest 1%
+#           of frames (cpu_worst_frames: poll, reduce, expand, plan, I/O requests, resize,
+#           page table). Under 5 minutes on a warm or cold machine.
 # Every file the flight reads is dropped from the OS page cache first with posix_fadvise
 # DONTNEED (per file; /proc/sys/vm/drop_caches is not needed). Each stage writes two files:
 # $OUT/vt_STAGE.json (every run of the stage, by name) and $OUT/vt_STAGE_summary.txt (the
@@ -53,7 +58,9 @@ json.dump(doc, open(out, "w"), indent=1)
 pick = {"virtual": ("tiled_reads", "panels_per_stop", "psnr_settled_min_db",
                     "cut_to_95pct_p50_ms", "cut_to_95pct_p95_ms", "cpu_feedback_table_ms_p50",
                     "cpu_feedback_table_ms_p99", "visible_tiles_over_screen_need_median",
-                    "feedback_gpu_ms_p50", "frames_over_budget", "tiled_copies_made_s"),
+                    "feedback_gpu_ms_p50", "frames_over_budget", "tiled_copies_made_s",
+                    "feedback_reduced_on", "cpu_feedback_table_ms_p95", "cut_to_95pct_p95_frames",
+                    "frame_ms_p50", "cpu_worst_frames"),
         "cpu": ("after_cpu_ms_p50", "after_cpu_ms_p99", "after_cpu_thread_ms_p50",
                 "after_cpu_thread_ms_p99", "before_cpu_ms_p50", "requests_identical_frames")}
 for name, d in doc.items():
@@ -95,5 +102,10 @@ cpu)
 scale)
   run vt_scale_h200 330 lab.vt_scale --textures 1000000 --compare 10000 --frames 300
   finish vt_scale_h200 ;;
-*) echo "unknown stage $stage (today, wide, budget, reads, cpu, scale)"; exit 2 ;;
+reduce)
+  gallery
+  run vt_reduce_gpu 200 lab.virtual $PROFILE --feedback-reduce gpu
+  run vt_reduce_cpu 290 lab.virtual $PROFILE --feedback-reduce cpu
+  finish vt_reduce_gpu vt_reduce_cpu ;;
+*) echo "unknown stage $stage (today, wide, budget, reads, cpu, scale, reduce)"; exit 2 ;;
 esac

@@ -58,6 +58,7 @@ from engine.memory.sizes import format_bytes, level_bytes, mip_dims, parse_bytes
 from engine.streaming.virtual.quads import QuadRenderer, view_projection, wall
 from engine.streaming.virtual.system import VirtualTextureSystem
 from engine.textures.transcode import block_compatible, served_format
+from .vt_phases import PhaseClock
 from engine.streaming.virtual.keys import unpack as unpack_keys
 from engine.streaming.virtual.tiles import SLOT_TEXELS, slot_bytes
 from engine.textures.quality import psnr
@@ -88,6 +89,8 @@ class VirtualProfile:
     seed: int = 13
     files: tuple[str, ...] = ()  # KTX2 files to use instead of the gallery's
     dump: str = ""  # a folder for each stop's settled frame and its reference (PNG)
+    #: "gpu" / "cpu": where the feedback is reduced ("": as the device profile says)
+    feedback_reduce: str = ""
 
     @staticmethod
     def quick() -> VirtualProfile:
@@ -194,13 +197,16 @@ def run_profile(device: Device, prof: VirtualProfile) -> SuiteResult:
     rng = np.random.default_rng(prof.seed)
     vts = VirtualTextureSystem(device, prof.allowance, max_uploads=prof.max_uploads,
                                upload_budget_ms=prof.upload_ms, io_workers=prof.io_workers,
-                               tiled_dir=prof.tiled)
+                               tiled_dir=prof.tiled,
+                               feedback_reduce=(prof.feedback_reduce == "gpu"
+                                                if prof.feedback_reduce else None))
     renderer = QuadRenderer(device, prof.output, feedback_scale=prof.feedback_scale)
     quads = None
     refs: OrderedDict[int, object] = OrderedDict()
     fb_timer = GpuTimer(device, label="bench.vt.feedback")
     fb_gpu: list[tuple[int, float]] = []
     fb_skipped: set[int] = set()
+    phases = PhaseClock(vts)
     try:
         t0 = time.perf_counter()
         ids = [vts.register(p) for p in paths]
@@ -251,6 +257,8 @@ def run_profile(device: Device, prof: VirtualProfile) -> SuiteResult:
                 frame_ms.append((time.perf_counter() - tf0) * 1e3)
                 cache_b.append(vts.nbytes)
                 cpu_ms.append(st.feedback_ms + st.table_ms)
+                phases.frame_done(cpu_ms[-1], feedback_ms=st.feedback_ms,
+                                  update_ms=st.update_ms)
                 tiles.append(st.tiles_uploaded)
                 upload_bytes += st.bytes_uploaded
                 upload_s += st.upload_ms / 1e3
@@ -344,6 +352,8 @@ def run_profile(device: Device, prof: VirtualProfile) -> SuiteResult:
             "register_ms_per_texture": round(register_s * 1e3 / len(ids), 2),
             "tiled_reads": vts.io.tiled is not None,
             "tiled_copies_made_s": round(tiling_s, 2),
+            "feedback_reduced_on": "gpu" if vts.feedback.reducer is not None else "cpu",
+            "cpu_worst_frames": phases.worst(),
         })
         res.notes.append(
             f"goals: frames over budget 0 ({'met' if over == 0 else 'NOT met'}); settled "
@@ -366,6 +376,7 @@ def run_profile(device: Device, prof: VirtualProfile) -> SuiteResult:
                          f"{fmt.name}); whole-level floor = every level from the finest one "
                          f"the feedback asked for, per visible texture")
     finally:
+        phases.close()
         fb_timer.release()
         for tex in refs.values():
             device.release(tex)
@@ -453,13 +464,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--files", nargs="*", default=(),
                    help="power-of-two BC7 KTX2 files to use instead of the gallery's")
     p.add_argument("--dump", default="", help="folder for per-stop PNGs (virtual, reference)")
+    p.add_argument("--feedback-reduce", choices=("gpu", "cpu"), default="",
+                   help="reduce the feedback on the GPU (compute) or the CPU; default: as "
+                        "the device profile says (the GPU where compute runs on one)")
     a = p.parse_args(argv)
     if a.quick:
         prof = dataclasses.replace(VirtualProfile.quick(), files=tuple(a.files), dump=a.dump,
-                                   tiled=not a.no_tiled)
+                                   tiled=not a.no_tiled, feedback_reduce=a.feedback_reduce)
     else:
         prof = profile_from_args(a, io_workers=a.io_workers, files=tuple(a.files), dump=a.dump,
-                                 tiled=not a.no_tiled)
+                                 tiled=not a.no_tiled, feedback_reduce=a.feedback_reduce)
     device = Device.headless()
     try:
         out = run_profile(device, prof)

@@ -18,7 +18,10 @@ tests hold its recorded outputs, tests/data/vt_cpu_oracle.npz):
    system's `table_ms`, without the GL row upload).
 
 Reported: p50/p95/mean ms of the sum and of each part, and whether the incrementally
-updated page table equals one built from scratch at the end.
+updated page table equals one built from scratch at the end. The same frames are replayed a
+second time as the GPU reduction hands them over (`gpu_list_*`: each image's unique keys and
+pixel counts in no order, made untimed, standing for the compute pass's list; timed from the
+list's conversion and sort on), with whether every frame's requests came out the same.
 """
 from __future__ import annotations
 
@@ -38,7 +41,13 @@ from engine.gl.vt import QuadBatch
 from engine.streaming.virtual.pagetable import PageTable
 from engine.streaming.virtual.policy import TilePolicy
 from engine.streaming.virtual.quads import QuadRenderer, wall
-from engine.streaming.virtual.requests import TileRequests, expand_requests, reduce_feedback
+from engine.gl.feedback_reduce import FeedbackReadback
+from engine.streaming.virtual.requests import (
+    TileRequests,
+    expand_requests,
+    reduce_feedback,
+    reduce_readback,
+)
 from engine.streaming.virtual.system import VirtualTextureSystem
 from engine.streaming.virtual import keys as tile_keys
 from engine.streaming.virtual.keys import MAX_LEVELS
@@ -209,8 +218,20 @@ def _step(p: _Pipeline, frame: int, image: np.ndarray | None, levels: np.ndarray
     return fresh
 
 
-def replay(rec: Recording, max_uploads: int) -> _Pipeline:
-    """The pipeline over the recorded images, frame by frame."""
+def _as_list(image: np.ndarray, rng: np.random.Generator) -> FeedbackReadback:
+    """What the GPU reduction hands over for `image`: its unique keys as word pairs and
+    their pixel counts, in the table's (here: a random) order."""
+    keys, counts = reduce_feedback(image)
+    order = rng.permutation(keys.size)
+    words = np.stack([(keys & np.uint64(0xFFFFFFFF)).astype(np.uint32),
+                      (keys >> np.uint64(32)).astype(np.uint32)], axis=-1)
+    return FeedbackReadback(-1, words=words[order], pixels=counts[order])
+
+
+def replay(rec: Recording, max_uploads: int, gpu_list: bool = False
+           ) -> tuple[_Pipeline, list[TileRequests | None]]:
+    """The pipeline over the recorded images, frame by frame (`gpu_list`: each image as
+    the GPU reduction's list), and each frame's fresh requests."""
     levels = np.array([lay.levels for lay in rec.layouts], np.int64)
     grids = np.ones((len(rec.layouts), MAX_LEVELS, 2), np.int64)
     for i, lay in enumerate(rec.layouts):
@@ -218,8 +239,12 @@ def replay(rec: Recording, max_uploads: int) -> _Pipeline:
             grids[i, lvl] = lay.grid(lvl)
     tail_keys = np.array(sorted(rec.tails), np.uint64)
     ts = rec.tail_slots
-    live = _make_pipeline("live", rec, reduce_feedback, expand_requests, TilePolicy,
-                          PageTable, ts)
+    live = _make_pipeline("gpu_list" if gpu_list else "live", rec,
+                          reduce_readback if gpu_list else reduce_feedback, expand_requests,
+                          TilePolicy, PageTable, ts)
+    rng = np.random.default_rng(0)
+    images = [None if img is None else _as_list(img, rng) for img in rec.images] \
+        if gpu_list else rec.images
     # The recording's packed levels (a suffix of each chain) as each texture's first one.
     first_packed = levels.copy()
     for key in rec.tails:
@@ -231,9 +256,17 @@ def replay(rec: Recording, max_uploads: int) -> _Pipeline:
         return level < first_packed[vt]
 
     live.drop_packed = drop_packed
-    for frame, image in enumerate(rec.images):
-        _step(live, frame, image, levels, grids, tail_keys, max_uploads, ts)
-    return live
+    fresh = [_step(live, frame, image, levels, grids, tail_keys, max_uploads, ts)
+             for frame, image in enumerate(images)]
+    return live, fresh
+
+
+def _same_requests(a: list[TileRequests | None], b: list[TileRequests | None]) -> bool:
+    return len(a) == len(b) and all(
+        (x is None) == (y is None) and (x is None or all(
+            np.array_equal(u, v) for u, v in ((x.keys, y.keys), (x.tiers, y.tiers),
+                                              (x.pixels, y.pixels))))
+        for x, y in zip(a, b, strict=True))
 
 
 def matches_full_recompute(p: _Pipeline) -> bool:
@@ -254,7 +287,8 @@ def _summary(values: list[float]) -> dict[str, float]:
 
 def run_replay(rec: Recording, max_uploads: int) -> SuiteResult:
     res = SuiteResult("vt_cpu")
-    live = replay(rec, max_uploads)
+    live, fresh = replay(rec, max_uploads)
+    listed, listed_fresh = replay(rec, max_uploads, gpu_list=True)
     frames_with_image = sum(img is not None for img in rec.images)
     row: dict[str, object] = {
         "frames": len(rec.images), "feedback_images": frames_with_image,
@@ -265,6 +299,11 @@ def run_replay(rec: Recording, max_uploads: int) -> SuiteResult:
                          ("table", live.table_ms), ("cpu_thread", live.thread_ms)):
         for stat, v in _summary(values).items():
             row[f"{part}_ms_{stat}"] = v
+    for part, values in (("gpu_list_cpu", listed.cpu_ms),
+                         ("gpu_list_feedback", listed.feedback_ms)):
+        for stat, v in _summary(values).items():
+            row[f"{part}_ms_{stat}"] = v
+    row["gpu_list_requests_identical"] = _same_requests(fresh, listed_fresh)
     p50 = rank_percentile(live.cpu_ms, 50)
     row["table_matches_full_recompute"] = matches_full_recompute(live)
     res.rows.append(row)

@@ -105,6 +105,7 @@ def test_info_states_the_profile_of_the_context(profile: DriverProfile, user_cac
     assert p["draw_path"] == p["feedback_path"] == profile.draw_path
     assert p["served"]["BC7"] == profile.bc7_as
     assert p["compute"] == (profile.draw_path == "batched")
+    assert p["feedback_reduce"] == "cpu"  # llvmpipe runs compute on the CPU: numpy is faster
     assert p["staging"] == ("plain" if "GL_ARB_buffer_storage" in profile.removed
                             else "persistent")
     names = {"GL_ARB_texture_compression_bptc": "BC7 sampling",

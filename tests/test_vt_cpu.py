@@ -231,6 +231,9 @@ def test_replay_reports_the_cpu_path_and_keeps_the_table_exact():
     # the sum's mean is the parts' means added (each frame's figure is their sum)
     assert row["cpu_ms_mean"] == pytest.approx(
         row["feedback_ms_mean"] + row["table_ms_mean"], abs=2e-3)
+    # the same frames as the GPU reduction's unordered lists ask for the same tiles
+    assert row["gpu_list_requests_identical"] is True
+    assert row["gpu_list_cpu_ms_p50"] > 0
 
 
 def test_scale_wall_plans_from_the_feedback_and_keeps_the_table_exact():

@@ -6,6 +6,8 @@ read may be thrown away: on the H200 a cut to 83 panels never converged while it
 were cancelled under way and asked again."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from vt_helpers import chain_file, paced_reads, wait_tiled
@@ -28,6 +30,11 @@ SIZE = 512
 #: tile an earlier stop read, so the last cut, to the whole wall, reads most of its 60 tiles
 #: and 60 cells at the paced rate again (22 frames measured).
 CONVERGE_FRAMES = 24
+#: The same flight with 8 uploads a frame and reads that are fast and many (64 under way,
+#: 1 frame each): the uploads are the bottleneck, and tiles in hand go up most urgent first
+#: (pixels x levels lacking, TilePolicy.plan's order): 11 frames at the last cut measured
+#: (13 when they went up coarsest first).
+UPLOAD_BOUND_FRAMES = 11
 
 
 def flight(columns: int, rows: int, stops: int, seed: int) -> list[list]:
@@ -41,10 +48,14 @@ def flight(columns: int, rows: int, stops: int, seed: int) -> list[list]:
     return out + [[close] * HOLD, [whole] * HOLD]
 
 
-def fly(dev, paths, allowance, concurrency, latency, stops=6, seed=13):
-    """Frames to converge per stop, the reads thrown away, and the system's totals."""
+def fly(dev, paths, allowance, concurrency, latency, stops=6, seed=13, reduce=None,
+        seen=None, max_uploads=32):
+    """Frames to converge per stop, the reads thrown away, and the system's totals.
+    `reduce`: the feedback reduced on the GPU (None: as the profile says); `seen`, a list
+    that gets each frame's reduced feedback (keys and pixel counts)."""
     renderer = QuadRenderer(dev, OUTPUT, feedback_scale=0.25)
-    vts = VirtualTextureSystem(dev, allowance, max_uploads=32, io_workers=0)
+    vts = VirtualTextureSystem(dev, allowance, max_uploads=max_uploads, io_workers=0,
+                               feedback_reduce=reduce)
     reads = paced_reads(vts, concurrency, latency)
     quads = None
     try:
@@ -61,6 +72,8 @@ def fly(dev, paths, allowance, concurrency, latency, stops=6, seed=13):
                 vts.update()
                 renderer.draw_feedback(vts, quads, vp, frame)
                 dev.end_frame(frame)
+                if seen is not None:
+                    seen.append((vts.feedback_frame, *vts.last_feedback))
                 if done is None and vts.feedback_frame >= cut and \
                         vts.wanted_resident_fraction() >= 0.95:
                     done = frame - cut
@@ -82,10 +95,38 @@ def wall_files(tmp_path_factory):
 
 @pytest.mark.slow
 def test_every_stop_converges_and_no_read_is_thrown_away(dev, wall_files):
-    with dev.leak_check():
-        converged, wasted, _ = fly(dev, wall_files, 4 << 20, concurrency=12, latency=6)
-    assert all(c is not None and c <= CONVERGE_FRAMES for c in converged), str(converged)
-    assert wasted == 0
+    """On a driver without compute (the feedback reduced on the CPU) and with the feedback
+    reduced on the GPU, every frame's reduced feedback is the same, and so is the flight."""
+    runs = []
+    saved = dev.profile
+    for reduce in (None, True) if saved.compute else (None,):
+        seen: list = []
+        dev.profile = replace(saved, compute=False, feedback_reduce="cpu") \
+            if reduce is None else saved
+        try:
+            with dev.leak_check():
+                converged, wasted, _ = fly(dev, wall_files, 4 << 20, concurrency=12,
+                                           latency=6, reduce=reduce, seen=seen)
+        finally:
+            dev.profile = saved
+        assert all(c is not None and c <= CONVERGE_FRAMES for c in converged), str(converged)
+        assert wasted == 0
+        runs.append((converged, seen))
+    if len(runs) < 2:
+        return  # this driver has no compute: the CPU path alone
+    (cpu, cpu_seen), (gpu, gpu_seen) = runs
+    assert cpu == gpu
+    assert len(cpu_seen) == len(gpu_seen)
+    for (fa, ka, pa), (fb, kb, pb) in zip(cpu_seen, gpu_seen, strict=True):
+        assert fa == fb
+        np.testing.assert_array_equal(ka, kb)
+        np.testing.assert_array_equal(pa, pb)
+
+
+@pytest.mark.slow
+def test_uploads_go_most_urgent_first(dev, wall_files):
+    converged, _, _ = fly(dev, wall_files, 4 << 20, concurrency=64, latency=2, max_uploads=8)
+    assert all(c is not None and c <= UPLOAD_BOUND_FRAMES for c in converged), str(converged)
 
 
 def test_the_feedback_shader_writes_the_key_layout(dev, wall_files):

@@ -151,6 +151,39 @@ def test_mixed_scene_settles_to_the_all_resident_picture(device: Device, assets)
     assert not compare(early.image, static.image).ok
 
 
+@pytest.mark.needs("compute shaders")
+def test_the_feedback_reduced_on_the_gpu_gives_the_same_frames(device: Device,
+                                                                assets) -> None:
+    """A GPU driver's default (the profile's `feedback_reduce == "gpu"`): the renderer's
+    feedback pass is reduced by the compute pass, priced with the targets, and the
+    deterministic run draws every frame as the CPU reduction's run does."""
+    factory = mixed_scene(assets)
+    kw = dict(frames=8, size=(W, H), device=device, provider="streaming", budget="256MiB",
+              deterministic=True, streamer=MIXED)
+    frames: dict[str, list[np.ndarray]] = {"cpu": [], "gpu": []}
+    listed: list[bool] = []
+
+    def keep(path: str):
+        def hook(ctx: FrameContext) -> None:
+            frames[path].append(ctx.renderer.output_fbo.read(components=3))
+            if path == "gpu":
+                reducer = ctx.provider.virtual_system().feedback.reducer
+                listed.append(reducer is not None and reducer.spilled_frames == 0)
+        return hook
+    cpu = run_scene(factory, on_frame=[keep("cpu")], **kw)
+    saved = device.profile
+    device.profile = replace(saved, feedback_reduce="gpu")
+    try:
+        gpu = run_scene(factory, on_frame=[keep("gpu")], **kw)
+    finally:
+        device.profile = saved
+    assert_no_leaks(gpu)
+    assert all(listed) and len(listed) == 8
+    assert not any(f["over_budget"] for f in gpu.frames)
+    assert all(a == b for a, b in zip(frames["cpu"], frames["gpu"], strict=True))
+    assert (cpu.image == gpu.image).all()
+
+
 def test_whole_level_feedback_pass_with_virtual_textures_in_the_mix(device: Device,
                                                                     assets) -> None:
     """The whole-level GPU feedback pass (`feedback=True`) names composite ids; the mixed

@@ -65,6 +65,10 @@ class PacedReads:
             self._stats.requested += 1
         self._pending[key] = float(priority)
 
+    def request_many(self, items) -> None:
+        for texture_id, level, priority in items:
+            self.request(texture_id, level, priority)
+
     def cancel(self, texture_id: int, level: int) -> bool:
         key = (int(texture_id), int(level))
         if self._pending.pop(key, None) is not None:

@@ -95,7 +95,7 @@ def profile_lines(p: dict) -> list[str]:
         f"draw path     {p['draw_path']}" + (" (batched indirect multi-draws)"
                                              if p["draw_path"] == "batched"
                                              else " (a draw call per object)"),
-        f"feedback      {p['feedback_path']}",
+        f"feedback      {p['feedback_path']}, reduced on the {p['feedback_reduce'].upper()}",
         f"compute       {'yes (GPU encoder available)' if p['compute'] else 'no (CPU encoder)'}",
         f"staging       {'persistently mapped ring' if p['staging'] == 'persistent' else 'plain uploads'}",
         f"bindless      {'yes' if p['bindless'] else 'no'}",

@@ -50,7 +50,7 @@ from .context import (
     has_display,
 )
 from .probe import VramProbe
-from .profile import DeviceProfile, at_version, decide, describe
+from .profile import DeviceProfile, at_version, decide, describe, software_renderer
 from .raw import DEBUGPROC, RawGL
 from .swizzle import format_swizzle, set_bound_swizzle
 from .textures import GpuTexture
@@ -124,7 +124,7 @@ class Device(FaultInjection):
         profile = decide(caps.version_code, caps.glsl_version, caps.extensions, caps.can_sample,
                          entry_points=lambda name: self._raw.has(name) or ext.has(name),
                          buffer_storage=caps.buffer_storage, bindless=bindless_supported(self),
-                         sparse=caps.sparse_texture)
+                         sparse=caps.sparse_texture, software=software_renderer(caps.renderer))
         log.info("%s on %s: %s", caps.gl_version, caps.renderer, describe(profile))
         return profile
 
@@ -262,14 +262,26 @@ class Device(FaultInjection):
         variants per program object, so renderers and passes made after the first reuse its
         work, as a per-context table of prepared shaders does (a software rasterizer spends
         tenths of a second on each)."""
+        return self._shared(("program", *sorted(shaders.items())),
+                            lambda: self.program(label=label, **shaders))
+
+    def shared_compute_shader(self, source: str, *, label: str = "compute"
+                              ) -> moderngl.ComputeShader:
+        """`compute_shader(source)` made once per device (and current context) and kept
+        until shutdown, as `shared_program` keeps programs: a pass made per object (a
+        feedback target per virtual texture system) compiles it once."""
+        return self._shared(("compute", source), lambda: self.compute_shader(source,
+                                                                             label=label))
+
+    def _shared(self, key: tuple, build: Callable[[], _T]) -> _T:
         where = current_context()
 
-        def make() -> moderngl.Program:
-            prog = self.program(label=label, **shaders)
-            self._alloc.keep(prog)
-            self._kept.append((where, prog))
-            return prog
-        return self.prepared(("program", where, *sorted(shaders.items())), make)
+        def make() -> _T:
+            obj = build()
+            self._alloc.keep(obj)
+            self._kept.append((where, obj))
+            return obj
+        return self.prepared((key[0], where, *key[1:]), make)
 
     def prepared(self, key: Hashable, make: Callable[[], _T]) -> _T:
         """What `make()` returns, made once per device for `key` and kept until shutdown: a

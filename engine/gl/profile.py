@@ -3,7 +3,8 @@
 Decided once, at device creation, from the context's GL and GLSL versions and its
 extensions (never by trying and failing): the draw path (batched indirect multi-draws with
 shader storage, or a draw call per object), the virtual-texture feedback path (the same
-choice), compute (the GPU encoder), staging (a persistently mapped ring or plain uploads),
+choice), compute (the GPU encoder; the feedback reduced on the GPU where compute runs on
+a GPU, not in a software rasterizer), staging (a persistently mapped ring or plain uploads),
 the shading-language version every shader is compiled at, and what each texture format is
 served as. `decide` is pure and unit-tested without GL; `Device` keeps its result as
 `device.profile` and logs it once.
@@ -42,6 +43,10 @@ class DeviceProfile:
     staging: Literal["persistent", "plain"]
     bindless: bool
     sparse: bool
+    #: where the virtual-texture feedback image is reduced to unique keys: "gpu" (a compute
+    #: pass, engine/gl/feedback_reduce.py) needs compute on a real GPU; a software rasterizer
+    #: runs compute on the CPU, slower than the numpy reduction, so it keeps "cpu"
+    feedback_reduce: Literal["gpu", "cpu"] = "cpu"
     #: source format -> the format it is held in on the GPU ("-": cannot be served)
     served: dict[str, str] = field(default_factory=dict)
     missing: tuple[str, ...] = ()
@@ -57,7 +62,8 @@ class DeviceProfile:
     def as_dict(self) -> dict[str, object]:
         return {"gl_version": self.gl_version, "glsl_version": self.glsl_version,
                 "draw_path": self.draw_path, "feedback_path": self.feedback_path,
-                "compute": self.compute, "staging": self.staging, "bindless": self.bindless,
+                "compute": self.compute, "staging": self.staging,
+                "feedback_reduce": self.feedback_reduce, "bindless": self.bindless,
                 "sparse": self.sparse, "served": dict(self.served),
                 "missing": list(self.missing)}
 
@@ -68,9 +74,11 @@ def _has(exts: frozenset[str], version: int, core: int, *names: str) -> bool:
 
 def decide(gl_version: int, glsl_version: int, extensions: Iterable[str],
            sampled: Callable[[PixelFormat], bool], *, entry_points: Callable[[str], bool],
-           buffer_storage: bool, bindless: bool, sparse: bool) -> DeviceProfile:
+           buffer_storage: bool, bindless: bool, sparse: bool,
+           software: bool = False) -> DeviceProfile:
     """The profile of a driver. `sampled(fmt)`: whether it samples a format (the
-    capabilities' judgement); `entry_points(name)`: whether the loader found a function."""
+    capabilities' judgement); `entry_points(name)`: whether the loader found a function;
+    `software`: a software rasterizer (`software_renderer`)."""
     exts = frozenset(extensions)
     missing: list[str] = []
     need = {
@@ -109,11 +117,19 @@ def decide(gl_version: int, glsl_version: int, extensions: Iterable[str],
     return DeviceProfile(gl_version=gl_version, glsl_version=glsl_version, draw_path=path,
                          feedback_path=path, compute=compute,
                          staging="persistent" if buffer_storage else "plain",
+                         feedback_reduce="gpu" if compute and not software else "cpu",
                          bindless=bindless and batched, sparse=sparse, served=served,
                          missing=tuple(dict.fromkeys(missing)))
 
 
 _VERSION = re.compile(r"(\d+)\.(\d+)")
+_SOFTWARE = re.compile(r"llvmpipe|softpipe|swrast|software rasterizer", re.IGNORECASE)
+
+
+def software_renderer(renderer: str) -> bool:
+    """Whether GL_RENDERER names a software rasterizer (Mesa's llvmpipe, softpipe)."""
+    return bool(_SOFTWARE.search(renderer))
+
 
 
 def parse_glsl_version(text: str | None, gl_version: int) -> int:
@@ -145,6 +161,7 @@ def describe(p: DeviceProfile) -> str:
     fb = ", ".join(f"{k}->{v}" for k, v in sorted(p.fallbacks.items())) or "none"
     return (f"GL {p.gl_version // 100}.{p.gl_version % 100 // 10}, GLSL {p.glsl_version}; "
             f"draw {p.draw_path}, feedback {p.feedback_path}, compute "
-            f"{'yes' if p.compute else 'no (CPU encoder)'}, staging {p.staging}, bindless "
+            f"{'yes' if p.compute else 'no (CPU encoder)'}, feedback reduced on the "
+            f"{p.feedback_reduce.upper()}, staging {p.staging}, bindless "
             f"{'yes' if p.bindless else 'no'}, sparse {'yes' if p.sparse else 'no'}; "
             f"formats served as others: {fb}")

@@ -12,6 +12,7 @@ the Device, so a leak check sees both.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,17 +84,22 @@ class ReadbackRing:
                                          label=f"{self.label}.pbo")
 
     def start(self, fbo: Framebuffer, size: tuple[int, int], components: int, frame: int,
-              tag: Any = None) -> bool:
+              tag: Any = None, also: Callable[[int], None] | None = None) -> bool:
         """Copy `fbo`'s first colour attachment (uint32 x `components` per pixel) into a
-        free buffer and fence it. False when every buffer is in flight (nothing copied)."""
-        slot = next((s for s in self._slots if s.fence is None), None)
-        if slot is None:
+        free buffer and fence it. False when every buffer is in flight (nothing copied).
+        `also(index)`: GPU work of the caller's own for buffer `index` of the ring, issued
+        before the fence so the same poll sees it finished (the feedback reduction)."""
+        index = next((i for i, s in enumerate(self._slots) if s.fence is None), None)
+        if index is None:
             return False
+        slot = self._slots[index]
         w, h = int(size[0]), int(size[1])
         nbytes = w * h * 4 * components
         if slot.buffer is None or slot.buffer.size < nbytes:
             self._resize(slot, nbytes)
         fbo.read_into(slot.buffer, components=components, dtype="u4", alignment=1)
+        if also is not None:
+            also(index)
         slot.fence = self.device.fence(f"{self.label}.readback")  # flushed: polls see it
         slot.frame, slot.size, slot.nbytes, slot.tag = frame, (w, h), nbytes, tag
         return True
@@ -101,6 +107,13 @@ class ReadbackRing:
     def poll(self) -> Readback | None:
         """The newest finished copy, or None when none finished since the last poll; older
         finished ones are superseded and their buffers freed. Never waits."""
+        index = self.take()
+        return None if index is None else self.image(index)
+
+    def take(self) -> int | None:
+        """The index of the newest finished copy (None when none finished since the last
+        poll), its image not read: it stays in its buffer until that buffer's next
+        `start`. Older finished ones are superseded. Never waits."""
         ready = [s for s in self._slots
                  if s.fence is not None and self.device.fence_signalled(s.fence)]
         if not ready:
@@ -108,6 +121,15 @@ class ReadbackRing:
         newest = max(ready, key=lambda s: s.frame)
         for s in ready:
             self._retire(s)
+        return self._slots.index(newest)
+
+    def frame_of(self, index: int) -> int:
+        """The frame buffer `index`'s copy was drawn in."""
+        return self._slots[index].frame
+
+    def image(self, index: int) -> Readback:
+        """Read buffer `index`'s copy (one that `take` returned)."""
+        newest = self._slots[index]
         w, h = newest.size
         words = np.frombuffer(newest.buffer.read(size=newest.nbytes), np.uint32)
         components = newest.nbytes // (4 * w * h)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import math
+from functools import partial
 
 import moderngl
 import numpy as np
@@ -25,6 +26,7 @@ from ..formats import PixelFormat
 from ..memory.ledger import Category
 from . import constants as K
 from .device import Device
+from .feedback_reduce import FeedbackReadback, FeedbackReducer
 from .readback import ReadbackRing
 from .shaders import load as load_shader
 from .textures import GpuTexture
@@ -261,14 +263,21 @@ class FeedbackTarget:
     """An RG32UI target the feedback pass draws into (a 64-bit tile key a pixel: low word,
     high word), read back through a `ReadbackRing` as (h, w, 2) uint32:
     `begin` binds and clears it, the caller draws, `end` starts the copy, and a later
-    `poll` returns the newest finished image without ever waiting (None when none is)."""
+    `poll` returns the newest finished image without ever waiting (None when none is).
+
+    Where the feedback is reduced on the GPU (`reduce`; by default the device profile's
+    `feedback_reduce`), `end` also runs the reduction (`FeedbackReducer`) and
+    `poll_feedback` returns that frame's list of unique keys, reading its image only when
+    the list spilled."""
 
     def __init__(self, device: Device, ring: int = FEEDBACK_READBACKS,
-                 label: str = "vt.feedback") -> None:
+                 label: str = "vt.feedback", reduce: bool | None = None) -> None:
         self.device = device
         self.label = label
         self.size = (0, 0)
         self._ring = ReadbackRing(device, ring, label)
+        on_gpu = device.profile.feedback_reduce == "gpu" if reduce is None else reduce
+        self.reducer = FeedbackReducer(device, ring, label) if on_gpu else None
         self._color = None
         self._fbo = None
         self.skipped = 0
@@ -299,12 +308,15 @@ class FeedbackTarget:
         w, h = int(size[0]), int(size[1])
         self._ensure((w, h))
         self._ring.reserve(w * h * 4 * 2)
+        if self.reducer is not None:
+            self.reducer.reserve((w, h))
 
     @property
     def nbytes(self) -> int:
-        """Bytes of the target and its readback buffers."""
+        """Bytes of the target, its readback buffers and the GPU reduction's."""
         w, h = self.size
-        return (w * h * 8 if self._color is not None else 0) + self._ring.nbytes
+        return (w * h * 8 if self._color is not None else 0) + self._ring.nbytes + \
+            (self.reducer.nbytes if self.reducer is not None else 0)
 
     def begin(self, size: tuple[int, int]) -> bool:
         """Bind and clear the target at `size`; False when every readback is still in
@@ -319,14 +331,29 @@ class FeedbackTarget:
         return True
 
     def end(self, frame: int) -> None:
-        self._ring.start(self._fbo, self.size, 2, frame)
+        also = None if self.reducer is None else \
+            partial(self.reducer.dispatch, self._color, self.size)
+        self._ring.start(self._fbo, self.size, 2, frame, also=also)
 
     def poll(self) -> np.ndarray | None:
+        """The newest finished image (read whole, whatever the reducer did)."""
         got = self._ring.poll()
         if got is None:
             return None
         self.latest_frame = got.frame
         return got.image
+
+    def poll_feedback(self) -> FeedbackReadback | None:
+        """The newest finished frame: its GPU list of unique keys where there is one, else
+        its image (no reducer, or the list spilled). Never waits."""
+        index = self._ring.take()
+        if index is None:
+            return None
+        self.latest_frame = frame = self._ring.frame_of(index)
+        listed = self.reducer.read(index) if self.reducer is not None else None
+        if listed is not None:
+            return FeedbackReadback(frame, words=listed[0], pixels=listed[1])
+        return FeedbackReadback(frame, image=self._ring.image(index).image)
 
     def in_flight(self) -> int:
         return self._ring.in_flight()
@@ -334,6 +361,8 @@ class FeedbackTarget:
     def release(self) -> None:
         self._ring.release()
         self._release_target()
+        if self.reducer is not None:
+            self.reducer.release()
 
 
 # ---------------------------------------------------------------------------- draw helpers
@@ -416,8 +445,8 @@ class DepthFeedbackTarget(FeedbackTarget):
     on; the depth buffer is counted with the target (category `target`)."""
 
     def __init__(self, device: Device, ring: int = FEEDBACK_READBACKS,
-                 label: str = "vt.feedback") -> None:
-        super().__init__(device, ring, label)
+                 label: str = "vt.feedback", reduce: bool | None = None) -> None:
+        super().__init__(device, ring, label, reduce)
         self._depth = None
 
     def _make_depth(self, size: tuple[int, int]) -> moderngl.Renderbuffer:

@@ -254,7 +254,8 @@ class Renderer:
             extra += (TargetSpec("ldr", "RGBA8"), TargetSpec("easu", "RGBA8",
                                                              follows_scale=False))
         if self._draws_vt_feedback():
-            extra += feedback_specs(self.settings.vt_feedback_scale)
+            extra += feedback_specs(self.settings.vt_feedback_scale,
+                                    self.device.profile.feedback_reduce == "gpu")
         return TargetsSpec(self.targets.spec.targets + extra) if extra else self.targets.spec
 
     @property

@@ -40,15 +40,21 @@ log = logging.getLogger(__name__)
 MIN_FEEDBACK_WIDTH = 64
 
 
-def feedback_specs(scale: float) -> tuple[TargetSpec, ...]:
+def feedback_specs(scale: float, reduce_on_gpu: bool = False) -> tuple[TargetSpec, ...]:
     """The pass's memory as the resolution controller prices it: the key target, its depth
     and the readback buffers, at `scale` of the render size and MIN_FEEDBACK_WIDTH wide at
-    least (never wider than the render size)."""
+    least (never wider than the render size); with the reduction on the GPU its hash table,
+    list and list copies too (engine/gl/feedback_reduce.py: each as many bytes a pixel as
+    RG8)."""
     def spec(name: str, fmt: str, copies: int = 1) -> TargetSpec:
         return TargetSpec(name, fmt, relative_size=scale, min_width=MIN_FEEDBACK_WIDTH,
                           copies=copies)
-    return (spec("vt.feedback", "RG32UI"), spec("vt.feedback.depth", "DEPTH24"),
-            spec("vt.feedback.readback", "RG32UI", FEEDBACK_READBACKS))
+    specs = (spec("vt.feedback", "RG32UI"), spec("vt.feedback.depth", "DEPTH24"),
+             spec("vt.feedback.readback", "RG32UI", FEEDBACK_READBACKS))
+    if reduce_on_gpu:
+        specs += (spec("vt.feedback.table", "RG8", 2),  # the table and the list
+                  spec("vt.feedback.list.readback", "RG8", FEEDBACK_READBACKS))
+    return specs
 
 
 def vt_feedback_size(output_size: tuple[int, int], render_scale: float,

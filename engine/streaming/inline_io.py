@@ -35,6 +35,11 @@ class InlineLevelIO:
             self._stats.requested += 1
         self._pending[key] = float(priority)
 
+    def request_many(self, items: Iterable[tuple[int, int, float]]) -> None:
+        """`LevelIO.request_many`: `request` for each (texture id, level, priority)."""
+        for texture_id, level, priority in items:
+            self.request(texture_id, level, priority)
+
     def cancel(self, texture_id: int, level: int) -> bool:
         if self._pending.pop((texture_id, level), None) is None:
             return False

@@ -87,31 +87,43 @@ class LevelIO:
     def request(self, texture_id: int, level: int, priority: float = 0.0) -> None:
         """Ask for a level (higher priority is read first). A cached level completes at
         once; one already pending is re-prioritised; one being read is left alone."""
-        key = (int(texture_id), int(level))
+        self.request_many([(texture_id, level, priority)])
+
+    def request_many(self, items: Iterable[tuple[int, int, float]]) -> None:
+        """`request` for each (texture id, level, priority), under one lock and with one
+        wake-up of the workers: a frame's new reads go out together. (A lock and a notify
+        per read let a woken worker take the GIL from the render thread mid-loop, which
+        showed as the I/O requests of a camera cut's frame.)"""
         if self._closed:
             raise RuntimeError("LevelIO is closed")
-        if self._cache is not None:
-            data = self._cache.get(level_key(*key))
-            if data is not None:
-                with self._cond:
-                    self._stats.requested += 1
-                    self._stats.cache_hits += 1
-                    self._stats.completed += 1
-                now = time.perf_counter()
-                self._done.put(ReadResult(key[0], key[1], data, from_cache=True,
-                                          requested=now, started=now, finished=now))
-                return
-        with self._cond:
-            if key in self._in_progress:
-                self._cancelled_in_progress.discard(key)
-                return
-            if key not in self._pending:
+        queued = []
+        for texture_id, level, priority in items:
+            key = (int(texture_id), int(level))
+            data = self._cache.get(level_key(*key)) if self._cache is not None else None
+            if data is None:
+                queued.append((key, float(priority)))
+                continue
+            with self._cond:
                 self._stats.requested += 1
-                self._asked.setdefault(key, time.perf_counter())
-            seq = next(self._seq)
-            self._pending[key] = seq  # any older heap entry of this key is now stale
-            heapq.heappush(self._heap, (-float(priority), seq, key))
-            self._cond.notify()
+                self._stats.cache_hits += 1
+                self._stats.completed += 1
+            now = time.perf_counter()
+            self._done.put(ReadResult(key[0], key[1], data, from_cache=True,
+                                      requested=now, started=now, finished=now))
+        if not queued:
+            return
+        with self._cond:
+            for key, priority in queued:
+                if key in self._in_progress:
+                    self._cancelled_in_progress.discard(key)
+                    continue
+                if key not in self._pending:
+                    self._stats.requested += 1
+                    self._asked.setdefault(key, time.perf_counter())
+                seq = next(self._seq)
+                self._pending[key] = seq  # any older heap entry of this key is now stale
+                heapq.heappush(self._heap, (-priority, seq, key))
+            self._cond.notify_all()
 
     def cancel(self, texture_id: int, level: int) -> bool:
         """Drop a request. True if it was pending or being read (whose result is then

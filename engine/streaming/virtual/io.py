@@ -639,10 +639,15 @@ class TileIO:
 
     def request(self, key: int, priority: float) -> None:
         """Ask for a tile by key (`keys.pack`)."""
-        key = int(key)
+        self.request_many([(key, priority)])
+
+    def request_many(self, items: list[tuple[int, float]]) -> None:
+        """Ask for tiles by (key, priority), all at once (`LevelIO.request_many`)."""
+        if not items:
+            return
         with self._lock:
-            self._queued.add(key)
-        self._io.request(tile_keys.vt_of(key), key, priority)
+            self._queued.update(int(k) for k, _ in items)
+        self._io.request_many([(tile_keys.vt_of(int(k)), int(k), p) for k, p in items])
 
     def retain(self, keys) -> int:
         """Cancel the queued reads not in `keys`; reads under way finish and are delivered

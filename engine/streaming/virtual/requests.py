@@ -68,6 +68,19 @@ def reduce_feedback(image: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return ordered[first], np.add.reduceat(lengths[order], first).astype(np.int64)
 
 
+def reduce_readback(readback) -> tuple[np.ndarray, np.ndarray] | None:
+    """`reduce_feedback`'s answer for a finished feedback frame (engine/gl/feedback_reduce.py
+    `FeedbackReadback`): the GPU's list of unique keys sorted (work that follows the keys,
+    not the pixels), else its image reduced here; None for an empty image."""
+    if readback.words is not None:
+        keys = tile_keys.from_words(readback.words)
+        order = np.argsort(keys)
+        return keys[order], np.asarray(readback.pixels, np.int64)[order]
+    if readback.image is None or not readback.image.size:
+        return None
+    return reduce_feedback(readback.image)
+
+
 def _grid(grids, vt: np.ndarray, level: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Tiles (x, y) of (vt, level), element-wise, from a `TextureGrids` or an array of
     shape (textures, levels, 2)."""

@@ -49,7 +49,7 @@ from . import keys as tile_keys
 from .io import TileIO
 from .pagetable import TABLE_WIDTH, PageTable
 from .policy import Tier, TilePolicy
-from .requests import TileRequests, expand_requests, reduce_feedback
+from .requests import TileRequests, expand_requests, reduce_feedback, reduce_readback
 from .sizing import ElasticSize, room_for, screen_tiles, wanted_slots
 from .tiles import (
     SLOT_TEXELS,
@@ -111,6 +111,12 @@ def choose_virtual(width: int, height: int, min_size: int = 1024) -> bool:
     return max(width, height) >= min_size
 
 
+def _same(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> bool:
+    """Whether two reduced feedbacks (keys, pixels) are equal: their expansion is too (a
+    texture's layout never changes once registered), so it is not done again."""
+    return a[0].size == b[0].size and np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
+
+
 def uploads_for_screen(width: int, height: int, floor: int) -> int:
     """Tiles a frame may upload at a render size of `width` x `height`: `floor`, or a
     quarter of the finest tiles such a screen shows at once (one texel a pixel), so that a
@@ -128,6 +134,7 @@ class VirtualTextureSystem:
                  max_requests: int | None = None,
                  latency_ms: tuple[float, float] | None = None,
                  level_cache_bytes: int = 64 << 20, feedback_depth: bool = False,
+                 feedback_reduce: bool | None = None,
                  tiled_dir: Path | bool = True) -> None:
         self.device = device
         self.allowance = int(allowance_bytes)
@@ -155,7 +162,9 @@ class VirtualTextureSystem:
         self.gpu_table: PageTableTexture | None = None
         # A scene's feedback pass is depth-tested (objects occlude); the standalone quads
         # are one flat wall and need no depth buffer.
-        self.feedback = DepthFeedbackTarget(device) if feedback_depth else FeedbackTarget(device)
+        # feedback_reduce: reduce it on the GPU (None: as the device profile says).
+        target = DepthFeedbackTarget if feedback_depth else FeedbackTarget
+        self.feedback = target(device, reduce=feedback_reduce)
         self.proxy: LodProxy | None = None
         self.frame = 0
         self.stats = VtFrameStats()
@@ -165,6 +174,8 @@ class VirtualTextureSystem:
         self._ready: dict[int, bytes] = {}  # tiles read, not yet uploaded
         self._deferred: set[int] = set()  # of those, the ones that found no slot last frame
         self._asked: set[int] = set()  # reads the I/O was asked for and has not finished
+        #: The newest plan's missing tiles -> priority (TilePolicy.plan): the upload order.
+        self._urgency: dict[int, float] = {}
         self._grids = TextureGrids()  # per texture: size, levels, first packed level
         self._tails: dict[int, int] = {}  # packed small level key -> class << 20 | cell
         self._tail_count = [0] * TAIL_CLASSES  # pinned cells per size class
@@ -680,14 +691,19 @@ class VirtualTextureSystem:
             self._rebuild()
         self.frame = int(frame)
         self.stats = VtFrameStats(frame=self.frame)
-        image = self.feedback.poll() if feedback is None else feedback
-        if image is not None and image.size:
-            keys, counts = reduce_feedback(image)
-            req = expand_requests(keys, counts, self._grids.levels, self._grids)
-            if self._tails:  # packed small levels are always resident, never asked for
-                keep = ~self._packed(req.keys)
-                req = TileRequests(req.keys[keep], req.tiers[keep], req.pixels[keep])
-            self._requests = req
+        if feedback is None:
+            got = self.feedback.poll_feedback()
+            reduced = None if got is None else reduce_readback(got)
+        else:
+            reduced = reduce_feedback(feedback) if feedback.size else None
+        if reduced is not None:
+            keys, counts = reduced
+            if not _same(reduced, self.last_feedback):  # a still camera: the same requests
+                req = expand_requests(keys, counts, self._grids.levels, self._grids)
+                if self._tails:  # packed small levels are always resident, never asked for
+                    keep = ~self._packed(req.keys)
+                    req = TileRequests(req.keys[keep], req.tiers[keep], req.pixels[keep])
+                self._requests = req
             self.last_feedback = (keys, counts)
             self.feedback_frame = self.feedback.latest_frame if feedback is None \
                 else self.frame
@@ -708,6 +724,7 @@ class VirtualTextureSystem:
         else:
             cls = np.zeros(0, np.int64)
         ask: dict[int, float] = {}
+        self._urgency = {}
         for k, pol in [(-1, self.policy), *enumerate(self._cells)]:
             if pol is None:
                 continue
@@ -720,17 +737,17 @@ class VirtualTextureSystem:
             # method's time at 4K), and cancel only when something dropped out of the
             # wanted set.
             got = missing.tolist()
-            ask.update((key, p) for key, p in zip(got, priority.tolist(), strict=True)
-                       if key not in self._ready)
+            urgency = dict(zip(got, priority.tolist(), strict=True))
+            self._urgency.update(urgency)
+            ask.update((key, p) for key, p in urgency.items() if key not in self._ready)
             shown = int((req.tiers[m] == 0).sum())
             if k >= 0:
                 self._cell_of.update(dict.fromkeys(got, k))
                 self._visible_cells[k], self._asked_cells[k] = shown, int(m.sum())
             else:
                 self._visible_slots, self._asked_slots = shown, int(m.sum())
-        for key, prio in ask.items():
-            if key not in self._asked:
-                self.io.request(key, prio)
+        self.io.request_many([(key, prio) for key, prio in ask.items()
+                              if key not in self._asked])
         if any(k not in ask for k in self._asked):
             self.io.retain(ask)
         self._asked = set(ask)
@@ -768,10 +785,12 @@ class VirtualTextureSystem:
         classes = {key: self._class_of(key) for key in self._ready}
         pols = [self.policy, *self._cells]  # by class + 1
         # Best tier first; within it, tiles that found no slot last frame after the others
-        # (so they cannot hold the frame's uploads back from tiles that would find one).
-        waited = self._deferred
+        # (so they cannot hold the frame's uploads back from tiles that would find one),
+        # then the plan's urgency (the screen's loss: pixels x levels lacking), then coarser.
+        waited, urgency = self._deferred, self._urgency
         order = sorted(self._ready, key=lambda k: (pols[classes[k] + 1].tier_of(k),
-                                                   k in waited, -tile_keys.level_of(k)))
+                                                   k in waited, -urgency.get(k, 0.0),
+                                                   -tile_keys.level_of(k)))
         self._deferred = set()
         arriving: list[list[int]] = [[] for _ in pols]
         for key in order[:self._upload_count()]:
