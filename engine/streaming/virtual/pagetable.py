@@ -24,7 +24,8 @@ then the end of the table; `compact` lays the table out afresh once holes are a 
 of it. Updates are incremental: the table remembers the residency its words show per
 texture and applies a new one as a diff. A tile that arrives overwrites, in its own subtree
 (its footprint at its level and every finer level with a block), the entries that named a
-coarser tile; a tile that goes hands the entries that named it its parent's entry. A level's
+coarser tile; a tile that goes hands the entries that named it its parent's entry; a tile
+that changed slot (a resized cache) has the entries naming it rewritten in place. A level's
 block is made (filled from the level it pointed at) before its first tile arrives and given
 back after its last tile left. A first residency, a moved coarsest tile, or a diff of more
 than `FULL_REWRITE_TILES` tiles is recomputed in full. Only the changed spans of rows go to
@@ -245,14 +246,16 @@ class PageTable:
         if prev is None or prev.get((top, 0, 0)) != slots[(top, 0, 0)]:
             changed = self._recompute(p, slots, levels)
         else:
-            gone = prev.items() - slots.items()
-            came = slots.items() - prev.items()
+            gone = [(t, slot) for t, slot in prev.items() if t not in slots]
+            came = [(t, slot) for t, slot in slots.items() if t not in prev]
+            moved = [(pack_entry(prev[t], t[0]), pack_entry(slot, t[0]))
+                     for t, slot in slots.items() if t in prev and prev[t] != slot]
             if len(gone) + len(came) > FULL_REWRITE_TILES:
                 changed = self._recompute(p, slots, levels)
             else:
                 for level in sorted(levels - p.blocks.keys(), reverse=True):
                     self._open_level(p, level)
-                changed = 0
+                changed = self._move(p, moved) if moved else 0
                 for (level, x, y), slot in gone:
                     changed += self._evict(p, level, x, y, pack_entry(slot, level))
                 for (level, x, y), slot in came:
@@ -261,6 +264,24 @@ class PageTable:
                 for level in p.blocks.keys() - levels - {top}:
                     self._close_level(p, level)
         self._applied[vt] = dict(slots)
+        return changed
+
+    def _move(self, p: _Placed, moved: list[tuple[int, int]]) -> int:
+        """Tiles that changed slot (a page cache resized with its tiles copied): every
+        entry naming an old (slot, level) names the new one, one vectorised replace per
+        block, where an eviction and an arrival per tile cost two subtree passes each."""
+        pairs = np.array(moved, np.uint32)
+        pairs = pairs[np.argsort(pairs[:, 0])]
+        old, new = pairs[:, 0], pairs[:, 1]
+        changed = 0
+        for level, start in p.blocks.items():
+            view = self.words[start:start + p.layout.tiles(level)]
+            i = np.minimum(np.searchsorted(old, view), old.size - 1)
+            hit = np.flatnonzero(old[i] == view)
+            if hit.size:
+                view[hit] = new[i[hit]]
+                self._mark(start + int(hit[0]), start + int(hit[-1]) + 1)
+                changed += int(hit.size)
         return changed
 
     def _evict(self, p: _Placed, level: int, x: int, y: int, entry: int) -> int:
