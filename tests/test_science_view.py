@@ -119,8 +119,11 @@ def test_contrast_colormap_and_visibility_change_in_the_next_frame(dev, sources)
         stats = view.settle(20)
         reads, uploads = view.reader.reads, view.cache.uploads
         before = view.picture()
+        # nothing changed: the target keeps its picture and nothing is drawn
+        assert not view.frame().drawn and np.array_equal(before, view.picture())
         view.set_display(0, low=20000.0, high=40000.0, gamma=0.7, colormap="magma")
         stats = view.frame()
+        assert stats.drawn
         _check_picture(view, levels, stats)
         assert not np.array_equal(before, view.picture())
         view.set_display(1, visible=False)

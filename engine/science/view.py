@@ -49,6 +49,9 @@ SLACK = 1.25
 PIECES_PER_TILE = 4
 #: contrast limits by default: these percentiles of the coarsest level
 DEFAULT_PERCENTILES = (0.5, 99.5)
+#: while reads are in flight, arrived tiles are drawn at most this often (seconds): a redraw
+#: holds the CPU (a software rasteriser) and the GIL the reads need
+REFRESH_S = 0.1
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,7 @@ class FrameStats:
     cache_bytes: int
     quads: int
     over_budget: bool
+    drawn: bool = True
 
 
 @dataclass(frozen=True)
@@ -124,6 +128,9 @@ class ScienceView:
             self.release()
             raise
         self.frames = 0
+        self._drawn_as: tuple | None = None  # what the target shows (see _needs_draw)
+        self._stale = False  # tiles arrived since the last draw
+        self._last_draw = 0.0
 
     def _governor(self, budget: Budget | str | int) -> Governor:
         """A governor of its own: a percentage is of the probed VRAM, and where the driver
@@ -227,14 +234,28 @@ class ScienceView:
             self.cache.release()
         self.cache = None
         self.slots = SlotCache(0)
+        self._drawn_as = None
+
+    def _needs_draw(self, state: tuple) -> bool:
+        """Whether the target must be drawn again: the view, size or looks changed (drawn
+        at once), or tiles arrived (drawn when the last read lands, else every REFRESH_S,
+        so that redraws leave the reads most of the time)."""
+        if state != self._drawn_as:
+            return True
+        if not self._stale:
+            return False
+        return (self.reader.pending == 0
+                or time.monotonic() - self._last_draw >= REFRESH_S)
 
     def frame(self) -> FrameStats:
-        """Plan, read, upload and draw one frame into the view's target."""
+        """Plan, read and upload; draw into the view's target when its picture changed
+        (`drawn`); the target keeps the last picture otherwise."""
         visible = self._visible()
         fits = self._size_cache(visible) if visible else True
-        self.target.begin()
         if not visible or not fits:
             self.reader.want([])
+            self.target.begin()
+            self._drawn_as = None
             self.frames += 1
             return FrameStats(0, 0, 0, 0, self.reader.pending,
                               self.cache.nbytes if self.cache else 0, 0, not fits)
@@ -250,7 +271,14 @@ class ScienceView:
                 slot = slots.place(key)
                 if slot is not None:
                     self.cache.upload(slot, values)
+                    self._stale = True
         self.reader.want([k for k in wanted if k not in slots])
+        exact = sum(k in slots for k in draw)
+        state = (self.viewport, tuple(self.displays[c] for c in visible))
+        self.frames += 1
+        if not self._needs_draw(state):
+            return FrameStats(level, len(wanted), exact, len(draw) - exact,
+                              self.reader.pending, self.cache.nbytes, 0, False, drawn=False)
         rows = {c: r for r, c in enumerate(visible)}
         pieces: list[Piece] = []
         for k in draw:
@@ -260,10 +288,10 @@ class ScienceView:
             pieces += got
         vertices = self._vertices(pieces, rows)
         vp = self.viewport
+        self.target.begin()
         self.painter.draw(vertices, [self.displays[c] for c in visible], self.cache,
                           (vp.cx, vp.cy), vp.scale, self.size)
-        self.frames += 1
-        exact = sum(k in slots for k in draw)
+        self._drawn_as, self._stale, self._last_draw = state, False, time.monotonic()
         return FrameStats(level, len(wanted), exact, len(draw) - exact, self.reader.pending,
                           self.cache.nbytes, len(pieces), False)
 
