@@ -3,9 +3,11 @@ shown from its raw values, channel by channel (engine.science, docs/science.md).
 
 The options that say how channels look (`--channels`, `--contrast`, `--gamma`,
 `--colormap`) take one value for every channel or `CHANNEL=VALUE` pairs separated by
-commas; they are checked by the same rules as the API's `ChannelDisplay`. The run is
-headless: frames are drawn until the picture is complete (or --frames), then --screenshot
-and a JSON summary (first frame, complete picture, cache bytes, reads).
+commas; they are checked by the same rules as the API's `ChannelDisplay`. With a display
+the image opens in a window (engine.hosts.science: the photo wall's keys) until closed or
+--frames; headless (no display, or --headless), frames are drawn until the picture is
+complete (or --frames), then --screenshot and a JSON summary (first frame, complete
+picture, cache bytes, reads).
 """
 from __future__ import annotations
 
@@ -19,11 +21,13 @@ from typing import Any
 
 import numpy as np
 
+from ..app.command import headless_wanted
 from ..cli_args import examples
-from ..errors import UsageError
+from ..errors import ContextError, UsageError
 from ..gl.device import Device
 from ..science.display import ChannelDisplay
 from ..science.readers import TIFF_SUFFIXES, ZARR_SUFFIXES, is_url, open_image_source
+from ..science.source import ChunkedSource
 from ..science.view import ScienceView, default_displays
 
 log = logging.getLogger(__name__)
@@ -189,13 +193,25 @@ def _draw(view: ScienceView, frames: int | None) -> dict[str, Any]:
             "cancelled": view.reader.cancelled}
 
 
-def run(args: argparse.Namespace) -> int:
-    """Open the source, draw until the picture is complete, write what was asked."""
-    source = open_image_source(args.paths[0])
-    device = None
+def _window(args: argparse.Namespace, source: ChunkedSource,
+            displays: list[ChannelDisplay]) -> dict[str, Any]:
+    """The view in a window until closed (or --frames); ContextError when none opens."""
+    from ..hosts.science import run_window
+
+    def make(device: Device) -> ScienceView:
+        return ScienceView(source, device, size=args.size, budget=args.budget,
+                           displays=displays)
+
+    summary = run_window(make, size=args.size, frames=args.frames or 0,
+                         title=f"engine view - {source.name}", screenshot=args.screenshot)
+    return {"source": source.name, "window": True, **summary}
+
+
+def _headless(args: argparse.Namespace, source: ChunkedSource,
+              displays: list[ChannelDisplay]) -> dict[str, Any]:
+    """Frames until the picture is complete (or --frames), then --screenshot."""
+    device = Device.headless()
     try:
-        displays = _apply(default_displays(source), args)
-        device = Device.headless()
         with device.leak_check():
             view = ScienceView(source, device, size=args.size, budget=args.budget,
                                displays=displays)
@@ -210,12 +226,29 @@ def run(args: argparse.Namespace) -> int:
             finally:
                 view.release()
     finally:
+        device.shutdown()
+    return summary
+
+
+def run(args: argparse.Namespace) -> int:
+    """Open the source; show it in a window, or headless until the picture is complete;
+    write what was asked."""
+    source = open_image_source(args.paths[0])
+    summary: dict[str, Any] | None = None
+    try:
+        displays = _apply(default_displays(source), args)
+        if not headless_wanted(args.headless):
+            try:
+                summary = _window(args, source, displays)
+            except ContextError as exc:  # raised making the window, before any work
+                log.warning("no window (%s): running headless", exc)
+        if summary is None:
+            summary = _headless(args, source, displays)
+    finally:
         source.close()
-        if device is not None:
-            device.shutdown()
     if args.report is not None:
         with open(args.report, "w", encoding="utf-8") as f:
             json.dump(summary, f, indent=1)
     print(json.dumps(summary, indent=1))
     sys.stdout.flush()
-    return 0
+    return 1 if summary.get("leaked_objects") else 0

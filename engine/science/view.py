@@ -169,6 +169,27 @@ class ScienceView:
     def fit(self) -> None:
         self.viewport = fit(*self.size, self.source.levels[0].shape)
 
+    def resize(self, size: tuple[int, int]) -> None:
+        """Draw at `size` pixels from now on (a host's window or widget was resized),
+        keeping the image point at the centre and the zoom."""
+        w, h = int(size[0]), int(size[1])
+        if w < 1 or h < 1:
+            raise UsageError(f"view size {size}: need at least 1x1 pixels")
+        if (w, h) == self.size:
+            return
+        # the old one first (both at once might not fit the budget), gone from the view
+        # should the new one fail
+        self.__dict__.pop("target").release()
+        self.target = ColorTarget(self.device, (w, h), label="science.output")
+        vp = self.viewport
+        self.size, self.viewport = (w, h), Viewport(w, h, vp.cx, vp.cy, vp.scale)
+        self._drawn_as = None
+
+    def trim(self) -> None:
+        """Give the value cache back now (a host hid the view); the next frame reads again
+        what it shows."""
+        self._drop_cache()
+
     def zoom(self, factor: float, at: tuple[float, float] | None = None) -> None:
         """Zoom in by `factor` (> 1 in) keeping screen point `at` (pixels; the centre by
         default) over the same image point."""
