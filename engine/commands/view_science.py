@@ -1,5 +1,6 @@
-"""`python -m engine view data.zarr` (or .ome.tif, .svs, an http(s) URL): a scientific image
-shown from its raw values, channel by channel (engine.science, docs/science.md).
+"""`python -m engine view data.zarr [more.zarr ...]` (or .ome.tif, .svs, http(s) URLs):
+scientific images shown from their raw values, channel by channel, several as layers of one view
+(engine.science, docs/science.md).
 
 The options that say how channels look (`--channels`, `--contrast`, `--gamma`,
 `--colormap`) take one value for every channel or `CHANNEL=VALUE` pairs separated by
@@ -39,14 +40,13 @@ SETTLE_S = 120.0
 
 
 def wants_science(paths: list[str], args: argparse.Namespace) -> bool:
-    """One path that is a URL, an OME-Zarr, an OME-TIFF or a slide, or any channel option."""
-    if len(paths) != 1:
-        return False
-    name = paths[0].rstrip("/").lower()
+    """Paths that are each a URL, an OME-Zarr, an OME-TIFF or a slide (a TIFF too when a
+    channel option is given): one image, or several as layers of one view."""
     given = any(getattr(args, k, None) is not None
                 for k in ("channels", "contrast", "colormap", "gamma"))
-    return is_url(paths[0]) or name.endswith(SCIENCE_SUFFIXES) or (
-        given and name.endswith(TIFF_SUFFIXES))
+    return bool(paths) and all(
+        is_url(p) or p.rstrip("/").lower().endswith(SCIENCE_SUFFIXES) or (
+            given and p.rstrip("/").lower().endswith(TIFF_SUFFIXES)) for p in paths)
 
 
 def _per_channel(text: str, parse, what: str) -> dict[int | None, Any]:
@@ -193,7 +193,7 @@ def _draw(view: ScienceView, frames: int | None) -> dict[str, Any]:
             "cancelled": view.reader.cancelled}
 
 
-def _window(args: argparse.Namespace, source: ChunkedSource,
+def _window(args: argparse.Namespace, source: list[ChunkedSource],
             displays: list[ChannelDisplay]) -> dict[str, Any]:
     """The view in a window until closed (or --frames); ContextError when none opens."""
     from ..hosts.science import run_window
@@ -202,12 +202,13 @@ def _window(args: argparse.Namespace, source: ChunkedSource,
         return ScienceView(source, device, size=args.size, budget=args.budget,
                            displays=displays)
 
+    name = " + ".join(s.name for s in source)
     summary = run_window(make, size=args.size, frames=args.frames or 0,
-                         title=f"engine view - {source.name}", screenshot=args.screenshot)
-    return {"source": source.name, "window": True, **summary}
+                         title=f"engine view - {name}", screenshot=args.screenshot)
+    return {"source": name, "window": True, **summary}
 
 
-def _headless(args: argparse.Namespace, source: ChunkedSource,
+def _headless(args: argparse.Namespace, source: list[ChunkedSource],
               displays: list[ChannelDisplay]) -> dict[str, Any]:
     """Frames until the picture is complete (or --frames), then --screenshot."""
     device = Device.headless()
@@ -216,9 +217,9 @@ def _headless(args: argparse.Namespace, source: ChunkedSource,
             view = ScienceView(source, device, size=args.size, budget=args.budget,
                                displays=displays)
             try:
-                summary = {"source": source.name, "dtype": source.dtype.name,
-                           "channels": source.channels,
-                           "levels": [list(lv.shape) for lv in source.levels],
+                summary = {"source": view.source.name, "dtype": view.source.dtype.name,
+                           "channels": view.source.channels, "layers": len(source),
+                           "levels": [list(lv.shape) for lv in source[0].levels],
                            **_draw(view, args.frames)}
                 if args.screenshot is not None:
                     from PIL import Image
@@ -233,19 +234,22 @@ def _headless(args: argparse.Namespace, source: ChunkedSource,
 def run(args: argparse.Namespace) -> int:
     """Open the source; show it in a window, or headless until the picture is complete;
     write what was asked."""
-    source = open_image_source(args.paths[0])
+    sources: list[ChunkedSource] = []
     summary: dict[str, Any] | None = None
     try:
-        displays = _apply(default_displays(source), args)
+        for path in args.paths:  # several: layers, their channels numbered in turn
+            sources.append(open_image_source(path))
+        displays = _apply([d for s in sources for d in default_displays(s)], args)
         if not headless_wanted(args.headless):
             try:
-                summary = _window(args, source, displays)
+                summary = _window(args, sources, displays)
             except ContextError as exc:  # raised making the window, before any work
                 log.warning("no window (%s): running headless", exc)
         if summary is None:
-            summary = _headless(args, source, displays)
+            summary = _headless(args, sources, displays)
     finally:
-        source.close()
+        for s in sources:
+            s.close()
     if args.report is not None:
         with open(args.report, "w", encoding="utf-8") as f:
             json.dump(summary, f, indent=1)

@@ -16,6 +16,7 @@ import logging
 import math
 import time
 from dataclasses import dataclass, replace
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -37,6 +38,7 @@ from .plan import (
     level_for,
     visible_tiles,
 )
+from .layers import Layers
 from .reads import DEFAULT_WORKERS, TileReader
 from .readers import open_image_source
 from .source import ChunkedSource, TileKey
@@ -72,7 +74,8 @@ class FrameStats:
 
 @dataclass(frozen=True)
 class Pick:
-    """The level-0 pixel under a screen point and every channel's raw value there."""
+    """The level-0 pixel under a screen point and every channel's raw value there (None
+    for a channel whose layer does not reach that pixel)."""
 
     x: int
     y: int
@@ -94,11 +97,15 @@ def default_displays(source: ChunkedSource) -> list[ChannelDisplay]:
     return out
 
 
-class ScienceView:
-    """A chunked image viewed at `size` pixels on `device`, in `budget` (a Governor, a
-    Budget or a spec such as "256MiB")."""
+Sources = ChunkedSource | str | Sequence[ChunkedSource | str]
 
-    def __init__(self, source: ChunkedSource | str, device: Device, *,
+
+class ScienceView:
+    """A chunked image, or several as layers (engine.science.layers: their channels one
+    after another, first layer drawn first), viewed at `size` pixels on `device`, in
+    `budget` (a Governor, a Budget or a spec such as "256MiB")."""
+
+    def __init__(self, source: Sources, device: Device, *,
                  size: tuple[int, int] = (1280, 720),
                  budget: Governor | Budget | str | int = "256MiB",
                  displays: list[ChannelDisplay] | None = None,
@@ -106,17 +113,26 @@ class ScienceView:
         w, h = int(size[0]), int(size[1])
         if w < 1 or h < 1:
             raise UsageError(f"view size {size}: need at least 1x1 pixels")
-        self.source = open_image_source(source)
+        many = source if isinstance(source, (list, tuple)) else [source]
+        opened: list[ChunkedSource] = []
+        try:
+            for s in many:
+                opened.append(open_image_source(s))
+            self.source = Layers(opened)
+        except BaseException:
+            for s in opened:
+                s.close()
+            raise
         self.device = device
         self.governor = budget if isinstance(budget, Governor) else self._governor(budget)
-        self.displays = list(displays) if displays is not None \
-            else default_displays(self.source)
+        self.displays = list(displays) if displays is not None else [
+            d for s in self.source.sources for d in default_displays(s)]
         if len(self.displays) != self.source.channels:
             raise UsageError(f"{len(self.displays)} channel displays for "
                              f"{self.source.channels} channels")
         self._check_visible(self.displays)
         self.size = (w, h)
-        self.viewport = fit(w, h, self.source.levels[0].shape)
+        self.viewport = fit(w, h, self.source.extent)
         self.slots = SlotCache(0)
         self.cache: ValueCache | None = None
         self._slot_bytes = slot_bytes(self.source.dtype, self.source.tile)
@@ -158,6 +174,14 @@ class ScienceView:
         self._check_visible(displays)
         self.displays = displays
 
+    def set_layer_visible(self, layer: int, visible: bool) -> None:
+        """Show or hide every channel of one layer (a hidden layer reads and holds no
+        tile)."""
+        if not 0 <= layer < len(self.source.sources):
+            raise UsageError(f"layer {layer}: the view has {len(self.source.sources)}")
+        for c in self.source.channels_of(layer):
+            self.set_display(c, visible=visible)
+
     def set_view(self, cx: float, cy: float, scale: float) -> None:
         """Centre the screen on level-0 point (cx, cy) at `scale` level-0 pixels a screen
         pixel."""
@@ -167,7 +191,7 @@ class ScienceView:
         self.viewport = Viewport(*self.size, float(cx), float(cy), float(scale))
 
     def fit(self) -> None:
-        self.viewport = fit(*self.size, self.source.levels[0].shape)
+        self.viewport = fit(*self.size, self.source.extent)
 
     def resize(self, size: tuple[int, int]) -> None:
         """Draw at `size` pixels from now on (a host's window or widget was resized),
@@ -210,20 +234,28 @@ class ScienceView:
         return [c for c, d in enumerate(self.displays) if d.visible]
 
     def _plan(self, visible: list[int], slots: int) -> tuple[int, list[TileKey], list[TileKey]]:
-        """(level, tiles to draw, tiles wanted): the finest level from the zoom's whose
-        tiles fit `slots` with the coarsest level's."""
-        levels, tile = self.source.levels, self.source.tile
-        coarsest = len(levels) - 1
-        base = [TileKey(coarsest, c, 0, 0) for c in visible]
-        level = level_for(levels, self.viewport.scale)
+        """(level, tiles to draw, tiles wanted): each layer's finest level from the zoom's
+        (all made coarser by the same steps until their tiles fit `slots` with each
+        channel's coarsest tile); `level` is the coarsest level drawn."""
+        layers = self.source
+        chosen = {c: level_for(layers.levels_of(c), self.viewport.scale) for c in visible}
+        coarser = 0
         while True:
-            draw = [TileKey(level, c, ty, tx)
-                    for ty, tx in visible_tiles(levels, tile, level, self.viewport)
-                    for c in visible]
-            extra = [] if level == coarsest else base
-            if len(draw) + len(extra) <= slots or level == coarsest:
-                return level, draw, extra + draw
-            level += 1
+            draw, extra, shown, done = [], [], 0, True
+            for c in visible:
+                levels = layers.levels_of(c)
+                coarsest = len(levels) - 1
+                level = min(coarsest, chosen[c] + coarser)
+                done &= level == coarsest
+                shown = max(shown, level)
+                tile = layers.source_of(c).tile
+                draw += [TileKey(level, c, ty, tx)
+                         for ty, tx in visible_tiles(levels, tile, level, self.viewport)]
+                if level != coarsest:
+                    extra.append(TileKey(coarsest, c, 0, 0))
+            if len(draw) + len(extra) <= slots or done:
+                return shown, draw, extra + draw
+            coarser += 1
 
     def _size_cache(self, visible: list[int]) -> bool:
         """Make the quad buffer and the value cache fit this frame's split; False when the
@@ -303,7 +335,8 @@ class ScienceView:
         rows = {c: r for r, c in enumerate(visible)}
         pieces: list[Piece] = []
         for k in draw:
-            got = cover(self.source.levels, self.source.tile, k, slots.__contains__)
+            src = self.source.source_of(k.channel)
+            got = cover(src.levels, src.tile, k, slots.__contains__)
             for p in got:
                 slots.use(p.key)
             pieces += got
@@ -318,10 +351,11 @@ class ScienceView:
 
     def _vertices(self, pieces: list[Piece], rows: dict[int, int]) -> np.ndarray:
         out = np.zeros((len(pieces) * 6, FLOATS_PER_VERTEX), np.float64)
-        tile = self.source.tile
         for i, p in enumerate(pieces):
             k = p.key
-            dy, dx = downsample(self.source.levels, k.level)
+            src = self.source.source_of(k.channel)
+            tile = src.tile
+            dy, dx = downsample(src.levels, k.level)
             ox, oy = self.cache.origin(self.slots.slot(k))
             x0, y0, x1, y1 = p.rect
             corners = ((x0, y0), (x1, y0), (x1, y1), (x0, y0), (x1, y1), (x0, y1))
@@ -346,18 +380,21 @@ class ScienceView:
 
     # ------------------------------------------------------------------ values
     def pick(self, x: float, y: float) -> Pick | None:
-        """The source's raw level-0 values (every channel, its own dtype) under the screen
-        pixel at column x, row y (its centre, where the frame samples); None off the
-        image."""
+        """The sources' raw level-0 values (every channel, its own dtype; None where its
+        layer does not reach) under the screen pixel at column x, row y (its centre, where
+        the frame samples); None off every layer."""
         wx, wy = self.viewport.world(x + 0.5, y + 0.5)
-        h, w = self.source.levels[0].shape
         ix, iy = math.floor(wx), math.floor(wy)
-        if not (0 <= ix < w and 0 <= iy < h):
+        values: list[Any] = []
+        for src in self.source.sources:
+            h, w = src.levels[0].shape
+            t = src.tile
+            inside = 0 <= ix < w and 0 <= iy < h
+            values += [src.read_tile(0, c, iy // t, ix // t)[iy % t, ix % t] if inside
+                       else None for c in range(src.channels)]
+        if all(v is None for v in values):
             return None
-        t = self.source.tile
-        values = tuple(self.source.read_tile(0, c, iy // t, ix // t)[iy % t, ix % t]
-                       for c in range(self.source.channels))
-        return Pick(ix, iy, values)
+        return Pick(ix, iy, tuple(values))
 
     def release(self) -> None:
         """Stop the reads, free every GL object the view made, close the source."""
