@@ -27,6 +27,7 @@ from ..cli_args import examples
 from ..errors import ContextError, UsageError
 from ..gl.device import Device
 from ..science.display import ChannelDisplay
+from ..science.gpu import SAMPLING
 from ..science.readers import TIFF_SUFFIXES, ZARR_SUFFIXES, is_url, open_image_source
 from ..science.source import ChunkedSource
 from ..science.view import ScienceView, default_displays
@@ -137,6 +138,9 @@ def add_options(p: argparse.ArgumentParser) -> None:
                    help="contrast limits in raw values, for all channels or as "
                         "0=100:4000,1=0:65535 (default: the coarsest level's 0.5-99.5%%)")
     g.add_argument("--gamma", type=gamma_arg, help="gamma, all channels or 0=0.8,1=1.2")
+    g.add_argument("--sampling", choices=SAMPLING, default="nearest",
+                   help="nearest: each texel's own value (default); linear: bilinear "
+                        "between texels, float data only (pick stays exact)")
     g.add_argument("--colormap", type=colormap_arg,
                    help="gray, viridis, magma, inferno, red, green, ..., #rrggbb or a "
                         "matplotlib/cmap name; all channels or 0=green,1=magenta")
@@ -200,7 +204,7 @@ def _window(args: argparse.Namespace, source: list[ChunkedSource],
 
     def make(device: Device) -> ScienceView:
         return ScienceView(source, device, size=args.size, budget=args.budget,
-                           displays=displays)
+                           displays=displays, sampling=args.sampling)
 
     name = " + ".join(s.name for s in source)
     summary = run_window(make, size=args.size, frames=args.frames or 0,
@@ -215,7 +219,7 @@ def _headless(args: argparse.Namespace, source: list[ChunkedSource],
     try:
         with device.leak_check():
             view = ScienceView(source, device, size=args.size, budget=args.budget,
-                               displays=displays)
+                               displays=displays, sampling=args.sampling)
             try:
                 summary = {"source": view.source.name, "dtype": view.source.dtype.name,
                            "channels": view.source.channels, "layers": len(source),

@@ -27,7 +27,7 @@ from ..gl.vt import ColorTarget
 from ..memory.budget import Budget
 from ..memory.governor import Governor
 from .display import ChannelDisplay, default_colormap
-from .gpu import FLOATS_PER_VERTEX, MAX_CHANNELS, TilePainter, ValueCache, slot_bytes
+from .gpu import FLOATS_PER_VERTEX, MAX_CHANNELS, SAMPLING, TilePainter, ValueCache, slot_bytes
 from .plan import (
     Piece,
     SlotCache,
@@ -109,28 +109,28 @@ class ScienceView:
                  size: tuple[int, int] = (1280, 720),
                  budget: Governor | Budget | str | int = "256MiB",
                  displays: list[ChannelDisplay] | None = None,
-                 workers: int = DEFAULT_WORKERS) -> None:
+                 workers: int = DEFAULT_WORKERS, sampling: str = "nearest") -> None:
         w, h = int(size[0]), int(size[1])
         if w < 1 or h < 1:
             raise UsageError(f"view size {size}: need at least 1x1 pixels")
+        if sampling not in SAMPLING:
+            raise UsageError(f"sampling {sampling!r}; accepted: {', '.join(SAMPLING)}")
         many = source if isinstance(source, (list, tuple)) else [source]
         opened: list[ChunkedSource] = []
         try:
             for s in many:
                 opened.append(open_image_source(s))
             self.source = Layers(opened)
+            self.device = device
+            self.governor = budget if isinstance(budget, Governor) else self._governor(budget)
+            self.displays = list(displays) if displays is not None else [
+                d for s in opened for d in default_displays(s)]
+            self._check(sampling)
         except BaseException:
             for s in opened:
                 s.close()
             raise
-        self.device = device
-        self.governor = budget if isinstance(budget, Governor) else self._governor(budget)
-        self.displays = list(displays) if displays is not None else [
-            d for s in self.source.sources for d in default_displays(s)]
-        if len(self.displays) != self.source.channels:
-            raise UsageError(f"{len(self.displays)} channel displays for "
-                             f"{self.source.channels} channels")
-        self._check_visible(self.displays)
+        self.sampling = sampling
         self.size = (w, h)
         self.viewport = fit(w, h, self.source.extent)
         self.slots = SlotCache(0)
@@ -139,7 +139,7 @@ class ScienceView:
         self.reader = TileReader(self.source, workers)
         try:
             self.target = ColorTarget(device, self.size, label="science.output")
-            self.painter = TilePainter(device, self.source.dtype)
+            self.painter = TilePainter(device, self.source.dtype, sampling)
         except BaseException:
             self.release()
             raise
@@ -156,6 +156,15 @@ class ScienceView:
             budget = Budget(budget, vram_total=reading.total_bytes)
         pressure = self.device.vram if self.device.probe.source == "NVX" else None
         return Governor(budget=budget, pressure=pressure)
+
+    def _check(self, sampling: str) -> None:
+        if len(self.displays) != self.source.channels:
+            raise UsageError(f"{len(self.displays)} channel displays for "
+                             f"{self.source.channels} channels")
+        self._check_visible(self.displays)
+        if sampling == "linear" and self.source.dtype.kind != "f":
+            raise UsageError(f"linear sampling is for float data; {self.source.name} is "
+                             f"{self.source.dtype.name} (its values stay exact: nearest)")
 
     # ------------------------------------------------------------------ display and camera
     @staticmethod
@@ -357,11 +366,14 @@ class ScienceView:
             tile = src.tile
             dy, dx = downsample(src.levels, k.level)
             ox, oy = self.cache.origin(self.slots.slot(k))
+            h, w = src.levels[k.level].shape
+            first = (k.tx * tile, k.ty * tile)
+            last = (min(w, first[0] + tile) - 1, min(h, first[1] + tile) - 1)
             x0, y0, x1, y1 = p.rect
             corners = ((x0, y0), (x1, y0), (x1, y1), (x0, y0), (x1, y1), (x0, y1))
             for j, (x, y) in enumerate(corners):
-                out[6 * i + j] = (x, y, x / dx, y / dy, ox - k.tx * tile, oy - k.ty * tile,
-                                  rows[k.channel])
+                out[6 * i + j] = (x, y, x / dx, y / dy, ox - first[0], oy - first[1],
+                                  *first, *last, rows[k.channel])
         return out.astype(np.float32)
 
     def settle(self, timeout: float = 30.0) -> FrameStats:
