@@ -94,3 +94,34 @@ def reference(levels: list[np.ndarray], level: int, viewport, displays: list[Cha
 def psnr(a: np.ndarray, b: np.ndarray) -> float:
     mse = float(np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2))
     return math.inf if mse == 0 else 10 * math.log10(255 ** 2 / mse)
+
+
+def _bilinear_axis(world: np.ndarray, n: int, tile: int):
+    """Per screen column (or row): the two texels either side of the pixel centre, each
+    clamped to the tile of the texel under it (as the shader does), and the weight."""
+    t = world - 0.5
+    below = np.floor(t).astype(np.int64)
+    lo = np.floor(world).astype(np.int64) // tile * tile
+    hi = np.minimum(n, lo + tile) - 1
+    a = np.clip(np.clip(below, lo, hi), 0, n - 1)
+    b = np.clip(np.clip(below + 1, lo, hi), 0, n - 1)
+    return a, b, t - below, (world >= 0) & (world < n)
+
+
+def bilinear_reference(level0: np.ndarray, viewport, displays: list[ChannelDisplay],
+                       tile: int) -> np.ndarray:
+    """The picture a view with linear sampling shows of (c, y, x) `level0` at level 0."""
+    c, h, w = level0.shape
+    wx = viewport.cx + (np.arange(viewport.width) + 0.5 - viewport.width / 2) * viewport.scale
+    wy = viewport.cy + (np.arange(viewport.height) + 0.5 - viewport.height / 2) * viewport.scale
+    x0, x1, fx, in_x = _bilinear_axis(wx, w, tile)
+    y0, y1, fy, in_y = _bilinear_axis(wy, h, tile)
+    values = []
+    for k in range(c):
+        v = level0[k].astype(np.float64)
+        top = v[np.ix_(y0, x0)] * (1 - fx) + v[np.ix_(y0, x1)] * fx
+        bottom = v[np.ix_(y1, x0)] * (1 - fx) + v[np.ix_(y1, x1)] * fx
+        values.append(top * (1 - fy)[:, None] + bottom * fy[:, None])
+    out = shade(values, displays)
+    out[~(in_y[:, None] & in_x[None])] = 0
+    return out

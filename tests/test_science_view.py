@@ -19,6 +19,7 @@ pytest.importorskip("zarr")
 pytest.importorskip("tifffile")
 
 from science_helpers import (  # noqa: E402
+    bilinear_reference,
     psnr,
     pyramid,
     reference,
@@ -28,6 +29,7 @@ from science_helpers import (  # noqa: E402
     write_slide,
 )
 
+from engine.errors import UsageError  # noqa: E402
 from engine.science.display import ChannelDisplay  # noqa: E402
 from engine.science.view import ScienceView  # noqa: E402
 
@@ -119,14 +121,35 @@ def test_contrast_colormap_and_visibility_change_in_the_next_frame(dev, sources)
         stats = view.settle(20)
         reads, uploads = view.reader.reads, view.cache.uploads
         before = view.picture()
+        # nothing changed: the target keeps its picture and nothing is drawn
+        assert not view.frame().drawn and np.array_equal(before, view.picture())
         view.set_display(0, low=20000.0, high=40000.0, gamma=0.7, colormap="magma")
         stats = view.frame()
+        assert stats.drawn
         _check_picture(view, levels, stats)
         assert not np.array_equal(before, view.picture())
         view.set_display(1, visible=False)
         stats = view.frame()
         _check_picture(view, levels, stats)
         assert (view.reader.reads, view.cache.uploads) == (reads, uploads)
+
+
+def test_linear_sampling_of_float_data_with_exact_picks(dev, sources):
+    """Magnified 4x across a tile edge: the bilinear numpy picture (clamped to each tile,
+    as the shader is), unlike the nearest one; picks stay the source's values."""
+    location, levels = sources["zarr3-float32"]
+    with _viewing(dev, location, sampling="linear") as view:
+        view.set_view(250, 260, 0.25)
+        stats = view.settle(20)
+        assert stats.level == 0 and stats.missing == 0
+        got = view.picture().astype(np.int32)
+        want = bilinear_reference(levels[0], view.viewport, view.displays, view.source.tile)
+        assert np.mean(np.abs(got - want).max(axis=2) > 4) < 0.002
+        nearest = reference(levels, 0, view.viewport, view.displays).astype(np.int32)
+        assert np.mean(np.abs(got - nearest).max(axis=2) > 4) > 0.1
+        _check_picks(view, levels, [(0, 0), (37, 91), (150, 20)])
+    with pytest.raises(UsageError, match="float data"):
+        ScienceView(str(sources["zarr2-uint16"][0]), dev, size=SIZE, sampling="linear")
 
 
 def test_a_hidden_channel_reads_nothing(dev, sources):

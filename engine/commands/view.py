@@ -1,9 +1,9 @@
 """`python -m engine view PATH...`: show the user's images, no bake step.
 
 PATH is a folder (walked recursively), a glob pattern ("photos/**/*.jpg", quoted) or a file:
-JPEG, PNG, TIFF, WebP, BMP, GIF (first frame), KTX2, DDS; or one scientific image
-(OME-Zarr, OME-TIFF, a slide, an http(s) URL of one) shown from its raw values with
---channels, --contrast, --gamma and --colormap (headless: docs/science.md). Several images are shown as a
+JPEG, PNG, TIFF, WebP, BMP, GIF (first frame), KTX2, DDS; or scientific images (OME-Zarr,
+OME-TIFF, slides, http(s) URLs; several are layers of one view) shown from raw values with
+--channels, --contrast, --gamma and --colormap (docs/science.md). Several images are shown as a
 zoomable wall, one image as a deep-zoom view. In a window: the wheel zooms at the cursor, a
 left drag pans, arrows/PageUp/PageDown/Space step from image to image (Up/Down by rows),
 Return or a double click opens the one under the pointer, Esc goes back (and quits from the

@@ -1,11 +1,14 @@
-"""`python -m engine view data.zarr` (or .ome.tif, .svs, an http(s) URL): a scientific image
-shown from its raw values, channel by channel (engine.science, docs/science.md).
+"""`python -m engine view data.zarr [more.zarr ...]` (or .ome.tif, .svs, http(s) URLs):
+scientific images shown from their raw values, channel by channel, several as layers of one view
+(engine.science, docs/science.md).
 
 The options that say how channels look (`--channels`, `--contrast`, `--gamma`,
 `--colormap`) take one value for every channel or `CHANNEL=VALUE` pairs separated by
-commas; they are checked by the same rules as the API's `ChannelDisplay`. The run is
-headless: frames are drawn until the picture is complete (or --frames), then --screenshot
-and a JSON summary (first frame, complete picture, cache bytes, reads).
+commas; they are checked by the same rules as the API's `ChannelDisplay`. With a display
+the image opens in a window (engine.hosts.science: the photo wall's keys) until closed or
+--frames; headless (no display, or --headless), frames are drawn until the picture is
+complete (or --frames), then --screenshot and a JSON summary (first frame, complete
+picture, cache bytes, reads).
 """
 from __future__ import annotations
 
@@ -19,11 +22,14 @@ from typing import Any
 
 import numpy as np
 
+from ..app.command import headless_wanted
 from ..cli_args import examples
-from ..errors import UsageError
+from ..errors import ContextError, UsageError
 from ..gl.device import Device
 from ..science.display import ChannelDisplay
+from ..science.gpu import SAMPLING
 from ..science.readers import TIFF_SUFFIXES, ZARR_SUFFIXES, is_url, open_image_source
+from ..science.source import ChunkedSource
 from ..science.view import ScienceView, default_displays
 
 log = logging.getLogger(__name__)
@@ -35,14 +41,13 @@ SETTLE_S = 120.0
 
 
 def wants_science(paths: list[str], args: argparse.Namespace) -> bool:
-    """One path that is a URL, an OME-Zarr, an OME-TIFF or a slide, or any channel option."""
-    if len(paths) != 1:
-        return False
-    name = paths[0].rstrip("/").lower()
+    """Paths that are each a URL, an OME-Zarr, an OME-TIFF or a slide (a TIFF too when a
+    channel option is given): one image, or several as layers of one view."""
     given = any(getattr(args, k, None) is not None
                 for k in ("channels", "contrast", "colormap", "gamma"))
-    return is_url(paths[0]) or name.endswith(SCIENCE_SUFFIXES) or (
-        given and name.endswith(TIFF_SUFFIXES))
+    return bool(paths) and all(
+        is_url(p) or p.rstrip("/").lower().endswith(SCIENCE_SUFFIXES) or (
+            given and p.rstrip("/").lower().endswith(TIFF_SUFFIXES)) for p in paths)
 
 
 def _per_channel(text: str, parse, what: str) -> dict[int | None, Any]:
@@ -133,6 +138,9 @@ def add_options(p: argparse.ArgumentParser) -> None:
                    help="contrast limits in raw values, for all channels or as "
                         "0=100:4000,1=0:65535 (default: the coarsest level's 0.5-99.5%%)")
     g.add_argument("--gamma", type=gamma_arg, help="gamma, all channels or 0=0.8,1=1.2")
+    g.add_argument("--sampling", choices=SAMPLING, default="nearest",
+                   help="nearest: each texel's own value (default); linear: bilinear "
+                        "between texels, float data only (pick stays exact)")
     g.add_argument("--colormap", type=colormap_arg,
                    help="gray, viridis, magma, inferno, red, green, ..., #rrggbb or a "
                         "matplotlib/cmap name; all channels or 0=green,1=magenta")
@@ -189,20 +197,33 @@ def _draw(view: ScienceView, frames: int | None) -> dict[str, Any]:
             "cancelled": view.reader.cancelled}
 
 
-def run(args: argparse.Namespace) -> int:
-    """Open the source, draw until the picture is complete, write what was asked."""
-    source = open_image_source(args.paths[0])
-    device = None
+def _window(args: argparse.Namespace, source: list[ChunkedSource],
+            displays: list[ChannelDisplay]) -> dict[str, Any]:
+    """The view in a window until closed (or --frames); ContextError when none opens."""
+    from ..hosts.science import run_window
+
+    def make(device: Device) -> ScienceView:
+        return ScienceView(source, device, size=args.size, budget=args.budget,
+                           displays=displays, sampling=args.sampling)
+
+    name = " + ".join(s.name for s in source)
+    summary = run_window(make, size=args.size, frames=args.frames or 0,
+                         title=f"engine view - {name}", screenshot=args.screenshot)
+    return {"source": name, "window": True, **summary}
+
+
+def _headless(args: argparse.Namespace, source: list[ChunkedSource],
+              displays: list[ChannelDisplay]) -> dict[str, Any]:
+    """Frames until the picture is complete (or --frames), then --screenshot."""
+    device = Device.headless()
     try:
-        displays = _apply(default_displays(source), args)
-        device = Device.headless()
         with device.leak_check():
             view = ScienceView(source, device, size=args.size, budget=args.budget,
-                               displays=displays)
+                               displays=displays, sampling=args.sampling)
             try:
-                summary = {"source": source.name, "dtype": source.dtype.name,
-                           "channels": source.channels,
-                           "levels": [list(lv.shape) for lv in source.levels],
+                summary = {"source": view.source.name, "dtype": view.source.dtype.name,
+                           "channels": view.source.channels, "layers": len(source),
+                           "levels": [list(lv.shape) for lv in source[0].levels],
                            **_draw(view, args.frames)}
                 if args.screenshot is not None:
                     from PIL import Image
@@ -210,12 +231,32 @@ def run(args: argparse.Namespace) -> int:
             finally:
                 view.release()
     finally:
-        source.close()
-        if device is not None:
-            device.shutdown()
+        device.shutdown()
+    return summary
+
+
+def run(args: argparse.Namespace) -> int:
+    """Open the source; show it in a window, or headless until the picture is complete;
+    write what was asked."""
+    sources: list[ChunkedSource] = []
+    summary: dict[str, Any] | None = None
+    try:
+        for path in args.paths:  # several: layers, their channels numbered in turn
+            sources.append(open_image_source(path))
+        displays = _apply([d for s in sources for d in default_displays(s)], args)
+        if not headless_wanted(args.headless):
+            try:
+                summary = _window(args, sources, displays)
+            except ContextError as exc:  # raised making the window, before any work
+                log.warning("no window (%s): running headless", exc)
+        if summary is None:
+            summary = _headless(args, sources, displays)
+    finally:
+        for s in sources:
+            s.close()
     if args.report is not None:
         with open(args.report, "w", encoding="utf-8") as f:
             json.dump(summary, f, indent=1)
     print(json.dumps(summary, indent=1))
     sys.stdout.flush()
-    return 0
+    return 1 if summary.get("leaked_objects") else 0

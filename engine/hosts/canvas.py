@@ -32,7 +32,7 @@ import numpy as np
 
 from ..gl.device import Device
 from ..gl.hosts import headless_device, made_current
-from .frames import HostFrames, SceneFactory
+from .frames import HostFrames, SceneFactory, frames_for
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +111,8 @@ class CanvasHost:
         # A host may have made its own GL context current since the last draw.
         with made_current(self.device):
             if self.frames is None:
-                self.frames = HostFrames(self.device, self.scene_factory, size, **self._loop_kw)
+                self.frames = frames_for(self.scene_factory)(
+                    self.device, self.scene_factory, size, **self._loop_kw)
             self.last_record = self.frames.render(size)
             image = self.frames.image()
         self.drawn += 1

@@ -90,5 +90,12 @@ class HostFrames:
         self.loop.release()
 
 
+def frames_for(scene_factory: Any) -> Callable[..., Any]:
+    """What a host drives `scene_factory` with: HostFrames, or the factory's own
+    `host_frames` (of the same shape) for a view that is not a scene
+    (engine.hosts.science.ScienceScene)."""
+    return getattr(scene_factory, "host_frames", HostFrames)
+
+
 def _valid(size: tuple[int, int]) -> tuple[int, int]:
     return max(1, int(size[0])), max(1, int(size[1]))

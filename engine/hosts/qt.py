@@ -28,7 +28,7 @@ from PySide6.QtOpenGLWidgets import QOpenGLWidget
 
 from ..gl.device import Device
 from ..gl.hosts import adopt_current_context, framebuffer_size, present_to
-from .frames import HostFrames, SceneFactory
+from .frames import HostFrames, SceneFactory, frames_for
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +89,8 @@ class EngineWidget(QOpenGLWidget):
         self.context().aboutToBeDestroyed.connect(self.shutdown_engine)
         glo = self.defaultFramebufferObject()
         size = framebuffer_size(self.device, glo) if glo else self.pixel_size()
-        self.frames = HostFrames(self.device, self.scene_factory, size, **self._loop_kw)
+        self.frames = frames_for(self.scene_factory)(self.device, self.scene_factory, size,
+                                                      **self._loop_kw)
 
     def _paint(self) -> None:
         assert self.device is not None and self.frames is not None

@@ -32,7 +32,11 @@ GL_DTYPES = {"uint8": ("u1", "usampler2D"), "uint16": ("u2", "usampler2D"),
              "uint32": ("u4", "usampler2D"), "int8": ("i1", "isampler2D"),
              "int16": ("i2", "isampler2D"), "int32": ("i4", "isampler2D"),
              "float16": ("f2", "sampler2D"), "float32": ("f4", "sampler2D")}
-FLOATS_PER_VERTEX = 7  # level-0 x, y; level texel x, y; shift to the slot x, y; row
+#: level-0 x, y; level texel x, y; shift to the slot x, y; the tile's first and last texel
+#: x0, y0, x1, y1; row
+FLOATS_PER_VERTEX = 11
+#: how values are read: the nearest texel, or bilinear between four (float data only)
+SAMPLING = ("nearest", "linear")
 
 
 def slot_bytes(dtype: np.dtype, tile: int) -> int:
@@ -101,15 +105,22 @@ class TilePainter:
     """The program and a vertex buffer of tile quads (grown by doubling when a frame needs
     more)."""
 
-    def __init__(self, device: Device, dtype: np.dtype, label: str = "science.quads") -> None:
+    def __init__(self, device: Device, dtype: np.dtype, sampling: str = "nearest",
+                 label: str = "science.quads") -> None:
         self.device = device
         self.label = label
         _, sampler = GL_DTYPES[np.dtype(dtype).name]
+        linear = int(sampling == "linear")
         frag = load_shader("science_tiles.frag.glsl").replace(
-            "#define VALUE_SAMPLER sampler2D", f"#define VALUE_SAMPLER {sampler}")
+            "#define VALUE_SAMPLER sampler2D", f"#define VALUE_SAMPLER {sampler}").replace(
+            "#define LINEAR 0", f"#define LINEAR {linear}")
         self.program = device.shared_program(
             vertex_shader=load_shader("science_tiles.vert.glsl"), fragment_shader=frag,
-            label=f"science.{sampler}")
+            label=f"science.{sampler}.{sampling}")
+        # the tile's texel range feeds linear sampling only (nearest's program drops it)
+        self._layout = (("2f 2f 2f 4f 1f", "in_world", "in_texel", "in_shift", "in_tile",
+                         "in_channel") if linear else
+                        ("2f 2f 2f 16x 1f", "in_world", "in_texel", "in_shift", "in_channel"))
         self.luts = LutTexture(device)
         self._vbo = self._vao = None
         self._capacity = 0
@@ -123,8 +134,7 @@ class TilePainter:
         self._vbo = self.device.buffer(reserve=cap * 6 * FLOATS_PER_VERTEX * 4, dynamic=True,
                                        category=Category.BUFFER, label=self.label)
         self._vao = self.device.vertex_array(
-            self.program, [(self._vbo, "2f 2f 2f 1f", "in_world", "in_texel", "in_shift",
-                            "in_channel")],
+            self.program, [(self._vbo, *self._layout)],
             label=f"{self.label}.vao")
         self._capacity = cap
 

@@ -16,6 +16,7 @@ import logging
 import math
 import time
 from dataclasses import dataclass, replace
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -26,7 +27,7 @@ from ..gl.vt import ColorTarget
 from ..memory.budget import Budget
 from ..memory.governor import Governor
 from .display import ChannelDisplay, default_colormap
-from .gpu import FLOATS_PER_VERTEX, MAX_CHANNELS, TilePainter, ValueCache, slot_bytes
+from .gpu import FLOATS_PER_VERTEX, MAX_CHANNELS, SAMPLING, TilePainter, ValueCache, slot_bytes
 from .plan import (
     Piece,
     SlotCache,
@@ -37,6 +38,7 @@ from .plan import (
     level_for,
     visible_tiles,
 )
+from .layers import Layers
 from .reads import DEFAULT_WORKERS, TileReader
 from .readers import open_image_source
 from .source import ChunkedSource, TileKey
@@ -49,6 +51,9 @@ SLACK = 1.25
 PIECES_PER_TILE = 4
 #: contrast limits by default: these percentiles of the coarsest level
 DEFAULT_PERCENTILES = (0.5, 99.5)
+#: while reads are in flight, arrived tiles are drawn at most this often (seconds): a redraw
+#: holds the CPU (a software rasteriser) and the GIL the reads need
+REFRESH_S = 0.1
 
 
 @dataclass(frozen=True)
@@ -64,11 +69,13 @@ class FrameStats:
     cache_bytes: int
     quads: int
     over_budget: bool
+    drawn: bool = True
 
 
 @dataclass(frozen=True)
 class Pick:
-    """The level-0 pixel under a screen point and every channel's raw value there."""
+    """The level-0 pixel under a screen point and every channel's raw value there (None
+    for a channel whose layer does not reach that pixel)."""
 
     x: int
     y: int
@@ -90,40 +97,56 @@ def default_displays(source: ChunkedSource) -> list[ChannelDisplay]:
     return out
 
 
-class ScienceView:
-    """A chunked image viewed at `size` pixels on `device`, in `budget` (a Governor, a
-    Budget or a spec such as "256MiB")."""
+Sources = ChunkedSource | str | Sequence[ChunkedSource | str]
 
-    def __init__(self, source: ChunkedSource | str, device: Device, *,
+
+class ScienceView:
+    """A chunked image, or several as layers (engine.science.layers: their channels one
+    after another, first layer drawn first), viewed at `size` pixels on `device`, in
+    `budget` (a Governor, a Budget or a spec such as "256MiB")."""
+
+    def __init__(self, source: Sources, device: Device, *,
                  size: tuple[int, int] = (1280, 720),
                  budget: Governor | Budget | str | int = "256MiB",
                  displays: list[ChannelDisplay] | None = None,
-                 workers: int = DEFAULT_WORKERS) -> None:
+                 workers: int = DEFAULT_WORKERS, sampling: str = "nearest") -> None:
         w, h = int(size[0]), int(size[1])
         if w < 1 or h < 1:
             raise UsageError(f"view size {size}: need at least 1x1 pixels")
-        self.source = open_image_source(source)
-        self.device = device
-        self.governor = budget if isinstance(budget, Governor) else self._governor(budget)
-        self.displays = list(displays) if displays is not None \
-            else default_displays(self.source)
-        if len(self.displays) != self.source.channels:
-            raise UsageError(f"{len(self.displays)} channel displays for "
-                             f"{self.source.channels} channels")
-        self._check_visible(self.displays)
+        if sampling not in SAMPLING:
+            raise UsageError(f"sampling {sampling!r}; accepted: {', '.join(SAMPLING)}")
+        many = source if isinstance(source, (list, tuple)) else [source]
+        opened: list[ChunkedSource] = []
+        try:
+            for s in many:
+                opened.append(open_image_source(s))
+            self.source = Layers(opened)
+            self.device = device
+            self.governor = budget if isinstance(budget, Governor) else self._governor(budget)
+            self.displays = list(displays) if displays is not None else [
+                d for s in opened for d in default_displays(s)]
+            self._check(sampling)
+        except BaseException:
+            for s in opened:
+                s.close()
+            raise
+        self.sampling = sampling
         self.size = (w, h)
-        self.viewport = fit(w, h, self.source.levels[0].shape)
+        self.viewport = fit(w, h, self.source.extent)
         self.slots = SlotCache(0)
         self.cache: ValueCache | None = None
         self._slot_bytes = slot_bytes(self.source.dtype, self.source.tile)
         self.reader = TileReader(self.source, workers)
         try:
             self.target = ColorTarget(device, self.size, label="science.output")
-            self.painter = TilePainter(device, self.source.dtype)
+            self.painter = TilePainter(device, self.source.dtype, sampling)
         except BaseException:
             self.release()
             raise
         self.frames = 0
+        self._drawn_as: tuple | None = None  # what the target shows (see _needs_draw)
+        self._stale = False  # tiles arrived since the last draw
+        self._last_draw = 0.0
 
     def _governor(self, budget: Budget | str | int) -> Governor:
         """A governor of its own: a percentage is of the probed VRAM, and where the driver
@@ -133,6 +156,15 @@ class ScienceView:
             budget = Budget(budget, vram_total=reading.total_bytes)
         pressure = self.device.vram if self.device.probe.source == "NVX" else None
         return Governor(budget=budget, pressure=pressure)
+
+    def _check(self, sampling: str) -> None:
+        if len(self.displays) != self.source.channels:
+            raise UsageError(f"{len(self.displays)} channel displays for "
+                             f"{self.source.channels} channels")
+        self._check_visible(self.displays)
+        if sampling == "linear" and self.source.dtype.kind != "f":
+            raise UsageError(f"linear sampling is for float data; {self.source.name} is "
+                             f"{self.source.dtype.name} (its values stay exact: nearest)")
 
     # ------------------------------------------------------------------ display and camera
     @staticmethod
@@ -151,6 +183,14 @@ class ScienceView:
         self._check_visible(displays)
         self.displays = displays
 
+    def set_layer_visible(self, layer: int, visible: bool) -> None:
+        """Show or hide every channel of one layer (a hidden layer reads and holds no
+        tile)."""
+        if not 0 <= layer < len(self.source.sources):
+            raise UsageError(f"layer {layer}: the view has {len(self.source.sources)}")
+        for c in self.source.channels_of(layer):
+            self.set_display(c, visible=visible)
+
     def set_view(self, cx: float, cy: float, scale: float) -> None:
         """Centre the screen on level-0 point (cx, cy) at `scale` level-0 pixels a screen
         pixel."""
@@ -160,7 +200,28 @@ class ScienceView:
         self.viewport = Viewport(*self.size, float(cx), float(cy), float(scale))
 
     def fit(self) -> None:
-        self.viewport = fit(*self.size, self.source.levels[0].shape)
+        self.viewport = fit(*self.size, self.source.extent)
+
+    def resize(self, size: tuple[int, int]) -> None:
+        """Draw at `size` pixels from now on (a host's window or widget was resized),
+        keeping the image point at the centre and the zoom."""
+        w, h = int(size[0]), int(size[1])
+        if w < 1 or h < 1:
+            raise UsageError(f"view size {size}: need at least 1x1 pixels")
+        if (w, h) == self.size:
+            return
+        # the old one first (both at once might not fit the budget), gone from the view
+        # should the new one fail
+        self.__dict__.pop("target").release()
+        self.target = ColorTarget(self.device, (w, h), label="science.output")
+        vp = self.viewport
+        self.size, self.viewport = (w, h), Viewport(w, h, vp.cx, vp.cy, vp.scale)
+        self._drawn_as = None
+
+    def trim(self) -> None:
+        """Give the value cache back now (a host hid the view); the next frame reads again
+        what it shows."""
+        self._drop_cache()
 
     def zoom(self, factor: float, at: tuple[float, float] | None = None) -> None:
         """Zoom in by `factor` (> 1 in) keeping screen point `at` (pixels; the centre by
@@ -182,20 +243,28 @@ class ScienceView:
         return [c for c, d in enumerate(self.displays) if d.visible]
 
     def _plan(self, visible: list[int], slots: int) -> tuple[int, list[TileKey], list[TileKey]]:
-        """(level, tiles to draw, tiles wanted): the finest level from the zoom's whose
-        tiles fit `slots` with the coarsest level's."""
-        levels, tile = self.source.levels, self.source.tile
-        coarsest = len(levels) - 1
-        base = [TileKey(coarsest, c, 0, 0) for c in visible]
-        level = level_for(levels, self.viewport.scale)
+        """(level, tiles to draw, tiles wanted): each layer's finest level from the zoom's
+        (all made coarser by the same steps until their tiles fit `slots` with each
+        channel's coarsest tile); `level` is the coarsest level drawn."""
+        layers = self.source
+        chosen = {c: level_for(layers.levels_of(c), self.viewport.scale) for c in visible}
+        coarser = 0
         while True:
-            draw = [TileKey(level, c, ty, tx)
-                    for ty, tx in visible_tiles(levels, tile, level, self.viewport)
-                    for c in visible]
-            extra = [] if level == coarsest else base
-            if len(draw) + len(extra) <= slots or level == coarsest:
-                return level, draw, extra + draw
-            level += 1
+            draw, extra, shown, done = [], [], 0, True
+            for c in visible:
+                levels = layers.levels_of(c)
+                coarsest = len(levels) - 1
+                level = min(coarsest, chosen[c] + coarser)
+                done &= level == coarsest
+                shown = max(shown, level)
+                tile = layers.source_of(c).tile
+                draw += [TileKey(level, c, ty, tx)
+                         for ty, tx in visible_tiles(levels, tile, level, self.viewport)]
+                if level != coarsest:
+                    extra.append(TileKey(coarsest, c, 0, 0))
+            if len(draw) + len(extra) <= slots or done:
+                return shown, draw, extra + draw
+            coarser += 1
 
     def _size_cache(self, visible: list[int]) -> bool:
         """Make the quad buffer and the value cache fit this frame's split; False when the
@@ -227,14 +296,28 @@ class ScienceView:
             self.cache.release()
         self.cache = None
         self.slots = SlotCache(0)
+        self._drawn_as = None
+
+    def _needs_draw(self, state: tuple) -> bool:
+        """Whether the target must be drawn again: the view, size or looks changed (drawn
+        at once), or tiles arrived (drawn when the last read lands, else every REFRESH_S,
+        so that redraws leave the reads most of the time)."""
+        if state != self._drawn_as:
+            return True
+        if not self._stale:
+            return False
+        return (self.reader.pending == 0
+                or time.monotonic() - self._last_draw >= REFRESH_S)
 
     def frame(self) -> FrameStats:
-        """Plan, read, upload and draw one frame into the view's target."""
+        """Plan, read and upload; draw into the view's target when its picture changed
+        (`drawn`); the target keeps the last picture otherwise."""
         visible = self._visible()
         fits = self._size_cache(visible) if visible else True
-        self.target.begin()
         if not visible or not fits:
             self.reader.want([])
+            self.target.begin()
+            self._drawn_as = None
             self.frames += 1
             return FrameStats(0, 0, 0, 0, self.reader.pending,
                               self.cache.nbytes if self.cache else 0, 0, not fits)
@@ -250,35 +333,47 @@ class ScienceView:
                 slot = slots.place(key)
                 if slot is not None:
                     self.cache.upload(slot, values)
+                    self._stale = True
         self.reader.want([k for k in wanted if k not in slots])
+        exact = sum(k in slots for k in draw)
+        state = (self.viewport, tuple(self.displays[c] for c in visible))
+        self.frames += 1
+        if not self._needs_draw(state):
+            return FrameStats(level, len(wanted), exact, len(draw) - exact,
+                              self.reader.pending, self.cache.nbytes, 0, False, drawn=False)
         rows = {c: r for r, c in enumerate(visible)}
         pieces: list[Piece] = []
         for k in draw:
-            got = cover(self.source.levels, self.source.tile, k, slots.__contains__)
+            src = self.source.source_of(k.channel)
+            got = cover(src.levels, src.tile, k, slots.__contains__)
             for p in got:
                 slots.use(p.key)
             pieces += got
         vertices = self._vertices(pieces, rows)
         vp = self.viewport
+        self.target.begin()
         self.painter.draw(vertices, [self.displays[c] for c in visible], self.cache,
                           (vp.cx, vp.cy), vp.scale, self.size)
-        self.frames += 1
-        exact = sum(k in slots for k in draw)
+        self._drawn_as, self._stale, self._last_draw = state, False, time.monotonic()
         return FrameStats(level, len(wanted), exact, len(draw) - exact, self.reader.pending,
                           self.cache.nbytes, len(pieces), False)
 
     def _vertices(self, pieces: list[Piece], rows: dict[int, int]) -> np.ndarray:
         out = np.zeros((len(pieces) * 6, FLOATS_PER_VERTEX), np.float64)
-        tile = self.source.tile
         for i, p in enumerate(pieces):
             k = p.key
-            dy, dx = downsample(self.source.levels, k.level)
+            src = self.source.source_of(k.channel)
+            tile = src.tile
+            dy, dx = downsample(src.levels, k.level)
             ox, oy = self.cache.origin(self.slots.slot(k))
+            h, w = src.levels[k.level].shape
+            first = (k.tx * tile, k.ty * tile)
+            last = (min(w, first[0] + tile) - 1, min(h, first[1] + tile) - 1)
             x0, y0, x1, y1 = p.rect
             corners = ((x0, y0), (x1, y0), (x1, y1), (x0, y0), (x1, y1), (x0, y1))
             for j, (x, y) in enumerate(corners):
-                out[6 * i + j] = (x, y, x / dx, y / dy, ox - k.tx * tile, oy - k.ty * tile,
-                                  rows[k.channel])
+                out[6 * i + j] = (x, y, x / dx, y / dy, ox - first[0], oy - first[1],
+                                  *first, *last, rows[k.channel])
         return out.astype(np.float32)
 
     def settle(self, timeout: float = 30.0) -> FrameStats:
@@ -297,18 +392,21 @@ class ScienceView:
 
     # ------------------------------------------------------------------ values
     def pick(self, x: float, y: float) -> Pick | None:
-        """The source's raw level-0 values (every channel, its own dtype) under the screen
-        pixel at column x, row y (its centre, where the frame samples); None off the
-        image."""
+        """The sources' raw level-0 values (every channel, its own dtype; None where its
+        layer does not reach) under the screen pixel at column x, row y (its centre, where
+        the frame samples); None off every layer."""
         wx, wy = self.viewport.world(x + 0.5, y + 0.5)
-        h, w = self.source.levels[0].shape
         ix, iy = math.floor(wx), math.floor(wy)
-        if not (0 <= ix < w and 0 <= iy < h):
+        values: list[Any] = []
+        for src in self.source.sources:
+            h, w = src.levels[0].shape
+            t = src.tile
+            inside = 0 <= ix < w and 0 <= iy < h
+            values += [src.read_tile(0, c, iy // t, ix // t)[iy % t, ix % t] if inside
+                       else None for c in range(src.channels)]
+        if all(v is None for v in values):
             return None
-        t = self.source.tile
-        values = tuple(self.source.read_tile(0, c, iy // t, ix // t)[iy % t, ix % t]
-                       for c in range(self.source.channels))
-        return Pick(ix, iy, values)
+        return Pick(ix, iy, tuple(values))
 
     def release(self) -> None:
         """Stop the reads, free every GL object the view made, close the source."""
