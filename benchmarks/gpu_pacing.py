@@ -24,7 +24,7 @@ def main() -> int:
     args = ap.parse_args()
     from engine.demos import DEMOS
     from lab.streaming import WallClockPacer
-    from engine.app.run import run_scene
+    from engine.hosts.run import run_scene
     from engine.app.providers import register_provider
     from engine.streaming.levels.streamer import LevelStreamer
 

@@ -40,7 +40,7 @@ def main() -> int:
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     from engine.demos import DEMOS
-    from engine.app.run import run_scene
+    from engine.hosts.run import run_scene
 
     t_start = [None]
 

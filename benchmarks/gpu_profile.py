@@ -19,7 +19,7 @@ def main() -> int:
     args = ap.parse_args()
     from engine.demos import DEMOS
     from lab.streaming import WallClockPacer
-    from engine.app.run import run_scene
+    from engine.hosts.run import run_scene
 
     opts = {"count": args.count, "texture_size": args.texture_size}
     run_scene(DEMOS["gallery"].factory, frames=10, size=(1280, 720), provider=args.provider,

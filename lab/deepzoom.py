@@ -101,7 +101,7 @@ def cut_points(width: int, height: int, size: tuple[int, int], count: int, seed:
 def fly(profile: DeepZoomProfile, baked: Path) -> dict[str, Any]:
     """The cuts of one view of `baked` (module docstring); its figures."""
     from engine.app.loop import FrameContext, FrameLoop
-    from engine.app.run import finish_run
+    from engine.hosts.run import finish_run
     from engine.streaming.provider import StreamingProvider
     from engine.view.wall import ImageView
 

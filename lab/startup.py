@@ -26,7 +26,7 @@ from engine.gl.device import Device
 from engine.gl.textures import GpuTexture
 from engine.memory.sizes import mip_count
 from engine.textures.cachedir import cache_root
-from engine.app.run import FrameLoop, finish_run
+from engine.hosts.run import FrameLoop, finish_run
 from engine.app.settings import ProviderFactory, RunSettings
 from engine.streaming.levels.streamer import Clock
 from engine.memory.ledger import Category

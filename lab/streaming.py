@@ -27,7 +27,7 @@ from pyglm import glm
 
 from engine import textures
 from engine.app.settings import ProviderFactory, RunSettings
-from engine.app.run import FrameContext, SceneFactory, run_scene
+from engine.hosts.run import FrameContext, SceneFactory, run_scene
 from engine.demos.gallery_assets import gallery_textures
 from engine.gl.device import Device
 from engine.memory.budget import DEFAULT_BUDGET

@@ -105,12 +105,12 @@ def test_moderngl_window_and_glcontext_outside_gl_fail(tmp_path):
 
 def test_the_engine_never_imports_the_lab_and_the_lab_only_public_names(tmp_path):
     root = _tree(tmp_path, {
-        "engine/app/run.py": "def f():\n    from lab import wall\n",
+        "engine/hosts/run.py": "def f():\n    from lab import wall\n",
         "lab/wall.py": "from engine.app.loop import FrameLoop\nfrom engine.app.loop import _hidden\n",
     })
     found = sorted((v.module, v.line, v.message.split(":")[1].strip()[:14])
                    for v in check_tree(root, mapped={}))
-    assert found == [("engine.app.run", 2, "the engine nev")] * 2 + \
+    assert found == [("engine.hosts.run", 2, "the engine nev")] * 2 + \
         [("lab.wall", 2, "the lab uses t")]
 
 

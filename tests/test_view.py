@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.app.run import run_scene
+from engine.hosts.run import run_scene
 from engine.view import cache
 from engine.view.decode import decode_upright, probe
 from engine.view.discover import discover

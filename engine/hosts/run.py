@@ -2,7 +2,7 @@
 
 `run_scene(factory, settings)` makes (or takes) a device, a governor that owns the run's
 budget, the frame loop, and a host: headless (frames into an offscreen output, read back at
-the end) or a glfw window (engine.app.window: events, fly camera, budget keys, blit, swap).
+the end) or a glfw window (engine.hosts.window: events, fly camera, budget keys, blit, swap).
 Both hosts drive the same loop with the same per-frame order, and both end the same way:
 release everything the run made, count what leaked, summarize, write the outputs.
 """
@@ -18,20 +18,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from ..diagnostics.files import atomic_text, atomic_write
-from ..diagnostics.hud import Hud
-from ..diagnostics.live import process_age_s
-from ..errors import UsageError
-from ..gl.device import Device
-from ..gl.limits import max_output_size
-from ..memory.governor import Governor
-from ..memory.nvml import NvmlProbe, NvmlUnavailable
-from ..render.imagecompare import save_png
-from ..render.scene import Scene
-from ..memory.budget import Budget
-from ..memory.sizes import format_exact
-from ..resolution.targets import default_targets_spec
-from .loop import (
+from ..app.loop import (
     FrameContext,
     FrameHook,
     FrameLoop,
@@ -40,8 +27,21 @@ from .loop import (
     SceneFactory,
     make_governor,
 )
-from .providers import check_provider, provider_name
-from .settings import RunSettings
+from ..app.providers import check_provider, provider_name
+from ..app.settings import RunSettings
+from ..diagnostics.files import atomic_text, atomic_write
+from ..diagnostics.hud import Hud
+from ..diagnostics.live import process_age_s
+from ..errors import UsageError
+from ..gl.device import Device
+from ..gl.limits import max_output_size
+from ..memory.budget import Budget
+from ..memory.governor import Governor
+from ..memory.nvml import NvmlProbe, NvmlUnavailable
+from ..memory.sizes import format_exact
+from ..render.imagecompare import save_png
+from ..render.scene import Scene
+from ..resolution.targets import default_targets_spec
 
 log = logging.getLogger(__name__)
 #: Bytes per pixel of the output image (RGBA8), beside the scaled render targets.
