@@ -143,6 +143,14 @@ class Device(FaultInjection):
         """Embed in a host application: use its current context, never destroy it."""
         return cls(adopt_current(ctx, loader), **kw)
 
+    def lend_context(self) -> moderngl.Context:
+        """The context as moderngl's own object, lent to a library that makes GL objects in
+        it itself (the inverse of `adopt`; the lab lends it to moderngl-window to measure
+        its loaders in the engine's context). What the borrower makes is neither ledgered
+        nor tracked unless it registers it (`track_user_object`)."""
+        self._thread.require("lend_context")
+        return self._ctx
+
     @classmethod
     def auto(cls, **kw) -> Device:
         """A hidden window when a display exists, else headless EGL."""
