@@ -8,7 +8,7 @@ viewed under 128 MiB with camera cuts of at most 150 ms p95 from disk).
 The data: a tiled TIFF (generated once into the work folder by lab.viewers'
 generator, or `--source`), baked once by `python -m engine bake` in a subprocess (by strips
 for an image that large, with the tile-contiguous sidecar), its wall time recorded (its
-memory: benchmarks/bake_rss.py). The view is what `python -m engine view baked.ktx2` shows: an
+memory: lab/bake_rss.py). The view is what `python -m engine view baked.ktx2` shows: an
 `ImageView` of the baked file through the shipped streaming provider under the budget, the
 image larger than the driver's largest texture streaming as a virtual texture.
 
