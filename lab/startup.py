@@ -106,8 +106,8 @@ class NaiveProvider(StaticTextureProvider):
         tex = self.device.storage_texture("RGBA8_SRGB", w, h, levels=levels,
                                           category=self.category, label=f"naive {key}")
         try:
-            self.device.upload(tex, 0, rgba)
-            self.device.generate_mipmaps(tex)  # moderngl's build_mipmaps()
+            self.device.commands.upload(tex, 0, rgba)
+            self.device.commands.generate_mipmaps(tex)  # moderngl's build_mipmaps()
         except BaseException:
             self.device.release(tex)
             raise

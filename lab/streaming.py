@@ -341,7 +341,7 @@ def raw_upload_seconds(device: Device, levels: Sequence[tuple[Path, int, bytes]]
         device.finish()
         start = time.perf_counter()
         for tex, lvl, data in payloads:
-            device.upload(tex, lvl, data)
+            device.commands.upload(tex, lvl, data)
         device.finish()
         return time.perf_counter() - start
     finally:

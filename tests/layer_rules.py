@@ -6,7 +6,7 @@ Rules (docs/ARCHITECTURE.md explains them):
   cannot hide from the check the way it can hide from a reader.
 - Nothing outside engine/gl imports moderngl, moderngl_window or glcontext (the lab may
   import moderngl_window, a peer it measures in the context `Device.lend_context` lends),
-  reaches into a device's private GL parts (`_ctx`, `_raw`, `_alloc`, `_cmds`, `_thread`, or
+  reaches into a device's private GL parts (`_ctx`, `_raw`, `_alloc`, `_thread`, or
   `.ctx` / `.raw` of a device), or calls a raw GL entry point (`glSomething(...)`); the lab's
   raw-GL probes (LAB_RAW_GL_PROBES, driver measurements by design) excepted.
 - The two streaming executors are wings that never import each other: whole levels
@@ -53,7 +53,7 @@ LAB_PEER_MODULES = ("moderngl_window",)
 LAB_RAW_GL_PROBES = ("lab.vt_sparse_probe",)
 #: Packages of one layer that must not import each other.
 WINGS: tuple[tuple[str, str], ...] = (("engine.streaming.levels", "engine.streaming.virtual"),)
-PRIVATE_GL_ATTRS = ("_ctx", "_raw", "_alloc", "_cmds", "_thread")
+PRIVATE_GL_ATTRS = ("_ctx", "_raw", "_alloc", "_thread")
 DEVICE_NAMES = ("device", "dev", "_device")
 
 

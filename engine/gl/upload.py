@@ -74,4 +74,4 @@ def fill_level(device: Device, tex: GpuTexture, tf: TextureFile, level: int) -> 
     """Upload every layer and face of one chain level of `tf` into `tex`."""
     for layer in range(tf.layers):
         for face in range(tf.faces):
-            device.upload(tex, level, level_payload(tf, tex.fmt, level, layer, face), layer, face)
+            device.commands.upload(tex, level, level_payload(tf, tex.fmt, level, layer, face), layer, face)
