@@ -3,7 +3,7 @@ ceiling no upload path can beat), and the staging-ring path against the plain on
 
 Three loops over the same BC7 level, each timed to GPU idle and repeated (medians):
 - memcpy: numpy copy of the bytes into a preallocated host buffer;
-- raw: `Device.upload` (glCompressedTexSubImage2D from client memory), synchronous;
+- raw: `device.commands.upload` (glCompressedTexSubImage2D from client memory), synchronous;
 - ring: memmove into the persistently mapped staging ring, then the upload from the pixel
   unpack buffer (what the streamer does when a level fits a ring segment).
 """
