@@ -8,15 +8,15 @@
 # Writes under $OUT: bake_16k_bc1.json, bake_16k_bc7.json (a 16384^2 tiled TIFF, all cores),
 # bake_huge_bc1.json (65536^2 JPEG-tiled TIFF when the 16k rate says it fits the time left,
 # else 32768^2), each with wall time, Mpx/s and peak RSS/PSS of the main process, the
-# largest worker and the tree (benchmarks/bake_rss.py), and bake_summary.txt.
+# largest worker and the tree (lab/bake_rss.py), and bake_summary.txt.
 set -uo pipefail
 source "$(dirname "$0")/device_env.sh"
 W=/tmp/bake-work; rm -rf "$W"; mkdir -p "$W"
 nproc > "$OUT/bake_summary.txt"; free -g >> "$OUT/bake_summary.txt"
-timeout 40 python3 benchmarks/bake_rss.py make "$W/g16k.tif" 16384 || exit 1
+timeout 40 python3 -m lab.bake_rss make "$W/g16k.tif" 16384 || exit 1
 echo "16k made at $(( $(date +%s) - t0 )) s"
 for fmt in bc1 bc7; do
-  timeout $(left 120) python3 benchmarks/bake_rss.py bake "$W/g16k.tif" "$W/o16k_$fmt" \
+  timeout $(left 120) python3 -m lab.bake_rss bake "$W/g16k.tif" "$W/o16k_$fmt" \
     --format $fmt --json "$OUT/bake_16k_$fmt.json" > /dev/null
   echo "16k $fmt rc $? at $(( $(date +%s) - t0 )) s"
   rm -rf "$W/o16k_$fmt"
@@ -33,9 +33,9 @@ print(65536 if 16 * wall * 1.4 < left else 32768)
 PY
 )
 echo "huge edge $edge (time left $(left 285) s)"
-timeout $(left 150) python3 benchmarks/bake_rss.py make "$W/huge.tif" "$edge" --jpeg || exit 1
+timeout $(left 150) python3 -m lab.bake_rss make "$W/huge.tif" "$edge" --jpeg || exit 1
 echo "huge made at $(( $(date +%s) - t0 )) s: $(du -h "$W/huge.tif" | cut -f1)"
-timeout $(left 290) python3 benchmarks/bake_rss.py bake "$W/huge.tif" "$W/ohuge" \
+timeout $(left 290) python3 -m lab.bake_rss bake "$W/huge.tif" "$W/ohuge" \
   --format bc1 --json "$OUT/bake_huge_bc1.json" > /dev/null
 echo "huge rc $? at $(( $(date +%s) - t0 )) s"
 ls -la "$W/ohuge" 2>/dev/null

@@ -5,15 +5,15 @@
 # .devsrc.tar (`git archive -o .devsrc.tar HEAD`), as for device_round.sh, then:
 #   bash benchmarks/device_deepzoom.sh
 # Writes under $OUT: deepzoom_bake.json (`engine bake` of the generated JPEG-tiled TIFF by
-# strips with its tiled sidecar: wall time, peak RSS and PSS, benchmarks/bake_rss.py),
+# strips with its tiled sidecar: wall time, peak RSS and PSS, lab/bake_rss.py),
 # deepzoom_h200.json / .txt (python -m lab.deepzoom at 1920x1080, 32 cuts) and,
 # when time is left, deepzoom_h200_4k.json / .txt (3840x2160).
 set -uo pipefail
 source "$(dirname "$0")/device_env.sh"
 W=/tmp/deepzoom; rm -rf "$W"; mkdir -p "$W/baked_bc1"
-timeout 150 python3 benchmarks/bake_rss.py make "$W/huge.tif" 65536 --jpeg || exit 1
+timeout 150 python3 -m lab.bake_rss make "$W/huge.tif" 65536 --jpeg || exit 1
 echo "made at $(( $(date +%s) - t0 )) s: $(du -h "$W/huge.tif" | cut -f1)"
-timeout $(left 500) python3 benchmarks/bake_rss.py bake "$W/huge.tif" "$W/baked_bc1" \
+timeout $(left 500) python3 -m lab.bake_rss bake "$W/huge.tif" "$W/baked_bc1" \
   --format bc1 --json "$OUT/deepzoom_bake.json" > /dev/null
 echo "baked rc $? at $(( $(date +%s) - t0 )) s"; ls -la "$W/baked_bc1"
 timeout $(left 560) python3 -m lab.deepzoom --work "$W" --source "$W/huge.tif" \

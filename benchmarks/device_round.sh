@@ -73,7 +73,7 @@ gpu)  # frame, pacing on the batched path, virtual texturing at 4K
   echo "frame rc $? at $(( $(date +%s) - t0 )) s"
   timeout $(left 240) python3 -m lab.frame --profile-streamer 10000 > "$OUT/frame_stream_profile_h200.txt" 2>&1
   echo "profile rc $? at $(( $(date +%s) - t0 )) s"
-  timeout $(left 360) python3 benchmarks/gpu_pacing.py "$OUT/pacing_h200.json" > "$OUT/pacing_h200.txt" 2>&1
+  timeout $(left 360) python3 -m lab.gpu_pacing "$OUT/pacing_h200.json" > "$OUT/pacing_h200.txt" 2>&1
   echo "pacing rc $? at $(( $(date +%s) - t0 )) s"
   timeout $(left 585) python3 -m lab.virtual --textures 200 --size 4096 --allowance 40MiB \
     --output 3840x2160 --stops 12 --hold 40 --max-uploads 256 --io-workers 12 --feedback-scale 0.125 \
@@ -86,7 +86,7 @@ final)  # what one last call can hold, each part time-boxed, the most wanted fir
   wait $g; echo "assets at $(( $(date +%s) - t0 )) s"
   timeout $(left ${FRAME_AT:-170}) python3 -m lab.frame --json "$OUT/frame_h200.json" > "$OUT/frame_h200.txt" 2>&1
   echo "frame rc $? at $(( $(date +%s) - t0 )) s"
-  timeout $(left ${PACING_AT:-270}) python3 benchmarks/gpu_pacing.py "$OUT/pacing_h200.json" > "$OUT/pacing_h200.txt" 2>&1
+  timeout $(left ${PACING_AT:-270}) python3 -m lab.gpu_pacing "$OUT/pacing_h200.json" > "$OUT/pacing_h200.txt" 2>&1
   echo "pacing rc $? at $(( $(date +%s) - t0 )) s"
   timeout $(left ${VIRTUAL_AT:-400}) python3 -m lab.virtual --textures 200 --size 4096 --allowance 40MiB \
     --output 3840x2160 --stops 12 --hold 40 --max-uploads 256 --io-workers 12 --feedback-scale 0.125 \
@@ -122,7 +122,7 @@ wallpace)  # the 25% wall flights of all three policies (the deterministic fligh
     --no-prefetch-flight --json "$OUT/bench_wall_h200_25.json" > "$OUT/bench_wall_h200_25.txt" 2>&1
   echo "wall rc $? at $(( $(date +%s) - t0 )) s"; grep "wall flight" "$OUT/bench_wall_h200_25.txt"
   python3 -c "from engine.demos.gallery_assets import gallery_textures; gallery_textures(200, 4096, 'bc7', progress=False)"
-  timeout $(left 470) python3 benchmarks/gpu_pacing.py "$OUT/pacing_h200.json" > "$OUT/pacing_h200.txt" 2>&1
+  timeout $(left 470) python3 -m lab.gpu_pacing "$OUT/pacing_h200.json" > "$OUT/pacing_h200.txt" 2>&1
   echo "pacing rc $? at $(( $(date +%s) - t0 )) s" ;;
 drivers)  # the device profile, the per-object path against the batched one, transcode cost,
   # and the driver matrix's scenes on the full driver (the NVIDIA pictures beside llvmpipe's)

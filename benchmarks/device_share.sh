@@ -2,7 +2,7 @@
 # Share groups on the H200 (issue 26), one device call, under 5 minutes: the exchange cost,
 # then lab.share's scenario (members of weights 1, 1, 1, 2 join and leave, one is
 # killed with SIGKILL, a modest member joins) beside a PyTorch outsider that takes and frees
-# most of the free GPU memory in steps (benchmarks/share_outsider.py), NVML sampled meanwhile.
+# most of the free GPU memory in steps (lab/share_outsider.py), NVML sampled meanwhile.
 # Run on the device machine from the checkout's copy, with `.gl`, `.whl` (nvidia-ml-py) and
 # `.devsrc.tar` (`git archive -o .devsrc.tar HEAD`) carried, as benchmarks/device_round.sh:
 #     bash benchmarks/device_share.sh
@@ -29,7 +29,7 @@ fi
 timeout $(left 280) python3 -m lab.share run --out "$OUT/share_h200" \
   --budget "${SHARE_BUDGET:-512MiB}" --floor "${SHARE_FLOOR:-48MiB}" --hold 5 --size 640 360 \
   --count "${SHARE_COUNT:-48}" --texture-size "${SHARE_TEXTURE_SIZE:-2048}" \
-  --outsider python3 benchmarks/share_outsider.py --wait 12 --hold 4 \
+  --outsider python3 -m lab.share_outsider --wait 12 --hold 4 \
   --leave 16GiB,2GiB,512MiB,32MiB > "$OUT/share_h200_summary.txt" 2>&1
 echo "share rc $? at $(( $(date +%s) - t0 )) s"
 python3 - "$OUT/share_h200/share.json" <<'PY' >> "$OUT/share_h200_summary.txt" 2>&1

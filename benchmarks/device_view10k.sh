@@ -10,7 +10,7 @@ N=${1:-10000}
 ENGINE_CACHE=/tmp/view-cache
 source "$(dirname "$0")/device_env.sh"
 rm -rf /tmp/view-cache /tmp/p10k
-timeout 200 python3 benchmarks/view_data.py photos /tmp/p10k "$N" 4000 3000
+timeout 200 python3 -m lab.view_data photos /tmp/p10k "$N" 4000 3000
 echo "photos made at $(( $(date +%s) - t0 )) s"
 for run in cold warm; do
   timeout $(left 280) /usr/bin/time -v python3 -m engine view /tmp/p10k --headless --frames 30 \

@@ -13,7 +13,7 @@ ENGINE_CACHE=/tmp/view-cache
 source "$(dirname "$0")/device_env.sh"
 SUM="$OUT/view_goals.txt"
 rm -rf /tmp/view-cache /tmp/p10k
-timeout 150 python3 benchmarks/view_data.py photos /tmp/p10k 10000 4000 3000 > /dev/null 2>&1
+timeout 150 python3 -m lab.view_data photos /tmp/p10k 10000 4000 3000 > /dev/null 2>&1
 echo "photos made at $(( $(date +%s) - t0 )) s" | tee -a "$SUM"
 timeout $(left 230) python3 - >> "$SUM" 2>&1 <<'PY'
 import os, time

@@ -218,7 +218,7 @@ class WallNavigator:
     drag motion (pixels) and the camera follows. Zoom keeps the world point under the cursor
     fixed on screen, as map viewers do.
 
-    The window (engine/app/window.py) drives it as the scene's `navigator`: glfw's scroll
+    The window (engine/hosts/window.py) drives it as the scene's `navigator`: glfw's scroll
     callback -> `zoom(steps, cursor_ndc)`, cursor motion with the left button held ->
     `drag(dx, dy)`, `follow(camera)` when the user first touches the mouse, then
     `apply(camera)` each frame instead of the scripted camera."""

@@ -58,7 +58,7 @@ _API: dict[str, str] = {
     "FrameLoop": "engine.app.loop",
     "FrameContext": "engine.app.loop",
     "OverBudget": "engine.app.loop",
-    "run_scene": "engine.app.run",
+    "run_scene": "engine.hosts.run",
     # seeing memory: who holds what, now
     "snapshot": "engine.diagnostics.snapshot",
     "register_provider": "engine.app.providers",

@@ -20,7 +20,7 @@ from .memory.sizes import format_bytes
 #: (RGBA16F, 8) + depth (4) + output (RGBA8, 4) + the FSR input and intermediate (8) + the
 #: RGB read-back (3) = 27, rounded up. A size whose targets would not fit half the machine's
 #: memory is refused (llvmpipe keeps "VRAM" in system memory; a run then checks the device's
-#: own limits and memory, engine.app.run.check_output_size).
+#: own limits and memory, engine.hosts.run.check_output_size).
 BYTES_PER_OUTPUT_PIXEL = 32
 
 

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 #: The largest output edge accepted before a device exists: GL 4.5 guarantees at least this
 #: for GL_MAX_TEXTURE_SIZE, GL_MAX_RENDERBUFFER_SIZE and GL_MAX_VIEWPORT_DIMS; a run then
-#: checks the driver's own limits and the memory the targets need (engine.app.run).
+#: checks the driver's own limits and the memory the targets need (engine.hosts.run).
 MAX_OUTPUT_EDGE = 16384
 #: The gallery's smallest texture: its tiles are a quarter of the edge and the number label
 #: drawn on one needs 8 texels (16 fails making the label tile).
@@ -55,7 +55,7 @@ def output_size(value: str | Sequence[int], max_edge: int | None = MAX_OUTPUT_ED
                 ) -> tuple[int, int]:
     """WIDTHxHEIGHT ("1920x1080", "1920X1080") or a (width, height) pair of ints, each side
     1..max_edge. None: no upper bound here, for a caller with a device to ask (a run checks
-    the driver's limits and memory before making anything, engine.app.run)."""
+    the driver's limits and memory before making anything, engine.hosts.run)."""
     top = "" if max_edge is None else f"-{max_edge}"
     accepted = f"accepted: WIDTHxHEIGHT or (width, height) ints, each 1{top or ' or more'}"
     if isinstance(value, str):

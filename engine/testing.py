@@ -25,7 +25,7 @@ import numpy as np
 from .diagnostics.report import build_report
 from .render.imagecompare import compare, diff_image, load_png, save_png
 from .app.loop import RunResult, SceneFactory
-from .app.run import run_scene
+from .hosts.run import run_scene
 
 log = logging.getLogger(__name__)
 

@@ -49,7 +49,7 @@ def run(device, quick: bool = False) -> SuiteResult:
             out.append(tex)
             for lvl in range(levels):
                 w, h = mip_dims(size, size, lvl)
-                device.upload(tex, lvl, random_blocks(level_bytes(fmt, w, h), i))
+                device.commands.upload(tex, lvl, random_blocks(level_bytes(fmt, w, h), i))
         return out, out
 
     def targets():

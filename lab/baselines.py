@@ -12,8 +12,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.streaming.levels.ops import MipOp, Plan, step_peaks, tail_reserve
-from engine.streaming.levels.state import PolicyConfig, StreamerState, TextureTable, resident_bytes
+from engine.streaming.levels.ops import MipOp, Plan, step_peaks
+from engine.streaming.levels.state import (
+    PolicyConfig,
+    StreamerState,
+    TextureTable,
+    resident_bytes,
+    tail_reserve,
+)
 
 
 def _baseline_plan(state: StreamerState, table: TextureTable, pool: int, start: int,

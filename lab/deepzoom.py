@@ -8,7 +8,7 @@ viewed under 128 MiB with camera cuts of at most 150 ms p95 from disk).
 The data: a tiled TIFF (generated once into the work folder by lab.viewers'
 generator, or `--source`), baked once by `python -m engine bake` in a subprocess (by strips
 for an image that large, with the tile-contiguous sidecar), its wall time recorded (its
-memory: benchmarks/bake_rss.py). The view is what `python -m engine view baked.ktx2` shows: an
+memory: lab/bake_rss.py). The view is what `python -m engine view baked.ktx2` shows: an
 `ImageView` of the baked file through the shipped streaming provider under the budget, the
 image larger than the driver's largest texture streaming as a virtual texture.
 
@@ -101,7 +101,7 @@ def cut_points(width: int, height: int, size: tuple[int, int], count: int, seed:
 def fly(profile: DeepZoomProfile, baked: Path) -> dict[str, Any]:
     """The cuts of one view of `baked` (module docstring); its figures."""
     from engine.app.loop import FrameContext, FrameLoop
-    from engine.app.run import finish_run
+    from engine.hosts.run import finish_run
     from engine.streaming.provider import StreamingProvider
     from engine.view.wall import ImageView
 

@@ -25,13 +25,13 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from engine import textures
 from engine.errors import BudgetError
 from engine.gl.device import Device
-from engine.gl.peers import moderngl_window_loader
 from engine.gl.tracking import UserObject
 from engine.memory.ledger import Category
 from engine.memory.sizes import format_bytes, mip_count, texture_bytes
@@ -59,6 +59,21 @@ VRAM_GOAL = 0.10  # engine VRAM at >= 40 dB over the naive path's
 FRACTIONS = (0.02, 0.05, 0.10, 0.25, 0.5, 1.0)
 PANDA_LIMIT_FRACTION = 0.25
 PANDA_TIMEOUT_S = 180
+
+
+def moderngl_window_loader(device: Device) -> tuple[str, Callable[[Path], Any]]:
+    """moderngl-window's version and its PNG texture loader (mipmapped) on `device`'s context,
+    lent to moderngl-window as its current one (its headless setting), so both load into the
+    same context. Raises ImportError without the library."""
+    import moderngl_window
+    from moderngl_window import resources
+    from moderngl_window.meta import TextureDescription
+
+    moderngl_window.activate_context(ctx=device.lend_context())
+
+    def load(png: Path) -> Any:
+        return resources.textures.load(TextureDescription(path=str(png), mipmap=True))
+    return moderngl_window.__version__, load
 
 
 # ---------------------------------------------------------------------------- 1. VRAM

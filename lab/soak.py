@@ -73,7 +73,7 @@ from engine.streaming.levels.streamer import LevelStreamer
 from engine.streaming.provider import StreamingProvider
 from engine.streaming.settings import StreamerSettings
 from engine.app.loop import FrameContext, FrameLoop, SceneFactory, make_governor
-from engine.app.run import finish_run
+from engine.hosts.run import finish_run
 from engine.app.settings import RunSettings
 
 log = logging.getLogger(__name__)

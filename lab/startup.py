@@ -26,7 +26,7 @@ from engine.gl.device import Device
 from engine.gl.textures import GpuTexture
 from engine.memory.sizes import mip_count
 from engine.textures.cachedir import cache_root
-from engine.app.run import FrameLoop, finish_run
+from engine.hosts.run import FrameLoop, finish_run
 from engine.app.settings import ProviderFactory, RunSettings
 from engine.streaming.levels.streamer import Clock
 from engine.memory.ledger import Category
@@ -106,8 +106,8 @@ class NaiveProvider(StaticTextureProvider):
         tex = self.device.storage_texture("RGBA8_SRGB", w, h, levels=levels,
                                           category=self.category, label=f"naive {key}")
         try:
-            self.device.upload(tex, 0, rgba)
-            self.device.generate_mipmaps(tex)  # moderngl's build_mipmaps()
+            self.device.commands.upload(tex, 0, rgba)
+            self.device.commands.generate_mipmaps(tex)  # moderngl's build_mipmaps()
         except BaseException:
             self.device.release(tex)
             raise

@@ -2,7 +2,7 @@
 the same run (the flights where the budget binds are the `wall` suite, lab/wall.py):
 
 (a) upload: bytes the streamer makes resident per second of its own frame time, over a raw
-    synchronous `Device.upload` loop of the same level bytes (gallery textures);
+    synchronous `device.commands.upload` loop of the same level bytes (gallery textures);
 (b) latency: request-to-resident time of a texture's whole chain, first from the file (OS
     page cache dropped where the OS allows it) and then from the streamer's RAM cache.
 
@@ -27,7 +27,7 @@ from pyglm import glm
 
 from engine import textures
 from engine.app.settings import ProviderFactory, RunSettings
-from engine.app.run import FrameContext, SceneFactory, run_scene
+from engine.hosts.run import FrameContext, SceneFactory, run_scene
 from engine.demos.gallery_assets import gallery_textures
 from engine.gl.device import Device
 from engine.memory.budget import DEFAULT_BUDGET
@@ -324,8 +324,8 @@ def chain_levels(paths: Sequence[Path], stops: Sequence[int]) -> list[tuple[Path
 
 
 def raw_upload_seconds(device: Device, levels: Sequence[tuple[Path, int, bytes]]) -> float:
-    """Seconds of a synchronous `Device.upload` loop over `levels` into full-chain storage
-    (allocated before the clock starts), the GPU finished at the end."""
+    """Seconds of a synchronous `device.commands.upload` loop over `levels` into full-chain
+    storage (allocated before the clock starts), the GPU finished at the end."""
     made = {}
     served: dict[Path, TextureFile] = {}
     try:
@@ -341,7 +341,7 @@ def raw_upload_seconds(device: Device, levels: Sequence[tuple[Path, int, bytes]]
         device.finish()
         start = time.perf_counter()
         for tex, lvl, data in payloads:
-            device.upload(tex, lvl, data)
+            device.commands.upload(tex, lvl, data)
         device.finish()
         return time.perf_counter() - start
     finally:

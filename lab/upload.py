@@ -3,7 +3,7 @@ ceiling no upload path can beat), and the staging-ring path against the plain on
 
 Three loops over the same BC7 level, each timed to GPU idle and repeated (medians):
 - memcpy: numpy copy of the bytes into a preallocated host buffer;
-- raw: `Device.upload` (glCompressedTexSubImage2D from client memory), synchronous;
+- raw: `device.commands.upload` (glCompressedTexSubImage2D from client memory), synchronous;
 - ring: memmove into the persistently mapped staging ring, then the upload from the pixel
   unpack buffer (what the streamer does when a level fits a ring segment).
 """
@@ -43,7 +43,7 @@ def raw_seconds(device: Device, tex, data: bytes, count: int) -> float:
     device.finish()
     start = time.perf_counter()
     for _ in range(count):
-        device.upload(tex, 0, data)
+        device.commands.upload(tex, 0, data)
     device.finish()
     return time.perf_counter() - start
 
@@ -63,7 +63,7 @@ def ring_seconds(device: Device, ring: StagingRing, tex, data: bytes, count: int
         offset = ring.write(data)
         if offset is None:
             raise RuntimeError("staging segment smaller than one level")
-        device.upload_from_buffer(tex, 0, ring.glo, offset, len(data))
+        device.commands.upload_from_buffer(tex, 0, ring.glo, offset, len(data))
         ring.end_frame()
     device.finish()
     return time.perf_counter() - start, waits

@@ -35,7 +35,7 @@ import numpy as np
 
 from engine import textures
 from engine.app.settings import ProviderFactory
-from engine.app.run import FrameContext, run_scene
+from engine.hosts.run import FrameContext, run_scene
 from engine.formats import get as get_format
 from engine.gl.device import Device
 from engine.memory.sizes import format_bytes

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from engine.app.settings import ProviderFactory
-from engine.app.run import FrameContext
+from engine.hosts.run import FrameContext
 from engine.streaming.inline_io import InlineLevelIO
 from engine.streaming.provider import StreamingProvider
 

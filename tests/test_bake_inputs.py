@@ -396,7 +396,7 @@ def test_opaque_bc7_on_the_gpu(device, opaque_photo, tmp_path):
     tex = upload_texture_file(device, tf, label="opaque-bc7")
     try:
         lv = tf.levels[0]
-        gpu = np.frombuffer(device.read_level(tex, 0, rgba8=True), np.uint8)
+        gpu = np.frombuffer(device.commands.read_level(tex, 0, rgba8=True), np.uint8)
         gpu = gpu.reshape(-1, lv.width, 4)[: lv.height]
         assert (gpu[..., 3] == 255).all()
         assert np.array_equal(gpu, engine.textures.decode_rgba(tf, 0))

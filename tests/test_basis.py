@@ -190,9 +190,9 @@ def test_upload_samples_like_cpu_decode(device):
         gpu_tex = upload_texture_file(device, tex, label="basis")
         try:
             assert gpu_tex.fmt is tex.pixel_format
-            assert device.read_level(gpu_tex, 0) == tex.read_level_all(0)
+            assert device.commands.read_level(gpu_tex, 0) == tex.read_level_all(0)
             lv = tex.levels[0]
-            gpu = np.frombuffer(device.read_level(gpu_tex, 0, rgba8=True), np.uint8)
+            gpu = np.frombuffer(device.commands.read_level(gpu_tex, 0, rgba8=True), np.uint8)
             assert np.array_equal(gpu.reshape(-1, lv.width, 4)[:lv.height],
                                   textures.decode_rgba(tex, 0))
         finally:

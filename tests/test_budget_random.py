@@ -22,7 +22,7 @@ from test_pressure import (OPTIONS, Calibration, check_budget_frames,
 from engine.errors import GLOutOfMemoryError
 from engine.gl.device import Device
 from engine.app.loop import FrameContext, SceneFactory
-from engine.app.run import run_scene
+from engine.hosts.run import run_scene
 from engine.resolution.policy import ResolutionSettings
 from engine.resolution.targets import RenderTargetSet, ResizeEvent
 from engine.resolution.targets_spec import TargetSpec

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.app.run import run_scene
+from engine.hosts.run import run_scene
 from engine.textures import durable
 from engine.textures import ktx2_write
 from engine.view import atlas, cache

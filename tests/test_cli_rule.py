@@ -319,7 +319,7 @@ def test_demo_says_what_it_does_and_where_outputs_went(tmp_path):
 def test_run_scene_checks_the_drivers_size_limit_before_making_anything(device):
     """Past the parser's GL-4.5 bound, the run itself asks the driver (GL_MAX_TEXTURE_SIZE,
     GL_MAX_RENDERBUFFER_SIZE, GL_MAX_VIEWPORT_DIMS) before the scene or a target exists."""
-    from engine.app.run import run_scene
+    from engine.hosts.run import run_scene
     from engine.errors import UsageError
     from engine.gl.limits import max_output_size
 

@@ -489,8 +489,8 @@ def test_every_bit_field_format_samples_like_decode(device, sampler_pass, fmt) -
     try:
         if format_swizzle(fmt):
             apply_swizzle(device, gpu.glo, fmt.swizzle, gpu.target)
-        device.upload(gpu, 0, data)
-        assert device.read_level(gpu, 0) == data  # the transfer format/type round-trips
+        device.commands.upload(gpu, 0, data)
+        assert device.commands.read_level(gpu, 0) == data  # the transfer format/type round-trips
         got = sample_level(device, sampler_pass, gpu, 0)
         _assert_close(got, decode_image(fmt.name, data, w, h), _tolerance(device))
     finally:

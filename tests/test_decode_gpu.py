@@ -23,8 +23,8 @@ FORMATS = ["BC1_RGB", "BC1_RGBA", "BC2", "BC3", "BC4", "BC5", "BC6H_UF", "BC7",
 def _gpu_rgba(device, fmt: str, data: bytes) -> np.ndarray:
     tex = device.storage_texture(fmt, W, H, label=f"decode-{fmt}")
     try:
-        device.upload(tex, 0, data)
-        return np.frombuffer(device.read_level(tex, 0, rgba8=True), np.uint8).reshape(H, W, 4)
+        device.commands.upload(tex, 0, data)
+        return np.frombuffer(device.commands.read_level(tex, 0, rgba8=True), np.uint8).reshape(H, W, 4)
     finally:
         device.release(tex)
 

@@ -13,12 +13,14 @@ from pathlib import Path
 ENGINE = Path(__file__).resolve().parents[1] / "engine"
 # `device.<name>` not followed by an assignment (attributes a module sets are not uses).
 USE = re.compile(r"\bdevice\.(_?[A-Za-z]\w*)\b(?!\s*=[^=])")
+#: `device.commands.<name>`: the device's commands part, used directly (no forwards).
+COMMAND_USE = re.compile(r"\bdevice\.commands\.(_?[A-Za-z]\w*)\b(?!\s*=[^=])")
 
 
-def uses(root: Path = ENGINE) -> dict[str, set[str]]:
+def uses(root: Path = ENGINE, pattern: re.Pattern[str] = USE) -> dict[str, set[str]]:
     found: dict[str, set[str]] = {}
     for path in root.rglob("*.py"):
-        for m in USE.finditer(path.read_text(encoding="utf-8")):
+        for m in pattern.finditer(path.read_text(encoding="utf-8")):
             found.setdefault(m.group(1), set()).add(str(path.relative_to(root.parent)))
     return found
 
@@ -28,6 +30,14 @@ def test_every_device_attribute_used_exists(engine_device):
     assert len(names) > 20  # the scan sees the engine's calls
     missing = {n: sorted(files) for n, files in names.items() if not hasattr(engine_device, n)}
     assert not missing, f"Device has no such attribute: {missing}"
+
+
+def test_every_device_command_used_exists(engine_device):
+    names = uses(pattern=COMMAND_USE)
+    assert {"upload", "upload_levels", "set_min_lod"} <= set(names)  # the scan sees the calls
+    missing = {n: sorted(files) for n, files in names.items()
+               if not hasattr(engine_device.commands, n)}
+    assert not missing, f"Commands has no such method: {missing}"
 
 
 def test_the_scan_finds_a_missing_name(engine_device, tmp_path):

@@ -13,7 +13,7 @@ import pytest
 import engine
 from engine import cli, cli_args
 from engine.app.loop import FrameLoop, OverBudget
-from engine.app.run import run_scene
+from engine.hosts.run import run_scene
 from engine.app.settings import RunSettings
 from engine.demos.gltf_demo import build
 from engine.errors import BudgetError, UsageError, install_hint

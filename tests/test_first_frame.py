@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
-from engine.app.run import run_scene
+from engine.hosts.run import run_scene
 from engine.errors import BudgetError
 from engine.gl.device import Device
 

@@ -142,7 +142,7 @@ def test_upload_into_compressed_texture(gpu, dev, photos):
     try:
         job.run()
         job.upload_into(tex)
-        assert dev.read_level(tex, 0) == job.result()[0]
+        assert dev.commands.read_level(tex, 0) == job.result()[0]
     finally:
         job.release()
         dev.release(tex)
@@ -236,8 +236,8 @@ def test_bc7_partition_tables_match_the_decoders(dev):
     t2d = _t2d("BC7", data, 4 * 128, 4)
     tex = dev.storage_texture("BC7", 4 * 128, 4, label="partition-probe")
     try:
-        dev.upload(tex, 0, data)
-        gl = np.frombuffer(dev.read_level(tex, 0, rgba8=True), np.uint8).reshape(4, 512, 4)
+        dev.commands.upload(tex, 0, data)
+        gl = np.frombuffer(dev.commands.read_level(tex, 0, rgba8=True), np.uint8).reshape(4, 512, 4)
     finally:
         dev.release(tex)
     for decoded in (t2d, gl):
@@ -255,8 +255,8 @@ def test_gl_driver_decodes_what_texture2ddecoder_does(gpu, dev, photos):
         data = gpu.encode(img, fmt)
         tex = dev.storage_texture(fmt, 64, 64, label="decode-check")
         try:
-            dev.upload(tex, 0, data)
-            gl = np.frombuffer(dev.read_level(tex, 0, rgba8=True), np.uint8).reshape(64, 64, 4)
+            dev.commands.upload(tex, 0, data)
+            gl = np.frombuffer(dev.commands.read_level(tex, 0, rgba8=True), np.uint8).reshape(64, 64, 4)
         finally:
             dev.release(tex)
         assert np.abs(gl.astype(int) - _t2d(fmt, data, 64, 64)).max() <= 1, fmt

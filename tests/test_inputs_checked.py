@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from engine import inputs
-from engine.app.run import run_scene
+from engine.hosts.run import run_scene
 from engine.cli import main
 from engine.cli_args import image_output_file, json_output_file, output_file, scene_count_arg
 from engine.diagnostics.files import atomic_text

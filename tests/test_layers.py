@@ -98,19 +98,21 @@ def test_moderngl_window_and_glcontext_outside_gl_fail(tmp_path):
         "engine/view/peer.py": "def f():\n    import moderngl_window\n",
         "engine/app/host.py": "from glcontext import egl\n",
         "engine/gl/peers.py": "import moderngl_window\nimport glcontext\n",
+        "lab/peers.py": "import moderngl_window\nimport moderngl\n",  # the peer only
     })
     found = sorted((v.module, v.line) for v in check_tree(root, mapped={}))
-    assert found == [("engine.app.host", 1), ("engine.app.host", 1), ("engine.view.peer", 2)]
+    assert found == [("engine.app.host", 1), ("engine.app.host", 1), ("engine.view.peer", 2),
+                     ("lab.peers", 2)]
 
 
 def test_the_engine_never_imports_the_lab_and_the_lab_only_public_names(tmp_path):
     root = _tree(tmp_path, {
-        "engine/app/run.py": "def f():\n    from lab import wall\n",
+        "engine/hosts/run.py": "def f():\n    from lab import wall\n",
         "lab/wall.py": "from engine.app.loop import FrameLoop\nfrom engine.app.loop import _hidden\n",
     })
     found = sorted((v.module, v.line, v.message.split(":")[1].strip()[:14])
                    for v in check_tree(root, mapped={}))
-    assert found == [("engine.app.run", 2, "the engine nev")] * 2 + \
+    assert found == [("engine.hosts.run", 2, "the engine nev")] * 2 + \
         [("lab.wall", 2, "the lab uses t")]
 
 

@@ -17,7 +17,7 @@ from engine.memory.sizes import texture_bytes
 from engine.demos.gallery_assets import gallery_textures
 from engine.render.imagecompare import save_png
 from engine.app.loop import FrameContext, SceneFactory
-from engine.app.run import run_scene
+from engine.hosts.run import run_scene
 from engine.render.accuracy import (
     AccuracyResult,
     accuracy_from_levels,

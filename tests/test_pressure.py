@@ -28,7 +28,7 @@ import pytest
 from engine.gl.device import Device
 from engine.memory.governor import BudgetSplit
 from engine.app.loop import FrameContext, FrameHook, RunResult
-from engine.app.run import run_scene
+from engine.hosts.run import run_scene
 
 W, H = 160, 120
 OPTIONS: dict[str, Any] = {"count": 16, "texture_size": 256, "format": "bc1"}

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.app.run import run_scene
+from engine.hosts.run import run_scene
 from engine.gl.device import Device
 
 W, H = 160, 120

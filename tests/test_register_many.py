@@ -59,8 +59,8 @@ def _streamer(device) -> LevelStreamer:
 def _gpu_level(device, tex, tf, level: int) -> bytes:
     """What the GPU holds of a whole level, in KTX2 order (a cube map face by face)."""
     if tf.faces == 6 and tf.layers == 1:
-        return b"".join(device.read_level(tex, level, face) for face in range(6))
-    return device.read_level(tex, level)
+        return b"".join(device.commands.read_level(tex, level, face) for face in range(6))
+    return device.commands.read_level(tex, level)
 
 
 @pytest.mark.needs("BC7 sampling")
@@ -247,7 +247,7 @@ def test_upload_levels_equals_per_level_uploads(device, fmt, cube, layers):
         real = device._alloc.drain_errors
         device._alloc.drain_errors = lambda: drains.append(1) or real()
         try:
-            device.upload_levels(a, [(lvl, data[lvl]) for lvl in range(base, len(data))])
+            device.commands.upload_levels(a, [(lvl, data[lvl]) for lvl in range(base, len(data))])
         finally:
             del device._alloc.drain_errors
         assert len(drains) == 1
@@ -255,13 +255,13 @@ def test_upload_levels_equals_per_level_uploads(device, fmt, cube, layers):
             step_ = len(data[lvl]) // images
             for i in range(images):
                 layer, face = divmod(i, 6 if cube else 1)
-                device.upload(b, lvl, data[lvl][i * step_:(i + 1) * step_], layer, face)
+                device.commands.upload(b, lvl, data[lvl][i * step_:(i + 1) * step_], layer, face)
         for lvl in range(base, len(data)):
             faces = range(6) if cube and layers == 1 else [0]
             for face in faces:
-                assert device.read_level(a, lvl, face) == device.read_level(b, lvl, face)
+                assert device.commands.read_level(a, lvl, face) == device.commands.read_level(b, lvl, face)
             if not (cube and layers == 1):
-                assert device.read_level(a, lvl) == data[lvl]
+                assert device.commands.read_level(a, lvl) == data[lvl]
     finally:
         device.release(a)
         device.release(b)
@@ -273,12 +273,12 @@ def test_upload_levels_checks_sizes_before_any_upload(device):
     try:
         good = [level_bytes("BC1_RGBA", *mip_dims(16, 16, lvl)) for lvl in range(3)]
         with pytest.raises(ValueError, match="level 1 needs"):
-            device.upload_levels(tex, [(0, bytes(good[0])), (1, bytes(good[1] + 8))])
+            device.commands.upload_levels(tex, [(0, bytes(good[0])), (1, bytes(good[1] + 8))])
         with pytest.raises(ValueError, match="not stored"):
-            device.upload_levels(tex, [(3, bytes(8))])
-        device.upload_levels(tex, [(lvl, memoryview(bytearray([lvl + 1]) * good[lvl]))
+            device.commands.upload_levels(tex, [(3, bytes(8))])
+        device.commands.upload_levels(tex, [(lvl, memoryview(bytearray([lvl + 1]) * good[lvl]))
                                    for lvl in range(3)])  # writable views: no copy
-        assert device.read_level(tex, 2) == bytes([3]) * good[2]
+        assert device.commands.read_level(tex, 2) == bytes([3]) * good[2]
         device.check_errors("after")
     finally:
         device.release(tex)
@@ -330,8 +330,8 @@ def test_streaming_provider_reads_each_file_once(device, mixed, monkeypatch):
         assert sorted(reads) == sorted(str(p) for p in files)
         alone.register_many([(p.stem, p) for p in files])
         assert [it.tf for it in m.levels.items] == [it.tf for it in alone.items]
-        assert [device.read_level(it.tex, it.base) for it in m.levels.items] == \
-            [device.read_level(it.tex, it.base) for it in alone.items]
+        assert [device.commands.read_level(it.tex, it.base) for it in m.levels.items] == \
+            [device.commands.read_level(it.tex, it.base) for it in alone.items]
     finally:
         m.release()
         alone.release()

@@ -12,7 +12,7 @@ import pytest
 from engine.render.camera import CameraPath, Keyframe
 from engine.render.imagecompare import compare, diff_image, load_png, save_png
 from engine.render.mesh import box, quad
-from engine.app.run import run_scene
+from engine.hosts.run import run_scene
 from engine.streaming.contract import TextureProvider
 from engine.streaming.static import StaticTextureProvider
 

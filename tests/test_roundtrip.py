@@ -42,11 +42,11 @@ def gpu_round_trip(device, tf) -> None:
         assert tex.fmt is tf.pixel_format  # uploaded compressed, not CPU-decoded
         for level in range(len(tf.levels)):
             lv = tf.levels[level]
-            face_data = device.read_level(tex, level)
+            face_data = device.commands.read_level(tex, level)
             assert face_data == tf.read_level_all(level)[: len(face_data)], level
             if tf.pixel_format.signed:
                 continue  # an unsigned read-back clamps SNORM; test_decode_gpu maps it
-            gpu = np.frombuffer(device.read_level(tex, level, rgba8=True), np.uint8)
+            gpu = np.frombuffer(device.commands.read_level(tex, level, rgba8=True), np.uint8)
             gpu = gpu.reshape(-1, lv.width, 4)[: lv.height]
             cpu = engine.textures.decode_rgba(tf, level)
             assert np.array_equal(gpu, cpu), (tf.format, level,

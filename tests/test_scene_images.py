@@ -17,7 +17,7 @@ import pytest
 
 from engine.gl.device import Device
 from engine.app.loop import RunResult
-from engine.app.run import run_scene
+from engine.hosts.run import run_scene
 from engine.testing import assert_image_close, assert_no_leaks
 
 REFERENCE = Path(__file__).resolve().parent / "reference"

@@ -314,14 +314,9 @@ def test_canvas_hosts_on_one_device_share_it_and_close_in_either_order(user_cach
 
 
 def test_outsider_script_parses_its_steps():
-    """benchmarks/share_outsider.py (the device script's PyTorch process): its sizes; the
+    """lab/share_outsider.py (the device script's PyTorch process): its sizes; the
     rest needs torch and a GPU."""
-    import importlib.util
-    from pathlib import Path
+    from lab import share_outsider as module
 
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "share_outsider.py"
-    spec = importlib.util.spec_from_file_location("share_outsider", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
     assert [module.parse(x) for x in "16GiB,512MiB,32MiB,4096".split(",")] == \
         [16 << 30, 512 << 20, 32 << 20, 4096]

@@ -37,7 +37,7 @@ def test_every_bcn_level_matches_driver(device, fmt, size):
     try:
         for lvl in range(n):
             lw, lh = mip_dims(w, h, lvl)
-            assert device.driver_level_size(tex, lvl) == level_bytes(fmt, lw, lh), (fmt, lvl)
+            assert device.commands.driver_level_size(tex, lvl) == level_bytes(fmt, lw, lh), (fmt, lvl)
         assert device.ledger.items()[-1].nbytes == texture_bytes(fmt, w, h, levels=n)
     finally:
         device.release(tex)
@@ -56,7 +56,7 @@ def test_arrays_and_cubes_match_driver(device, name):
             for lvl in range(3):
                 lw, lh = mip_dims(w, h, lvl)
                 per_image = level_bytes(fmt, lw, lh)
-                driver = device.driver_level_size(tex, lvl)
+                driver = device.commands.driver_level_size(tex, lvl)
                 # arrays report the whole level. For a cube map, queried on its +X face,
                 # drivers differ: Mesa reports one face, NVIDIA all six (measured on the H200).
                 if layers > 1:

@@ -16,7 +16,7 @@ import pytest
 
 import engine
 from engine.app.loop import FrameContext
-from engine.app.run import run_scene
+from engine.hosts.run import run_scene
 from engine.demos import DEMOS
 from engine.diagnostics.snapshot import SLOT_LEGEND, render_html
 from engine.gl.device import Device
@@ -150,7 +150,7 @@ def test_the_window_p_key_writes_a_snapshot(tmp_path, monkeypatch):
     """The window's key handler asks its loop for a snapshot, numbered per press (driven
     without a window: the handler only needs the loop)."""
     glfw = pytest.importorskip("glfw")
-    from engine.app.window import WindowHost
+    from engine.hosts.window import WindowHost
 
     class Loop:
         governor = None

@@ -17,7 +17,7 @@ import pytest
 from process_helpers import headless_env
 
 from lab.soak import SoakReport, SoakSettings, rss_bytes
-from engine.app.command import x_display_missing
+from engine.hosts.command import x_display_missing
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -168,7 +168,7 @@ def test_big_levels_go_up_in_bands_within_budget(device, gov, tmp_path):
         full = [t for t, it in enumerate(s.items) if it.base == 0]
         assert full, [it.base for it in s.items]
         for t in full:  # the GPU holds exactly the file's level 0
-            assert device.read_level(s.items[t].tex, 0) == s.items[t].tf.read_level(0)
+            assert device.commands.read_level(s.items[t].tex, 0) == s.items[t].tf.read_level(0)
         # a cut while bands are in flight: partial loads are aborted, nothing leaks
         s.mip_bias = 8.0
         for f in range(200, 260):

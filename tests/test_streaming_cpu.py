@@ -21,7 +21,7 @@ from engine.streaming.levels.estimator import (
     prepare_instances,
 )
 from engine.streaming.levels.fade import fade_min_lod
-from engine.streaming.levels.ops import MipOp, Plan, apply_ops, step_peaks
+from engine.streaming.levels.ops import MipOp, Plan, step_peaks
 from engine.streaming.levels.planner import _Planner, make_plan
 from engine.streaming.levels.prefetch import (
     PrefetchConfig,
@@ -34,6 +34,7 @@ from engine.streaming.levels.state import (
     StreamerState,
     TextureSpec,
     TextureTable,
+    apply_ops,
     resident_bytes,
     update_state,
 )

@@ -8,13 +8,14 @@ from hypothesis import strategies as st
 
 from engine.memory.sizes import texture_bytes
 from engine.streaming.levels.fade import fade_min_lod
-from engine.streaming.levels.ops import MipOp, apply_ops, plan_fits, step_peaks
+from engine.streaming.levels.ops import MipOp, plan_fits, step_peaks
 from engine.streaming.levels.planner import make_plan
 from engine.streaming.levels.state import (
     PolicyConfig,
     StreamerState,
     TextureSpec,
     TextureTable,
+    apply_ops,
     resident_bytes,
     tail_base_level,
     update_state,

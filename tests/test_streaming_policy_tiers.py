@@ -17,7 +17,7 @@ from engine.streaming.levels.estimator import (
     TextureArrays,
     estimate_mips,
 )
-from engine.streaming.levels.ops import apply_ops, plan_fits, tail_reserve
+from engine.streaming.levels.ops import plan_fits
 from engine.streaming.levels.planner import _Planner, make_plan, planner_for
 from engine.streaming.levels.prefetch import (
     PrefetchConfig,
@@ -29,7 +29,9 @@ from engine.streaming.levels.state import (
     StreamerState,
     TextureSpec,
     TextureTable,
+    apply_ops,
     resident_bytes,
+    tail_reserve,
     update_state,
     wanted_bytes,
 )

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from engine.app.run import run_scene
+from engine.hosts.run import run_scene
 from engine.demos import DEMOS
 from engine.diagnostics.report import load_report
 from engine.diagnostics.trace import TraceError, Tracer, final_counters, validate_trace

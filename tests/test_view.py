@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.app.run import run_scene
+from engine.hosts.run import run_scene
 from engine.view import cache
 from engine.view.decode import decode_upright, probe
 from engine.view.discover import discover
@@ -145,12 +145,9 @@ def test_strips_read_what_pillow_reads(mixed, tmp_path):
 
 
 def test_benchmark_data_is_distinct_readable_files(tmp_path):
-    """benchmarks/view_data.py (device_view.sh's data) at a small size."""
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        import view_data
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+    """lab/view_data.py (device_view.sh's data) at a small size."""
+    from lab import view_data
+
     paths = view_data.photos(tmp_path / "p", 3, 64, 48)
     assert len({p.read_bytes() for p in paths}) == 3
     assert all(probe(p).width == 64 for p in paths)

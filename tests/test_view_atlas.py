@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from engine.app.run import run_scene
+from engine.hosts.run import run_scene
 from engine.textures.reader import open_texture
 from engine.view import atlas, cache, wall as wall_mod
 from engine.view.wall import ImageWall

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from engine.app.run import run_scene
+from engine.hosts.run import run_scene
 from engine.view import cache
 from engine.view.decode import embedded_thumbnail
 from engine.view.encoder import default_workers

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.app.run import run_scene
+from engine.hosts.run import run_scene
 from engine.view import cache
 from engine.view.backdrop import DARK, LIGHT, over_checkerboard
 from engine.view.decode import decode_upright

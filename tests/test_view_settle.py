@@ -36,7 +36,7 @@ def test_a_headless_run_goes_on_until_its_picture_settles(device, tmp_path, isol
     says `settled`, so the screenshot is the complete picture."""
     from PIL import Image
 
-    from engine.app.run import run_scene
+    from engine.hosts.run import run_scene
     from engine.view.wall import ImageWall
 
     for i in range(2):

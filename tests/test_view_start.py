@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from PIL import Image
 
-from engine.app.run import run_scene
+from engine.hosts.run import run_scene
 from engine.view.layout import Rect, bounds, justified_rows
 from engine.view.navigator import Navigator
 from engine.view.wall import ImageWall

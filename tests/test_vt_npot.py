@@ -112,9 +112,9 @@ def _draw(dev, renderer, path, wrap, min_level, view, before_reference=lambda: N
         virtual = renderer.draw_virtual(vts, quads, view)
         before_reference()
         ref = _reference(dev, path, vts.textures[vt].layout.levels, wrap)
-        dev.set_min_lod(ref, float(min_level))
+        dev.commands.set_min_lod(ref, float(min_level))
         expected = renderer.draw_reference(quads, view, [ref], [vt])
-        dev.set_min_lod(ref, 0.0)
+        dev.commands.set_min_lod(ref, 0.0)
         full = renderer.draw_reference(quads, view, [ref], [vt])
         return virtual, expected, full
     finally:

@@ -89,9 +89,9 @@ def test_missing_fine_tiles_show_the_coarser_level_exactly(dev, tex512, renderer
             ref = _reference(dev, tex512, vts.textures[vt].layout.levels, "repeat")
             try:
                 virtual = renderer.draw_virtual(vts, quads, NEAR)
-                dev.set_min_lod(ref, float(k))
+                dev.commands.set_min_lod(ref, float(k))
                 expected = renderer.draw_reference(quads, NEAR, [ref], [vt])
-                dev.set_min_lod(ref, 0.0)
+                dev.commands.set_min_lod(ref, 0.0)
                 full = renderer.draw_reference(quads, NEAR, [ref], [vt])
             finally:
                 quads.release()
@@ -120,7 +120,7 @@ def test_only_the_pinned_small_levels_still_draw_the_texture(dev, tex512, render
             ref = _reference(dev, tex512, lay.levels, "repeat")
             try:
                 virtual = renderer.draw_virtual(vts, quads, OBLIQUE)
-                dev.set_min_lod(ref, float(packed[-1][0]))
+                dev.commands.set_min_lod(ref, float(packed[-1][0]))
                 expected = renderer.draw_reference(quads, OBLIQUE, [ref], [vt])
             finally:
                 quads.release()

@@ -20,7 +20,7 @@ import pytest
 from pyglm import glm
 
 from engine.app.loop import FrameContext
-from engine.app.run import run_scene
+from engine.hosts.run import run_scene
 from engine.formats import get as format_named
 from engine.gl.device import Device
 from engine.render.batch import virtual_slots

@@ -21,7 +21,7 @@ def drive(out: Path, cache: Path) -> None:
     import glfw
 
     from engine.app.loop import FrameContext
-    from engine.app.run import run_scene
+    from engine.hosts.run import run_scene
     from engine.demos import DEMOS
 
     cursor = [48.0, 32.0]  # the centre of the 96x64 window

@@ -2,7 +2,7 @@
 
 The window runs in a subprocess (this file run as a script): it makes its own GL context,
 which must not become current in the test process where the session's headless device lives.
-Key presses go to the callback engine.app.window installed with glfw.set_key_callback, as
+Key presses go to the callback engine.hosts.window installed with glfw.set_key_callback, as
 glfw would deliver them; held movement keys are polled with glfw.get_key, so the script
 answers those polls for the keys it holds. What each frame saw comes back as JSON.
 
@@ -40,7 +40,7 @@ def drive(out: Path, shot: Path, cache: Path) -> None:
     from engine.demos import DEMOS
     from engine.diagnostics import hud
     from engine.app.loop import FrameContext
-    from engine.app.run import run_scene
+    from engine.hosts.run import run_scene
 
     held: set[int] = set()
     poll = glfw.get_key

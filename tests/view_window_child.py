@@ -19,7 +19,7 @@ from pathlib import Path
 import glfw
 
 from engine.app import window
-from engine.app.run import run_scene
+from engine.hosts.run import run_scene
 from engine.view.wall import ImageWall
 from view_helpers import screen_of
 

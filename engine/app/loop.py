@@ -9,7 +9,7 @@ fitted by the next frame before it allocates anything. Time advances by a fixed 
 wall clock, so frame N always shows the same picture.
 
 The headless runner and the window drive the same `FrameLoop`; they differ only in where the
-output goes and what ends the run (engine.app.run).
+output goes and what ends the run (engine.hosts.run).
 """
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ from engine.demos import DEMOS, gallery
 from engine.demos.pressure import BIND_FRACTION, binding_hooks
 
 from engine.app.providers import PROVIDERS
-from engine.app.command import headless_wanted, run_command_scene
+from engine.hosts.command import headless_wanted, run_command_scene
 from engine.cli_args import (
     add_trace_option,
     budget_arg,

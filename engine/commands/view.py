@@ -21,9 +21,9 @@ import logging
 import os
 import sys
 
-from ..app.command import headless_wanted, run_command_scene
+from ..hosts.command import headless_wanted, run_command_scene
 from ..app.providers import PROVIDERS
-from ..app.run import save_outputs
+from ..hosts.run import save_outputs
 from ..cli_args import (
     add_trace_option,
     budget_arg,

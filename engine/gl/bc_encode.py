@@ -271,7 +271,7 @@ class EncodeJob:
                              f"encodes {self.fmt.name}")
         self.device.storage_barrier()
         for i, lv in enumerate(self.levels):
-            self.device.upload_from_buffer(texture, first_chain_level + i, self._out.glo,
+            self.device.commands.upload_from_buffer(texture, first_chain_level + i, self._out.glo,
                                            lv.base * self.block_bytes,
                                            lv.blocks * self.block_bytes)
 

@@ -104,7 +104,9 @@ class Device(FaultInjection):
         self._alloc = Allocator(self._raw, self._thread, self.ledger, self.tracker,
                                 labels=self.caps.debug_output)
         self._alloc.before_destroy = self._before_destroy
-        self._cmds = Commands(self._raw, self._thread, self._alloc, self.caps.copy_image)
+        #: uploads, copies, read-backs, texture parameters and fence polls: callers use it
+        #: directly (`device.commands.upload(...)`), the device forwards none of it
+        self.commands = Commands(self._raw, self._thread, self._alloc, self.caps.copy_image)
         self.probe = VramProbe(self._raw, set(self.caps.extensions))
         self.debug_messages: list[tuple[int, int, str]] = []
         self._debug_proc = None
@@ -142,6 +144,14 @@ class Device(FaultInjection):
     def adopt(cls, ctx: moderngl.Context | None = None, loader=None, **kw) -> Device:
         """Embed in a host application: use its current context, never destroy it."""
         return cls(adopt_current(ctx, loader), **kw)
+
+    def lend_context(self) -> moderngl.Context:
+        """The context as moderngl's own object, lent to a library that makes GL objects in
+        it itself (the inverse of `adopt`; the lab lends it to moderngl-window to measure
+        its loaders in the engine's context). What the borrower makes is neither ledgered
+        nor tracked unless it registers it (`track_user_object`)."""
+        self._thread.require("lend_context")
+        return self._ctx
 
     @classmethod
     def auto(cls, **kw) -> Device:
@@ -381,45 +391,6 @@ class Device(FaultInjection):
                                     lambda f: raw.glDeleteSync(C.c_void_p(f.sync)))
         return self._alloc.register(fence, "fence", Category.OTHER, label, 0, 0,
                                     lambda: raw.glDeleteSync(C.c_void_p(fence.sync)))
-
-    def fence_signalled(self, fence: Fence) -> bool:
-        return self._cmds.fence_signalled(fence)
-
-    # ----------------------------------------------------------------- commands
-    def upload(self, tex: GpuTexture, chain_level: int, data: bytes | memoryview,
-               layer: int = 0, face: int = 0, rows: tuple[int, int] | None = None) -> None:
-        self._cmds.upload(tex, chain_level, data, layer, face, rows)
-
-    def upload_levels(self, tex: GpuTexture,
-                      levels: Sequence[tuple[int, bytes | memoryview]]) -> None:
-        """Several whole levels (chain_level, bytes of every layer/face) with one bind and
-        one error check: registration's tail uploads."""
-        self._cmds.upload_levels(tex, levels)
-
-    def upload_from_buffer(self, tex: GpuTexture, chain_level: int, buffer_glo: int,
-                           offset: int, nbytes: int, layer: int = 0, face: int = 0,
-                           rows: tuple[int, int] | None = None) -> None:
-        self._cmds.upload_from_buffer(tex, chain_level, buffer_glo, offset, nbytes, layer,
-                                      face, rows)
-
-    def generate_mipmaps(self, tex: GpuTexture) -> None:
-        self._cmds.generate_mipmaps(tex)
-
-    def copy_levels(self, src: GpuTexture, dst: GpuTexture, chain_levels: Sequence[int]) -> None:
-        self._cmds.copy_levels(src, dst, chain_levels)
-
-    def read_level(self, tex: GpuTexture, chain_level: int, face: int = 0,
-                   rgba8: bool = False) -> bytes:
-        return self._cmds.read_level(tex, chain_level, face, rgba8)
-
-    def driver_level_size(self, tex: GpuTexture, chain_level: int) -> int:
-        return self._cmds.driver_level_size(tex, chain_level)
-
-    def set_min_lod(self, tex: GpuTexture, lod: float) -> None:
-        self._cmds.set_min_lod(tex, lod)
-
-    def set_base_level(self, tex: GpuTexture, storage_level: int) -> None:
-        self._cmds.set_base_level(tex, storage_level)
 
     # ----------------------------------------------------------------- pipeline state
     def set_state(self, *, depth_test: bool = False, blend: bool = False,

@@ -115,7 +115,7 @@ class ReadbackRing:
         poll), its image not read: it stays in its buffer until that buffer's next
         `start`. Older finished ones are superseded. Never waits."""
         ready = [s for s in self._slots
-                 if s.fence is not None and self.device.fence_signalled(s.fence)]
+                 if s.fence is not None and self.device.commands.fence_signalled(s.fence)]
         if not ready:
             return None
         newest = max(ready, key=lambda s: s.frame)

@@ -64,7 +64,7 @@ class StagingRing:
         self._current = (self._current + 1) % len(self._segments)
         seg = self._segments[self._current]
         if seg.fence is not None:
-            if not self.device.fence_signalled(seg.fence):
+            if not self.device.commands.fence_signalled(seg.fence):
                 self.stalls_avoided += 1
                 seg.used = self.segment_bytes  # full: nothing goes through it this frame
                 return False

@@ -34,7 +34,8 @@ def gpu_format(device: Device, tf: TextureFile, force_cpu_decode: bool = False) 
 
 
 def level_payload(tf: TextureFile, fmt: PixelFormat, level: int, layer: int, face: int) -> bytes:
-    """Bytes of one image ready for `Device.upload` in `fmt` (transcoded when fmt differs)."""
+    """Bytes of one image ready for `device.commands.upload` in `fmt` (transcoded when fmt
+    differs)."""
     if fmt is tf.pixel_format:
         return tf.read_level(level, layer, face)
     lv = tf.level(level)
@@ -74,4 +75,4 @@ def fill_level(device: Device, tex: GpuTexture, tf: TextureFile, level: int) -> 
     """Upload every layer and face of one chain level of `tf` into `tex`."""
     for layer in range(tf.layers):
         for face in range(tf.faces):
-            device.upload(tex, level, level_payload(tf, tex.fmt, level, layer, face), layer, face)
+            device.commands.upload(tex, level, level_payload(tf, tex.fmt, level, layer, face), layer, face)

@@ -1,7 +1,7 @@
 """Mouse navigation of a flat wall seen by a perspective camera looking down -Z: plain state
 (centre x, y and the camera's distance), so it is testable without a window.
 
-The window host (engine/app/window.py) drives it as the scene's `navigator`: the wheel
+The window host (engine/hosts/window.py) drives it as the scene's `navigator`: the wheel
 zooms at the cursor (the world point under it stays put, as map viewers do), a left drag
 moves the wall with the cursor. Programmatic moves (`fit`, `one_to_one`) are the API's.
 """

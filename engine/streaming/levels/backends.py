@@ -106,7 +106,7 @@ class Uploader:
             for level, data in levels:
                 self.level(tex, item, level, data)
         else:
-            self.device.upload_levels(tex, levels)
+            self.device.commands.upload_levels(tex, levels)
 
     def rows(self, tex: GpuTexture, level: int, band: memoryview, y0: int, y1: int) -> None:
         """Upload texel rows [y0, y1) of a single-image level (a chunk of a big level)."""
@@ -117,9 +117,9 @@ class Uploader:
         self.frame_bytes += data.nbytes
         offset = self.ring.write(data) if self.ring_ok else None
         if offset is None:
-            self.device.upload(tex, level, data, layer, face, rows)
+            self.device.commands.upload(tex, level, data, layer, face, rows)
         else:
-            self.device.upload_from_buffer(tex, level, self.ring.glo, offset, data.nbytes,
+            self.device.commands.upload_from_buffer(tex, level, self.ring.glo, offset, data.nbytes,
                                            layer, face, rows)
 
 
@@ -162,7 +162,7 @@ class ReallocBackend:
         old = item.tex
         new = self._allocate(item, new_base)
         try:
-            self.device.copy_levels(old, new, range(new_base, len(item.tf.levels)))
+            self.device.commands.copy_levels(old, new, range(new_base, len(item.tf.levels)))
         except BaseException:
             self.device.release(new)
             raise
@@ -174,7 +174,7 @@ class ReallocBackend:
     def begin_load(self, item: Streamed, new_base: int) -> GpuTexture:
         new = self._allocate(item, new_base)
         try:
-            self.device.copy_levels(item.tex, new, range(item.base, len(item.tf.levels)))
+            self.device.commands.copy_levels(item.tex, new, range(item.base, len(item.tf.levels)))
         except BaseException:
             self.device.release(new)
             raise
@@ -260,7 +260,7 @@ class SparseBackend:
 
     def _set_base(self, item: Streamed) -> None:
         # Sampling must never touch uncommitted pages: clamp the sampled range.
-        self.device.set_base_level(item.tex, item.base)
+        self.device.commands.set_base_level(item.tex, item.base)
 
     def change(self, item: Streamed, new_base: int, data: bytes | None, up: Uploader) -> None:
         if data is not None:

@@ -19,11 +19,10 @@ from ...memory import events
 from ..stats import StreamingStats
 from .backends import Uploader
 from .bands import BandedLoads
-from .ops import MipOp, Plan, apply_ops
-from .planner import Planner
+from .ops import MipOp, Plan
 from .reads import ReadLevels
 from .registry import Registry
-from .state import PolicyConfig, StreamerState, TextureTable
+from .state import Planner, PolicyConfig, StreamerState, TextureTable, apply_ops
 
 log = logging.getLogger(__name__)
 

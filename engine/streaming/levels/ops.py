@@ -1,18 +1,15 @@
-"""A plan's operations and the hard-budget arithmetic over them. Pure.
+"""A plan's operations and the hard-budget arithmetic over them. Pure, and below the
+planner's state (engine.streaming.levels.state), which applies them.
 
 A `MipOp` moves one texture's finest resident level; a `Plan` is the ordered list the GL
 executor runs front to back. `step_peaks`/`plan_fits` check the hard budget at every step
-(transient copies included), `tail_reserve` is the room a full pool keeps so it can always
-shrink, and `apply_ops` is the state after the executor really did some ops.
+(transient copies included).
 """
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-import numpy as np
-
-from .state import PolicyConfig, StreamerState, TextureTable
 
 
 @dataclass(frozen=True)
@@ -89,26 +86,3 @@ class Plan:
     @property
     def upload_bytes(self) -> int:
         return sum(op.upload_bytes for op in self.ops)
-
-
-def tail_reserve(table: TextureTable, config: PolicyConfig) -> int:
-    """Bytes loads must leave free: the largest tail storage. With that much headroom any
-    texture can always be shrunk to its tail (a realloc needs its new storage first), so a
-    full pool can never deadlock with nothing evictable. Zero for sparse storage."""
-    if not config.realloc or len(table.levels) == 0:
-        return 0
-    return table.largest_tail_bytes
-
-
-def apply_ops(state: StreamerState, ops: Iterable[MipOp], now: float) -> StreamerState:
-    """The state after the executor completed `ops` (pass only those it really did)."""
-    ops = list(ops)
-    new = state.copy(times=bool(ops))
-    for op in ops:
-        t = op.texture
-        new.resident_base[t] = op.new_base
-        if op.is_load:
-            new.level_times[t, op.new_base:op.old_base] = now
-        else:
-            new.level_times[t, op.old_base:op.new_base] = np.inf
-    return new

@@ -56,13 +56,19 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Protocol
 
 import numpy as np
 
 from ..tiers import Tier
-from .ops import MipOp, Plan, plan_fits, step_peaks, tail_reserve
-from .state import PolicyConfig, StreamerState, TextureTable, resident_bytes
+from .ops import MipOp, Plan, plan_fits, step_peaks
+from .state import (
+    Planner,
+    PolicyConfig,
+    StreamerState,
+    TextureTable,
+    resident_bytes,
+    tail_reserve,
+)
 
 
 #: Key of one level's importance; tuples compare lexicographically (see module docstring).
@@ -425,17 +431,6 @@ def _plan_loads(planner: _Planner, want: np.ndarray,
             if t_list[i] not in planner.evict_to:
                 load(i)
     return requests, deferred
-
-
-class Planner(Protocol):
-    """What makes one frame's plan for the executor: the tiered policy (`make_plan`), or a
-    benchmark's baseline. `predicts`: it ranks by the prefetch prediction, so the executor
-    computes one for it."""
-
-    predicts: bool
-
-    def plan(self, state: StreamerState, table: TextureTable, frame: int, pool_bytes: int,
-             in_flight_bytes: int, config: PolicyConfig, ready: np.ndarray | None) -> Plan: ...
 
 
 @dataclass(frozen=True)

@@ -60,7 +60,7 @@ class Sampling:
             # GL measures MIN_LOD from the texture's base level: storage level 0 for a
             # reallocated texture (chain level item.base), GL_TEXTURE_BASE_LEVEL = item.base
             # for a sparse one. Either way the offset is the finest resident chain level.
-            self.device.set_min_lod(item.tex, float(lods[t]) - item.base)
+            self.device.commands.set_min_lod(item.tex, float(lods[t]) - item.base)
         self.lods = lods
 
     def resident_textures(self, items: list[Streamed], version: int) -> ResidentTextures:

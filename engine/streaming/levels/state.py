@@ -3,22 +3,24 @@
 `TextureTable` holds the static per-texture facts (exact storage bytes per finest level,
 the always-resident tail), `StreamerState` the per-texture state between frames, and
 `update_state` folds each frame's estimate into it with the hysteresis that lets a still
-camera settle (see engine.streaming.levels.planner for the rules the plan keeps).
+camera settle (see engine.streaming.levels.planner for the rules the plan keeps), and
+`apply_ops` the ops the executor really did. `PolicyConfig` names the `Planner` that makes
+the plans; the protocol lives here, beside the config that holds one, so the planner module
+imports this one and never the other way round.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
 from ...formats import PixelFormat
 from ...memory.sizes import mip_dims, texture_bytes
+from .ops import MipOp, Plan
 
-if TYPE_CHECKING:  # the planner module imports this one
-    from .planner import Planner
 
 
 def tail_base_level(width: int, height: int, levels: int, *, max_tail_size: int = 64,
@@ -111,6 +113,17 @@ class PolicyConfig:
     #: the `Planner` the executor runs: a name in `planner.PLANNERS` ("tiered", the shipped
     #: policy) or a planner object (the lab's baselines, passed in, not registered)
     policy: str | Planner = "tiered"
+
+
+class Planner(Protocol):
+    """What makes one frame's plan for the executor: the tiered policy (`make_plan`), or a
+    benchmark's baseline. `predicts`: it ranks by the prefetch prediction, so the executor
+    computes one for it."""
+
+    predicts: bool
+
+    def plan(self, state: StreamerState, table: TextureTable, frame: int, pool_bytes: int,
+             in_flight_bytes: int, config: PolicyConfig, ready: np.ndarray | None) -> Plan: ...
 
 
 @dataclass
@@ -262,3 +275,26 @@ def hold_failed(state: StreamerState, failed: np.ndarray) -> StreamerState:
         state.prefetch_target[failed] = np.maximum(state.prefetch_target[failed],
                                                    state.resident_base[failed])
     return state
+
+
+def tail_reserve(table: TextureTable, config: PolicyConfig) -> int:
+    """Bytes loads must leave free: the largest tail storage. With that much headroom any
+    texture can always be shrunk to its tail (a realloc needs its new storage first), so a
+    full pool can never deadlock with nothing evictable. Zero for sparse storage."""
+    if not config.realloc or len(table.levels) == 0:
+        return 0
+    return table.largest_tail_bytes
+
+
+def apply_ops(state: StreamerState, ops: Iterable[MipOp], now: float) -> StreamerState:
+    """The state after the executor completed `ops` (pass only those it really did)."""
+    ops = list(ops)
+    new = state.copy(times=bool(ops))
+    for op in ops:
+        t = op.texture
+        new.resident_base[t] = op.new_base
+        if op.is_load:
+            new.level_times[t, op.new_base:op.old_base] = now
+        else:
+            new.level_times[t, op.old_base:op.new_base] = np.inf
+    return new

@@ -1,8 +1,8 @@
 """Peak memory and time of `engine bake` on a generated huge image (issue 23: a 65536^2 image
 baked with at most 1 GiB of RSS).
 
-    python benchmarks/bake_rss.py make OUT.tif EDGE [--jpeg]
-    python benchmarks/bake_rss.py bake IN.tif OUTDIR [--format bc1] [--jobs N] [--json OUT]
+    python -m lab.bake_rss make OUT.tif EDGE [--jpeg]
+    python -m lab.bake_rss bake IN.tif OUTDIR [--format bc1] [--jobs N] [--json OUT]
 
 `make` writes an EDGE x EDGE RGB tiled TIFF (256 x 256 tiles, BigTIFF) computed lazily by
 libvips from its coordinates (gradients and a diagonal pattern), so the generator holds a

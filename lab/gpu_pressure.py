@@ -1,6 +1,6 @@
 """GPU device run: a second process takes and gives back VRAM while the gallery streams.
 
-    python benchmarks/gpu_pressure.py OUT_DIR
+    python -m lab.gpu_pressure OUT_DIR
 
 The engine runs with budget "80%" of the probed VRAM; a PyTorch process allocates all but
 `--leave` GiB of what is free, holds it, frees it. The governor reads NVX each frame, so the
@@ -40,7 +40,7 @@ def main() -> int:
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     from engine.demos import DEMOS
-    from engine.app.run import run_scene
+    from engine.hosts.run import run_scene
 
     t_start = [None]
 

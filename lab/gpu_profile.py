@@ -1,6 +1,6 @@
 """cProfile of the streamed gallery flight (where a streamed frame's time goes).
 
-    python benchmarks/gpu_profile.py [--provider streaming] [--frames 360]
+    python -m lab.gpu_profile [--provider streaming] [--frames 360]
 """
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ def main() -> int:
     ap.add_argument("--texture-size", type=int, default=4096)
     args = ap.parse_args()
     from engine.demos import DEMOS
+    from engine.hosts.run import run_scene
     from lab.streaming import WallClockPacer
-    from engine.app.run import run_scene
 
     opts = {"count": args.count, "texture_size": args.texture_size}
     run_scene(DEMOS["gallery"].factory, frames=10, size=(1280, 720), provider=args.provider,

@@ -25,11 +25,11 @@ from typing import Any
 
 import glfw
 
+from ..app.loop import FrameLoop
+from ..app.settings import RunSettings
 from ..gl.device import Device
 from ..render.camera import FlyCamera
 from ..render.scene import Scene
-from .loop import FrameLoop
-from .settings import RunSettings
 
 log = logging.getLogger(__name__)
 

@@ -2,8 +2,8 @@
 JPEGs and a large strip image, generated cheaply (one encoded photograph-like JPEG, its
 copies made distinct by a changed comment, so each is its own cache entry).
 
-    python benchmarks/view_data.py photos OUT_DIR COUNT WIDTH HEIGHT
-    python benchmarks/view_data.py huge OUT_FILE.png EDGE
+    python -m lab.view_data photos OUT_DIR COUNT WIDTH HEIGHT
+    python -m lab.view_data huge OUT_FILE.png EDGE
 """
 from __future__ import annotations
 

@@ -1,9 +1,10 @@
 """Running a scene: the composition root that wires every layer for one run.
 
 `run_scene(factory, settings)` makes (or takes) a device, a governor that owns the run's
-budget, the frame loop, and a host: headless (frames into an offscreen output, read back at
-the end) or a glfw window (engine.app.window: events, fly camera, budget keys, blit, swap).
-Both hosts drive the same loop with the same per-frame order, and both end the same way:
+budget, the frame loop, and a host (the contract: engine.hosts.base.Host): headless
+(engine.hosts.headless: frames into an offscreen output, read back at the end) or a glfw
+window (engine.hosts.window: events, fly camera, budget keys, blit, swap). Both hosts drive
+the same loop with the same per-frame order, and both end the same way:
 release everything the run made, count what leaked, summarize, write the outputs.
 """
 from __future__ import annotations
@@ -14,24 +15,11 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import numpy as np
 
-from ..diagnostics.files import atomic_text, atomic_write
-from ..diagnostics.hud import Hud
-from ..diagnostics.live import process_age_s
-from ..errors import UsageError
-from ..gl.device import Device
-from ..gl.limits import max_output_size
-from ..memory.governor import Governor
-from ..memory.nvml import NvmlProbe, NvmlUnavailable
-from ..render.imagecompare import save_png
-from ..render.scene import Scene
-from ..memory.budget import Budget
-from ..memory.sizes import format_exact
-from ..resolution.targets import default_targets_spec
-from .loop import (
+from ..app.loop import (
     FrameContext,
     FrameHook,
     FrameLoop,
@@ -40,68 +28,27 @@ from .loop import (
     SceneFactory,
     make_governor,
 )
-from .providers import check_provider, provider_name
-from .settings import RunSettings
+from ..app.providers import check_provider, provider_name
+from ..app.settings import RunSettings
+from ..diagnostics.files import atomic_text, atomic_write
+from ..diagnostics.hud import Hud
+from ..diagnostics.live import process_age_s
+from ..errors import UsageError
+from ..gl.device import Device
+from ..gl.limits import max_output_size
+from ..memory.budget import Budget
+from ..memory.governor import Governor
+from ..memory.nvml import NvmlProbe, NvmlUnavailable
+from ..memory.sizes import format_exact
+from ..render.imagecompare import save_png
+from ..resolution.targets import default_targets_spec
+from .base import Host
+from .headless import HeadlessHost
 
 log = logging.getLogger(__name__)
 #: Bytes per pixel of the output image (RGBA8), beside the scaled render targets.
 OUTPUT_BYTES_PER_PIXEL = 4
 progress_log = logging.getLogger("engine.progress")  # shown by default (textures.progress)
-
-
-class Host(Protocol):
-    """Where frames go and what ends a run: headless or a window."""
-
-    def output_size(self, settings: RunSettings) -> tuple[int, int]: ...
-
-    def running(self, frame: int) -> bool: ...
-
-    def before_frame(self, loop: FrameLoop) -> bool:
-        """Per-frame input handling; False skips drawing this frame (minimised window)."""
-        ...
-
-    def camera(self, scene: Scene) -> None: ...
-
-    def after_frame(self, loop: FrameLoop) -> None: ...
-
-    def hud_visible(self) -> bool: ...
-
-
-@runtime_checkable
-class Controllable(Protocol):
-    """A host that needs the loop once it exists (the window's key handlers)."""
-
-    def attach(self, loop: FrameLoop) -> None: ...
-
-
-class HeadlessHost:
-    """A fixed number of frames into the renderer's offscreen output, and up to
-    `settle_frames` more while the last one's record does not say `settled`."""
-
-    def __init__(self, frames: int, settle_frames: int = 0) -> None:
-        self.frames, self.settle_frames = frames, settle_frames
-        self._settled = False
-
-    def output_size(self, settings: RunSettings) -> tuple[int, int]:
-        return settings.size
-
-    def running(self, frame: int) -> bool:
-        return frame < self.frames or (frame < self.frames + self.settle_frames
-                                       and not self._settled)
-
-    def before_frame(self, loop: FrameLoop) -> bool:
-        return True
-
-    def camera(self, scene: Scene) -> None:
-        """The scripted camera runs unchanged."""
-
-    def after_frame(self, loop: FrameLoop) -> None:
-        """Nothing to present (the output is read back once, at the end); whether the
-        frame settled the picture."""
-        self._settled = bool(loop.frames and loop.frames[-1].get("settled"))
-
-    def hud_visible(self) -> bool:
-        return True
 
 
 #: NVML is read every this many frames for the HUD (one read costs milliseconds).
@@ -230,8 +177,7 @@ def _run(dev: Device, host: Host, scene_factory: SceneFactory, settings: RunSett
         loop = FrameLoop(dev, governor, scene_factory, settings,
                          size=host.output_size(settings), on_frame=hooks,
                          on_over_budget=on_over_budget)
-        if isinstance(host, Controllable):
-            host.attach(loop)
+        host.attach(loop)
         try:
             frame = 0
             while host.running(frame):

@@ -3,7 +3,7 @@ then streamed (the default provider, whole levels and virtual textures under one
 whole levels through each backend), on the renderer's default (batched) path, recording frame
 time, the render thread's CPU time and the streamer's own time.
 
-    python benchmarks/gpu_pacing.py OUT.json [--count 200 --texture-size 4096 --frames 360]
+    python -m lab.gpu_pacing OUT.json [--count 200 --texture-size 4096 --frames 360]
 """
 from __future__ import annotations
 
@@ -22,16 +22,21 @@ def main() -> int:
     ap.add_argument("--texture-size", type=int, default=4096)
     ap.add_argument("--frames", type=int, default=360)
     args = ap.parse_args()
+    from engine.app.providers import provider_name
     from engine.demos import DEMOS
-    from lab.streaming import WallClockPacer
-    from engine.app.run import run_scene
-    from engine.app.providers import register_provider
+    from engine.hosts.run import run_scene
     from engine.streaming.levels.streamer import LevelStreamer
+    from lab.streaming import WallClockPacer
 
-    register_provider("realloc", lambda d, s, c: LevelStreamer(d, backend="realloc"))
-    register_provider("sparse", lambda d, s, c: LevelStreamer(d, backend="sparse"))
+    def sparse(device, settings, clock):  # whole levels only, through one backend each
+        return LevelStreamer(device, backend="sparse")
+
+    def realloc(device, settings, clock):
+        return LevelStreamer(device, backend="realloc")
+
     rows = []
-    for provider in ("static", "streaming", "sparse", "realloc"):
+    for provider in ("static", "streaming", sparse, realloc):
+        label = provider_name(provider)
         streamer_ms: list[float] = []
         timed: dict = {}
 
@@ -59,12 +64,12 @@ def main() -> int:
                             on_frame=[hook, WallClockPacer()],
                             options={"count": args.count, "texture_size": args.texture_size})
         except ValueError as exc:  # a backend this driver lacks (sparse on llvmpipe)
-            print(f"{provider}: skipped ({exc})", flush=True)
+            print(f"{label}: skipped ({exc})", flush=True)
             continue
         ms = np.array([f["ms"] for f in res.frames[30:]])  # the frame's own time, no pacing
         cpu = np.array([f.get("cpu_ms", np.nan) for f in res.frames[30:]], float)
         sm = np.array(streamer_ms[29:])
-        rows.append({"provider": provider, "frame_p50_ms": float(np.median(ms)),
+        rows.append({"provider": label, "frame_p50_ms": float(np.median(ms)),
                      "frame_p99_ms": float(np.percentile(ms, 99)),
                      "cpu_p50_ms": float(np.nanmedian(cpu)),
                      "cpu_p99_ms": float(np.nanpercentile(cpu, 99)),

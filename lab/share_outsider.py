@@ -1,7 +1,7 @@
 """The outsider of benchmarks/device_share.sh: a PyTorch process beside a share group that
 takes and frees most of the GPU's free memory in steps, one JSON line per step.
 
-    python benchmarks/share_outsider.py --wait 20 --hold 4 --leave 16GiB,2GiB,512MiB,32MiB
+    python -m lab.share_outsider --wait 20 --hold 4 --leave 16GiB,2GiB,512MiB,32MiB
 
 After `--wait` seconds (the members start meanwhile) it allocates until only each `--leave`
 figure is free, holds it `--hold` seconds, then frees back up in reverse order. The group's

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..app.loop import FrameHook, RunResult, SceneFactory
 from ..errors import ContextError
-from .loop import FrameHook, RunResult, SceneFactory
 from .run import progress_hook, run_scene
 
 log = logging.getLogger(__name__)

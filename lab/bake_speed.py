@@ -2,7 +2,7 @@
 mip generation, BC7 (etcpak plus the opaque-alpha fix, engine.textures.encode) and BC1, on
 a photograph of the repository scaled to EDGE^2, medians of REPS runs of CPU time.
 
-    python benchmarks/bake_speed.py [--baseline REV] [--edge 1024] [--reps 3] [--json OUT]
+    python -m lab.bake_speed [--baseline REV] [--edge 1024] [--reps 3] [--json OUT]
 
 Prints one JSON object: Mpx/s per core for each stage and tree, and current/baseline ratios.
 The baseline's engine/textures/{mipgen,encode}.py are loaded from `git show REV:...`. The

@@ -14,7 +14,7 @@ random textures (about four tiles a panel, as a cut of the virtual bench's secon
 Reported per path: ms per cut (commit, decommit and upload apart, with glFinish), p50 / p95 /
 worst; bytes committed per cut; the frames a cut takes at an upload budget of `--frame-ms`.
 
-    python benchmarks/vt_sparse_probe.py OUT.json [--textures 64 --size 4096 --cuts 24]
+    python -m lab.vt_sparse_probe OUT.json [--textures 64 --size 4096 --cuts 24]
 
 Writes {"available": false, "reason": ...} where the driver has no ARB_sparse_texture.
 """
