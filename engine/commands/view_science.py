@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ..app.command import headless_wanted
+from ..hosts.command import headless_wanted
 from ..cli_args import examples
 from ..errors import ContextError, UsageError
 from ..gl.device import Device

@@ -6,7 +6,7 @@ picture into its own target under its own governor; it has no scene, renderer or
 provider for `FrameLoop` to drive. So the widget and the canvas host drive it through
 `ScienceFrames`, which has `HostFrames`'s shape (they pick it through
 `engine.hosts.frames.frames_for`), and the window is the same keys as the photo wall's
-(engine.app.window's key names, engine.science.controls' meanings) over a small loop that
+(engine.hosts.window's key names, engine.science.controls' meanings) over a small loop that
 draws only when the view's picture changed.
 
     from engine.hosts.science import ScienceScene
@@ -115,7 +115,7 @@ class _WindowInput:
     frame, `expose` when the window needs its picture again."""
 
     def __init__(self, glfw: Any, window: Any, view: ScienceView) -> None:
-        from ..app.window import KEY_NAMES
+        from .window import KEY_NAMES
 
         self.glfw, self.window, self.view = glfw, window, view
         self.controls = ScienceControls(view)
@@ -180,7 +180,7 @@ def run_window(make_view: Callable[[Device], ScienceView], *, size: tuple[int, i
     (turns, frames drawn, peak bytes, objects leaked)."""
     import glfw
 
-    from ..app.window import IDLE_WAIT_S
+    from .window import IDLE_WAIT_S
 
     device = Device.window(size, title, visible=True)
     turns = drawn = peak = 0
