@@ -18,7 +18,7 @@ from pathlib import Path
 
 import glfw
 
-from engine.app import window
+from engine.hosts import window
 from engine.hosts.run import run_scene
 from engine.view.wall import ImageWall
 from view_helpers import screen_of
