@@ -56,7 +56,7 @@ from .browse import Browser
 from .decode import MAX_PIXELS
 from .discover import TEXTURE_SUFFIXES, discover, special_kind
 from .encoder import DetailEncoder, Job, default_workers, process_pool
-from .placeholder import Placeholder, placeholder_or_problem
+from .placeholder import Placeholder, header_placeholder, placeholder_or_problem
 from .priority import EMBEDDED, THUMB
 from .layout import Rect, bounds, chunk_grid, grid, justified_rows
 from .navigator import Navigator
@@ -201,7 +201,7 @@ class ImageWall:
         self.problems: list[tuple[str, str]] = list(found.problems)
         self.items: list[Item] = []
         self._root = cache.writable_root(self.cache_dir or cache.view_root())
-        self._load(files)
+        self._load(files, found.resolved)
         # Temporary files a killed run left beside entries it had finished (a worker killed
         # mid-write of a second file): swept off the frame's path, joined at `release`.
         self._sweeper = threading.Thread(
@@ -231,26 +231,30 @@ class ImageWall:
 
     def _sketch(self, slots: list[Item | None], todo: list[tuple[int, Path, Path]]) -> None:
         """Images (index, path, entry) as placeholders until their thumbnails are made, into
-        `slots`; None (and a problem) where a header cannot be read. Many are read over a
-        pool of every core (`PARALLEL_PLACEHOLDERS`)."""
-        paths = [str(path) for _, path, _ in todo]
-        if self.workers > 1 and len(todo) >= PARALLEL_PLACEHOLDERS:
-            pool = process_pool(min(self.workers, -(-len(todo) // 256)))
+        `slots`; None (and a problem) where a header cannot be read. A JPEG without an
+        embedded thumbnail is read here from its markers; the rest through Pillow, many
+        (`PARALLEL_PLACEHOLDERS`) over a pool of every core."""
+        quick = [header_placeholder(path, self.max_pixels) for _, path, _ in todo]
+        rest = [str(path) for (_, path, _), ph in zip(todo, quick) if ph is None]
+        if self.workers > 1 and len(rest) >= PARALLEL_PLACEHOLDERS:
+            pool = process_pool(min(self.workers, -(-len(rest) // 256)))
             try:
-                got = list(pool.map(placeholder_or_problem, paths,
-                                    [self.max_pixels] * len(paths), chunksize=256))
+                read = list(pool.map(placeholder_or_problem, rest,
+                                     [self.max_pixels] * len(rest), chunksize=256))
             finally:  # the idle workers exit on their own; waiting for them took ~1 s
                 pool.shutdown(wait=False, cancel_futures=True)
         else:
-            got = [placeholder_or_problem(p, self.max_pixels) for p in paths]
-        for (i, path, entry), ph in zip(todo, got, strict=True):
+            read = [placeholder_or_problem(p, self.max_pixels) for p in rest]
+        got = iter(read)
+        for (i, path, entry), ph in zip(todo, quick, strict=True):
+            ph = ph if ph is not None else next(got)
             if isinstance(ph, str):
                 self.problems.append((str(path), ph))
                 slots[i] = None
             else:
                 slots[i] = Item(i, path, ph.width, ph.height, entry, placeholder=ph)
 
-    def _load(self, files: list[Path]) -> None:
+    def _load(self, files: list[Path], resolved: dict[Path, Path]) -> None:
         root = self._root
         index = cache.Index(root)
         slots: list[Item | None] = []
@@ -284,7 +288,7 @@ class ImageWall:
                     continue
                 known = index.lookup(key, st)
                 entry, meta = known if known is not None else \
-                    (cache.entry_dir(path, root, st), None)
+                    (cache.entry_dir(path, root, st, resolved.get(path)), None)
             except OSError as exc:
                 self.problems.append((str(path), f"cannot read: {exc.strerror or exc}"))
                 slots.append(None)
