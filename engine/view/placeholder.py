@@ -35,12 +35,15 @@ _MEAN_EDGE = 16
 @dataclass(frozen=True)
 class Placeholder:
     """An image's upright size and mean colour (sRGB 0..255); `embedded`: the file has an
-    EXIF thumbnail of its aspect, which a worker can show before the image's own."""
+    EXIF thumbnail of its aspect, which a worker can show before the image's own; `cached`:
+    its own thumbnail is cached already (a wall whose atlas is still to make), shown from
+    that file within a few frames, with no decode."""
 
     width: int
     height: int
     rgb: tuple[int, int, int]
     embedded: bool
+    cached: bool = False
 
     def albedo_factor(self) -> tuple[float, float, float, float]:
         """The material factor that draws the box: its colour in linear light, as a texel
