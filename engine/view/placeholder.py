@@ -8,6 +8,7 @@ decode. An image without an embedded thumbnail is neutral grey until its thumbna
 """
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 from io import BytesIO
@@ -48,8 +49,15 @@ class Placeholder:
     def albedo_factor(self) -> tuple[float, float, float, float]:
         """The material factor that draws the box: its colour in linear light, as a texel
         of an sRGB texture is sampled."""
-        r, g, b = (float(v) for v in srgb_to_linear(np.asarray(self.rgb, np.float32) / 255))
-        return (r, g, b, 1.0)
+        return _linear_factor(self.rgb)
+
+
+@functools.lru_cache(maxsize=4096)
+def _linear_factor(rgb: tuple[int, int, int]) -> tuple[float, float, float, float]:
+    """`Placeholder.albedo_factor`, once per colour: a wall of thousands of placeholders
+    has few colours (most are grey)."""
+    r, g, b = (float(v) for v in srgb_to_linear(np.asarray(rgb, np.uint8)))
+    return (r, g, b, 1.0)
 
 
 def placeholder(path: str | os.PathLike[str], max_pixels: int = MAX_PIXELS) -> Placeholder:

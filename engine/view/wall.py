@@ -528,8 +528,10 @@ class ImageWall:
 
     def _place(self, it: Item, chunk: int) -> None:
         """Cut the image's rectangle into its chunks' rectangles (edge to edge)."""
-        boxes = [(0, 0, it.width, it.height)] if it.entry is None else \
-            chunk_grid(it.width, it.height, chunk)
+        if it.entry is None or (it.width <= chunk and it.height <= chunk):
+            it.chunks = [Chunk(0, (0, 0, it.width, it.height), it.rect)]  # one: the image's
+            return
+        boxes = chunk_grid(it.width, it.height, chunk)
         sx, sy = it.rect.width / it.width, it.rect.height / it.height
         it.chunks = [Chunk(k, b, Rect(it.rect.x0 + b[0] * sx, it.rect.y1 - b[3] * sy,
                                       it.rect.x0 + b[2] * sx, it.rect.y1 - b[1] * sy))
