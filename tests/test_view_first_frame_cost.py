@@ -85,8 +85,8 @@ def test_a_cold_folder_of_jpegs_is_sized_without_pillow(tmp_path, monkeypatch):
 
 
 def test_a_missing_atlas_is_made_after_the_first_frame(device, tmp_path):
-    """Thumbnails cached, atlas gone: the wall is drawn from placeholders and the cached
-    files at once, the atlas starts after frame 0 and the next run draws from it."""
+    """Thumbnails cached, atlas gone: frame 0 draws placeholders, frame 1 the cached files;
+    the atlas starts after frame 0 and the next run draws from it."""
     buf = io.BytesIO()
     Image.fromarray(marked(64, 48)).save(buf, "JPEG", quality=80)
     _copies(tmp_path / "f", 20, buf.getvalue())
@@ -105,7 +105,7 @@ def test_a_missing_atlas_is_made_after_the_first_frame(device, tmp_path):
                        budget="64MiB",
                        on_frame=[*wall.hooks(), lambda ctx: started.append(later.started)])
     assert started[0] is False and all(started[1:]), started  # after the first frame
-    assert [f["view_placeholders"] for f in result.frames] == [0, 0, 0]  # from the files
+    assert [f["view_placeholders"] for f in result.frames] == [20, 0, 0]  # then the files
     assert result.summary["leaked_objects"] == 0
     again = ImageWall([tmp_path / "f"], **kwargs)
     assert again.atlas is not None and all(again.atlas.slots)

@@ -9,7 +9,10 @@ frame of a cold folder waits for no decode. While the scene runs, the background
 (engine.view.encoder) make what the screen shows first (engine.view.priority): embedded EXIF
 thumbnails and thumbnails, which replace the placeholders, then full detail, each chunk
 replacing its part of the thumbnail as soon as it is written. `make_thumbnails()` makes
-the missing thumbnails at once instead (a cache warmed before a run).
+the missing thumbnails at once instead (a cache warmed before a run). A wall whose
+thumbnails are cached but whose atlas is not draws them as placeholders in its first frame,
+from their files in the next frames, and makes its atlas after the first frame
+(engine.view.atlas_later).
 
 Each image is one or more quads edge to edge: an image larger than `chunk` texels on a side
 (4096, or the driver's GL_MAX_TEXTURE_SIZE if smaller) is cut into a grid of chunk
@@ -545,11 +548,12 @@ class ImageWall:
         if enc is None:
             return
         view = self.navigator.view_rect()
-        later = self._atlas_later
-        if later is not None and not later.started and scene.updates:
-            later.start()  # after the first frame: the next run's atlas
+        if scene.updates:  # after the first frame: cached thumbnails, the next run's atlas
+            later = self._atlas_later
+            if later is not None and not later.started:
+                later.start()
+            self._show_cached(scene, enc, view)
         scene.updates += 1
-        self._show_cached(scene, enc, view)
         by_key: dict[tuple[int, int], Chunk | Item] = {
             (it.index, c.k): c for it in self.items for c in it.chunks if not c.ready}
         by_key.update(((it.index, k), it) for it in self.items if it.placeholder is not None
