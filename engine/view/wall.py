@@ -210,11 +210,10 @@ class ImageWall:
         self._root = cache.writable_root(self.cache_dir or cache.view_root())
         self._load(files, found.resolved)
         # Temporary files a killed run left beside entries it had finished (a worker killed
-        # mid-write of a second file): swept off the frame's path, joined at `release`.
+        # mid-write of a second file): swept after the first frame, joined at `release`.
         self._sweeper = threading.Thread(
             target=cache.sweep_entries, args=([it.entry for it in self.items if it.entry],),
             name="view-cache-sweep", daemon=True)
-        self._sweeper.start()
         for what, why in self.problems:
             log.warning("skipped %s: %s", what, why)
         if not self.items:  # what the user named holds nothing to show: theirs to fix
@@ -544,16 +543,18 @@ class ImageWall:
         """Per frame, on the render thread: pose the camera, show finished chunks, hand the
         encoder this frame's order of what to make next."""
         self.navigator.apply(scene.camera)
+        scene.updates += 1
+        if scene.updates > 1:  # after the first frame: the cache sweep, the next run's atlas
+            _start_once(self._sweeper)
+            later = self._atlas_later
+            if later is not None and not later.started:
+                later.start()
         enc = scene.encoder
         if enc is None:
             return
         view = self.navigator.view_rect()
-        if scene.updates:  # after the first frame: cached thumbnails, the next run's atlas
-            later = self._atlas_later
-            if later is not None and not later.started:
-                later.start()
+        if scene.updates > 1:  # and the cached thumbnails
             self._show_cached(scene, enc, view)
-        scene.updates += 1
         by_key: dict[tuple[int, int], Chunk | Item] = {
             (it.index, c.k): c for it in self.items for c in it.chunks if not c.ready}
         by_key.update(((it.index, k), it) for it in self.items if it.placeholder is not None
@@ -739,8 +740,14 @@ class ViewScene(Scene):
             self.atlas_later.wait()
             self.atlas_later = None
         if self.sweeper is not None:
+            _start_once(self.sweeper)
             self.sweeper.join()
         super().release()
+
+
+def _start_once(thread: threading.Thread) -> None:
+    if thread.ident is None:
+        thread.start()
 
 
 class ImageView(ImageWall):
