@@ -98,18 +98,22 @@ def _embedded_mean(data: bytes, size: tuple[int, int]) -> tuple[int, int, int] |
     from PIL import Image
 
     try:
-        with Image.open(BytesIO(data)) as thumb:
+        with Image.open(BytesIO(data), formats=("JPEG",)) as thumb:
             if not same_aspect(thumb.size, size):
                 return None
             thumb.draft("RGB", (_MEAN_EDGE, _MEAN_EDGE))
-            return _mean(thumb.convert("RGB"))
+            return _mean_rgb(thumb.convert("RGB"))
     except (ValueError, TypeError, OSError, SyntaxError, EOFError, ZeroDivisionError):
         return None
 
 
 def _mean(thumb) -> tuple[int, int, int]:
     thumb.thumbnail((_MEAN_EDGE, _MEAN_EDGE))
-    mean = np.asarray(thumb, np.float32).reshape(-1, 3).mean(axis=0)
+    return _mean_rgb(thumb)
+
+
+def _mean_rgb(rgb_image) -> tuple[int, int, int]:
+    mean = np.asarray(rgb_image, np.float32).reshape(-1, 3).mean(axis=0)
     return tuple(int(round(float(v))) for v in mean)  # type: ignore[return-value]
 
 
