@@ -550,8 +550,8 @@ class ImageWall:
             if later is not None and not later.started:
                 later.start()
         enc = scene.encoder
-        if enc is None:
-            return
+        if enc is None or (scene.updates == 1 and not self.wait_detail):
+            return  # the workers start after the first frame, unless it waits for them
         view = self.navigator.view_rect()
         if scene.updates > 1:  # and the cached thumbnails
             self._show_cached(scene, enc, view)
