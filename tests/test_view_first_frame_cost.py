@@ -120,3 +120,18 @@ def test_a_view_command_imports_no_other_command():
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                          text=True, check=True).stdout
     assert out.strip() == "['engine.commands.view', 'engine.commands.view_science']", out
+
+
+def test_an_atlas_made_later_that_fails_is_left_to_a_later_run(tmp_path, monkeypatch, caplog):
+    """A pool that cannot start (or a full disk) ends the background atlas with one warning,
+    not a thread's traceback."""
+    from engine.view import atlas_later
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the pool cannot start")
+
+    monkeypatch.setattr(atlas_later.atlas_, "build", broken)
+    job = atlas_later.AtlasLater(tmp_path / "a", [], 256, 4096, workers=1)
+    job.wait()
+    assert job.made is None
+    assert any("atlas not made" in r.getMessage() for r in caplog.records)

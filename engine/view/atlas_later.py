@@ -47,8 +47,9 @@ class AtlasLater:
             with process_pool(self.workers, background=True) as pool:
                 self.made = atlas_.build(self.folder, self.thumbs, self.cell, self.page_edge,
                                          pool)
-        except OSError as exc:
-            log.warning("thumbnail atlas not made (%s): made by a later run", exc)
+        except (OSError, RuntimeError) as exc:  # a disk error, a pool that broke or cannot start
+            log.warning("thumbnail atlas not made (%s: %s): made by a later run",
+                        type(exc).__name__, exc)
 
     def wait(self) -> None:
         """Finish the atlas (started now if it was not yet)."""
