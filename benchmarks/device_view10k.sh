@@ -14,7 +14,7 @@ N=${1:-10000}
 ENGINE_CACHE=/tmp/view-cache
 source "$(dirname "$0")/device_env.sh"
 rm -rf /tmp/view-cache /tmp/p10k
-timeout 120 python3 benchmarks/view_data.py photos /tmp/p10k "$N" 4000 3000 10
+timeout 200 python3 benchmarks/view_data.py photos /tmp/p10k "$N" 4000 3000 10
 echo "photos made at $(( $(date +%s) - t0 )) s"
 view() {  # view RUN: one headless run, its report and its /usr/bin/time -v
   timeout "$(left 230)" /usr/bin/time -v python3 -m engine view /tmp/p10k --headless \
