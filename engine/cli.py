@@ -21,6 +21,7 @@ in the repository's lab (`python -m lab bench | soak`), which runs its own `Prog
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import os
 import re
@@ -55,24 +56,35 @@ class OneLineParser(argparse.ArgumentParser):
 @dataclass(frozen=True)
 class Program:
     """A command line under the rule: its name and its command modules (each with
-    `add_parser(sub)`); the repository's lab brings its own."""
+    `add_parser(sub)`), or their module paths, imported when needed (the last name of a
+    path is its command's); the repository's lab brings its own."""
     prog: str
     description: str
-    commands: Sequence[ModuleType]
+    commands: Sequence[ModuleType | str]
+
+    def modules(self, named: str | None = None) -> list[ModuleType]:
+        """The command modules; only the one of command `named` when it is given by path
+        (a run imports its own command, not every other's)."""
+        only = [c for c in self.commands
+                if isinstance(c, str) and c.rsplit(".", 1)[-1] == named]
+        return [importlib.import_module(c) if isinstance(c, str) else c
+                for c in (only or self.commands)]
 
 
 ENGINE = Program("python -m engine", __doc__.split("\n\n")[0], COMMANDS)
 
 
-def build_parser(program: Program = ENGINE) -> argparse.ArgumentParser:
+def build_parser(program: Program = ENGINE, command: str | None = None
+                 ) -> argparse.ArgumentParser:
+    """The parser of every command, or of `command` alone (`Program.modules`)."""
     p = OneLineParser(prog=program.prog, description=program.description)
     p.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
     p.add_argument("--debug", action="store_true",
                    help="print the traceback of an internal error (also accepted after the "
                         "subcommand)")
     sub = p.add_subparsers(dest="command", required=True)
-    for command in program.commands:
-        command.add_parser(sub)
+    for module in program.modules(command):
+        module.add_parser(sub)
     return p
 
 
@@ -94,7 +106,8 @@ def _say(message: str) -> None:
 
 def _dispatch(argv: list[str], program: Program) -> int:
     try:
-        args = build_parser(program).parse_args(argv)
+        named = next((a for a in argv if not a.startswith("-")), None)
+        args = build_parser(program, named).parse_args(argv)
     except SystemExit as exc:  # --help
         return int(exc.code or 0)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,

@@ -25,7 +25,7 @@ import json
 import logging
 import os
 from collections.abc import Sequence
-from concurrent.futures import Executor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -97,15 +97,26 @@ def load(folder: Path, count: int) -> Atlas | None:
     sweep_temps(folder)
     if len(slots) != count or not all(p.is_file() for p in pages):
         return None
-    for page in pages:
-        try:
-            checksum.verify(open_texture(page))
-        except TextureFormatError as exc:
+    # the pages' checksums on threads: zlib's CRC runs without the GIL, and a wall of 10,000
+    # thumbnails has some 400 MiB of pages to check before its first frame
+    with ThreadPoolExecutor(min(len(pages), os.cpu_count() or 1) or 1) as pool:
+        problems = list(pool.map(_damage, pages))
+    for page, problem in zip(pages, problems):
+        if problem is not None:
             log.warning("cache: atlas page %s is damaged (%s); the atlas is made again",
-                        page, exc.problem)
+                        page, problem)
             page.unlink(missing_ok=True)
             return None
     return Atlas(pages, slots, edge)
+
+
+def _damage(page: Path) -> str | None:
+    """What is wrong with an atlas page (engine.textures.checksum); None when intact."""
+    try:
+        checksum.verify(open_texture(page))
+    except TextureFormatError as exc:
+        return exc.problem
+    return None
 
 
 def build(folder: Path, thumbs: Sequence[Path], cell: int, page_edge: int,

@@ -87,12 +87,13 @@ def view_root() -> Path:
     return cache_root() / "view" / f"v{VERSION}"
 
 
-def entry_dir(source: Path, root: Path | None = None, st: os.stat_result | None = None
-              ) -> Path:
-    """The cache folder of `source` (not made here); `st`: its stat, when already made."""
+def entry_dir(source: Path, root: Path | None = None, st: os.stat_result | None = None,
+              resolved: Path | None = None) -> Path:
+    """The cache folder of `source` (not made here); `st`: its stat and `resolved`: its
+    resolved path, when already known (a folder walk resolves each file once)."""
     st = st or source.stat()
     # os.fsencode: a name that is not UTF-8 (caf\xe9.jpg) hashes as the bytes it is
-    ident = os.fsencode(source.resolve()) + f"\0{source_identity(st)}".encode()
+    ident = os.fsencode(resolved or source.resolve()) + f"\0{source_identity(st)}".encode()
     digest = hashlib.sha1(ident).hexdigest()
     return (root or view_root()) / digest[:2] / digest
 

@@ -36,6 +36,7 @@ import numpy as np
 
 from ..errors import TextureFormatError
 from ..textures.source_image import NAMED_FILE_MAX_PIXELS, open_named
+from .jpeg_header import SWAPS_AXES
 
 #: Largest image (pixels) read by default, as `engine bake` reads (2^30, a 32768 x 32768
 #: image); --max-pixels raises it.
@@ -44,7 +45,6 @@ MAX_PIXELS = NAMED_FILE_MAX_PIXELS
 #: EXIF orientation -> the Pillow transposes that make the image upright, in order.
 _ORIENT = {2: ("FLIP_LEFT_RIGHT",), 3: ("ROTATE_180",), 4: ("FLIP_TOP_BOTTOM",),
            5: ("TRANSPOSE",), 6: ("ROTATE_270",), 7: ("TRANSVERSE",), 8: ("ROTATE_90",)}
-_SWAPS_AXES = (5, 6, 7, 8)
 
 
 @dataclass(frozen=True)
@@ -110,7 +110,7 @@ def header_info(path: Path, im) -> ImageInfo:
     header, as a placeholder does, opens the file once)."""
     w, h = im.size
     o = _orientation(im)
-    if o in _SWAPS_AXES:
+    if o in SWAPS_AXES:
         w, h = h, w
     return ImageInfo(path, w, h, o, str(im.format), im.mode)
 
@@ -179,6 +179,15 @@ def _upright(im, orientation: int):
 #: EXIF IFD1 tags: where the embedded JPEG thumbnail starts (from the TIFF header) and its
 #: length in bytes.
 _THUMB_OFFSET, _THUMB_LENGTH = 0x0201, 0x0202
+#: How far (a fraction) an embedded thumbnail's aspect may be from its image's.
+ASPECT_TOLERANCE = 0.02
+
+
+def same_aspect(thumb: tuple[int, int], image: tuple[int, int]) -> bool:
+    """Whether a thumbnail of `thumb` pixels (width, height) shows all of an `image`: an
+    editor that cropped the image may have kept the camera's preview."""
+    (w, h), (tw, th) = image, thumb
+    return abs(tw / th - w / h) <= ASPECT_TOLERANCE * (w / h)
 
 
 def embedded_thumbnail(im, orientation: int):
@@ -200,8 +209,7 @@ def embedded_thumbnail(im, orientation: int):
             thumb = thumb.convert("RGB")
     except (KeyError, ValueError, TypeError, OSError, SyntaxError, EOFError):
         return None
-    (w, h), (tw, th) = im.size, thumb.size
-    if abs(tw / th - w / h) > 0.02 * (w / h):
+    if not same_aspect(thumb.size, im.size):
         return None
     return _upright(thumb, orientation)
 

@@ -28,6 +28,8 @@ TEXTURE_SUFFIXES = (".ktx2", ".dds")
 @dataclass
 class Discovery:
     files: list[Path] = field(default_factory=list)
+    #: each file's resolved path, as the folder walk found it (its cache key's part)
+    resolved: dict[Path, Path] = field(default_factory=dict)
     #: (what the user wrote, why nothing came of it): reported once, the rest is shown
     problems: list[tuple[str, str]] = field(default_factory=list)
 
@@ -126,6 +128,7 @@ def discover(specs: list[str]) -> Discovery:
         if key not in seen:
             seen.add(key)
             found.files.append(path)
+            found.resolved[path] = key
 
     for spec in specs:
         path = Path(spec).expanduser()

@@ -9,7 +9,10 @@ frame of a cold folder waits for no decode. While the scene runs, the background
 (engine.view.encoder) make what the screen shows first (engine.view.priority): embedded EXIF
 thumbnails and thumbnails, which replace the placeholders, then full detail, each chunk
 replacing its part of the thumbnail as soon as it is written. `make_thumbnails()` makes
-the missing thumbnails at once instead (a cache warmed before a run).
+the missing thumbnails at once instead (a cache warmed before a run). A wall whose
+thumbnails are cached but whose atlas is not draws them as placeholders in its first frame,
+from their files in the next frames, and makes its atlas after the first frame
+(engine.view.atlas_later).
 
 Each image is one or more quads edge to edge: an image larger than `chunk` texels on a side
 (4096, or the driver's GL_MAX_TEXTURE_SIZE if smaller) is cut into a grid of chunk
@@ -31,7 +34,7 @@ import os
 import stat
 import threading
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -51,13 +54,14 @@ from ..streaming.contract import NO_TEXTURE, TextureProvider
 from ..textures.durable import refused, warn_uncached
 from ..textures.progress import Progress
 from . import atlas as atlas_
+from .atlas_later import AtlasLater
 from . import cache
 from .browse import Browser
 from .decode import MAX_PIXELS
 from .discover import TEXTURE_SUFFIXES, discover, special_kind
 from .encoder import DetailEncoder, Job, default_workers, process_pool
-from .placeholder import Placeholder, placeholder_or_problem
-from .priority import EMBEDDED, THUMB
+from .placeholder import GREY, Placeholder, header_placeholder, placeholder_or_problem
+from .priority import EMBEDDED, THUMB, ViewRect, fill_order
 from .layout import Rect, bounds, chunk_grid, grid, justified_rows
 from .navigator import Navigator
 from .settle import DetailClock
@@ -75,6 +79,9 @@ ATLAS_MIN = 16
 #: Placeholders from which a cold start reads the headers over a pool of every core: one
 #: header costs ~0.3 ms of Python on one core, a pool's start a few tenths of a second.
 PARALLEL_PLACEHOLDERS = 4096
+#: Cached thumbnails a frame shows in place of their placeholders (while the atlas is still
+#: to make): each is a file checked and a texture registered on the render thread.
+CACHED_PER_FRAME = 256
 
 
 @dataclass
@@ -201,13 +208,12 @@ class ImageWall:
         self.problems: list[tuple[str, str]] = list(found.problems)
         self.items: list[Item] = []
         self._root = cache.writable_root(self.cache_dir or cache.view_root())
-        self._load(files)
+        self._load(files, found.resolved)
         # Temporary files a killed run left beside entries it had finished (a worker killed
-        # mid-write of a second file): swept off the frame's path, joined at `release`.
+        # mid-write of a second file): swept after the first frame, joined at `release`.
         self._sweeper = threading.Thread(
             target=cache.sweep_entries, args=([it.entry for it in self.items if it.entry],),
             name="view-cache-sweep", daemon=True)
-        self._sweeper.start()
         for what, why in self.problems:
             log.warning("skipped %s: %s", what, why)
         if not self.items:  # what the user named holds nothing to show: theirs to fix
@@ -231,26 +237,30 @@ class ImageWall:
 
     def _sketch(self, slots: list[Item | None], todo: list[tuple[int, Path, Path]]) -> None:
         """Images (index, path, entry) as placeholders until their thumbnails are made, into
-        `slots`; None (and a problem) where a header cannot be read. Many are read over a
-        pool of every core (`PARALLEL_PLACEHOLDERS`)."""
-        paths = [str(path) for _, path, _ in todo]
-        if self.workers > 1 and len(todo) >= PARALLEL_PLACEHOLDERS:
-            pool = process_pool(min(self.workers, -(-len(todo) // 256)))
+        `slots`; None (and a problem) where a header cannot be read. A JPEG without an
+        embedded thumbnail is read here from its markers; the rest through Pillow, many
+        (`PARALLEL_PLACEHOLDERS`) over a pool of every core."""
+        quick = [header_placeholder(path, self.max_pixels) for _, path, _ in todo]
+        rest = [str(path) for (_, path, _), ph in zip(todo, quick) if ph is None]
+        if self.workers > 1 and len(rest) >= PARALLEL_PLACEHOLDERS:
+            pool = process_pool(min(self.workers, -(-len(rest) // 256)))
             try:
-                got = list(pool.map(placeholder_or_problem, paths,
-                                    [self.max_pixels] * len(paths), chunksize=256))
+                read = list(pool.map(placeholder_or_problem, rest,
+                                     [self.max_pixels] * len(rest), chunksize=256))
             finally:  # the idle workers exit on their own; waiting for them took ~1 s
                 pool.shutdown(wait=False, cancel_futures=True)
         else:
-            got = [placeholder_or_problem(p, self.max_pixels) for p in paths]
-        for (i, path, entry), ph in zip(todo, got, strict=True):
+            read = [placeholder_or_problem(p, self.max_pixels) for p in rest]
+        got = iter(read)
+        for (i, path, entry), ph in zip(todo, quick, strict=True):
+            ph = ph if ph is not None else next(got)
             if isinstance(ph, str):
                 self.problems.append((str(path), ph))
                 slots[i] = None
             else:
                 slots[i] = Item(i, path, ph.width, ph.height, entry, placeholder=ph)
 
-    def _load(self, files: list[Path]) -> None:
+    def _load(self, files: list[Path], resolved: dict[Path, Path]) -> None:
         root = self._root
         index = cache.Index(root)
         slots: list[Item | None] = []
@@ -284,7 +294,7 @@ class ImageWall:
                     continue
                 known = index.lookup(key, st)
                 entry, meta = known if known is not None else \
-                    (cache.entry_dir(path, root, st), None)
+                    (cache.entry_dir(path, root, st, resolved.get(path)), None)
             except OSError as exc:
                 self.problems.append((str(path), f"cannot read: {exc.strerror or exc}"))
                 slots.append(None)
@@ -304,15 +314,21 @@ class ImageWall:
         self._settle(index, slots, stats)
         # Thumbnails the index knows are looked for only where the atlas does not hold them
         # (a cache folder cleaned by hand): a warm start of a wall stats no thumbnail.
+        # Where the atlas is still to make, a thumbnail is only looked for here (a stat) and
+        # checked when it is shown (`_show_cached`): a second run stats each once.
         covered = set()
         if self.atlas is not None:
             covered = {id(it) for it, slot in zip(self._thumbed(), self.atlas.slots) if slot}
+        present = os.path.isfile if self._atlas_later is not None else cache.usable
         lost = [i for i in trusted if slots[i] is not None and id(slots[i]) not in covered
-                and not cache.usable(cache.thumb_path(slots[i].entry, self.thumb_edge))]
+                and not present(cache.thumb_path(slots[i].entry, self.thumb_edge))]
         if lost:
             self._sketch(slots, [(i, files[i], slots[i].entry)  # type: ignore[union-attr]
                                  for i in lost])
             self._settle(index, slots, stats)
+        if self._atlas_later is not None:  # drawn as placeholders until shown from the files
+            for it in self._thumbed():
+                it.placeholder = Placeholder(it.width, it.height, GREY, False, cached=True)
 
     def _thumbed(self) -> list[Item]:
         """The items drawn from cached thumbnails: those an atlas holds, in order."""
@@ -329,12 +345,15 @@ class ImageWall:
         self.items = [it for it in slots if it is not None]
         for n, it in enumerate(self.items):
             it.index = n
-        self.atlas = self._atlas(self._root)
+        self.atlas = self._atlas(self._root, now=False)
 
     def make_thumbnails(self) -> None:
         """Make every thumbnail not cached yet, now, in a pool, and the wall's atlas: a cache
         warmed before a run, whose first frame has no placeholders. An image that cannot be
         decoded keeps its placeholder and is in `problems`."""
+        for it in self.items:
+            if it.placeholder is not None and it.placeholder.cached:
+                it.placeholder = None
         pending = [(it.index, it.source, it.entry) for it in self.items
                    if it.placeholder is not None]
         results = _thumb_jobs(self, pending)  # type: ignore[arg-type]
@@ -355,14 +374,16 @@ class ImageWall:
                 self.problems.append((result.path, result.problem))
             else:
                 self.items[i].placeholder = None
-        if pending:
-            self.atlas = self._atlas(self._root)
+        if pending or self._atlas_later is not None:
+            self.atlas = self._atlas(self._root, now=True)
 
-    def _atlas(self, root: Path) -> atlas_.Atlas | None:
+    def _atlas(self, root: Path, now: bool) -> atlas_.Atlas | None:
         """The cached thumbnails of a wall of many images in a few shared pages
         (engine.view.atlas), made once and kept in the cache; None for a few images.
         Placeholders are not in it: their thumbnails come during the run, each its own
-        texture, and are in the atlas of the next run."""
+        texture, and are in the atlas of the next run. One not cached yet is made `now`,
+        else after the first frame (`_atlas_later`, engine.view.atlas_later)."""
+        self._atlas_later = None
         entries = [it.entry for it in self._thumbed()]
         if len(entries) < ATLAS_MIN:
             return None
@@ -373,6 +394,10 @@ class ImageWall:
         if found is not None:
             return found
         thumbs = [cache.thumb_path(e, self.thumb_edge) for e in entries]
+        if not now:
+            self._atlas_later = AtlasLater(folder, thumbs, self.thumb_edge, atlas_.PAGE,
+                                           self.workers)
+            return None
         try:
             if self.workers <= 1 or len(entries) <= 2 * ATLAS_MIN:
                 return atlas_.build(folder, thumbs, self.thumb_edge, atlas_.PAGE)
@@ -406,7 +431,7 @@ class ImageWall:
                 staged = len(it.chunks) > 1 and self.detail and it.entry is not None and \
                     not cache.reads_by_tiles(it.source)
                 ph = it.placeholder
-                if ph is not None:  # drawn as its colour alone until its first picture
+                if ph is not None and not ph.cached:  # its colour alone until its picture
                     jobs += [Job(it.index, k, str(it.source), str(it.entry),
                                  (0, 0, it.width, it.height), False)
                              for k in ((EMBEDDED, THUMB) if ph.embedded else (THUMB,))]
@@ -450,11 +475,12 @@ class ImageWall:
             scene.navigator = self.navigator
             scene.controls = self.browser
             scene.provider = provider
-            if jobs:
+            if jobs or any(it.placeholder is not None for it in self.items):
                 scene.encoder = DetailEncoder(jobs, self.format, chunk, self.workers,
                                               self.max_pixels, gpu=self._gpu_encoder(device),
                                               thumb_edge=self.thumb_edge)
             scene.on_update.append(lambda sc, t: self._update(sc))
+            scene.atlas_later = self._atlas_later
             self.navigator.apply(scene.camera)
         except BaseException:
             scene.release()
@@ -504,8 +530,10 @@ class ImageWall:
 
     def _place(self, it: Item, chunk: int) -> None:
         """Cut the image's rectangle into its chunks' rectangles (edge to edge)."""
-        boxes = [(0, 0, it.width, it.height)] if it.entry is None else \
-            chunk_grid(it.width, it.height, chunk)
+        if it.entry is None or (it.width <= chunk and it.height <= chunk):
+            it.chunks = [Chunk(0, (0, 0, it.width, it.height), it.rect)]  # one: the image's
+            return
+        boxes = chunk_grid(it.width, it.height, chunk)
         sx, sy = it.rect.width / it.width, it.rect.height / it.height
         it.chunks = [Chunk(k, b, Rect(it.rect.x0 + b[0] * sx, it.rect.y1 - b[3] * sy,
                                       it.rect.x0 + b[2] * sx, it.rect.y1 - b[1] * sy))
@@ -515,10 +543,18 @@ class ImageWall:
         """Per frame, on the render thread: pose the camera, show finished chunks, hand the
         encoder this frame's order of what to make next."""
         self.navigator.apply(scene.camera)
+        scene.updates += 1
+        if scene.updates > 1:  # after the first frame: the cache sweep, the next run's atlas
+            _start_once(self._sweeper)
+            later = self._atlas_later
+            if later is not None and not later.started:
+                later.start()
         enc = scene.encoder
-        if enc is None:
-            return
+        if enc is None or (scene.updates == 1 and not self.wait_detail):
+            return  # the workers start after the first frame, unless it waits for them
         view = self.navigator.view_rect()
+        if scene.updates > 1:  # and the cached thumbnails
+            self._show_cached(scene, enc, view)
         by_key: dict[tuple[int, int], Chunk | Item] = {
             (it.index, c.k): c for it in self.items for c in it.chunks if not c.ready}
         by_key.update(((it.index, k), it) for it in self.items if it.placeholder is not None
@@ -545,6 +581,27 @@ class ImageWall:
         for path, problem in enc.take_failures():
             self.problems.append((path, problem))
             log.warning("full detail of %s failed: %s", path, problem)
+
+    def _show_cached(self, scene: ViewScene, enc: DetailEncoder, view: ViewRect) -> None:
+        """Show up to `CACHED_PER_FRAME` placeholders whose thumbnails are cached, from those
+        files, the screen's first; a file found damaged is made again by the workers."""
+        waiting = [it for it in self.items if it.placeholder is not None and
+                   it.placeholder.cached]
+        if not waiting:
+            return
+        order = fill_order([THUMB] * len(waiting), [it.rect for it in waiting], view)
+        batch = [waiting[i] for i in order[:CACHED_PER_FRAME]]
+        files = [cache.thumb_path(it.entry, self.thumb_edge)  # type: ignore[arg-type]
+                 for it in batch]
+        ids = cache.register_cached(scene.provider, [(f"view:{f}", f) for f in files])
+        for it, tid in zip(batch, ids):
+            if tid is not None:
+                _first_picture(it, tid, final=True)
+            else:  # drawn as its placeholder until the workers make it again
+                it.placeholder = replace(it.placeholder, cached=False)  # type: ignore[arg-type]
+                enc.jobs[(it.index, THUMB)] = Job(it.index, THUMB, str(it.source),
+                                                  str(it.entry), (0, 0, it.width, it.height),
+                                                  False)
 
     # ------------------------------------------------------------------ queries, camera
     def pick(self, ndc: tuple[float, float]) -> Pick | None:
@@ -595,6 +652,9 @@ class ImageWall:
                 any((it.index, THUMB) in jobs for it in self.items
                     if it.placeholder is not None and view.overlaps(it.rect)) \
                 if jobs else False
+            cached = [it for it in self.items
+                      if it.placeholder is not None and it.placeholder.cached]
+            encoding = encoding or any(view.overlaps(it.rect) for it in cached)
             ctx.record["view_pending_chunks"] = sum(1 for c in chunks if not c.ready)
             ctx.record["view_placeholders"] = sum(it.placeholder is not None
                                                   for it in self.items)
@@ -608,7 +668,7 @@ class ImageWall:
                 ctx.frame, ctx.record, fading or encoding, process_age_s())
             # off-screen detail still to encode: a settled window still draws now and then,
             # each frame handing the encoder its next jobs
-            ctx.record["work_pending"] = bool(jobs)
+            ctx.record["work_pending"] = bool(jobs) or bool(cached)
             if enc is not None:  # what a GPU encode may take in the next frame
                 budget = int(ctx.record.get("effective_budget_bytes",
                                             ctx.governor.budget_bytes))
@@ -668,14 +728,26 @@ class ViewScene(Scene):
     encoder: DetailEncoder | None = None
     provider: TextureProvider | None = None
     sweeper: threading.Thread | None = None  # the wall's cache sweep, joined on release
+    #: the next run's atlas, made after the first frame: finished on release
+    atlas_later: AtlasLater | None = None
+    updates = 0  # frames updated so far
 
     def release(self) -> None:
         if self.encoder is not None:
             self.encoder.close()
             self.encoder = None
+        if self.atlas_later is not None:
+            self.atlas_later.wait()
+            self.atlas_later = None
         if self.sweeper is not None:
+            _start_once(self.sweeper)
             self.sweeper.join()
         super().release()
+
+
+def _start_once(thread: threading.Thread) -> None:
+    if thread.ident is None:
+        thread.start()
 
 
 class ImageView(ImageWall):
