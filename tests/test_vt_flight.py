@@ -49,10 +49,11 @@ def flight(columns: int, rows: int, stops: int, seed: int) -> list[list]:
 
 
 def fly(dev, paths, allowance, concurrency, latency, stops=6, seed=13, reduce=None,
-        seen=None, max_uploads=32):
+        seen=None, max_uploads=32, frames=None):
     """Frames to converge per stop, the reads thrown away, and the system's totals.
     `reduce`: the feedback reduced on the GPU (None: as the profile says); `seen`, a list
-    that gets each frame's reduced feedback (keys and pixel counts)."""
+    that gets each frame's reduced feedback (keys and pixel counts); `frames`, one that gets
+    each frame's requests, uploads, evictions, slots used and resident fraction."""
     renderer = QuadRenderer(dev, OUTPUT, feedback_scale=0.25)
     vts = VirtualTextureSystem(dev, allowance, max_uploads=max_uploads, io_workers=0,
                                feedback_reduce=reduce)
@@ -74,6 +75,10 @@ def fly(dev, paths, allowance, concurrency, latency, stops=6, seed=13, reduce=No
                 dev.end_frame(frame)
                 if seen is not None:
                     seen.append((vts.feedback_frame, *vts.last_feedback))
+                if frames is not None:
+                    st = vts.stats
+                    frames.append((st.requests, st.tiles_uploaded, st.evictions,
+                                   vts.used_slots(), vts.wanted_resident_fraction()))
                 if done is None and vts.feedback_frame >= cut and \
                         vts.wanted_resident_fraction() >= 0.95:
                     done = frame - cut
@@ -121,6 +126,25 @@ def test_every_stop_converges_and_no_read_is_thrown_away(dev, wall_files):
         assert fa == fb
         np.testing.assert_array_equal(ka, kb)
         np.testing.assert_array_equal(pa, pb)
+
+
+def test_a_still_camera_reuses_the_plan_with_the_same_flight(dev, wall_files, monkeypatch):
+    """Frames whose plan would be the last one's (`_plan_holds`) skip it: the flight's
+    every frame (requests, uploads, evictions, slots, resident fraction) is the same as
+    with a plan on every frame, and the holds' settled frames plan nothing."""
+    plans: list[int] = []
+    planned = VirtualTextureSystem._plan
+    monkeypatch.setattr(VirtualTextureSystem, "_plan",
+                        lambda self, req: (plans.append(self.frame), planned(self, req)))
+    reused: list = []
+    fly(dev, wall_files, 4 << 20, concurrency=12, latency=6, stops=3, frames=reused)
+    first = len(plans)
+    monkeypatch.setattr(VirtualTextureSystem, "_plan_holds", lambda self: False)
+    every: list = []
+    fly(dev, wall_files, 4 << 20, concurrency=12, latency=6, stops=3, frames=every)
+    assert reused == every
+    assert len(plans) == first + len(every)
+    assert first <= len(every) - 30, first  # settled frames of the holds planned nothing
 
 
 @pytest.mark.slow

@@ -105,6 +105,8 @@ class TilePolicy:
         self.last_wanted = np.full(slots, _NEVER, np.int64)
         self.current = np.zeros(slots, bool)  # asked for by the newest plan
         self.where: dict[int, int] = {}  # key -> slot
+        # The newest plan's resident wanted tiles and, of those, the visible ones (`refresh`).
+        self._wanted_slots = self._visible_slots = np.zeros(0, np.int64)
 
     # ------------------------------------------------------------------ queries
     @property
@@ -189,13 +191,13 @@ class TilePolicy:
             held = (keys[pos] == self.slot_key) & (self.slot_key != 0)
             self.current[:] = held
             slots = np.flatnonzero(held)
-            if slots.size:
-                at = pos[slots]
-                resident[at] = True
-                self.last_wanted[slots] = frame
-                self.last_visible[slots[tiers[at] == Tier.VISIBLE]] = frame
+            at = pos[slots]
+            resident[at] = True
+            self._wanted_slots, self._visible_slots = slots, slots[tiers[at] == Tier.VISIBLE]
         else:
             self.current[:] = False
+            self._wanted_slots = self._visible_slots = np.zeros(0, np.int64)
+        self.refresh(frame)
         miss = np.flatnonzero(~resident)
         self.missing = int(miss.size)
         self.visible_missing = int(np.count_nonzero(tiers[miss] == Tier.VISIBLE))
@@ -220,6 +222,13 @@ class TilePolicy:
             keep[rest[self._displacing(miss_keys[order][rest])]] = True
         order = order[keep][:self.max_requests]
         return miss_keys[order], priority[order]
+
+    def refresh(self, frame: int) -> None:
+        """Mark the resident tiles the newest plan wanted as wanted (and visible) in
+        `frame`: all a frame whose plan would be the last one's needs to do."""
+        self.frame = int(frame)
+        self.last_wanted[self._wanted_slots] = frame
+        self.last_visible[self._visible_slots] = frame
 
     def _displacing(self, newcomers: np.ndarray) -> np.ndarray:
         """Which of these visible newcomers would get a slot by displacing a visible tile

@@ -171,6 +171,12 @@ class VirtualTextureSystem:
         self.history: list[VtFrameStats] = []
         self._dirty_vts: set[int] = set()
         self._requests = TileRequests.empty()
+        #: What a plan depends on besides the frame: new requests and every change of what
+        #: is resident, in hand, asked or failed (counted). While it stays the same, the
+        #: plan is reused once nothing is missing or every tier has settled (`_plan_holds`).
+        self._changes = 0
+        self._plan_inputs: tuple[int, int] | None = None
+        self._plan_since = 0
         self._ready: dict[int, bytes] = {}  # tiles read, not yet uploaded
         self._deferred: set[int] = set()  # of those, the ones that found no slot last frame
         self._asked: set[int] = set()  # reads the I/O was asked for and has not finished
@@ -373,6 +379,7 @@ class VirtualTextureSystem:
                               f"driver's textures have at most "
                               f"{self.device.caps.max_texture_size}")
         self._release_gpu()
+        self._changes += 1
         slots = self._slot_count()
         sx, sy = self._grid(slots)
         class_slots = self._class_slots(sx * sy)
@@ -513,6 +520,7 @@ class VirtualTextureSystem:
         else:
             res[(level, x, y)] = slot
         self._dirty_vts.add(vt)
+        self._changes += 1
 
     def set_allowance(self, allowance_bytes: int) -> None:
         """A new streaming allowance from the governor: a ceiling. The cache shrinks at once
@@ -558,6 +566,7 @@ class VirtualTextureSystem:
         for k in range(1, TAIL_CLASSES):
             bases[k] = bases[k - 1] + classes[k - 1]
         cache = PageCache(self.device, fmt, sx, sy, SLOT_TEXELS)
+        self._changes += 1
         moves, regions, records = [], [], []
         for k in range(TAIL_CLASSES):
             per, size = tails_per_slot(fmt, k), tail_texels(fmt, k)
@@ -704,12 +713,38 @@ class VirtualTextureSystem:
                     keep = ~self._packed(req.keys)
                     req = TileRequests(req.keys[keep], req.tiers[keep], req.pixels[keep])
                 self._requests = req
+                self._changes += 1
             self.last_feedback = (keys, counts)
             self.feedback_frame = self.feedback.latest_frame if feedback is None \
                 else self.frame
             self.stats.feedback_frame = self.feedback_frame
-        req = self._requests
         self._drain()  # reads finished since the last update are in hand, not re-asked
+        if self._plan_holds():
+            for pol in self._policies():
+                pol.refresh(self.frame)
+        else:
+            self._plan(self._requests)
+        self.stats.requests = len(self._asked)
+        self._follow_need()
+        self.stats.feedback_ms = (time.perf_counter() - t0) * 1e3
+
+    def _policies(self) -> list[TilePolicy]:
+        return [p for p in (self.policy, *self._cells) if p is not None]
+
+    def _plan_holds(self) -> bool:
+        """Whether the last plan is this frame's too: the same requests and no change since
+        it, and either nothing missing (nothing to rank) or `hold_frames` + 1 frames since
+        the change, after which every slot's tier is fixed (refreshed each frame, or aged out
+        for good). A still camera then costs a refresh, not a plan."""
+        inputs = (self._changes, len(self.textures))
+        if inputs != self._plan_inputs:
+            self._plan_inputs, self._plan_since = inputs, self.frame
+            return False
+        return all(p.missing == 0 for p in self._policies()) or \
+            self.frame - self._plan_since > self.hold_frames + 1
+
+    def _plan(self, req: TileRequests) -> None:
+        """Each policy's plan of `req`, and the I/O asked for what is newly missing."""
         if self._failed_ids.size and req.keys.size:
             # A broken file is not read again: its missing tiles are not asked for (they
             # would take the room of others' in the plan), its resident ones stay wanted.
@@ -751,9 +786,6 @@ class VirtualTextureSystem:
         if any(k not in ask for k in self._asked):
             self.io.retain(ask)
         self._asked = set(ask)
-        self.stats.requests = len(ask)
-        self._follow_need()
-        self.stats.feedback_ms = (time.perf_counter() - t0) * 1e3
 
     def _deficit(self, keys: np.ndarray) -> np.ndarray | None:
         """Levels of detail the screen lacks at each tile now: the level its page-table
@@ -855,6 +887,7 @@ class VirtualTextureSystem:
         sink = events.SINK
         for res in self.io.poll(1 << 30):
             key = int(res.level)
+            self._changes += 1
             self._asked.discard(key)  # finished either way; a failed read is asked again
             if sink is not None and res.requested and 0 <= res.texture_id < len(self.textures):
                 sink.span("read", "tile read", res.requested, res.finished, {
@@ -884,6 +917,7 @@ class VirtualTextureSystem:
         """Read no more tiles of texture `vt` (what a failed read does; also for a reference
         run that must see the same broken files as the run it is compared with)."""
         self.failed[int(vt)] = reason
+        self._changes += 1
         self._failed_ids = np.array(sorted(self.failed), np.int64)
 
     def bind(self, program, cache_unit: int = CACHE_UNIT, table_unit: int = TABLE_UNIT,
