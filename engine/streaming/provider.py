@@ -32,7 +32,7 @@ import numpy as np
 from ..errors import UnsupportedFormatError
 from ..formats import PixelFormat
 from ..gl.device import Device
-from ..memory.split import MIN_STREAM_SLOTS, CacheNeeds, share_pool
+from ..memory.split import CacheNeeds, share_pool
 from ..textures.tiled import tile_levels
 from ..textures.transcode import served_tile_format
 from .contract import FrameView, Residency, ResidentTextures
@@ -200,10 +200,8 @@ class StreamingProvider:
 
     # ------------------------------------------------------------------ the pool
     def _vt_min(self) -> int:
-        vts = self.vts
-        assert vts is not None and vts.fmt is not None
-        pinned = vts._tail_slots_needed() + len(vts.pinned_data) - len(vts.tails)
-        return vts.table_bytes() + 1 + (pinned + MIN_STREAM_SLOTS) * slot_bytes(vts.fmt)
+        assert self.vts is not None and self.vts.fmt is not None
+        return self.vts.min_bytes()
 
     def _demand_now(self) -> int:
         """The cache that holds every tile the newest feedback shows, with headroom, once

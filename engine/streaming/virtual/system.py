@@ -48,9 +48,10 @@ from ...gl.vt import (
 from . import keys as tile_keys
 from .io import TileIO
 from .pagetable import TABLE_WIDTH, PageTable
+from .cells import PackedCells
 from .policy import Tier, TilePolicy
 from .requests import TileRequests, expand_requests, reduce_feedback, reduce_readback
-from .sizing import ElasticSize, room_for, screen_tiles, wanted_slots
+from .sizing import ElasticSize, screen_tiles, wanted_slots
 from .tiles import (
     SLOT_TEXELS,
     TILE_TEXELS,
@@ -183,16 +184,10 @@ class VirtualTextureSystem:
         #: The newest plan's missing tiles -> priority (TilePolicy.plan): the upload order.
         self._urgency: dict[int, float] = {}
         self._grids = TextureGrids()  # per texture: size, levels, first packed level
-        self._tails: dict[int, int] = {}  # packed small level key -> class << 20 | cell
-        self._tail_count = [0] * TAIL_CLASSES  # pinned cells per size class
-        self._tail_bases = [0] * TAIL_CLASSES
-        self._tail_slots = 0
-        #: Packed levels that stream (all but each texture's coarsest) per size class, and
-        #: per class the policy of the cells they stream into (cell i of the policy is cell
-        #: `_tail_count[k] + i` of the class, after its pinned ones; None: no such cells).
-        self._cell_count = [0] * TAIL_CLASSES
+        self.packed = PackedCells()  # where the small packed levels live in the cache
+        #: Per size class, the policy of the cells its streamed small levels take (cell i of
+        #: the policy is cell `packed.pinned_count[k] + i` of the class; None: no such cells).
         self._cells: list[TilePolicy | None] = [None] * TAIL_CLASSES
-        self._class_cap = [0] * TAIL_CLASSES  # cells each class's slots hold
         self._cell_of: dict[int, int] = {}  # streamed cell key asked for -> its size class
         self._visible_slots = 0  # the newest requests' visible tiles that take whole slots
         self._visible_cells = [0] * TAIL_CLASSES  # ... and those of each class of cells
@@ -224,7 +219,7 @@ class VirtualTextureSystem:
         tf = path if isinstance(path, textures.TextureFile) else textures.open(path)
         fmt = served_tile_format(tf, self.device.caps.can_sample)
         if self.fmt is None:
-            self.fmt = fmt
+            self.fmt = self.packed.fmt = fmt
         elif fmt != self.fmt:
             raise TextureFormatError(tf.path, f"{fmt.name} in a virtual texture system of "
                                               f"{self.fmt.name} (one page cache per format)")
@@ -246,18 +241,17 @@ class VirtualTextureSystem:
             if level == top:
                 key = self.key(vt, level, 0, 0)
                 self.pinned_data[key] = source.read_tile(level, 0, 0)
-                self._tails[key] = (k << TAIL_CLASS_SHIFT) | self._tail_count[k]
-                self._tail_count[k] += 1
+                self.packed.pin(key, k)
                 pinned.append(key)
             else:
-                new_class |= self._cell_count[k] == 0
-                self._cell_count[k] += 1
+                new_class |= self.packed.stream(k)
         key = self.key(vt, top, 0, 0)
-        if key not in self._tails:  # a coarsest level too large for a cell: a whole slot
+        if key not in self.packed.pinned:  # a coarsest level too large for a cell: a whole slot
             self.pinned_data[key] = source.read_tile(top, 0, 0)
             pinned.append(key)
         if self.cache is not None:
-            if new_class or not self._pinned_cells_fit():
+            if new_class or not self.packed.fits([c.slots if c is not None else 0
+                                                  for c in self._cells]):
                 self._rebuild()  # the tail cells grew: resize within allowance
             else:
                 self._fit_table()
@@ -318,7 +312,7 @@ class VirtualTextureSystem:
 
     def _whole_pinned(self) -> int:
         """Coarsest tiles too large for a cell, each pinned in a whole slot."""
-        return len(self.pinned_data) - len(self._tails)
+        return len(self.pinned_data) - len(self.packed.pinned)
 
     def _slot_count(self) -> int:
         """The slots the cache holds: what the screen needs (engine/streaming/virtual/
@@ -328,49 +322,22 @@ class VirtualTextureSystem:
         return wanted_slots(self._fixed_slots(), visible, self._most_slots(),
                             self._asked_slots if asked else 0)
 
-    def _tail_slots_needed(self) -> int:
-        """The fewest slots the packed levels run with: their pinned cells and one slot of
-        cells for each size class that streams."""
-        if self.fmt is None:
-            return 0
-        return sum(-(-n // tails_per_slot(self.fmt, k)) + (self._cell_count[k] > 0)
-                   for k, n in enumerate(self._tail_count))
+    def min_bytes(self) -> int:
+        """The least this system runs with: the page table, the LOD proxy, the packed
+        levels' fewest slots, the whole pinned tiles and a few slots to stream."""
+        assert self.fmt is not None
+        slots = self.packed.fewest_slots() + self._whole_pinned() + MIN_STREAM_SLOTS
+        return self.table_bytes() + 1 + slots * slot_bytes(self.fmt)
 
     def _class_slots(self, total: int) -> list[int]:
-        """Slots each size class of packed small levels takes in a cache of `total` slots:
-        its pinned cells, and for the cells that stream what the newest feedback shows of
-        them with headroom (at least one slot, at most what all its levels fill), cut to
-        what `total` leaves beside the whole pinned tiles and a few slots to stream."""
-        if self.fmt is None:
-            return [0] * TAIL_CLASSES
-        per = [tails_per_slot(self.fmt, k) for k in range(TAIL_CLASSES)]
-        out = [-(-n // per[k]) for k, n in enumerate(self._tail_count)]
-        extra = [0] * TAIL_CLASSES
-        for k in range(TAIL_CLASSES):
-            if self._cell_count[k]:
-                most = -(-(self._tail_count[k] + self._cell_count[k]) // per[k]) - out[k]
-                out[k] += 1
-                need = room_for(self._visible_cells[k], self._asked_cells[k])
-                extra[k] = max(0, min(most, -(-need // per[k])) - 1)
-        room = total - sum(out) - self._whole_pinned() - MIN_STREAM_SLOTS
-        scale = min(1.0, max(0, room) / sum(extra)) if sum(extra) > 0 else 0.0
-        return [n + max(0, int(e * scale)) for n, e in zip(out, extra, strict=True)]
-
-    def _pinned_cells_fit(self) -> bool:
-        """Every pinned cell has its place in its class's slots (a registration after the
-        cache was made may add one too many: the cache is then rebuilt)."""
-        if self.fmt is None:
-            return True
-        for k, n in enumerate(self._tail_count):
-            if n + (self._cells[k].slots if self._cells[k] is not None else 0) > \
-                    self._class_cap[k]:
-                return False
-        return True
+        """`PackedCells.class_slots` for a cache of `total` slots and the newest feedback."""
+        return self.packed.class_slots(total, self._visible_cells, self._asked_cells,
+                                       self._whole_pinned())
 
     def _rebuild(self) -> None:
         """(Re)make cache and table for the current allowance, old ones released first.
         The cache's first slots hold the packed coarsest tiles (tail cells); the policy
-        manages the rest, its slot i being cache slot i + `_tail_slots`."""
+        manages the rest, its slot i being cache slot i + `packed.slots`."""
         if self.fmt is None:
             raise BudgetError("no virtual texture registered yet")
         if self._table_rows() > self.device.caps.max_texture_size:
@@ -390,23 +357,15 @@ class VirtualTextureSystem:
                               f"{max(0, sx * sy)} slots; {len(self.pinned_data)} textures "
                               f"need {tail_slots} slot(s) of packed coarsest tiles and "
                               f"{whole} whole one(s), and one more to stream")
-        self._tail_slots = tail_slots
-        self._tail_bases = [0] * TAIL_CLASSES  # first slot of each class's cells
-        for k, n in enumerate(class_slots[:-1]):
-            self._tail_bases[k + 1] = self._tail_bases[k] + n
+        self.packed.place(class_slots)
         for k, n in enumerate(class_slots):
-            self._class_cap[k] = n * tails_per_slot(self.fmt, k)
-            cells = min(self._cell_count[k], self._class_cap[k] - self._tail_count[k])
-            self._cells[k] = TilePolicy(cells, hold_frames=self.hold_frames,
-                                        grace_frames=self.grace_frames,
-                                        max_requests=self.max_requests) if cells > 0 else None
+            cells = self.packed.streamed_room(k, n)
+            self._cells[k] = self._new_policy(cells) if cells > 0 else None
         self.gpu_table = PageTableTexture(self.device, TABLE_WIDTH, self._table_rows())
         self.proxy = LodProxy(self.device)
         self.cache = PageCache(self.device, self.fmt, sx, sy, SLOT_TEXELS)
         if self.policy is None:
-            self.policy = TilePolicy(sx * sy - tail_slots, hold_frames=self.hold_frames,
-                                     grace_frames=self.grace_frames,
-                                     max_requests=self.max_requests)
+            self.policy = self._new_policy(sx * sy - tail_slots)
         else:
             self.policy.resize(sx * sy - tail_slots)
         for t in self.textures:
@@ -416,16 +375,20 @@ class VirtualTextureSystem:
         log.info("virtual texture cache: %dx%d slots of %s (%d bytes), table %d rows",
                  sx, sy, self.fmt.name, self.cache.nbytes, self.gpu_table.rows)
 
+    def _new_policy(self, slots: int) -> TilePolicy:
+        return TilePolicy(slots, hold_frames=self.hold_frames, grace_frames=self.grace_frames,
+                          max_requests=self.max_requests)
+
     def _pin(self, key: int) -> None:
         """Upload a tile for good: a small level into its cell, a coarsest level too large
         for one into a whole slot the policy never evicts."""
-        code = self._tails.get(key)
+        code = self.packed.pinned.get(key)
         if code is None:
-            slot = self.policy.pin(key) + self._tail_slots
+            slot = self.policy.pin(key) + self.packed.slots
             self.cache.upload_tile(slot, self.pinned_data[key])
             self._record(key, slot)
             return
-        k, cell = code >> TAIL_CLASS_SHIFT, code & ((1 << TAIL_CLASS_SHIFT) - 1)
+        k, cell = self.packed.cell_of(code)
         self._upload_cell(key, k, cell, self.pinned_data[key])
 
     def _pin_all(self) -> None:
@@ -435,14 +398,14 @@ class VirtualTextureSystem:
         shape = slot_shape(self.fmt)
         slots: dict[int, np.ndarray] = {}
         for key, data in self.pinned_data.items():
-            code = self._tails.get(key)
+            code = self.packed.pinned.get(key)
             if code is None:
                 self._pin(key)
                 continue
-            k, cell = code >> TAIL_CLASS_SHIFT, code & ((1 << TAIL_CLASS_SHIFT) - 1)
-            per_row, per_slot = tails_per_row(self.fmt, k), tails_per_slot(self.fmt, k)
+            k, cell = self.packed.cell_of(code)
+            per_row, per_slot = tails_per_row(self.fmt, k), self.packed.per_slot(k)
             n = tail_texels(self.fmt, k) // self.fmt.block_w  # blocks a side of a cell
-            slot = self._tail_bases[k] + cell // per_slot
+            slot = self.packed.bases[k] + cell // per_slot
             img = slots.get(slot)
             if img is None:
                 img = slots[slot] = np.zeros(shape, np.uint8)
@@ -456,7 +419,7 @@ class VirtualTextureSystem:
     def _upload_cell(self, key: int, k: int, cell: int, data: bytes) -> None:
         """Upload a packed level's slot bytes into cell `cell` of size class `k` and point
         its page-table entry there."""
-        x, y = self._cell_origin(self.cache, self._tail_bases[k], k, cell)
+        x, y = self._cell_origin(self.cache, self.packed.bases[k], k, cell)
         self.cache.upload_region(x, y, tail_texels(self.fmt, k), tail_blocks(self.fmt, data, k))
         self._record(key, TAIL_FLAG | (k << TAIL_CLASS_SHIFT) | cell)
 
@@ -490,27 +453,27 @@ class VirtualTextureSystem:
     @property
     def tail_slots(self) -> int:
         """Cache slots holding packed small levels (policy slot i = cache slot i + this)."""
-        return self._tail_slots
+        return self.packed.slots
 
     @property
     def tails(self) -> dict[int, int]:
         """Packed small levels: key -> class << TAIL_CLASS_SHIFT | cell (a read-only view for
         tests and tools)."""
-        return dict(self._tails)
+        return dict(self.packed.pinned)
 
     def cell_key(self, code: int) -> int:
         """The key held in packed cell `code` (class << TAIL_CLASS_SHIFT | cell, as a
         page-table entry names it): a pinned coarsest level or a streamed small level; 0 for
         a free cell (tests and tools)."""
-        k, cell = code >> TAIL_CLASS_SHIFT, code & ((1 << TAIL_CLASS_SHIFT) - 1)
-        if cell < self._tail_count[k]:
-            return next((key for key, c in self._tails.items() if c == code), 0)
-        pol, i = self._cells[k], cell - self._tail_count[k]
+        k, cell = self.packed.cell_of(code)
+        if cell < self.packed.pinned_count[k]:
+            return next((key for key, c in self.packed.pinned.items() if c == code), 0)
+        pol, i = self._cells[k], cell - self.packed.pinned_count[k]
         return int(pol.slot_key[i]) if pol is not None and i < pol.slots else 0
 
     def is_resident(self, key: int) -> bool:
         """The tile is in the cache (a packed coarsest tile, or a policy slot)."""
-        return int(key) in self._tails or self._held(int(key))
+        return int(key) in self.packed.pinned or self._held(int(key))
 
     def _record(self, key: int, slot: int | None) -> None:
         vt, level, x, y = tile_keys.unpack_one(key)
@@ -536,15 +499,10 @@ class VirtualTextureSystem:
             return
         size = self._elastic.decide(self.frame, self.cache.slots, self._slot_count(),
                                     self._most_slots())
-        short = any(a > b for a, b in zip(self._class_slots(size), self._class_held(),
+        short = any(a > b for a, b in zip(self._class_slots(size), self.packed.held(),
                                           strict=True))
         if size != self.cache.slots or short:
             self._resize(size)
-
-    def _class_held(self) -> list[int]:
-        """Slots each class of packed cells holds now."""
-        ends = [*self._tail_bases[1:], self._tail_slots]
-        return [e - b for b, e in zip(self._tail_bases, ends, strict=True)]
 
     def _resize(self, total: int) -> None:
         """Make the cache `total` slots, keeping its pinned tiles and the best of the rest
@@ -556,52 +514,43 @@ class VirtualTextureSystem:
         old, fmt = self.cache, self.fmt
         classes = self._class_slots(sx * sy)
         whole = sx * sy - sum(classes)
-        if (sx, sy) == (old.slots_x, old.slots_y) and classes == self._class_held():
+        if (sx, sy) == (old.slots_x, old.slots_y) and classes == self.packed.held():
             return
         if not self.device.caps.copy_image or whole < self._whole_pinned() + 1 or \
                 old.nbytes + sx * sy * slot_bytes(fmt) > self._most_slots() * slot_bytes(fmt):
             self._rebuild()
             return
-        bases = [0] * TAIL_CLASSES
-        for k in range(1, TAIL_CLASSES):
-            bases[k] = bases[k - 1] + classes[k - 1]
+        packed = self.packed
+        was_bases, was_slots = packed.bases, packed.slots
+        packed.place(classes)
         cache = PageCache(self.device, fmt, sx, sy, SLOT_TEXELS)
         self._changes += 1
         moves, regions, records = [], [], []
         for k in range(TAIL_CLASSES):
-            per, size = tails_per_slot(fmt, k), tail_texels(fmt, k)
-            pinned_slots = -(-self._tail_count[k] // per)
-            moves += [(self._tail_bases[k] + i, bases[k] + i) for i in range(pinned_slots)]
-            cells = min(self._cell_count[k], classes[k] * per - self._tail_count[k])
+            size, pinned = tail_texels(fmt, k), packed.pinned_count[k]
+            moves += [(was_bases[k] + i, packed.bases[k] + i)
+                      for i in range(-(-pinned // packed.per_slot(k)))]
+            cells = packed.streamed_room(k, classes[k])
             pol = self._cells[k]
             if pol is None or cells <= 0:
-                dropped = list(pol.where) if pol is not None else []
-                self._cells[k] = TilePolicy(cells, hold_frames=self.hold_frames,
-                                            grace_frames=self.grace_frames,
-                                            max_requests=self.max_requests) \
-                    if cells > 0 and self._cell_count[k] else None
-                records += [(key, None) for key in dropped]
+                records += [(key, None) for key in (pol.where if pol is not None else ())]
+                self._cells[k] = self._new_policy(cells) if cells > 0 else None
                 continue
             kept, dropped = pol.shrink_or_grow(cells)
             records += [(key, None) for key in dropped]
             for a, b in kept:
-                ca, cb = self._tail_count[k] + a, self._tail_count[k] + b
-                regions.append((self._cell_origin(old, self._tail_bases[k], k, ca),
-                                self._cell_origin(cache, bases[k], k, cb), size))
+                regions.append((self._cell_origin(old, was_bases[k], k, pinned + a),
+                                self._cell_origin(cache, packed.bases[k], k, pinned + b), size))
                 records.append((int(pol.slot_key[b]),
-                                TAIL_FLAG | (k << TAIL_CLASS_SHIFT) | cb))
+                                TAIL_FLAG | (k << TAIL_CLASS_SHIFT) | (pinned + b)))
         kept, dropped = self.policy.shrink_or_grow(whole)
-        ts = sum(classes)
-        moves += [(a + self._tail_slots, b + ts) for a, b in kept]
+        moves += [(a + was_slots, b + packed.slots) for a, b in kept]
         records += [(key, None) for key in dropped]
-        records += [(int(self.policy.slot_key[b]), b + ts) for _, b in kept]
+        records += [(int(self.policy.slot_key[b]), b + packed.slots) for _, b in kept]
         cache.copy_slots(old, moves)
         cache.copy_regions(old, regions)
         old.release()
         self.cache = cache
-        self._tail_bases, self._tail_slots = bases, ts
-        for k in range(TAIL_CLASSES):
-            self._class_cap[k] = classes[k] * tails_per_slot(fmt, k)
         for key, slot in records:
             self._record(key, slot)
         self.resizes += 1
@@ -624,7 +573,7 @@ class VirtualTextureSystem:
 
     def resident_tiles(self) -> int:
         """Tiles held: whole-slot tiles and packed cells (many cells share one slot)."""
-        return (self.policy.occupied if self.policy else 0) + len(self._tails) + \
+        return (self.policy.occupied if self.policy else 0) + len(self.packed.pinned) + \
             sum(c.occupied for c in self._cells if c is not None)
 
     def used_slots(self) -> int:
@@ -635,7 +584,7 @@ class VirtualTextureSystem:
         if self.fmt is None:
             return used
         for k, pol in enumerate(self._cells):
-            per, pinned = tails_per_slot(self.fmt, k), self._tail_count[k]
+            per, pinned = self.packed.per_slot(k), self.packed.pinned_count[k]
             streamed = {(pinned + i) // per for i in pol.where.values()} if pol else set()
             used += len(streamed | set(range(-(-pinned // per))))
         return used
@@ -709,7 +658,7 @@ class VirtualTextureSystem:
             keys, counts = reduced
             if not _same(reduced, self.last_feedback):  # a still camera: the same requests
                 req = expand_requests(keys, counts, self._grids.levels, self._grids)
-                if self._tails:  # packed small levels are always resident, never asked for
+                if self.packed.pinned:  # packed small levels are always resident, never asked for
                     keep = ~self._packed(req.keys)
                     req = TileRequests(req.keys[keep], req.tiers[keep], req.pixels[keep])
                 self._requests = req
@@ -844,10 +793,10 @@ class VirtualTextureSystem:
                     self._cell_of.pop(adm.evicted, None)
                     st.evictions += 1
                 if c == 0:
-                    uploads.append((adm.slot + self._tail_slots, data))
-                    self._record(key, adm.slot + self._tail_slots)
+                    uploads.append((adm.slot + self.packed.slots, data))
+                    self._record(key, adm.slot + self.packed.slots)
                 else:
-                    self._upload_cell(key, c - 1, self._tail_count[c - 1] + adm.slot, data)
+                    self._upload_cell(key, c - 1, self.packed.pinned_count[c - 1] + adm.slot, data)
                 st.tiles_uploaded += 1
                 st.bytes_uploaded += len(data)
         # Tiles in hand nobody wants any more go once there are more than a few frames' worth.
@@ -926,7 +875,7 @@ class VirtualTextureSystem:
         if self.cache is None:
             self._rebuild()
         bind_vt(program, self.cache, self.gpu_table, self.proxy, cache_unit, table_unit,
-                proxy_unit, tuple(self._tail_bases), self.fmt.block_w)
+                proxy_unit, tuple(self.packed.bases), self.fmt.block_w)
 
     def all_tiles(self, vt: int, min_level: int = 0) -> np.ndarray:
         """Packed keys of every tile of `vt` from `min_level` to its coarsest level."""
