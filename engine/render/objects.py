@@ -19,8 +19,8 @@ from ..streaming.contract import TEXTURE_SLOTS
 from .material import Material
 
 if TYPE_CHECKING:
+    from .instance import Instance
     from .mesh import Mesh
-    from .scene import Instance
 
 #: material row columns: albedo factor (4), roughness, metalness, normal scale, flag bits,
 #: emissive (3), 0, UV transform rows (a, b, c, 0), (d, e, f, 0): u' = a u + b v + c.

@@ -11,11 +11,13 @@ else the wall.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from .wall import ImageWall
+from .layout import Rect
+from .navigator import Navigator
 
 NEXT = ("right", "page_down", "space")
 PREVIOUS = ("left", "page_up", "backspace")
@@ -25,11 +27,39 @@ FIT_ALL = ("home", "f")
 APP = "engine view"
 
 
+class Shown(Protocol):
+    """An image on the wall, as the browser reads it (engine.view.wall.Item)."""
+
+    index: int
+    source: Path
+    rect: Rect
+
+
+class Picked(Protocol):
+    index: int
+
+
+class Browsable(Protocol):
+    """What the browser needs of a wall (engine.view.wall.ImageWall): its images, its
+    camera's fit and the moves a key makes."""
+
+    navigator: Navigator
+
+    @property
+    def items(self) -> Sequence[Shown]: ...
+
+    def zoom_to(self, index: int) -> None: ...
+
+    def fit_all(self) -> None: ...
+
+    def pick(self, ndc: tuple[float, float]) -> Picked | None: ...
+
+
 @dataclass
 class Browser:
     """Which image is open (None: the whole wall) and what each key does to it."""
 
-    wall: ImageWall
+    wall: Browsable
     current: int | None = None
 
     def key(self, name: str, cursor_ndc: tuple[float, float] | None = None) -> str | None:
