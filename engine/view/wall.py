@@ -326,9 +326,10 @@ class ImageWall:
             self._sketch(slots, [(i, files[i], slots[i].entry)  # type: ignore[union-attr]
                                  for i in lost])
             self._settle(index, slots, stats)
-        if self._atlas_later is not None:  # drawn as placeholders until shown from the files
-            for it in self._thumbed():
-                it.placeholder = Placeholder(it.width, it.height, GREY, False, cached=True)
+        # Drawn as placeholders until shown from their files (`_show_cached`).
+        self._cached = self._thumbed() if self._atlas_later is not None else []
+        for it in self._cached:
+            it.placeholder = Placeholder(it.width, it.height, GREY, False, cached=True)
 
     def _thumbed(self) -> list[Item]:
         """The items drawn from cached thumbnails: those an atlas holds, in order."""
@@ -351,9 +352,10 @@ class ImageWall:
         """Make every thumbnail not cached yet, now, in a pool, and the wall's atlas: a cache
         warmed before a run, whose first frame has no placeholders. An image that cannot be
         decoded keeps its placeholder and is in `problems`."""
-        for it in self.items:
+        for it in self._cached:
             if it.placeholder is not None and it.placeholder.cached:
                 it.placeholder = None
+        self._cached = []
         pending = [(it.index, it.source, it.entry) for it in self.items
                    if it.placeholder is not None]
         results = _thumb_jobs(self, pending)  # type: ignore[arg-type]
@@ -585,8 +587,7 @@ class ImageWall:
     def _show_cached(self, scene: ViewScene, enc: DetailEncoder, view: ViewRect) -> None:
         """Show up to `CACHED_PER_FRAME` placeholders whose thumbnails are cached, from those
         files, the screen's first; a file found damaged is made again by the workers."""
-        waiting = [it for it in self.items if it.placeholder is not None and
-                   it.placeholder.cached]
+        waiting = self._cached = _still_cached(self._cached)
         if not waiting:
             return
         order = fill_order([THUMB] * len(waiting), [it.rect for it in waiting], view)
@@ -652,8 +653,7 @@ class ImageWall:
                 any((it.index, THUMB) in jobs for it in self.items
                     if it.placeholder is not None and view.overlaps(it.rect)) \
                 if jobs else False
-            cached = [it for it in self.items
-                      if it.placeholder is not None and it.placeholder.cached]
+            cached = self._cached = _still_cached(self._cached)
             encoding = encoding or any(view.overlaps(it.rect) for it in cached)
             ctx.record["view_pending_chunks"] = sum(1 for c in chunks if not c.ready)
             ctx.record["view_placeholders"] = sum(it.placeholder is not None
@@ -743,6 +743,11 @@ class ViewScene(Scene):
             _start_once(self.sweeper)
             self.sweeper.join()
         super().release()
+
+
+def _still_cached(items: list[Item]) -> list[Item]:
+    """Of `items`, those still drawn as placeholders of a cached thumbnail."""
+    return [it for it in items if it.placeholder is not None and it.placeholder.cached]
 
 
 def _start_once(thread: threading.Thread) -> None:

@@ -71,7 +71,8 @@ class PackedCells:
         extra = [0] * TAIL_CLASSES
         for k in range(TAIL_CLASSES):
             if self.streamed_count[k]:
-                most = -(-(self.pinned_count[k] + self.streamed_count[k]) // per[k]) - out[k]
+                levels = self.pinned_count[k] + self.streamed_count[k]
+                most = -(-levels // per[k]) - out[k]
                 out[k] += 1
                 need = room_for(visible[k], asked[k])
                 extra[k] = max(0, min(most, -(-need // per[k])) - 1)

@@ -172,7 +172,6 @@ class TilePolicy:
         of every slot's key in the sorted wanted keys answers both "which slots are wanted"
         and "which wanted keys are resident" (two `np.isin` did it before), the slot ranks
         are computed once, and the key -> tier dict is left to the frames that need it."""
-        self.frame = int(frame)
         keys = np.asarray(keys, tile_keys.DTYPE)
         tiers = np.asarray(tiers, np.int64)
         pixels = np.zeros(keys.size, np.int64) if pixels is None else np.asarray(pixels,
@@ -193,7 +192,8 @@ class TilePolicy:
             slots = np.flatnonzero(held)
             at = pos[slots]
             resident[at] = True
-            self._wanted_slots, self._visible_slots = slots, slots[tiers[at] == Tier.VISIBLE]
+            self._wanted_slots = slots
+            self._visible_slots = slots[tiers[at] == Tier.VISIBLE]
         else:
             self.current[:] = False
             self._wanted_slots = self._visible_slots = np.zeros(0, np.int64)

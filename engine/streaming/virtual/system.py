@@ -185,8 +185,8 @@ class VirtualTextureSystem:
         self._urgency: dict[int, float] = {}
         self._grids = TextureGrids()  # per texture: size, levels, first packed level
         self.packed = PackedCells()  # where the small packed levels live in the cache
-        #: Per size class, the policy of the cells its streamed small levels take (cell i of
-        #: the policy is cell `packed.pinned_count[k] + i` of the class; None: no such cells).
+        #: Per size class, the policy of the cells its streamed small levels take (cell i
+        #: of the policy is cell `packed.pinned_count[k] + i` of the class; None: none).
         self._cells: list[TilePolicy | None] = [None] * TAIL_CLASSES
         self._cell_of: dict[int, int] = {}  # streamed cell key asked for -> its size class
         self._visible_slots = 0  # the newest requests' visible tiles that take whole slots
@@ -246,7 +246,7 @@ class VirtualTextureSystem:
             else:
                 new_class |= self.packed.stream(k)
         key = self.key(vt, top, 0, 0)
-        if key not in self.packed.pinned:  # a coarsest level too large for a cell: a whole slot
+        if key not in self.packed.pinned:  # a coarsest level too large for a cell: a slot
             self.pinned_data[key] = source.read_tile(top, 0, 0)
             pinned.append(key)
         if self.cache is not None:
@@ -658,7 +658,7 @@ class VirtualTextureSystem:
             keys, counts = reduced
             if not _same(reduced, self.last_feedback):  # a still camera: the same requests
                 req = expand_requests(keys, counts, self._grids.levels, self._grids)
-                if self.packed.pinned:  # packed small levels are always resident, never asked for
+                if self.packed.pinned:  # packed small levels: resident, never asked for
                     keep = ~self._packed(req.keys)
                     req = TileRequests(req.keys[keep], req.tiers[keep], req.pixels[keep])
                 self._requests = req
@@ -796,7 +796,8 @@ class VirtualTextureSystem:
                     uploads.append((adm.slot + self.packed.slots, data))
                     self._record(key, adm.slot + self.packed.slots)
                 else:
-                    self._upload_cell(key, c - 1, self.packed.pinned_count[c - 1] + adm.slot, data)
+                    cell = self.packed.pinned_count[c - 1] + adm.slot
+                    self._upload_cell(key, c - 1, cell, data)
                 st.tiles_uploaded += 1
                 st.bytes_uploaded += len(data)
         # Tiles in hand nobody wants any more go once there are more than a few frames' worth.
