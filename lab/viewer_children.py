@@ -165,7 +165,7 @@ def run_engine(spec: dict[str, Any], rec: Recorder) -> None:
 
     size = tuple(spec["size"])
     kwargs = {"workers": spec["workers"], "progress": False, "cache_dir": Path(spec["cache"]),
-              "max_pixels": spec["max_pixels"]}
+              "max_pixels": spec["max_pixels"], "encoder": spec["encoder"]}
     device = Device.headless()
     if spec["part"] == "photos":
         wall: ImageWall = ImageWall(spec["photos"], order="given", **kwargs)

@@ -47,6 +47,7 @@ import numpy as np
 
 from engine.gl.device import Device
 from engine.textures.cachedir import cache_root
+from engine.view.wall import ENCODERS
 from .common import SuiteResult
 from .streaming import is_software
 
@@ -77,6 +78,7 @@ class ViewersProfile:
     timeout_s: float = 240.0  # per child process
     wait_s: float = 30.0      # per zoom, before it counts as not reached
     pan_zoom_steps: float = 4.0  # the pan's zoom: wheel steps of 1.2 in from fitting all
+    encoder: str = "cpu"  # where the engine encodes full detail (ImageWall's `encoder`)
 
 
 QUICK = ViewersProfile("quick", 6, (640, 480), (2048, 1536), 2, 5, size=(320, 180),
@@ -498,7 +500,8 @@ def run_viewers(profile: ViewersProfile, viewers: Sequence[str] = VIEWERS,
                              for i in range(profile.zooms)],
             "pan_frames": profile.pan_frames, "wait_s": profile.wait_s,
             "pan_zoom_steps": profile.pan_zoom_steps,
-            "workers": max(1, (os.cpu_count() or 2) - 1), "max_pixels": 1 << 33}
+            "workers": max(1, (os.cpu_count() or 2) - 1), "max_pixels": 1 << 33,
+            "encoder": profile.encoder}
     results: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="viewers-") as tmp:
         work = Path(tmp)
@@ -602,6 +605,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--parts", type=_names(PARTS), default=PARTS,
                     help=f"comma-separated, of {', '.join(PARTS)} (default both)")
     ap.add_argument("--data", type=Path, help="where the data is made (default the cache)")
+    ap.add_argument("--encoder", choices=ENCODERS, help="where the engine encodes full "
+                    "detail (default cpu)")
     ap.add_argument("--json", type=output_file, help="write rows, notes and raw figures")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
@@ -615,7 +620,7 @@ def main(argv: list[str] | None = None) -> int:
     changes = {k: v for k, v in (("photos", args.photos), ("photo_size", args.photo_size),
                                  ("huge", args.huge), ("zooms", args.zooms),
                                  ("pan_frames", args.pan_frames),
-                                 ("timeout_s", args.timeout)) if v is not None}
+                                 ("timeout_s", args.timeout), ("encoder", args.encoder)) if v is not None}
     profile = replace(profile, **changes)
 
     def save(res: SuiteResult, raw: list[dict[str, Any]]) -> None:

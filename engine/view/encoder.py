@@ -50,6 +50,14 @@ GPU_READY_MAX = 2
 BACKGROUND_NICE = 10
 
 
+def detail_slots(workers: int) -> int:
+    """Detail jobs (stages and chunks) in the pool at most: one a worker and a few queued.
+    A detail job takes about a second of a core and the pool runs its queue in order, so a
+    deeper queue makes a zoom's new target wait behind whole jobs made for the screen
+    before; first pictures (tens of milliseconds each) may queue deeper."""
+    return workers + max(1, workers // 8)
+
+
 def _lower_priority(increment: int) -> None:
     try:
         os.nice(increment)
@@ -159,6 +167,7 @@ class DetailEncoder:
         self._gpu = gpu
         self._ready: list[tuple[Key, Any]] = []  # decoded chunks waiting for the GPU
         self._work: _GpuWork | None = None
+        self._order: Sequence[Key] = ()  # the last order asked for
 
     @property
     def pending(self) -> int:
@@ -173,15 +182,19 @@ class DetailEncoder:
     def _submit(self, order: Sequence[Key]) -> None:
         if self._pool is None:
             self._pool = process_pool(self.workers, background=True)
+        self._order = order
         busy = {v[1] for v in self._running.values()} | {k for k, _ in self._ready}
         if self._work is not None:
             busy.add(self._work.key)
+        detail = sum(kind != "first" for kind, _ in self._running.values())
         for key in order:
             if len(self._running) >= 2 * self.workers:
                 return
             job = self.jobs.get(key)
             if job is None or key in busy or job.item in self._dead:
                 continue
+            if job.detail and detail >= detail_slots(self.workers):
+                continue  # first pictures further on may still go
             if not job.detail:
                 fut = self._pool.submit(cache.make_thumbnail, job.source, job.entry,
                                         self.thumb_edge, self.fmt, self.max_pixels) \
@@ -197,6 +210,7 @@ class DetailEncoder:
                     fut = self._pool.submit(cache.stage_upright, job.source, job.entry,
                                             self.fmt, self.chunk, self.max_pixels)
                     self._running[fut] = ("stage", job.item)
+                    detail += 1
                 continue
             if self._gpu is not None:
                 pixels = sum(v[0] == "pixels" for v in self._running.values())
@@ -212,6 +226,7 @@ class DetailEncoder:
                                         self.max_pixels)
                 self._running[fut] = ("chunk", key)
             busy.add(key)
+            detail += 1
 
     def _collect(self, finished: Sequence[Future]) -> list[tuple[Key, str]]:
         done: list[tuple[Key, str]] = []
@@ -280,7 +295,7 @@ class DetailEncoder:
             if left is not None and left <= 0:
                 return
             if self._work is None:
-                key, rgba = self._ready.pop(0)
+                key, rgba = self._ready.pop(self._most_wanted_ready())
                 if key not in self.jobs:  # its image failed meanwhile
                     continue
                 h, w = rgba.shape[:2]
@@ -309,6 +324,12 @@ class DetailEncoder:
                                     work.format_name, work.width, work.height, levels,
                                     job.staged)
             self._running[fut] = ("chunk", work.key)
+
+    def _most_wanted_ready(self) -> int:
+        """The index in `_ready` of the decoded chunk the screen wants first (the view may
+        have moved since it was decoded)."""
+        ready = {key: i for i, (key, _) in enumerate(self._ready)}
+        return next((ready[k] for k in self._order if k in ready), 0)
 
     def pump(self, order: Sequence[Key]) -> list[tuple[Key, str]]:
         """Collect finished chunks (key, file) without waiting; submit the next in `order`;
