@@ -9,18 +9,26 @@ into the cache ($ENGINE_CACHE/bench-science), band by band so memory does not gr
 it: smooth structure plus noise, as a fluorescence image. Each viewer runs in its own
 process (lab.science_children): first frame of the whole image, then zooms to one
 image pixel per screen pixel at fixed points, each timed until all four channels show level
-0 completely. Per viewer: process start to first frame, zoom-to-sharp p50/p95, peak GPU
-bytes (engine: its ledger; napari: its texture uploads; NVML's per-process figure where it
-sees the child) and peak RSS.
+0 completely, then (engine) a pan at one to one, a frame a step. Per viewer: process start to
+first frame, zoom-to-sharp p50/p95, pan frame p50/p95, peak GPU bytes (engine: its ledger;
+napari: its texture uploads; NVML's per-process figure where it sees the child) and peak
+RSS. `--sources disk,http` runs the engine a second time on the same image served over HTTP
+by a server this process starts on localhost (the reads go through fsspec, as a user's
+remote store would).
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import json
 import logging
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Iterator
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -81,20 +89,44 @@ def make_image(root: Path, size: int) -> tuple[Path, int]:
     return path, levels
 
 
+class _QuietHandler(SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base's name
+        pass
+
+
+@contextlib.contextmanager
+def served(folder: Path) -> Iterator[str]:
+    """`folder` served over HTTP on localhost while the block runs; its base URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0),
+                                 functools.partial(_QuietHandler, directory=str(folder)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
 def summarise(result: dict[str, Any]) -> dict[str, Any]:
     zooms = [z["seconds"] for z in result.get("zooms", []) if z.get("reached")]
-    return {"viewer": result.get("viewer"), "available": result.get("available", False),
+    pan = result.get("pan_ms", [])
+    return {"viewer": result.get("viewer"), "source": result.get("source", "disk"),
+            "available": result.get("available", False),
             "reason": result.get("reason"), "first_frame_s": result.get("first_frame_s"),
             "first_complete_s": result.get("first_complete_s"),
             "zooms_reached": f"{len(zooms)}/{len(result.get('zooms', []))}",
             "zoom_sharp_p50_s": _percentile(zooms, 50), "zoom_sharp_p95_s": _percentile(zooms, 95),
+            "pan_frame_ms_p50": _percentile(pan, 50), "pan_frame_ms_p95": _percentile(pan, 95),
             "gpu_bytes_peak": result.get("gpu_bytes_peak"),
             "nvml_peak_bytes": result.get("nvml_peak_bytes"),
             "rss_peak_bytes": result.get("vmhwm_bytes")}
 
 
 def run(size: int, screen: tuple[int, int], zooms: int, budget: str, viewers: list[str],
-        timeout_s: float, wait_s: float) -> dict[str, Any]:
+        timeout_s: float, wait_s: float, sources: tuple[str, ...] = ("disk",)
+        ) -> dict[str, Any]:
     root = cache_root() / "bench-science"
     root.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
@@ -115,6 +147,12 @@ def run(size: int, screen: tuple[int, int], zooms: int, budget: str, viewers: li
                 if display is not None:
                     display.close()
             rows.append({**summarise(result), "raw": result})
+        if "engine" in viewers and "http" in sources:
+            with served(root) as base:
+                result = run_child("engine", {**spec, "path": f"{base}/{path.name}",
+                                              "source": "http"},
+                                   timeout_s, Path(work), module="lab.science_children")
+            rows.append({**summarise(result), "raw": result})
     return {"image": {"size": size, "channels": CHANNELS, "dtype": "uint16", "levels": levels,
                       "made_s": round(made_s, 2)},
             "screen": list(screen), "budget": budget, "viewers": rows,
@@ -130,12 +168,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--viewers", default="engine,napari")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds a viewer may take")
     p.add_argument("--wait", type=float, default=20.0, help="seconds a zoom may take")
+    p.add_argument("--sources", default="disk", help="disk, or disk,http: the engine again "
+                   "on the image served over HTTP from localhost")
     p.add_argument("--json", type=Path, help="write the results here")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     w, h = (int(v) for v in args.screen.lower().split("x"))
     out = run(args.size, (w, h), args.zooms, args.budget, args.viewers.split(","),
-              args.timeout, args.wait)
+              args.timeout, args.wait, tuple(args.sources.split(",")))
     text = json.dumps(out, indent=1)
     if args.json is not None:
         args.json.write_text(text)

@@ -20,6 +20,8 @@ from .viewer_children import Recorder, VispyTextures, fit_qt_canvas
 
 #: the colour of each of the four channels in both viewers
 COLOURS = ("green", "magenta", "cyan", "yellow")
+#: The engine's pan after the zooms: frames, and screen pixels a frame, at one to one.
+PAN_FRAMES, PAN_STEP_PX = 120, 16
 
 
 def zoom_points(width: int, height: int, count: int) -> list[tuple[float, float]]:
@@ -71,7 +73,13 @@ def run_engine(spec: dict[str, Any], rec: Recorder) -> None:
             rec.data["zooms"].append({"point": (x, y), "reached": reached,
                                       "seconds": time.perf_counter() - start})
             rec.set(gpu_bytes_peak=peak)
-        rec.set(budget_bytes=view.governor.budget_bytes, reads=view.reader.reads,
+        x, y = zoom_points(*spec["shape"][::-1], 1)[0]
+        for i in range(PAN_FRAMES):
+            view.set_view(x + i * PAN_STEP_PX, y, 1.0)
+            start = time.perf_counter()
+            frame()
+            rec.data.setdefault("pan_ms", []).append((time.perf_counter() - start) * 1e3)
+        rec.set(budget_bytes=view.governor.budget_bytes, source=spec.get("source", "disk"), reads=view.reader.reads,
                 cancelled=view.reader.cancelled)
     finally:
         view.release()
