@@ -74,3 +74,15 @@ def test_the_gpu_takes_the_decoded_chunk_the_screen_wants_first(pool):
     assert enc._most_wanted_ready() == 2
     enc._order = []  # nothing asked yet: the oldest
     assert enc._most_wanted_ready() == 0
+
+
+def test_the_most_wanted_chunk_is_decoded_for_the_gpu_past_the_ready_limit(pool):
+    enc = DetailEncoder(_jobs(6, 0), "bc1", 256, 4, 1 << 30, gpu=object())
+    enc.pump([(i, 0) for i in range(6)])
+    assert len(pool.submitted) == encoder.GPU_READY_MAX  # the GPU is the bottleneck
+    target = (5, 0)  # a zoom: the last image is wanted first now
+    enc._submit([target] + [(i, 0) for i in range(5)])
+    assert enc._running[pool.submitted[-1][1]] == ("pixels", target)
+    assert len(pool.submitted) == encoder.GPU_READY_MAX + 1
+    enc._submit([(4, 0), target])  # the next one still waits for the GPU
+    assert len(pool.submitted) == encoder.GPU_READY_MAX + 1

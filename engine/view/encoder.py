@@ -41,7 +41,8 @@ PROGRESS_EVERY_S = 5.0
 
 #: Seconds of GPU encoding a frame spends on the render thread (a few ms of a 60 Hz frame).
 GPU_FRAME_BUDGET_S = 0.004
-#: Decoded chunks waiting for the GPU at most (each holds its RGBA pixels in memory).
+#: Decoded chunks waiting for the GPU at most (each holds its RGBA pixels in memory), and
+#: one more for the chunk the screen wants most.
 GPU_READY_MAX = 2
 
 
@@ -187,11 +188,16 @@ class DetailEncoder:
         if self._work is not None:
             busy.add(self._work.key)
         detail = sum(kind != "first" for kind, _ in self._running.values())
+        seen_detail = False
         for key in order:
             if len(self._running) >= 2 * self.workers:
                 return
             job = self.jobs.get(key)
-            if job is None or key in busy or job.item in self._dead:
+            if job is None or job.item in self._dead:
+                continue
+            lead = job.detail and not seen_detail  # the chunk the screen wants most
+            seen_detail = seen_detail or job.detail
+            if key in busy:
                 continue
             if job.detail and detail >= detail_slots(self.workers):
                 continue  # first pictures further on may still go
@@ -214,8 +220,9 @@ class DetailEncoder:
                 continue
             if self._gpu is not None:
                 pixels = sum(v[0] == "pixels" for v in self._running.values())
-                if pixels + len(self._ready) >= GPU_READY_MAX:
-                    continue  # stages may still start; chunks wait for the GPU to catch up
+                if pixels + len(self._ready) >= GPU_READY_MAX + lead:
+                    continue  # stages may still start; chunks wait for the GPU to catch up,
+                    # but the most wanted one is decoded at once (a zoom's new target)
                 fut = self._pool.submit(cache.chunk_pixels, job.source, job.entry, self.fmt,
                                         self.chunk, job.k, job.box, job.staged,
                                         self.max_pixels)
