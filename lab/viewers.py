@@ -620,7 +620,8 @@ def main(argv: list[str] | None = None) -> int:
     changes = {k: v for k, v in (("photos", args.photos), ("photo_size", args.photo_size),
                                  ("huge", args.huge), ("zooms", args.zooms),
                                  ("pan_frames", args.pan_frames),
-                                 ("timeout_s", args.timeout), ("encoder", args.encoder)) if v is not None}
+                                 ("timeout_s", args.timeout), ("encoder", args.encoder))
+               if v is not None}
     profile = replace(profile, **changes)
 
     def save(res: SuiteResult, raw: list[dict[str, Any]]) -> None:

@@ -188,6 +188,7 @@ class DetailEncoder:
         if self._work is not None:
             busy.add(self._work.key)
         detail = sum(kind != "first" for kind, _ in self._running.values())
+        slots = detail_slots(self.workers)
         seen_detail = False
         for key in order:
             if len(self._running) >= 2 * self.workers:
@@ -199,7 +200,7 @@ class DetailEncoder:
             seen_detail = seen_detail or job.detail
             if key in busy:
                 continue
-            if job.detail and detail >= detail_slots(self.workers):
+            if job.detail and detail >= slots:
                 continue  # first pictures further on may still go
             if not job.detail:
                 fut = self._pool.submit(cache.make_thumbnail, job.source, job.entry,
