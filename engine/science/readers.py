@@ -3,9 +3,10 @@ TIFF, SVS-like slides) as `ArraySource`s, from a local path or an http(s) URL.
 
 Both go through zarr-python's lazy arrays: an OME-Zarr's own, and for a TIFF tifffile's zarr
 store over its tiled pages (one per series level), so a tile read decodes only the chunks
-or TIFF tiles under it. URLs go through fsspec (HTTP needs aiohttp and requests: the
-`science` extra). Every failure to open is an `ImageSourceError` naming the source and what
-is wrong; a dtype the GPU cannot keep exactly is an `UnsupportedFormatError`.
+or TIFF tiles under it; an OME-Zarr tile that is one chunk of common codecs is read from
+the chunk's file directly (engine.science.chunks). URLs go through fsspec (HTTP needs
+aiohttp and requests: the `science` extra). Every failure to open is an `ImageSourceError`
+naming the source and what is wrong; a dtype the GPU cannot keep exactly is an `UnsupportedFormatError`.
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import ImageSourceError, install_hint
+from .chunks import direct_chunks
 from .source import ArraySource, Axes, ChunkedSource
 
 log = logging.getLogger(__name__)
@@ -111,14 +113,17 @@ def open_ome_zarr(location: str) -> ArraySource:
         raise ImageSourceError(location, f"not a readable zarr group: {exc}") from exc
     ms = _multiscale(location, attrs)
     arrays = []
+    url = is_url(location)
     for i, d in enumerate(ms["datasets"]):
         try:
-            arrays.append(group[d["path"]])
+            array = group[d["path"]]
         except (KeyError, OSError, ValueError) as exc:
             raise ImageSourceError(location, f"multiscales[0].datasets[{i}].path "
                                              f"{d['path']!r}: no such array") from exc
-        if not hasattr(arrays[-1], "shape"):
+        if not hasattr(array, "shape"):
             raise ImageSourceError(location, f"multiscales[0].datasets[{i}] is a group")
+        base = f"{location.rstrip('/')}/{d['path'].strip('/')}"
+        arrays.append(direct_chunks(array, base if url else os.path.normpath(base), url))
     ndim = len(arrays[0].shape)
     if any(len(a.shape) != ndim for a in arrays):
         raise ImageSourceError(location, "levels of different dimensions")
