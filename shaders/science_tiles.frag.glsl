@@ -7,9 +7,10 @@
 // clamped to the tile's own texels (the neighbour tile sits in another slot, or nowhere).
 #define VALUE_SAMPLER sampler2D
 #define LINEAR 0
+#define MAX_CHANNELS 16
 uniform VALUE_SAMPLER u_values;
 uniform sampler2D u_luts;       // 256 x channels, RGBA8
-uniform vec4 u_params[16];      // per channel: low, high, gamma, LUT row
+uniform vec4 u_params[MAX_CHANNELS];  // per channel: low, high, gamma, LUT row
 in vec2 v_texel;
 flat in ivec2 v_shift;
 flat in ivec4 v_tile;           // the tile's first and last texel in its level

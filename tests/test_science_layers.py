@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("zarr")
 
-from science_helpers import pyramid, sample, write_ome_zarr  # noqa: E402
+from science_helpers import pyramid, reference, sample, write_ome_zarr  # noqa: E402
 
 from engine.errors import UsageError  # noqa: E402
 from engine.science.display import ChannelDisplay  # noqa: E402
@@ -96,3 +96,27 @@ def test_engine_view_of_several_paths_shows_them_as_layers(layers, tmp_path, cap
     assert summary["layers"] == 2 and summary["channels"] == 2 and summary["complete"]
     picture = np.asarray(Image.open(shot))
     assert picture[..., 0].max() > 0 and picture[..., 1].max() > 0 and picture[..., 2].max() == 0
+
+
+def test_twenty_layers_draw_at_once_and_a_pan_keeps_the_cache(dev, layers):
+    pa, a = layers["a"]
+    displays = [ChannelDisplay(0, 20 * 65535, colormap=("red", "green")[i % 2])
+                for i in range(20)]
+    with dev.leak_check():
+        view = ScienceView([str(pa)] * 20, dev, size=SIZE, budget=BUDGET, displays=displays)
+        try:
+            view.set_view(200.0, 128.0, 1.0)
+            stats = view.settle(20)
+            assert stats.missing == 0 and stats.level == 0
+            assert {k.channel for k in view.slots._where} == set(range(20))
+            want = reference([np.concatenate([lv] * 20) for lv in a], 0, view.viewport,
+                             view.displays)
+            diff = np.abs(view.picture().astype(np.int32) - want.astype(np.int32)).max(axis=2)
+            assert np.mean(diff > 4) < 0.01, np.mean(diff > 4)
+            cache = view.cache  # sized for the zoom, not for where it started
+            for _ in range(40):
+                view.pan(-8, -3)
+                view.frame()
+                assert view.cache is cache and dev.ledger.total <= BUDGET
+        finally:
+            view.release()

@@ -21,6 +21,7 @@ from engine.science.plan import (  # noqa: E402
     Viewport,
     cover,
     level_for,
+    max_tiles,
     visible_tiles,
 )
 from engine.science.reads import TileReader  # noqa: E402
@@ -135,6 +136,15 @@ def test_plan_picks_the_level_and_the_tiles_under_the_screen():
     assert tiles[0] == (1, 2)  # the tile under the centre first
 
 
+def test_the_most_tiles_a_screen_meets_bounds_every_position_and_is_reached():
+    for level, scale, size in ((0, 1.0, (300, 200)), (1, 2.0, (256, 256)), (0, 0.7, (97, 61)),
+                               (2, 4.0, (1000, 900))):
+        most = max_tiles(LEVELS, 128, level, Viewport(*size, 0, 0, scale))
+        seen = [len(visible_tiles(LEVELS, 128, level, Viewport(*size, cx, cy, scale)))
+                for cx in range(0, 1500, 37) for cy in range(0, 1000, 41)]
+        assert max(seen) == most
+
+
 def test_a_missing_tile_is_drawn_from_its_resident_ancestors_clipped():
     key = TileKey(0, 0, 1, 3)  # level-0 x 768..1024, y 256..512
     have = {TileKey(2, 0, 0, 1)}  # not the tile over it: nothing to draw from
@@ -148,6 +158,8 @@ def test_a_missing_tile_is_drawn_from_its_resident_ancestors_clipped():
     assert [(p.key, p.rect) for p in pieces] == [(TileKey(1, 0, 0, 1),
                                                   (768.0, 256.0, 1024.0, 512.0))]
     assert cover(LEVELS, 256, key, lambda k: False) == []
+    pieces = cover(LEVELS, 256, key, lambda k: True)  # resident: itself, whole
+    assert [(p.key, p.rect) for p in pieces] == [(key, (768.0, 256.0, 1024.0, 512.0))]
 
 
 def test_slots_evict_the_least_recently_used_never_one_drawn_this_frame():

@@ -26,7 +26,7 @@ from .display import ChannelDisplay
 log = logging.getLogger(__name__)
 
 #: channels drawn at once (the shader's u_params array and the LUT texture's rows)
-MAX_CHANNELS = 16
+MAX_CHANNELS = 32
 #: the source dtype -> (moderngl dtype of a one-component texture, GLSL sampler type)
 GL_DTYPES = {"uint8": ("u1", "usampler2D"), "uint16": ("u2", "usampler2D"),
              "uint32": ("u4", "usampler2D"), "int8": ("i1", "isampler2D"),
@@ -113,7 +113,8 @@ class TilePainter:
         linear = int(sampling == "linear")
         frag = load_shader("science_tiles.frag.glsl").replace(
             "#define VALUE_SAMPLER sampler2D", f"#define VALUE_SAMPLER {sampler}").replace(
-            "#define LINEAR 0", f"#define LINEAR {linear}")
+            "#define LINEAR 0", f"#define LINEAR {linear}").replace(
+            "#define MAX_CHANNELS 16", f"#define MAX_CHANNELS {MAX_CHANNELS}")
         self.program = device.shared_program(
             vertex_shader=load_shader("science_tiles.vert.glsl"), fragment_shader=frag,
             label=f"science.{sampler}.{sampling}")
@@ -141,8 +142,8 @@ class TilePainter:
     def draw(self, vertices: np.ndarray, displays: Sequence[ChannelDisplay],
              cache: ValueCache, center: tuple[float, float], scale: float,
              screen: tuple[int, int]) -> None:
-        """Draw `vertices` ((6 * quads, FLOATS_PER_VERTEX) float32) into the bound target; displays[r] is
-        channel row r's look."""
+        """Draw `vertices` ((6 * quads, FLOATS_PER_VERTEX) float32) into the bound target;
+        displays[r] is channel row r's look."""
         quads = len(vertices) // 6
         params = np.zeros((MAX_CHANNELS, 4), np.float32)
         for row, d in enumerate(displays):

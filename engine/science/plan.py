@@ -91,6 +91,16 @@ def visible_tiles(levels: Sequence[LevelInfo], tile: int, level: int,
     return sorted(found, key=lambda t: (t[1] + 0.5 - cx) ** 2 + (t[0] + 0.5 - cy) ** 2)
 
 
+def max_tiles(levels: Sequence[LevelInfo], tile: int, level: int, vp: Viewport) -> int:
+    """The most tiles of `level` a screen of this size and zoom can meet, wherever it is
+    (one more column and row than it spans, when the edges fall inside tiles)."""
+    dy, dx = downsample(levels, level)
+    rows, cols = levels[level].grid(tile)
+    across = math.ceil(vp.width * vp.scale / dx / tile) + 1
+    down = math.ceil(vp.height * vp.scale / dy / tile) + 1
+    return min(rows, down) * min(cols, across)
+
+
 @dataclass(frozen=True)
 class Piece:
     """Part of the picture: resident tile `key` drawn over level-0 rectangle `rect`."""
@@ -109,7 +119,9 @@ def cover(levels: Sequence[LevelInfo], tile: int, key: TileKey,
     """How to draw tile `key`: itself when resident, else the tiles of the finest coarser
     level that are all resident over its rectangle, clipped to it; [] when none is."""
     rect = tile_rect(levels, tile, key.level, key.ty, key.tx)
-    for level in range(key.level, len(levels)):
+    if resident(key):  # the common case, answered without walking the levels
+        return [Piece(key, rect)]
+    for level in range(key.level + 1, len(levels)):
         keys = [TileKey(level, key.channel, ty, tx)
                 for ty, tx in tiles_in(levels, tile, level, rect)]
         if keys and all(resident(k) for k in keys):

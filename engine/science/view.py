@@ -36,6 +36,7 @@ from .plan import (
     downsample,
     fit,
     level_for,
+    max_tiles,
     visible_tiles,
 )
 from .layers import Layers
@@ -248,6 +249,7 @@ class ScienceView:
         channel's coarsest tile); `level` is the coarsest level drawn."""
         layers = self.source
         chosen = {c: level_for(layers.levels_of(c), self.viewport.scale) for c in visible}
+        under: dict[tuple, list[tuple[int, int]]] = {}  # channels of one geometry share it
         coarser = 0
         while True:
             draw, extra, shown, done = [], [], 0, True
@@ -258,21 +260,35 @@ class ScienceView:
                 done &= level == coarsest
                 shown = max(shown, level)
                 tile = layers.source_of(c).tile
-                draw += [TileKey(level, c, ty, tx)
-                         for ty, tx in visible_tiles(levels, tile, level, self.viewport)]
+                at = (levels, tile, level)
+                if at not in under:
+                    under[at] = visible_tiles(levels, tile, level, self.viewport)
+                draw += [TileKey(level, c, ty, tx) for ty, tx in under[at]]
                 if level != coarsest:
                     extra.append(TileKey(coarsest, c, 0, 0))
             if len(draw) + len(extra) <= slots or done:
                 return shown, draw, extra + draw
             coarser += 1
 
+    def _most_wanted(self, visible: list[int]) -> int:
+        """The most tiles this zoom can want, wherever the view pans (so that a pan does
+        not outgrow the cache sized for where it started)."""
+        layers, vp = self.source, self.viewport
+        most = 0
+        for c in visible:
+            levels = layers.levels_of(c)
+            level = level_for(levels, vp.scale)
+            most += max_tiles(levels, layers.source_of(c).tile, level, vp)
+            most += level != len(levels) - 1
+        return most
+
     def _size_cache(self, visible: list[int]) -> bool:
         """Make the quad buffer and the value cache fit this frame's split; False when the
         budget cannot hold even the coarsest tiles."""
-        _, draw, wanted = self._plan(visible, 1 << 30)
+        most = self._most_wanted(visible)
         # a tile is drawn from at most 2x2 tiles of one coarser level (plan.cover)
-        self.painter.reserve(PIECES_PER_TILE * len(draw))
-        need = math.ceil(len(wanted) * SLACK)
+        self.painter.reserve(PIECES_PER_TILE * most)
+        need = math.ceil(most * SLACK)
         held = self.cache.nbytes if self.cache is not None else 0
         split = self.governor.split(self.device.ledger.by_category(),
                                     resizable_target_bytes=0,
@@ -359,22 +375,29 @@ class ScienceView:
                           self.cache.nbytes, len(pieces), False)
 
     def _vertices(self, pieces: list[Piece], rows: dict[int, int]) -> np.ndarray:
-        out = np.zeros((len(pieces) * 6, FLOATS_PER_VERTEX), np.float64)
-        for i, p in enumerate(pieces):
+        """Six vertices a piece (two triangles), FLOATS_PER_VERTEX floats each."""
+        geometry: dict[tuple[int, int], tuple[int, float, float, int, int]] = {}
+        per = []
+        for p in pieces:
             k = p.key
-            src = self.source.source_of(k.channel)
-            tile = src.tile
-            dy, dx = downsample(src.levels, k.level)
+            g = geometry.get((k.channel, k.level))
+            if g is None:
+                src = self.source.source_of(k.channel)
+                g = geometry[k.channel, k.level] = (
+                    src.tile, *downsample(src.levels, k.level), *src.levels[k.level].shape)
+            tile, dy, dx, h, w = g
             ox, oy = self.cache.origin(self.slots.slot(k))
-            h, w = src.levels[k.level].shape
-            first = (k.tx * tile, k.ty * tile)
-            last = (min(w, first[0] + tile) - 1, min(h, first[1] + tile) - 1)
-            x0, y0, x1, y1 = p.rect
-            corners = ((x0, y0), (x1, y0), (x1, y1), (x0, y0), (x1, y1), (x0, y1))
-            for j, (x, y) in enumerate(corners):
-                out[6 * i + j] = (x, y, x / dx, y / dy, ox - first[0], oy - first[1],
-                                  *first, *last, rows[k.channel])
-        return out.astype(np.float32)
+            fx, fy = k.tx * tile, k.ty * tile
+            per.append((*p.rect, dx, dy, ox - fx, oy - fy, fx, fy,
+                        min(w, fx + tile) - 1, min(h, fy + tile) - 1, rows[k.channel]))
+        table = np.array(per, np.float64).reshape(-1, 13)
+        xs = table[:, [0, 2, 2, 0, 2, 0]]  # the corners of (x0, y0) (x1, y0) (x1, y1) and
+        ys = table[:, [1, 1, 3, 1, 3, 3]]  # (x0, y0) (x1, y1) (x0, y1)
+        out = np.empty((len(per), 6, FLOATS_PER_VERTEX), np.float32)
+        out[..., 0], out[..., 1] = xs, ys
+        out[..., 2], out[..., 3] = xs / table[:, 4:5], ys / table[:, 5:6]
+        out[..., 4:] = table[:, None, 6:]
+        return out.reshape(-1, FLOATS_PER_VERTEX)
 
     def settle(self, timeout: float = 30.0) -> FrameStats:
         """Draw frames until every wanted tile is drawn from itself (a complete picture)
