@@ -9,12 +9,13 @@ into the cache ($ENGINE_CACHE/bench-science), band by band so memory does not gr
 it: smooth structure plus noise, as a fluorescence image. Each viewer runs in its own
 process (lab.science_children): first frame of the whole image, then zooms to one
 image pixel per screen pixel at fixed points, each timed until all four channels show level
-0 completely, then (engine) a pan at one to one, a frame a step. Per viewer: process start to
-first frame, zoom-to-sharp p50/p95, pan frame p50/p95, peak GPU bytes (engine: its ledger;
-napari: its texture uploads; NVML's per-process figure where it sees the child) and peak
-RSS. `--sources disk,http` runs the engine a second time on the same image served over HTTP
-by a server this process starts on localhost (the reads go through fsspec, as a user's
-remote store would).
+0 completely, then a pan at one to one, a frame a step. `--layers N` opens the image N
+times as N layers (4N channels, each layer read and cached on its own). Per viewer: process
+start to first frame, zoom-to-sharp p50/p95, pan frame p50/p95 (and the engine's CPU part
+of it), peak GPU bytes (engine: its ledger; napari: its texture uploads; NVML's
+per-process figure where it sees the child) and peak RSS. `--sources disk,http` runs the
+engine a second time on the same image served over HTTP by a server this process starts on
+localhost (the reads go through fsspec, as a user's remote store would).
 """
 from __future__ import annotations
 
@@ -112,6 +113,7 @@ def served(folder: Path) -> Iterator[str]:
 def summarise(result: dict[str, Any]) -> dict[str, Any]:
     zooms = [z["seconds"] for z in result.get("zooms", []) if z.get("reached")]
     pan = result.get("pan_ms", [])
+    cpu = result.get("pan_cpu_ms", [])
     return {"viewer": result.get("viewer"), "source": result.get("source", "disk"),
             "available": result.get("available", False),
             "reason": result.get("reason"), "first_frame_s": result.get("first_frame_s"),
@@ -119,14 +121,15 @@ def summarise(result: dict[str, Any]) -> dict[str, Any]:
             "zooms_reached": f"{len(zooms)}/{len(result.get('zooms', []))}",
             "zoom_sharp_p50_s": _percentile(zooms, 50), "zoom_sharp_p95_s": _percentile(zooms, 95),
             "pan_frame_ms_p50": _percentile(pan, 50), "pan_frame_ms_p95": _percentile(pan, 95),
+            "pan_cpu_ms_p50": _percentile(cpu, 50), "pan_cpu_ms_p95": _percentile(cpu, 95),
             "gpu_bytes_peak": result.get("gpu_bytes_peak"),
             "nvml_peak_bytes": result.get("nvml_peak_bytes"),
             "rss_peak_bytes": result.get("vmhwm_bytes")}
 
 
 def run(size: int, screen: tuple[int, int], zooms: int, budget: str, viewers: list[str],
-        timeout_s: float, wait_s: float, sources: tuple[str, ...] = ("disk",)
-        ) -> dict[str, Any]:
+        timeout_s: float, wait_s: float, sources: tuple[str, ...] = ("disk",),
+        layers: int = 1) -> dict[str, Any]:
     root = cache_root() / "bench-science"
     root.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
@@ -134,7 +137,7 @@ def run(size: int, screen: tuple[int, int], zooms: int, budget: str, viewers: li
     made_s = time.perf_counter() - start
     spec = {"part": "science", "path": str(path), "levels": levels, "shape": [size, size],
             "channels": CHANNELS, "size": list(screen), "zooms": zooms, "budget": budget,
-            "limits": list(LIMITS), "wait_s": wait_s}
+            "limits": list(LIMITS), "wait_s": wait_s, "layers": layers}
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-science-") as work:
         for viewer in viewers:
@@ -154,7 +157,7 @@ def run(size: int, screen: tuple[int, int], zooms: int, budget: str, viewers: li
                                    timeout_s, Path(work), module="lab.science_children")
             rows.append({**summarise(result), "raw": result})
     return {"image": {"size": size, "channels": CHANNELS, "dtype": "uint16", "levels": levels,
-                      "made_s": round(made_s, 2)},
+                      "made_s": round(made_s, 2)}, "layers": layers,
             "screen": list(screen), "budget": budget, "viewers": rows,
             "date": time.strftime("%Y-%m-%d")}
 
@@ -170,12 +173,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--wait", type=float, default=20.0, help="seconds a zoom may take")
     p.add_argument("--sources", default="disk", help="disk, or disk,http: the engine again "
                    "on the image served over HTTP from localhost")
+    p.add_argument("--layers", type=int, default=1, help="the image opened this many times, "
+                   "as layers (5: 20 channels)")
     p.add_argument("--json", type=Path, help="write the results here")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     w, h = (int(v) for v in args.screen.lower().split("x"))
     out = run(args.size, (w, h), args.zooms, args.budget, args.viewers.split(","),
-              args.timeout, args.wait, tuple(args.sources.split(",")))
+              args.timeout, args.wait, tuple(args.sources.split(",")), args.layers)
     text = json.dumps(out, indent=1)
     if args.json is not None:
         args.json.write_text(text)

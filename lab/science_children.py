@@ -4,10 +4,12 @@
     python -m lab.science_children VIEWER SPEC.json OUT.json
 
 VIEWER is engine (a ScienceView, headless) or napari (one multiscale layer a channel,
-additive, in a Qt window). The same moves for both: the first frame of the whole image
-fitted, then zooms to one image pixel per screen pixel at fixed points, each timed until
-every channel shows level 0 completely ("sharp"). GPU memory: the engine's ledger; napari's
-texture bytes as vispy allocates them (viewer_children.VispyTextures). RSS: VmHWM.
+additive, in a Qt window); SPEC's `layers` opens the image that many times, as layers. The
+same moves for both: the first frame of the whole image fitted, then zooms to one image
+pixel per screen pixel at fixed points, each timed until every channel shows level 0
+completely ("sharp"), then a pan at one to one, a frame a step (the engine: planned and
+submitted, then finished; napari: its canvas repainted). GPU memory: the engine's ledger;
+napari's texture bytes as vispy allocates them (viewer_children.VispyTextures). RSS: VmHWM.
 """
 from __future__ import annotations
 
@@ -37,9 +39,10 @@ def run_engine(spec: dict[str, Any], rec: Recorder) -> None:
 
     device = Device.headless()
     lo, hi = spec["limits"]
+    layers = spec.get("layers", 1)
     displays = [ChannelDisplay(lo, hi, colormap=c) for c in COLOURS[:spec["channels"]]]
-    view = ScienceView(spec["path"], device, size=tuple(spec["size"]), budget=spec["budget"],
-                       displays=displays)
+    view = ScienceView([spec["path"]] * layers, device, size=tuple(spec["size"]),
+                       budget=spec["budget"], displays=displays * layers)
     peak = 0
 
     def frame():
@@ -74,14 +77,20 @@ def run_engine(spec: dict[str, Any], rec: Recorder) -> None:
                                       "seconds": time.perf_counter() - start})
             rec.set(gpu_bytes_peak=peak)
         x, y = zoom_points(*spec["shape"][::-1], 1)[0]
-        pan = rec.data["pan_ms"] = []
+        pan, plan = rec.data["pan_ms"], rec.data["pan_cpu_ms"] = [], []
         for i in range(PAN_FRAMES):
             view.set_view(x + i * PAN_STEP_PX, y, 1.0)
             start = time.perf_counter()
-            frame()
-            pan.append((time.perf_counter() - start) * 1e3)
+            view.frame()
+            submitted = time.perf_counter()  # planned, uploaded, drawn: the CPU's part
+            device.finish()
+            done = time.perf_counter()
+            peak = max(peak, device.ledger.total)
+            plan.append((submitted - start) * 1e3)
+            pan.append((done - start) * 1e3)
         rec.set(budget_bytes=view.governor.budget_bytes, source=spec.get("source", "disk"),
-                reads=view.reader.reads, cancelled=view.reader.cancelled)
+                reads=view.reader.reads, cancelled=view.reader.cancelled, layers=layers,
+                cache_bytes=view.cache.nbytes if view.cache else 0)
     finally:
         view.release()
         device.shutdown()
@@ -97,10 +106,14 @@ def run_napari(spec: dict[str, Any], rec: Recorder) -> None:
     w, h = spec["size"]
     group = zarr.open_group(spec["path"], mode="r")
     levels = [group[str(i)] for i in range(spec["levels"])]
-    layers = viewer.add_image(levels, channel_axis=0, multiscale=True,
-                              contrast_limits=[list(spec["limits"])] * spec["channels"],
-                              colormap=list(COLOURS[:spec["channels"]]), blending="additive")
+    layers = []
+    for _ in range(spec.get("layers", 1)):
+        layers += viewer.add_image(levels, channel_axis=0, multiscale=True,
+                                   contrast_limits=[list(spec["limits"])] * spec["channels"],
+                                   colormap=list(COLOURS[:spec["channels"]]),
+                                   blending="additive")
     fit_qt_canvas(viewer, w, h)
+    canvas = viewer.window._qt_viewer.canvas.native  # no public handle (fit_qt_canvas)
 
     def draw():
         QApplication.processEvents()
@@ -130,6 +143,15 @@ def run_napari(spec: dict[str, Any], rec: Recorder) -> None:
             rec.data["zooms"].append({"point": (x, y), "reached": reached,
                                       "seconds": time.perf_counter() - start})
             rec.set(gpu_bytes_peak=textures.peak)
+        x, y = zoom_points(hw, hh, 1)[0]
+        pan = rec.data["pan_ms"] = []
+        for i in range(PAN_FRAMES):
+            viewer.camera.center = (y, x + i * PAN_STEP_PX)
+            start = time.perf_counter()
+            QApplication.processEvents()
+            canvas.repaint()  # paints now, as a frame of an interactive pan would
+            pan.append((time.perf_counter() - start) * 1e3)
+        rec.set(gpu_bytes_peak=textures.peak, layers=len(layers))
     finally:
         viewer.close()
 
