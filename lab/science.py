@@ -11,8 +11,8 @@ process (lab.science_children): first frame of the whole image, then zooms to on
 image pixel per screen pixel at fixed points, each timed until all four channels show level
 0 completely, then a pan at one to one, a frame a step. `--layers N` opens the image N
 times as N layers (4N channels, each layer read and cached on its own). Per viewer: process
-start to first frame, zoom-to-sharp p50/p95, pan frame p50/p95 (and the engine's CPU part
-of it), peak GPU bytes (engine: its ledger; napari: its texture uploads; NVML's
+start to first frame, zoom-to-sharp p50/p95, pan frame p50/p95 (and the engine's CPU and GPU
+parts of it), peak GPU bytes (engine: its ledger; napari: its texture uploads; NVML's
 per-process figure where it sees the child) and peak RSS. `--sources disk,http` runs the
 engine a second time on the same image served over HTTP by a server this process starts on
 localhost (the reads go through fsspec, as a user's remote store would).
@@ -114,6 +114,7 @@ def summarise(result: dict[str, Any]) -> dict[str, Any]:
     zooms = [z["seconds"] for z in result.get("zooms", []) if z.get("reached")]
     pan = result.get("pan_ms", [])
     cpu = result.get("pan_cpu_ms", [])
+    gpu = result.get("pan_gpu_ms", [])
     return {"viewer": result.get("viewer"), "source": result.get("source", "disk"),
             "available": result.get("available", False),
             "reason": result.get("reason"), "first_frame_s": result.get("first_frame_s"),
@@ -122,6 +123,7 @@ def summarise(result: dict[str, Any]) -> dict[str, Any]:
             "zoom_sharp_p50_s": _percentile(zooms, 50), "zoom_sharp_p95_s": _percentile(zooms, 95),
             "pan_frame_ms_p50": _percentile(pan, 50), "pan_frame_ms_p95": _percentile(pan, 95),
             "pan_cpu_ms_p50": _percentile(cpu, 50), "pan_cpu_ms_p95": _percentile(cpu, 95),
+            "pan_gpu_ms_p50": _percentile(gpu, 50), "pan_gpu_ms_p95": _percentile(gpu, 95),
             "gpu_bytes_peak": result.get("gpu_bytes_peak"),
             "nvml_peak_bytes": result.get("nvml_peak_bytes"),
             "rss_peak_bytes": result.get("vmhwm_bytes")}

@@ -34,6 +34,7 @@ def zoom_points(width: int, height: int, count: int) -> list[tuple[float, float]
 
 def run_engine(spec: dict[str, Any], rec: Recorder) -> None:
     from engine.gl.device import Device
+    from engine.gl.timing import GpuTimer
     from engine.science.display import ChannelDisplay
     from engine.science.view import ScienceView
 
@@ -43,6 +44,7 @@ def run_engine(spec: dict[str, Any], rec: Recorder) -> None:
     displays = [ChannelDisplay(lo, hi, colormap=c) for c in COLOURS[:spec["channels"]]]
     view = ScienceView([spec["path"]] * layers, device, size=tuple(spec["size"]),
                        budget=spec["budget"], displays=displays * layers)
+    timer = GpuTimer(device)
     peak = 0
 
     def frame():
@@ -81,17 +83,22 @@ def run_engine(spec: dict[str, Any], rec: Recorder) -> None:
         for i in range(PAN_FRAMES):
             view.set_view(x + i * PAN_STEP_PX, y, 1.0)
             start = time.perf_counter()
+            timer.begin(i)
             view.frame()
+            timer.end()
             submitted = time.perf_counter()  # planned, uploaded, drawn: the CPU's part
             device.finish()
             done = time.perf_counter()
+            timer.poll()
             peak = max(peak, device.ledger.total)
             plan.append((submitted - start) * 1e3)
             pan.append((done - start) * 1e3)
+        rec.data["pan_gpu_ms"] = [ms for _, ms in timer.results]
         rec.set(budget_bytes=view.governor.budget_bytes, source=spec.get("source", "disk"),
                 reads=view.reader.reads, cancelled=view.reader.cancelled, layers=layers,
                 cache_bytes=view.cache.nbytes if view.cache else 0)
     finally:
+        timer.release()
         view.release()
         device.shutdown()
 

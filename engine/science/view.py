@@ -132,6 +132,7 @@ class ScienceView:
                 s.close()
             raise
         self.sampling = sampling
+        self._geometry = self._geometry_table()
         self.size = (w, h)
         self.viewport = fit(w, h, self.source.extent)
         self.slots = SlotCache(0)
@@ -148,6 +149,18 @@ class ScienceView:
         self._drawn_as: tuple | None = None  # what the target shows (see _needs_draw)
         self._stale = False  # tiles arrived since the last draw
         self._last_draw = 0.0
+
+    def _geometry_table(self) -> np.ndarray:
+        """[channel, level] -> (tile, level-0 pixels a texel y, x, height, width): what a
+        tile's vertices need, looked up for a whole frame at once."""
+        layers = self.source
+        depth = max(len(s.levels) for s in layers.sources)
+        table = np.ones((layers.channels, depth, 5))
+        for c in range(layers.channels):
+            src = layers.source_of(c)
+            for i, info in enumerate(src.levels):
+                table[c, i] = (src.tile, *downsample(src.levels, i), *info.shape)
+        return table
 
     def _governor(self, budget: Budget | str | int) -> Governor:
         """A governor of its own: a percentage is of the probed VRAM, and where the driver
@@ -357,46 +370,52 @@ class ScienceView:
         if not self._needs_draw(state):
             return FrameStats(level, len(wanted), exact, len(draw) - exact,
                               self.reader.pending, self.cache.nbytes, 0, False, drawn=False)
-        rows = {c: r for r, c in enumerate(visible)}
-        pieces: list[Piece] = []
+        rows = np.full(self.source.channels, -1.0)
+        rows[visible] = np.arange(len(visible))
+        keys: list[TileKey] = []  # tiles drawn from themselves, then the pieces' tiles
+        pieces: list[Piece] = []  # parts of missing tiles drawn from coarser ones
         for k in draw:
+            if k in slots:
+                keys.append(k)
+                continue
             src = self.source.source_of(k.channel)
             got = cover(src.levels, src.tile, k, slots.__contains__)
             for p in got:
                 slots.use(p.key)
             pieces += got
-        vertices = self._vertices(pieces, rows)
+        keys += [p.key for p in pieces]
+        vertices = self._vertices(keys, [p.rect for p in pieces], rows)
         vp = self.viewport
         self.target.begin()
         self.painter.draw(vertices, [self.displays[c] for c in visible], self.cache,
                           (vp.cx, vp.cy), vp.scale, self.size)
         self._drawn_as, self._stale, self._last_draw = state, False, time.monotonic()
         return FrameStats(level, len(wanted), exact, len(draw) - exact, self.reader.pending,
-                          self.cache.nbytes, len(pieces), False)
+                          self.cache.nbytes, len(keys), False)
 
-    def _vertices(self, pieces: list[Piece], rows: dict[int, int]) -> np.ndarray:
-        """Six vertices a piece (two triangles), FLOATS_PER_VERTEX floats each."""
-        geometry: dict[tuple[int, int], tuple[int, float, float, int, int]] = {}
-        per = []
-        for p in pieces:
-            k = p.key
-            g = geometry.get((k.channel, k.level))
-            if g is None:
-                src = self.source.source_of(k.channel)
-                g = geometry[k.channel, k.level] = (
-                    src.tile, *downsample(src.levels, k.level), *src.levels[k.level].shape)
-            tile, dy, dx, h, w = g
-            ox, oy = self.cache.origin(self.slots.slot(k))
-            fx, fy = k.tx * tile, k.ty * tile
-            per.append((*p.rect, dx, dy, ox - fx, oy - fy, fx, fy,
-                        min(w, fx + tile) - 1, min(h, fy + tile) - 1, rows[k.channel]))
-        table = np.array(per, np.float64).reshape(-1, 13)
-        xs = table[:, [0, 2, 2, 0, 2, 0]]  # the corners of (x0, y0) (x1, y0) (x1, y1) and
-        ys = table[:, [1, 1, 3, 1, 3, 3]]  # (x0, y0) (x1, y1) (x0, y1)
-        out = np.empty((len(per), 6, FLOATS_PER_VERTEX), np.float32)
+    def _vertices(self, keys: list[TileKey], rects: list[tuple[float, float, float, float]],
+                  rows: np.ndarray) -> np.ndarray:
+        """Six vertices (two triangles) of FLOATS_PER_VERTEX floats for each tile in `keys`,
+        over its whole rectangle, or for the last len(rects) over those rectangles; in
+        numpy, a row a tile (a frame draws a tile a channel: a thousand at 20 channels)."""
+        n = len(keys)
+        level, channel, ty, tx = np.array(keys, np.int64).reshape(n, 4).T
+        tile, dy, dx, h, w = self._geometry[channel, level].T
+        fx, fy = tx * tile, ty * tile
+        lx, ly = np.minimum(w, fx + tile), np.minimum(h, fy + tile)
+        rect = np.stack([fx * dx, fy * dy, lx * dx, ly * dy], axis=1)
+        if rects:
+            rect[n - len(rects):] = rects
+        slot = np.fromiter(map(self.slots.slot, keys), np.int64, n)
+        cache = self.cache
+        ox, oy = slot % cache.slots_x * cache.tile, slot // cache.slots_x * cache.tile
+        xs = rect[:, [0, 2, 2, 0, 2, 0]]  # the corners of (x0, y0) (x1, y0) (x1, y1) and
+        ys = rect[:, [1, 1, 3, 1, 3, 3]]  # (x0, y0) (x1, y1) (x0, y1)
+        out = np.empty((n, 6, FLOATS_PER_VERTEX), np.float32)
         out[..., 0], out[..., 1] = xs, ys
-        out[..., 2], out[..., 3] = xs / table[:, 4:5], ys / table[:, 5:6]
-        out[..., 4:] = table[:, None, 6:]
+        out[..., 2], out[..., 3] = xs / dx[:, None], ys / dy[:, None]
+        out[..., 4:] = np.stack([ox - fx, oy - fy, fx, fy, lx - 1, ly - 1, rows[channel]],
+                                axis=1)[:, None]
         return out.reshape(-1, FLOATS_PER_VERTEX)
 
     def settle(self, timeout: float = 30.0) -> FrameStats:
