@@ -115,6 +115,7 @@ def summarise(result: dict[str, Any]) -> dict[str, Any]:
     pan = result.get("pan_ms", [])
     cpu = result.get("pan_cpu_ms", [])
     gpu = result.get("pan_gpu_ms", [])
+    paced = result.get("paced_pan_ms", [])
     return {"viewer": result.get("viewer"), "source": result.get("source", "disk"),
             "available": result.get("available", False),
             "reason": result.get("reason"), "first_frame_s": result.get("first_frame_s"),
@@ -124,6 +125,9 @@ def summarise(result: dict[str, Any]) -> dict[str, Any]:
             "pan_frame_ms_p50": _percentile(pan, 50), "pan_frame_ms_p95": _percentile(pan, 95),
             "pan_cpu_ms_p50": _percentile(cpu, 50), "pan_cpu_ms_p95": _percentile(cpu, 95),
             "pan_gpu_ms_p50": _percentile(gpu, 50), "pan_gpu_ms_p95": _percentile(gpu, 95),
+            "paced_pan_ms_p50": _percentile(paced, 50),
+            "paced_pan_ms_p95": _percentile(paced, 95),
+            "paced_pan_over_60hz": sum(ms > 1e3 / 60 for ms in paced) if paced else None,
             "gpu_bytes_peak": result.get("gpu_bytes_peak"),
             "nvml_peak_bytes": result.get("nvml_peak_bytes"),
             "rss_peak_bytes": result.get("vmhwm_bytes")}

@@ -35,6 +35,7 @@ def zoom_points(width: int, height: int, count: int) -> list[tuple[float, float]
 def run_engine(spec: dict[str, Any], rec: Recorder) -> None:
     from engine.gl.device import Device
     from engine.gl.timing import GpuTimer
+    from engine.science.gpu import ValueCache
     from engine.science.display import ChannelDisplay
     from engine.science.view import ScienceView
 
@@ -46,6 +47,15 @@ def run_engine(spec: dict[str, Any], rec: Recorder) -> None:
                        budget=spec["budget"], displays=displays * layers)
     timer = GpuTimer(device)
     peak = 0
+    uploading = [0, 0.0]  # tiles uploaded and the seconds it took, this frame
+    upload = ValueCache.upload
+
+    def timed_upload(cache, slot, values):
+        start = time.perf_counter()
+        upload(cache, slot, values)
+        uploading[0] += 1
+        uploading[1] += time.perf_counter() - start
+    ValueCache.upload = timed_upload
 
     def frame():
         nonlocal peak
@@ -61,6 +71,37 @@ def run_engine(spec: dict[str, Any], rec: Recorder) -> None:
             view.reader.wait_idle(0.002)
             stats = frame()
         return not (stats.missing or stats.pending or stats.level)
+
+    def pan(x: float, y: float, paced: bool) -> dict[str, list]:
+        """PAN_FRAMES frames panning right from (x, y) at one to one: each frame's time,
+        its CPU part, GPU time and uploads; `paced`: a frame starts every 1/60 s, as on a
+        60 Hz display (the time a frame leaves is the readers')."""
+        nonlocal peak
+        out: dict[str, list] = {"pan_ms": [], "pan_cpu_ms": [], "pan_uploads": []}
+        timer.results.clear()
+        tick = time.perf_counter()
+        for i in range(PAN_FRAMES):
+            if paced:
+                tick += 1 / 60
+                time.sleep(max(0.0, tick - time.perf_counter()))
+            uploading[:] = [0, 0.0]
+            view.set_view(x + i * PAN_STEP_PX, y, 1.0)
+            start = time.perf_counter()
+            timer.begin(i)
+            stats = view.frame()
+            timer.end()
+            submitted = time.perf_counter()  # planned, uploaded, drawn: the CPU's part
+            device.finish()
+            done = time.perf_counter()
+            timer.poll()
+            peak = max(peak, device.ledger.total)
+            out["pan_cpu_ms"].append((submitted - start) * 1e3)
+            out["pan_ms"].append((done - start) * 1e3)
+            out["pan_uploads"].append((uploading[0], uploading[1] * 1e3, stats.pending))
+            if paced and done > tick + 1 / 60:
+                tick = done  # a missed tick: the next frame waits for the next one
+        out["pan_gpu_ms"] = [ms for _, ms in timer.results]
+        return out
 
     try:
         frame()
@@ -78,26 +119,14 @@ def run_engine(spec: dict[str, Any], rec: Recorder) -> None:
             rec.data["zooms"].append({"point": (x, y), "reached": reached,
                                       "seconds": time.perf_counter() - start})
             rec.set(gpu_bytes_peak=peak)
-        x, y = zoom_points(*spec["shape"][::-1], 1)[0]
-        pan, plan = rec.data["pan_ms"], rec.data["pan_cpu_ms"] = [], []
-        for i in range(PAN_FRAMES):
-            view.set_view(x + i * PAN_STEP_PX, y, 1.0)
-            start = time.perf_counter()
-            timer.begin(i)
-            view.frame()
-            timer.end()
-            submitted = time.perf_counter()  # planned, uploaded, drawn: the CPU's part
-            device.finish()
-            done = time.perf_counter()
-            timer.poll()
-            peak = max(peak, device.ledger.total)
-            plan.append((submitted - start) * 1e3)
-            pan.append((done - start) * 1e3)
-        rec.data["pan_gpu_ms"] = [ms for _, ms in timer.results]
+        first, second = zoom_points(*spec["shape"][::-1], 2)
+        rec.data.update(pan(*first, paced=False))
+        rec.data.update({f"paced_{k}": v for k, v in pan(*second, paced=True).items()})
         rec.set(budget_bytes=view.governor.budget_bytes, source=spec.get("source", "disk"),
                 reads=view.reader.reads, cancelled=view.reader.cancelled, layers=layers,
                 cache_bytes=view.cache.nbytes if view.cache else 0)
     finally:
+        ValueCache.upload = upload
         timer.release()
         view.release()
         device.shutdown()

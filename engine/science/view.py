@@ -55,6 +55,9 @@ DEFAULT_PERCENTILES = (0.5, 99.5)
 #: while reads are in flight, arrived tiles are drawn at most this often (seconds): a redraw
 #: holds the CPU (a software rasteriser) and the GIL the reads need
 REFRESH_S = 0.1
+#: seconds of tile uploads a frame may spend (at least one tile): a pan onto new tiles or a
+#: jump brings a hundred or more at once, and uploading them all in one frame is a hitch
+UPLOAD_S = 0.006
 
 
 @dataclass(frozen=True)
@@ -148,6 +151,7 @@ class ScienceView:
         self.frames = 0
         self._drawn_as: tuple | None = None  # what the target shows (see _needs_draw)
         self._stale = False  # tiles arrived since the last draw
+        self._arrived: dict[TileKey, np.ndarray] = {}  # read, not uploaded yet
         self._last_draw = 0.0
 
     def _geometry_table(self) -> np.ndarray:
@@ -335,7 +339,7 @@ class ScienceView:
             return True
         if not self._stale:
             return False
-        return (self.reader.pending == 0
+        return (self._pending() == 0
                 or time.monotonic() - self._last_draw >= REFRESH_S)
 
     def frame(self) -> FrameStats:
@@ -348,7 +352,8 @@ class ScienceView:
             self.target.begin()
             self._drawn_as = None
             self.frames += 1
-            return FrameStats(0, 0, 0, 0, self.reader.pending,
+            self._arrived.clear()
+            return FrameStats(0, 0, 0, 0, self._pending(),
                               self.cache.nbytes if self.cache else 0, 0, not fits)
         level, draw, wanted = self._plan(visible, self.slots.slots)
         slots = self.slots
@@ -356,20 +361,14 @@ class ScienceView:
         for k in wanted:
             if k in slots:
                 slots.use(k)
-        wanted_set = set(wanted)
-        for key, values in self.reader.collect():
-            if key in wanted_set and key not in slots:
-                slot = slots.place(key)
-                if slot is not None:
-                    self.cache.upload(slot, values)
-                    self._stale = True
-        self.reader.want([k for k in wanted if k not in slots])
+        self._upload(wanted)
+        self.reader.want([k for k in wanted if k not in slots and k not in self._arrived])
         exact = sum(k in slots for k in draw)
         state = (self.viewport, tuple(self.displays[c] for c in visible))
         self.frames += 1
         if not self._needs_draw(state):
             return FrameStats(level, len(wanted), exact, len(draw) - exact,
-                              self.reader.pending, self.cache.nbytes, 0, False, drawn=False)
+                              self._pending(), self.cache.nbytes, 0, False, drawn=False)
         rows = np.full(self.source.channels, -1.0)
         rows[visible] = np.arange(len(visible))
         keys: list[TileKey] = []  # tiles drawn from themselves, then the pieces' tiles
@@ -390,8 +389,39 @@ class ScienceView:
         self.painter.draw(vertices, [self.displays[c] for c in visible], self.cache,
                           (vp.cx, vp.cy), vp.scale, self.size)
         self._drawn_as, self._stale, self._last_draw = state, False, time.monotonic()
-        return FrameStats(level, len(wanted), exact, len(draw) - exact, self.reader.pending,
+        return FrameStats(level, len(wanted), exact, len(draw) - exact, self._pending(),
                           self.cache.nbytes, len(keys), False)
+
+    def _pending(self) -> int:
+        """Tiles queued, being read, or read and waiting for their upload."""
+        return self.reader.pending + len(self._arrived)
+
+    def _upload(self, wanted: list[TileKey]) -> None:
+        """Upload arrived tiles the frame wants, most wanted first, for at most UPLOAD_S
+        (the rest wait for the next frames); drop those no longer wanted."""
+        arrived = self._arrived
+        arrived.update(self.reader.collect())
+        if not arrived:
+            return
+        slots, end = self.slots, None
+        for k in wanted:
+            values = arrived.pop(k, None)
+            if values is None or k in slots:
+                continue
+            slot = slots.place(k)
+            if slot is not None:
+                self.cache.upload(slot, values)
+                self._stale = True
+            # the clock starts after the first upload: that one may wait for the GPU to
+            # finish drawing from the cache (a software rasteriser does), the next do not
+            now = time.perf_counter()
+            if end is None:
+                end = now + UPLOAD_S
+            elif now > end:
+                break
+        wanted_set = set(wanted)
+        for k in [k for k in arrived if k not in wanted_set]:
+            del arrived[k]
 
     def _vertices(self, keys: list[TileKey], rects: list[tuple[float, float, float, float]],
                   rows: np.ndarray) -> np.ndarray:
