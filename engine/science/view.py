@@ -405,20 +405,22 @@ class ScienceView:
             return
         slots, end = self.slots, None
         for k in wanted:
-            values = arrived.pop(k, None)
-            if values is None or k in slots:
+            if k not in arrived:
                 continue
+            if k in slots:  # resident already: nothing to upload
+                del arrived[k]
+                continue
+            # the clock starts after the first upload: that one may wait for the GPU to
+            # finish drawing from the cache (a software rasteriser does), the next do not
+            if end is not None and time.perf_counter() > end:
+                break
+            values = arrived.pop(k)
             slot = slots.place(k)
             if slot is not None:
                 self.cache.upload(slot, values)
                 self._stale = True
-            # the clock starts after the first upload: that one may wait for the GPU to
-            # finish drawing from the cache (a software rasteriser does), the next do not
-            now = time.perf_counter()
             if end is None:
-                end = now + UPLOAD_S
-            elif now > end:
-                break
+                end = time.perf_counter() + UPLOAD_S
         wanted_set = set(wanted)
         for k in [k for k in arrived if k not in wanted_set]:
             del arrived[k]
