@@ -485,6 +485,7 @@ class ScienceView:
     def release(self) -> None:
         """Stop the reads, free every GL object the view made, close the source."""
         self.reader.close()
+        self._arrived.clear()
         self._drop_cache()
         for name in ("painter", "target"):
             obj = self.__dict__.pop(name, None)
