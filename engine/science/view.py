@@ -55,8 +55,9 @@ DEFAULT_PERCENTILES = (0.5, 99.5)
 #: while reads are in flight, arrived tiles are drawn at most this often (seconds): a redraw
 #: holds the CPU (a software rasteriser) and the GIL the reads need
 REFRESH_S = 0.1
-#: seconds of tile uploads a frame may spend (at least one tile): a pan onto new tiles or a
-#: jump brings a hundred or more at once, and uploading them all in one frame is a hitch
+#: seconds of tile uploads a frame of a moving view may spend (at least one tile): a pan onto
+#: new tiles or a jump brings a hundred or more at once, and uploading them all in one frame
+#: is a hitch (a view at rest uploads all it has: nobody waits on that frame's timing)
 UPLOAD_S = 0.006
 
 
@@ -361,10 +362,10 @@ class ScienceView:
         for k in wanted:
             if k in slots:
                 slots.use(k)
-        self._upload(wanted)
+        state = (self.viewport, tuple(self.displays[c] for c in visible))
+        self._upload(wanted, limited=state != self._drawn_as)
         self.reader.want([k for k in wanted if k not in slots and k not in self._arrived])
         exact = sum(k in slots for k in draw)
-        state = (self.viewport, tuple(self.displays[c] for c in visible))
         self.frames += 1
         if not self._needs_draw(state):
             return FrameStats(level, len(wanted), exact, len(draw) - exact,
@@ -396,9 +397,11 @@ class ScienceView:
         """Tiles queued, being read, or read and waiting for their upload."""
         return self.reader.pending + len(self._arrived)
 
-    def _upload(self, wanted: list[TileKey]) -> None:
-        """Upload arrived tiles the frame wants, most wanted first, for at most UPLOAD_S
-        (the rest wait for the next frames); drop those no longer wanted."""
+    def _upload(self, wanted: list[TileKey], limited: bool) -> None:
+        """Upload arrived tiles the frame wants, most wanted first; drop those no longer
+        wanted. `limited` (the view moved: a frame the user waits for): for at most
+        UPLOAD_S, the rest wait for the next frames; else (the view at rest, filling in)
+        all of them."""
         arrived = self._arrived
         arrived.update(self.reader.collect())
         if not arrived:
@@ -419,7 +422,7 @@ class ScienceView:
             if slot is not None:
                 self.cache.upload(slot, values)
                 self._stale = True
-            if end is None:
+            if end is None and limited:
                 end = time.perf_counter() + UPLOAD_S
         wanted_set = set(wanted)
         for k in [k for k in arrived if k not in wanted_set]:
