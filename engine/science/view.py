@@ -58,7 +58,7 @@ REFRESH_S = 0.1
 #: seconds of tile uploads a frame of a moving view may spend (at least one tile): a pan onto
 #: new tiles or a jump brings a hundred or more at once, and uploading them all in one frame
 #: is a hitch (a view at rest uploads all it has: nobody waits on that frame's timing)
-UPLOAD_S = 0.006
+UPLOAD_S = 0.003
 
 
 @dataclass(frozen=True)
