@@ -2,14 +2,18 @@
 picture a view of them must show."""
 from __future__ import annotations
 
+import contextlib
+import functools
+import http.server
 import math
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 
 from engine.science.display import ChannelDisplay, shade
 from engine.science.pyramid import reduce2x2
-from lab.science import served  # noqa: F401 - a folder over HTTP on localhost, for tests
 
 NGFF_AXES = [{"name": "c", "type": "channel"}, {"name": "y", "type": "space"},
              {"name": "x", "type": "space"}]
@@ -127,3 +131,22 @@ def bilinear_reference(level0: np.ndarray, viewport, displays: list[ChannelDispl
     out[~(in_y[:, None] & in_x[None])] = 0
     return out
 
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def served(folder: Path) -> Iterator[str]:
+    """`folder` over HTTP on localhost while the block runs; its base URL."""
+    handler = functools.partial(_QuietHandler, directory=str(folder))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join()
