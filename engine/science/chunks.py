@@ -54,7 +54,7 @@ class ChunkLayout:
         return np.full(self.chunks, self.fill, self.dtype)
 
 
-def _fill(value: Any, dtype: np.dtype) -> Any:
+def _fill(value: Any) -> Any:
     if value is None:
         return 0
     if isinstance(value, str):  # "NaN", "Infinity", "-Infinity" (v3), or hex floats
@@ -76,7 +76,7 @@ def layout_of(meta: Mapping[str, Any]) -> ChunkLayout | None:
             decoders = (numcodecs.get_codec(dict(comp)),) if comp else ()
             return ChunkLayout(tuple(meta["chunks"]), dtype, meta.get("order", "C"), "",
                                meta.get("dimension_separator") or ".", decoders,
-                               _fill(meta.get("fill_value"), dtype))
+                               _fill(meta.get("fill_value")))
         if meta.get("zarr_format") != 3 or meta.get("storage_transformers"):
             return None
         grid = meta["chunk_grid"]
@@ -98,7 +98,7 @@ def layout_of(meta: Mapping[str, Any]) -> ChunkLayout | None:
         sep = (encoding.get("configuration") or {}).get("separator", "/" if default else ".")
         return ChunkLayout(tuple(grid["configuration"]["chunk_shape"]), dtype, "C",
                            "c" + sep if default else "", sep, tuple(decoders),
-                           _fill(meta.get("fill_value"), dtype))
+                           _fill(meta.get("fill_value")))
     except (KeyError, TypeError, ValueError, IndexError) as exc:
         log.debug("chunks read through zarr: %s", exc)
         return None
