@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import Phase, given, settings
+from hypothesis import Phase, example, given, settings
 from hypothesis import strategies as st
 from test_pressure import (OPTIONS, Calibration, check_budget_frames,
                            over_only_answering_drops, resizes)
@@ -77,8 +77,20 @@ class Schedule:
         ctx.governor.set_budget(int(min(high, max(low, budget))))
 
 
+#: A budget cut to 222 bytes above what was held, at frame 24, while the streamer must give
+#: back 41 KB: a tail-sized copy has no room, so the eviction goes through the host.
+NO_ROOM_FOR_A_COPY = [
+    (2, ("span", 0.9)), (7, ("edge", -4556)), (7, ("edge", -19123)), (7, ("span", 1.0)),
+    (3, ("edge", 222)), (2, ("span", 0.5449596093369836)), (2, ("span", 0.2893126930514845)),
+    (2, ("span", 0.5730236050533609)), (2, ("span", 0.02)), (8, ("span", 0.3119866962115115)),
+    (4, ("span", 1e-12)), (5, ("span", 0.19230268075692353)), (8, ("edge", -882)),
+    (2, ("span", 0.36967333711799283)), (8, ("span", 0.9128936190803383)),
+    (3, ("span", 0.9094634017383549))]
+
+
 @pytest.mark.slow
 @given(drawn=steps)
+@example(drawn=NO_ROOM_FOR_A_COPY)
 @settings(max_examples=6, deadline=None, derandomize=True,
           phases=(Phase.explicit, Phase.generate))  # no shrinking: minutes of GL runs
 @pytest.mark.needs("BC3 sampling")  # BC7 tiles or budgets sized for BC7 need BC7 or BC3
@@ -93,7 +105,7 @@ def test_random_budget_steps(engine_device: Device, gallery_cache: Path,
                            options={**OPTIONS, "cache_dir": gallery_cache},
                            on_frame=[cal.hook, schedule.hook])
     assert result.summary["leaked_objects"] == 0
-    check_budget_frames(result.frames, cal.tail_bytes)
+    check_budget_frames(result.frames)
     over_only_answering_drops(result.frames)
     assert result.image is not None and result.image.std() > 5
 

@@ -212,3 +212,32 @@ def test_preload_makes_every_texture_resident(device, files):
         assert all(item.base == 0 for item in s.items)
     finally:
         s.release()
+
+
+@pytest.mark.needs("BC1_RGB sampling")
+def test_eviction_with_no_room_for_a_copy_goes_through_the_host(device, gov, files):
+    """A budget cut below what is held: a reallocating eviction would hold old and new
+    storage at once, so even a tail-sized copy has no room. The streamer never holds more
+    than it did when the cut came, and the kept levels (read back, then uploaded into the
+    smaller storage) are the file's."""
+    from engine.textures import open_texture
+
+    s = LevelStreamer(device, backend="realloc", staging_bytes=0)  # no ring to give back
+    try:
+        for i, p in enumerate(files):
+            s.register(f"t{i}", p)
+        run_frames(device, gov, s, 40, lambda f: (12.0, 0.0, 1.2))  # close: fine levels in
+        before = s.resident_levels()
+        held = device.ledger.total
+        samples, _ = run_frames(device, gov, s, 20, lambda f: (12.0, 0.0, 1.2),
+                                budget_fn=lambda f: held - 40_000, start=40)
+        assert max(smp.peak_bytes for smp in samples) <= held
+        after = s.resident_levels()
+        shrunk = [i for i in range(COUNT) if after[i] > before[i]]
+        assert shrunk, (before, after)
+        tex, item = s.items[shrunk[0]].tex, s.items[shrunk[0]]
+        tf = open_texture(files[shrunk[0]])
+        for lvl in range(item.base, len(tf.levels)):
+            assert device.commands.read_level(tex, lvl) == tf.read_level(lvl)
+    finally:
+        s.release()

@@ -169,6 +169,17 @@ class ReallocBackend:
         self.device.release(old)
         item.tex, item.base = new, new_base
 
+    def shrink_through_host(self, item: Streamed, new_base: int, up: Uploader) -> None:
+        """Shrink to new_base without old and new storage at once: the kept levels are read
+        back, the old storage released, the new one made and filled. For a frame whose
+        memory has no room for even a tail-sized copy; it stalls on the read-back."""
+        old = item.tex
+        kept = [(lvl, self.device.commands.read_level(old, lvl))
+                for lvl in range(new_base, len(item.tf.levels))]
+        self.device.release(old)
+        item.tex = None
+        self.create(item, new_base, dict(kept).__getitem__, up)
+
     # A load in three steps, so a big level can be uploaded in bands over several frames:
     # the new storage exists (and is ledgered) from begin_load to finish/abort.
     def begin_load(self, item: Streamed, new_base: int) -> GpuTexture:

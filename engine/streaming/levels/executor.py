@@ -99,6 +99,9 @@ class Executor:
                     loads_open = False
                     if not self.bands.start(op, item, data):
                         continue
+                elif data is None and op.realloc and item.tf.faces == 1 and \
+                        streamed + op.transient_bytes > ceiling:
+                    backend.shrink_through_host(item, op.new_base, self.uploader)
                 else:
                     backend.change(item, op.new_base, data, self.uploader)
             except Exception as exc:  # GL OOM etc.: keep what is resident, report once
@@ -148,7 +151,8 @@ class Executor:
         re-split the budget, or the budget fell) the plan only recovers: its transients are
         checked against nothing, and the planned one may not fit the memory really free. Then
         evict straight to the tail: the smallest new storage there is, the one the plan's tail
-        reserve exists to keep room for."""
+        reserve exists to keep room for. Where even that copy does not fit, the run loop
+        shrinks through the host (`shrink_through_host`), never holding both."""
         tail = int(table.tail_base[op.texture])
         streamed = self.held()
         if not op.realloc or op.new_base >= tail or streamed + op.transient_bytes <= ceiling:
