@@ -15,7 +15,8 @@ start to first frame, zoom-to-sharp p50/p95, pan frame p50/p95 (and the engine's
 parts of it), peak GPU bytes (engine: its ledger; napari: its texture uploads; NVML's
 per-process figure where it sees the child) and peak RSS. `--sources disk,http` runs the
 engine a second time on the same image served over HTTP by a server this process starts on
-localhost (the reads go through fsspec, as a user's remote store would).
+localhost (the reads go through fsspec, as a user's remote store would); with `tiff`, on the
+same image written as an OME-TIFF (zlib tiles, SubIFD levels).
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ import contextlib
 import functools
 import json
 import logging
+import os
 import sys
 import tempfile
 import threading
@@ -88,6 +90,38 @@ def make_image(root: Path, size: int) -> tuple[Path, int]:
         {"axes": axes, "datasets": [{"path": str(i)} for i in range(levels)]}]}
     (path / "done").write_text("")
     return path, levels
+
+
+def make_tiff(root: Path, size: int) -> Path:
+    """The same image as an OME-TIFF (256^2 zlib tiles, the reduced levels as SubIFDs),
+    written tile by tile from the OME-Zarr's levels (made first)."""
+    import tifffile
+    import zarr
+
+    zpath, levels = make_image(root, size)
+    path = root / f"science-{size}.ome.tif"
+    done = root / f"science-{size}.ome.tif.done"
+    if done.exists():
+        return path
+    group = zarr.open_group(str(zpath), mode="r")
+
+    def tiles(level: int) -> Iterator[np.ndarray]:
+        a = group[str(level)]
+        for c in range(CHANNELS):
+            for y0 in range(0, a.shape[1], CHUNK):
+                band = a[c, y0:y0 + CHUNK]
+                for x0 in range(0, a.shape[2], CHUNK):
+                    yield band[:, x0:x0 + CHUNK]
+
+    opts = {"tile": (CHUNK, CHUNK), "dtype": "uint16", "compression": "zlib",
+            "compressionargs": {"level": 1}, "maxworkers": os.cpu_count()}
+    with tifffile.TiffWriter(path, bigtiff=True, ome=True) as tw:
+        tw.write(tiles(0), shape=(CHANNELS, size, size), subifds=levels - 1,
+                 metadata={"axes": "CYX"}, **opts)
+        for i in range(1, levels):
+            tw.write(tiles(i), shape=(CHANNELS, size >> i, size >> i), subfiletype=1, **opts)
+    done.write_text("")
+    return path
 
 
 class _QuietHandler(SimpleHTTPRequestHandler):
@@ -156,6 +190,11 @@ def run(size: int, screen: tuple[int, int], zooms: int, budget: str, viewers: li
                 if display is not None:
                     display.close()
             rows.append({**summarise(result), "raw": result})
+        if "engine" in viewers and "tiff" in sources:
+            tiff = make_tiff(root, size)
+            result = run_child("engine", {**spec, "path": str(tiff), "source": "tiff"},
+                               timeout_s, Path(work), module="lab.science_children")
+            rows.append({**summarise(result), "raw": result})
         if "engine" in viewers and "http" in sources:
             with served(root) as base:
                 result = run_child("engine", {**spec, "path": f"{base}/{path.name}",
@@ -177,8 +216,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--viewers", default="engine,napari")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds a viewer may take")
     p.add_argument("--wait", type=float, default=20.0, help="seconds a zoom may take")
-    p.add_argument("--sources", default="disk", help="disk, or disk,http: the engine again "
-                   "on the image served over HTTP from localhost")
+    p.add_argument("--sources", default="disk", help="disk, with http: the engine again "
+                   "on the image served over HTTP from localhost; with tiff: on the same "
+                   "image as an OME-TIFF")
     p.add_argument("--layers", type=int, default=1, help="the image opened this many times, "
                    "as layers (5: 20 channels)")
     p.add_argument("--json", type=Path, help="write the results here")
