@@ -16,22 +16,19 @@ parts of it), peak GPU bytes (engine: its ledger; napari: its texture uploads; N
 per-process figure where it sees the child) and peak RSS. `--sources disk,http` runs the
 engine a second time on the same image served over HTTP by a server this process starts on
 localhost (the reads go through fsspec, as a user's remote store would); with `tiff`, on the
-same image written as an OME-TIFF (zlib tiles, SubIFD levels).
+same image written as an OME-TIFF (zlib tiles, SubIFD levels); with `tiff-http`, on that
+OME-TIFF over HTTP (a byte range a tile).
 """
 from __future__ import annotations
 
 import argparse
-import contextlib
-import functools
 import json
 import logging
 import os
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +36,7 @@ import numpy as np
 
 from engine.science.pyramid import reduce2x2
 from engine.textures.cachedir import cache_root
+from .http_files import served
 from .viewer_children import _percentile
 from .viewers import qt_display, run_child
 
@@ -92,6 +90,10 @@ def make_image(root: Path, size: int) -> tuple[Path, int]:
     return path, levels
 
 
+#: the engine's runs after the OME-Zarr from disk, by `--sources` name
+OTHER_SOURCES = ("tiff", "http", "tiff-http")
+
+
 def make_tiff(root: Path, size: int) -> Path:
     """The same image as an OME-TIFF (256^2 zlib tiles, the reduced levels as SubIFDs),
     written tile by tile from the OME-Zarr's levels (made first)."""
@@ -122,26 +124,6 @@ def make_tiff(root: Path, size: int) -> Path:
             tw.write(tiles(i), shape=(CHANNELS, size >> i, size >> i), subfiletype=1, **opts)
     done.write_text("")
     return path
-
-
-class _QuietHandler(SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base's name
-        pass
-
-
-@contextlib.contextmanager
-def served(folder: Path) -> Iterator[str]:
-    """`folder` served over HTTP on localhost while the block runs; its base URL."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0),
-                                 functools.partial(_QuietHandler, directory=str(folder)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
 
 
 def summarise(result: dict[str, Any]) -> dict[str, Any]:
@@ -190,17 +172,18 @@ def run(size: int, screen: tuple[int, int], zooms: int, budget: str, viewers: li
                 if display is not None:
                     display.close()
             rows.append({**summarise(result), "raw": result})
-        if "engine" in viewers and "tiff" in sources:
-            tiff = make_tiff(root, size)
-            result = run_child("engine", {**spec, "path": str(tiff), "source": "tiff"},
-                               timeout_s, Path(work), module="lab.science_children")
-            rows.append({**summarise(result), "raw": result})
-        if "engine" in viewers and "http" in sources:
+        if "engine" in viewers and set(sources) & set(OTHER_SOURCES):
+            tiff = make_tiff(root, size) if {"tiff", "tiff-http"} & set(sources) else None
             with served(root) as base:
-                result = run_child("engine", {**spec, "path": f"{base}/{path.name}",
-                                              "source": "http"},
-                                   timeout_s, Path(work), module="lab.science_children")
-            rows.append({**summarise(result), "raw": result})
+                where = {"http": f"{base}/{path.name}",
+                         "tiff": str(tiff), "tiff-http": f"{base}/{tiff.name if tiff else ''}"}
+                for source in OTHER_SOURCES:
+                    if source not in sources:
+                        continue
+                    result = run_child("engine", {**spec, "path": where[source],
+                                                  "source": source},
+                                       timeout_s, Path(work), module="lab.science_children")
+                    rows.append({**summarise(result), "raw": result})
     return {"image": {"size": size, "channels": CHANNELS, "dtype": "uint16", "levels": levels,
                       "made_s": round(made_s, 2)}, "layers": layers,
             "screen": list(screen), "budget": budget, "viewers": rows,
@@ -218,7 +201,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--wait", type=float, default=20.0, help="seconds a zoom may take")
     p.add_argument("--sources", default="disk", help="disk, with http: the engine again "
                    "on the image served over HTTP from localhost; with tiff: on the same "
-                   "image as an OME-TIFF")
+                   "image as an OME-TIFF; with tiff-http: that OME-TIFF over HTTP (byte "
+                   "ranges)")
     p.add_argument("--layers", type=int, default=1, help="the image opened this many times, "
                    "as layers (5: 20 channels)")
     p.add_argument("--json", type=Path, help="write the results here")

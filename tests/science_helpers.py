@@ -2,12 +2,7 @@
 picture a view of them must show."""
 from __future__ import annotations
 
-import contextlib
-import functools
-import http.server
 import math
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -132,21 +127,3 @@ def bilinear_reference(level0: np.ndarray, viewport, displays: list[ChannelDispl
     return out
 
 
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args) -> None:
-        pass
-
-
-@contextlib.contextmanager
-def served(folder: Path) -> Iterator[str]:
-    """`folder` over HTTP on localhost while the block runs; its base URL."""
-    handler = functools.partial(_QuietHandler, directory=str(folder))
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join()

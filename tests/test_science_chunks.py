@@ -10,7 +10,7 @@ import pytest
 zarr = pytest.importorskip("zarr")
 numcodecs = pytest.importorskip("numcodecs")
 
-from science_helpers import served  # noqa: E402
+from lab.http_files import served  # noqa: E402
 
 from engine.errors import ImageSourceError  # noqa: E402
 from engine.science.chunks import DirectChunks  # noqa: E402

@@ -21,13 +21,13 @@ from science_helpers import (  # noqa: E402
     pyramid,
     reference,
     sample,
-    served,
     write_ome_tiff,
     write_ome_zarr,
     write_slide,
 )
 
 from engine.errors import UsageError  # noqa: E402
+from lab.http_files import served  # noqa: E402
 from engine.science.display import ChannelDisplay  # noqa: E402
 from engine.science.view import ScienceView  # noqa: E402
 

@@ -4,7 +4,8 @@ TIFF, SVS-like slides) as `ArraySource`s, from a local path or an http(s) URL.
 Both go through zarr-python's lazy arrays: an OME-Zarr's own, and for a TIFF tifffile's zarr
 store over its tiled pages (one per series level), so a tile read decodes only the chunks
 or TIFF tiles under it; an OME-Zarr tile that is one chunk of common codecs is read from
-the chunk's file directly (engine.science.chunks). URLs go through fsspec (HTTP needs
+the chunk's file directly (engine.science.chunks), a TIFF tile from its offset in the file
+(engine.science.tiff_pages). URLs go through fsspec (HTTP needs
 aiohttp and requests: the `science` extra). Every failure to open is an `ImageSourceError`
 naming the source and what is wrong; a dtype the GPU cannot keep exactly is an `UnsupportedFormatError`.
 """
@@ -13,12 +14,14 @@ from __future__ import annotations
 import importlib
 import logging
 import os
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..errors import ImageSourceError, install_hint
 from .chunks import direct_chunks
 from .source import ArraySource, Axes, ChunkedSource
+from .tiff_pages import RangeRead, TiffLevel, file_ranges, url_ranges
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +143,8 @@ def _tiff_axes(location: str, axes: str, ndim: int) -> Axes:
 
 def open_tiff(location: str) -> ArraySource:
     """The first series of a TIFF (its levels: OME-TIFF SubIFDs, pyramidal pages, SVS
-    levels), tile by tile through tifffile's zarr store."""
+    levels), tile by tile: whole TIFF tiles read directly (engine.science.tiff_pages),
+    other reads through tifffile's zarr store."""
     tifffile = _need("tifffile", location, "huge")
     zarr = _need("zarr", location, "science")
     handle = None
@@ -159,20 +163,36 @@ def open_tiff(location: str) -> ArraySource:
             handle.close()
         raise ImageSourceError(location, f"not a readable TIFF: {exc}") from exc
 
-    def close() -> None:
+    def close_file() -> None:
         tif.close()
         if handle is not None:
             handle.close()
+    read: RangeRead | None = None
+    close_ranges: Callable[[], None] = lambda: None
+    try:
+        if is_url(location):
+            read = url_ranges(location)
+        else:
+            read, close_ranges = file_ranges(location)
+    except OSError as exc:
+        close_file()
+        raise ImageSourceError(location, f"cannot open: {exc}") from exc
+
+    def close() -> None:
+        close_ranges()
+        close_file()
     try:
         if not tif.series:
             raise ImageSourceError(location, "no image series")
         series = tif.series[0]
         if not series.levels[0].keyframe.is_tiled:
             log.warning("%s is not tiled: a tile read decodes whole strips", location)
-        arrays: Sequence[Any] = [zarr.open_array(series.aszarr(level=i), mode="r")
-                                 for i in range(len(series.levels))]
+        lock = threading.Lock()  # the TiffFile's one handle, for reads through its zarr store
+        arrays: Sequence[Any] = [
+            TiffLevel(lv, zarr.open_array(series.aszarr(level=i), mode="r"), lock, read)
+            for i, lv in enumerate(series.levels)]
         axes = _tiff_axes(location, series.axes, len(series.shape))
-        return ArraySource(location, arrays, axes, on_close=close, serial=True)
+        return ArraySource(location, arrays, axes, on_close=close)
     except BaseException:
         close()
         raise

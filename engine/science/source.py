@@ -9,9 +9,7 @@ the fly from the next finer level, 2x2 tiles reduced to one (engine.science.pyra
 """
 from __future__ import annotations
 
-import contextlib
 import logging
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol, runtime_checkable
@@ -123,13 +121,11 @@ class Axes:
 
 class ArraySource:
     """A source over stored levels (array-likes sliced lazily, finest first) plus the
-    coarser levels made from them down to one tile. `serial`: reads of the stored levels
-    one at a time (their arrays share a file handle)."""
+    coarser levels made from them down to one tile."""
 
     def __init__(self, name: str, arrays: Sequence[Any], axes: Axes, *,
                  channel_names: Sequence[str] = (), tile: int | None = None,
-                 on_close: Callable[[], None] | None = None,
-                 serial: bool = False) -> None:
+                 on_close: Callable[[], None] | None = None) -> None:
         if not arrays:
             raise ImageSourceError(name, "no pyramid levels")
         self.name = name
@@ -138,9 +134,6 @@ class ArraySource:
         self._arrays = list(arrays)
         self._axes = axes
         self._on_close = on_close
-        # one file handle shared by every level (a TIFF): its seek-then-read is not safe
-        # from several threads at once
-        self._lock = threading.Lock() if serial else contextlib.nullcontext()
         shapes = [axes.shape(a.shape) for a in arrays]
         for i, (a, s) in enumerate(zip(arrays, shapes)):
             if np.dtype(a.dtype) != np.dtype(arrays[0].dtype):
@@ -181,8 +174,7 @@ class ArraySource:
         h, w = self.levels[level].shape
         ys, xs = slice(ty * t, min(h, (ty + 1) * t)), slice(tx * t, min(w, (tx + 1) * t))
         try:
-            with self._lock:
-                out = np.asarray(self._arrays[level][self._axes.index(channel, ys, xs)])
+            out = np.asarray(self._arrays[level][self._axes.index(channel, ys, xs)])
         except (OSError, ValueError, KeyError, RuntimeError) as exc:
             raise ImageSourceError(self.name, f"level {level} tile ({ty}, {tx}) of channel "
                                               f"{channel}: {exc}") from exc
