@@ -5,8 +5,9 @@
     python -m lab.science --size 16384 --screen 1920x1080   (a GPU)
 
 The image (zarr v3, OME-NGFF 0.5, 256^2 chunks, levels halving down to 512) is written once
-into the cache ($ENGINE_CACHE/bench-science), band by band so memory does not grow with
-it: smooth structure plus noise, as a fluorescence image. Each viewer runs in its own
+into the cache ($ENGINE_CACHE/bench-science), a row of chunks at a time in one process a
+core, so memory does not grow with it: smooth structure plus noise, as a fluorescence
+image. Each viewer runs in its own
 process (lab.science_children): first frame of the whole image, then zooms to one
 image pixel per screen pixel at fixed points, each timed until all four channels show level
 0 completely, then a pan at one to one, a frame a step. `--layers N` opens the image N
@@ -22,6 +23,7 @@ OME-TIFF over HTTP (a byte range a tile).
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import logging
 import os
@@ -29,6 +31,8 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +48,6 @@ log = logging.getLogger(__name__)
 
 CHANNELS = 4
 CHUNK = 256
-BAND = 1024  # rows written at once
 LIMITS = (8000.0, 56000.0)
 
 
@@ -57,9 +60,32 @@ def _band(c: int, y0: int, rows: int, width: int, rng: np.random.Generator) -> n
     return np.clip((base + noise + 1.7) / 3.4 * 65535, 0, 65535).astype(np.uint16)
 
 
+def _write_rows(path: str, level: int, y0: int) -> None:
+    """One row of chunks (CHUNK rows, every channel) of `level`: generated for level 0 (its
+    noise seeded by the row, so the image does not depend on the order rows are written),
+    the 2x2 reduction of the two rows under it for the others."""
+    import zarr
+
+    done = Path(path) / "rows" / f"{level}-{y0}"
+    if done.exists():
+        return
+    target = zarr.open_array(f"{path}/{level}", mode="r+")
+    if level == 0:
+        rows = min(CHUNK, target.shape[1] - y0)
+        rng = np.random.default_rng((37, y0))
+        target[:, y0:y0 + rows] = np.stack([_band(c, y0, rows, target.shape[2], rng)
+                                            for c in range(CHANNELS)])
+    else:
+        fine = zarr.open_array(f"{path}/{level - 1}", mode="r")[:, 2 * y0:2 * (y0 + CHUNK)]
+        target[:, y0:y0 + fine.shape[1] // 2] = np.stack(
+            [reduce2x2(ch, np.dtype("uint16")) for ch in fine])
+    done.write_text("")
+
+
 def make_image(root: Path, size: int) -> tuple[Path, int]:
-    """The OME-Zarr of `size`^2 (written once; a finished marker says it is whole) and its
-    level count."""
+    """The OME-Zarr of `size`^2 (written once, by rows of chunks in one process a core, each
+    level after the one it is reduced from; a finished marker says it is whole, and an
+    interrupted run goes on from the rows it wrote) and its level count."""
     import zarr
 
     path = root / f"science-{size}.ome.zarr"
@@ -68,20 +94,19 @@ def make_image(root: Path, size: int) -> tuple[Path, int]:
         levels += 1
     if (path / "done").exists():
         return path, levels
-    group = zarr.open_group(str(path), mode="w", zarr_format=3)
-    rng = np.random.default_rng(37)
-    arrays = [group.create_array(str(i), shape=(CHANNELS, size >> i, size >> i),
-                                 chunks=(1, CHUNK, CHUNK), dtype="uint16")
-              for i in range(levels)]
-    for y0 in range(0, size, BAND):
-        rows = min(BAND, size - y0)
-        arrays[0][:, y0:y0 + rows] = np.stack([_band(c, y0, rows, size, rng)
-                                               for c in range(CHANNELS)])
-    for i in range(1, levels):
-        for y0 in range(0, size >> (i - 1), BAND):
-            fine = arrays[i - 1][:, y0:y0 + BAND]
-            arrays[i][:, y0 // 2:(y0 + fine.shape[1]) // 2] = np.stack(
-                [reduce2x2(ch, np.dtype("uint16")) for ch in fine])
+    if (path / "rows").is_dir():
+        group = zarr.open_group(str(path), mode="r+")
+    else:
+        group = zarr.open_group(str(path), mode="w", zarr_format=3)
+        for i in range(levels):
+            group.create_array(str(i), shape=(CHANNELS, size >> i, size >> i),
+                               chunks=(1, CHUNK, CHUNK), dtype="uint16")
+        (path / "rows").mkdir()
+    # spawned, not forked: zarr's event-loop thread does not survive a fork
+    with ProcessPoolExecutor(os.cpu_count(), mp_context=get_context("spawn")) as pool:
+        for i in range(levels):
+            list(pool.map(_write_rows, itertools.repeat(str(path)), itertools.repeat(i),
+                          range(0, size >> i, CHUNK)))
     axes = [{"name": "c", "type": "channel"}, {"name": "y", "type": "space"},
             {"name": "x", "type": "space"}]
     group.attrs["ome"] = {"version": "0.5", "multiscales": [
