@@ -110,3 +110,21 @@ def test_direct_reads_over_http(tmp_path):
         assert isinstance(source._arrays[0], DirectChunks)
         _every_tile(source, data)
         source.close()
+
+
+def test_zstd_frames_decode_as_numcodecs_does() -> None:
+    """With or without the content size in the frame header, and with a checksum; a
+    damaged frame is the ValueError the reader turns into ImageSourceError."""
+    import numcodecs
+    import zstandard
+
+    from engine.science.chunks import ZstdFrames
+
+    data = np.random.default_rng(1).integers(0, 4000, (256, 256), np.uint16).tobytes()
+    frames = ZstdFrames(len(data))
+    plain = numcodecs.Zstd(checksum=True).encode(data)
+    sizeless = zstandard.ZstdCompressor(write_content_size=False).compress(data)
+    assert frames.decode(plain) == numcodecs.Zstd().decode(plain) == data
+    assert frames.decode(sizeless) == data
+    with pytest.raises(ValueError, match="zstd"):
+        frames.decode(plain[:-9] + b"\0" * 9)

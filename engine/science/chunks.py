@@ -13,7 +13,9 @@ checksummed, unaligned) to zarr itself.
 from __future__ import annotations
 
 import logging
+import math
 import os
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +26,37 @@ log = logging.getLogger(__name__)
 
 #: zarr v3 bytes-to-bytes codecs undone here, by their numcodecs ids
 V3_COMPRESSORS = {"zstd": "zstd", "blosc": "blosc", "gzip": "gzip"}
+
+
+class ZstdFrames:
+    """zstd frames undone by python-zstandard (an engine dependency) rather than numcodecs,
+    which makes a new context per call and copies more: a reader thread holds the GIL less
+    of a frame's time (docs/benchmarks.md). One decompression context per thread (a context
+    is not safe to share)."""
+
+    def __init__(self, nbytes: int) -> None:
+        self.nbytes = nbytes  # a chunk's size, for frames that do not say theirs
+        self._local = threading.local()
+
+    def decode(self, raw: Any) -> bytes:
+        import zstandard
+
+        ctx = getattr(self._local, "ctx", None)
+        if ctx is None:
+            ctx = self._local.ctx = zstandard.ZstdDecompressor()
+        try:
+            return ctx.decompress(raw, max_output_size=self.nbytes)
+        except zstandard.ZstdError as exc:  # the reader's type for a damaged chunk
+            raise ValueError(f"zstd: {exc}") from exc
+
+
+def _decoder(config: Mapping[str, Any], nbytes: int) -> Any:
+    """The decoder of a numcodecs-style codec config, for chunks of `nbytes`."""
+    import numcodecs
+
+    if config.get("id") == "zstd":
+        return ZstdFrames(nbytes)
+    return numcodecs.get_codec(dict(config))
 
 
 @dataclass(frozen=True)
@@ -65,15 +98,14 @@ def _fill(value: Any) -> Any:
 def layout_of(meta: Mapping[str, Any]) -> ChunkLayout | None:
     """The layout of an array's metadata document (its zarr.json or .zarray), or None when
     its chunks need more than this reader does."""
-    import numcodecs
-
     try:
         if meta.get("zarr_format") == 2:
             if meta.get("filters"):
                 return None
             dtype = np.dtype(meta["dtype"])
             comp = meta.get("compressor")
-            decoders = (numcodecs.get_codec(dict(comp)),) if comp else ()
+            nbytes = math.prod(meta["chunks"]) * dtype.itemsize
+            decoders = (_decoder(comp, nbytes),) if comp else ()
             return ChunkLayout(tuple(meta["chunks"]), dtype, meta.get("order", "C"), "",
                                meta.get("dimension_separator") or ".", decoders,
                                _fill(meta.get("fill_value")))
@@ -88,15 +120,17 @@ def layout_of(meta: Mapping[str, Any]) -> ChunkLayout | None:
         if first["name"] != "bytes":
             return None
         endian = (first.get("configuration") or {}).get("endian", "little")
+        dtype = np.dtype(meta["data_type"]).newbyteorder("<" if endian == "little" else ">")
+        shape = grid["configuration"]["chunk_shape"]
         decoders = []
         for c in reversed(codecs[1:]):
             if c["name"] not in V3_COMPRESSORS:
                 return None
-            decoders.append(numcodecs.get_codec({"id": V3_COMPRESSORS[c["name"]]}))
-        dtype = np.dtype(meta["data_type"]).newbyteorder("<" if endian == "little" else ">")
+            decoders.append(_decoder({"id": V3_COMPRESSORS[c["name"]]},
+                                     math.prod(shape) * dtype.itemsize))
         default = encoding["name"] == "default"
         sep = (encoding.get("configuration") or {}).get("separator", "/" if default else ".")
-        return ChunkLayout(tuple(grid["configuration"]["chunk_shape"]), dtype, "C",
+        return ChunkLayout(tuple(shape), dtype, "C",
                            "c" + sep if default else "", sep, tuple(decoders),
                            _fill(meta.get("fill_value")))
     except (KeyError, TypeError, ValueError, IndexError) as exc:
