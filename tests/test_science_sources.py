@@ -186,3 +186,15 @@ def test_colormaps_and_displays_check_their_values():
     got = shade([v, v], [ChannelDisplay(0, 200, colormap="red"),
                          ChannelDisplay(0, 200, colormap="green")])
     assert got[0].tolist() == [[0, 0, 0], [128, 128, 0], [255, 255, 0]]
+
+
+@pytest.mark.parametrize("wanted", [1, 2, 5, 10, 99, 325, 1000, 4096])
+def test_the_cache_grid_holds_what_is_wanted_within_what_is_allowed(wanted):
+    from engine.science.gpu import slot_grid
+
+    sx, sy = slot_grid(wanted, 10 * wanted, 256, 16384)
+    assert wanted <= sx * sy < wanted + sx and abs(sx - sy) <= 1  # a row at most over
+    sx, sy = slot_grid(wanted, wanted, 256, 16384)  # allowed exactly: over is not allowed
+    assert sx * sy <= wanted
+    sx, sy = slot_grid(wanted, 10 * wanted, 256, 1024)  # 4 x 4 slots at most
+    assert max(sx, sy) <= 4 and sx * sy >= min(wanted, 16)

@@ -233,3 +233,21 @@ def test_engine_view_shows_an_ome_zarr_with_channel_options(sources, tmp_path, c
     assert picture[..., 1].max() > 0
     assert main(["view", str(location), "--channels", "5"]) == 2
     assert "channel 5 out of range" in capsys.readouterr().err
+
+
+def test_the_cache_is_made_once_for_a_still_view(dev, sources):
+    """Sized for the most tiles the zoom can meet (a grid of at least that many slots), it is
+    not remade while the view waits for its tiles (a grid a slot short of the need would be
+    remade at double the size on the second frame)."""
+    import math
+
+    import engine.science.view as view_module
+
+    location, _ = sources["zarr2-uint16"]
+    with _viewing(dev, location, budget=1 << 30) as view:
+        view.frame()
+        first = view.cache
+        stats = view.settle(20)
+        assert view.cache is first and stats.missing == 0
+        need = math.ceil(view._most_wanted(view._visible()) * view_module.SLACK)
+        assert need <= first.slots < need + first.slots_x, (need, first.slots)

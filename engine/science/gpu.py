@@ -11,6 +11,7 @@ the ledger and the governor count it with every other streamed byte.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -43,15 +44,29 @@ def slot_bytes(dtype: np.dtype, tile: int) -> int:
     return tile * tile * np.dtype(dtype).itemsize
 
 
-class ValueCache:
-    """One texture of `slots` square slots of `tile` texels in the source's own format."""
+def slot_grid(wanted: int, most: int, tile: int, max_texture_size: int) -> tuple[int, int]:
+    """The most nearly square grid of at least `wanted` slots; where that is over `most`
+    slots or the size limit, the grid of at most `most`. (A grid of at most `wanted` can
+    come out a slot short of it, and a view that then finds its cache too small grows it.)"""
+    across = max(1, max_texture_size // tile)
+    sx = min(across, math.isqrt(max(1, wanted) - 1) + 1)
+    sy = -(-wanted // sx)
+    if sy <= across and sx * sy <= most:
+        return sx, sy
+    return cache_grid(most, tile, max_texture_size)
 
-    def __init__(self, device: Device, dtype: np.dtype, tile: int, slots: int,
+
+class ValueCache:
+    """One texture of at least `slots` square slots of `tile` texels in the source's own
+    format, and at most `most` (see slot_grid)."""
+
+    def __init__(self, device: Device, dtype: np.dtype, tile: int, slots: int, most: int,
                  label: str = "science.tiles") -> None:
         self.device = device
         self.dtype = np.dtype(dtype)
         self.tile = int(tile)
-        self.slots_x, self.slots_y = cache_grid(slots, self.tile, device.caps.max_texture_size)
+        self.slots_x, self.slots_y = slot_grid(slots, most, self.tile,
+                                               device.caps.max_texture_size)
         self.slots = self.slots_x * self.slots_y
         code, _ = GL_DTYPES[self.dtype.name]
         self.tex = device.texture((self.slots_x * self.tile, self.slots_y * self.tile), 1,

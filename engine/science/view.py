@@ -27,7 +27,15 @@ from ..gl.vt import ColorTarget
 from ..memory.budget import Budget
 from ..memory.governor import Governor
 from .display import ChannelDisplay, default_colormap
-from .gpu import FLOATS_PER_VERTEX, MAX_CHANNELS, SAMPLING, TilePainter, ValueCache, slot_bytes
+from .gpu import (
+    FLOATS_PER_VERTEX,
+    MAX_CHANNELS,
+    SAMPLING,
+    TilePainter,
+    ValueCache,
+    slot_bytes,
+    slot_grid,
+)
 from .plan import (
     Piece,
     SlotCache,
@@ -316,10 +324,13 @@ class ScienceView:
         have = self.cache.slots if self.cache is not None else 0
         if have > allow or (have < need and have < allow):
             want = min(allow, max(need, 2 * have))
+            if math.prod(slot_grid(want, allow, self.source.tile,
+                                   self.device.caps.max_texture_size)) == have:
+                return have >= len(visible)  # the grid allowed is the one held
             self._drop_cache()
             if want >= max(1, len(visible)):
                 self.cache = ValueCache(self.device, self.source.dtype, self.source.tile,
-                                        want)
+                                        want, allow)
                 self.slots = SlotCache(self.cache.slots)
                 log.info("science cache: %d slots (%d bytes)", self.cache.slots,
                          self.cache.nbytes)
