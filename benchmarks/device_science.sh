@@ -5,8 +5,9 @@
 # (disk; http: the same over HTTP from localhost; tiff and tiff-http: the same image as an
 # OME-TIFF, from disk and by HTTP byte ranges); at 16384^2 and below, then the same image
 # opened five times as five layers (20 channels) panned. One device call, time-boxed under
-# 9.5 minutes; the image is generated on one process a core (16384^2: about 10 s; 65536^2,
-# 45 GB, the rest of the call). napari does not run there (Qt and its dependencies exceed
+# 9.5 minutes; the image is generated on one process a core (16384^2: about 10 s). 65536^2
+# (45 GB) does not fit a call: on the H200 host (2026-12-06) 25 GB of it were written in the
+# 570 s the call allowed, so no run followed. napari does not run there (Qt and its dependencies exceed
 # what a call may carry; no X server: see device_viewers.sh): its row says unavailable, and
 # the side-by-side figures are llvmpipe's (docs/benchmarks.md).
 # Prepare here, then carry .gl, .whl and .devsrc.tar:
