@@ -56,7 +56,7 @@ def test_every_tile_of_an_ome_tiff_equals_the_array(tmp_path: Path, dtype: str) 
     path = write_ome_tiff(tmp_path / "a.ome.tif", levels, tile=128)
     source = open_tiff(str(path))
     try:
-        assert all(isinstance(a, TiffLevel) and a._plan is not None for a in source._arrays)
+        assert all(isinstance(a, TiffLevel) and a._tiles is not None for a in source._arrays)
         count = 0
         for level in range(len(levels)):
             for c in range(3):
@@ -121,7 +121,7 @@ def test_strips_are_read_through_the_store(tmp_path: Path) -> None:
     tifffile.imwrite(path, data, rowsperstrip=16)
     source = open_tiff(str(path))
     try:
-        assert source._arrays[0]._plan is None
+        assert source._arrays[0]._tiles is None
         assert np.array_equal(source.read_tile(0, 0, 0, 0), data[:256, :200])
     finally:
         source.close()

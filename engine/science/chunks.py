@@ -138,6 +138,16 @@ def layout_of(meta: Mapping[str, Any]) -> ChunkLayout | None:
         return None
 
 
+def whole_chunk(part: slice, size: int, n: int) -> tuple[int, int] | None:
+    """(chunk number, length) when `part` of an axis of `n` cut in chunks of `size` is
+    exactly one chunk (the last one may be shorter), else None."""
+    start = part.start or 0
+    stop = n if part.stop is None else part.stop
+    if part.step not in (None, 1) or start % size or stop != min(n, start + size):
+        return None
+    return start // size, stop - start
+
+
 def local_files(base: str) -> Callable[[str], bytes | None]:
     def get(key: str) -> bytes | None:
         try:
@@ -182,12 +192,11 @@ class DirectChunks:
         coords, inner = [], []
         for i, size, n in zip(index, self.chunks, self.shape):
             if isinstance(i, slice):
-                start = i.start or 0
-                stop = n if i.stop is None else i.stop
-                if i.step not in (None, 1) or start % size or stop != min(n, start + size):
+                whole = whole_chunk(i, size, n)
+                if whole is None:
                     return None
-                coords.append(start // size)
-                inner.append(slice(0, stop - start))
+                coords.append(whole[0])
+                inner.append(slice(0, whole[1]))
             else:
                 coords.append(int(i) // size)
                 inner.append(int(i) % size)

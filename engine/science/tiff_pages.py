@@ -15,9 +15,12 @@ import math
 import os
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from .chunks import whole_chunk
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +60,23 @@ def url_ranges(url: str) -> RangeRead | None:
     return read
 
 
+@dataclass(frozen=True)
+class TileTable:
+    """Where a level's tiles are: planes (pages) by the axes before y and x, each cut in
+    tiles of tile_h x tile_w, `across` to a row; per plane and tile its bytes' offset and
+    count in the file, and the page's decoder (bytes, tile number -> decoded tile of shape
+    (1, tile_h, tile_w, samples))."""
+
+    lead: int
+    samples: bool
+    tile_h: int
+    tile_w: int
+    across: int
+    offsets: np.ndarray
+    counts: np.ndarray
+    decode: Callable[[bytes, int], np.ndarray]
+
+
 class TiffLevel:
     """One series level of a TIFF, looking like its zarr array to ArraySource (shape,
     dtype, chunks, indexing). Whole-tile reads of a tiled level whose pages each hold one
@@ -72,11 +92,10 @@ class TiffLevel:
         self._lock = lock
         self._read = read
         self.direct = 0
-        self._plan = self._layout(level) if read is not None else None
+        self._tiles = self._table(level) if read is not None else None
 
-    def _layout(self, level: Any) -> tuple | None:
-        """(page axes count, samples axis or None, tile h, tile w, tiles across, offsets,
-        byte counts, decode) when whole tiles can be read directly, else None."""
+    def _table(self, level: Any) -> TileTable | None:
+        """The level's tile table when whole tiles can be read directly, else None."""
         try:
             key = level.keyframe
             axes = level.axes.upper()
@@ -99,53 +118,44 @@ class TiffLevel:
                 return None
             decode = key.decode
             jpegtables = getattr(key, "jpegtables", None)
-            return (lead, rest == "S", tile_h, tile_w, across, offsets, counts,
-                    lambda data, i: decode(data, i, jpegtables=jpegtables)[0])
+            return TileTable(lead, rest == "S", tile_h, tile_w, across, offsets, counts,
+                             lambda data, i: decode(data, i, jpegtables=jpegtables)[0])
         except (AttributeError, ValueError, TypeError, NotImplementedError) as exc:
             log.debug("TIFF tiles read through zarr: %s", exc)
             return None
 
-    def _tile_of(self, index: tuple) -> tuple[int, int, tuple] | None:
+    def _tile_of(self, tiles: TileTable, index: tuple) -> tuple[int, int, tuple] | None:
         """(plane, tile number, index within the decoded tile) when `index` is one whole
         tile of one plane, else None."""
-        lead, samples, tile_h, tile_w, across = self._plan[:5]  # type: ignore[index]
+        lead = tiles.lead
         if not isinstance(index, tuple) or len(index) != len(self.shape):
             return None
         heads = index[:lead]
         if not all(isinstance(i, (int, np.integer)) for i in heads):
             return None
         ys, xs = index[lead], index[lead + 1]
-        edges = []
-        for s, size, n in ((ys, tile_h, self.shape[lead]), (xs, tile_w, self.shape[lead + 1])):
-            if not isinstance(s, slice) or s.step not in (None, 1):
-                return None
-            start = s.start or 0
-            stop = n if s.stop is None else s.stop
-            if start % size or stop != min(n, start + size):
-                return None
-            edges.append((start // size, stop - start))
-        (ty, h), (tx, w) = edges
+        if not isinstance(ys, slice) or not isinstance(xs, slice):
+            return None
+        rows = whole_chunk(ys, tiles.tile_h, self.shape[lead])
+        cols = whole_chunk(xs, tiles.tile_w, self.shape[lead + 1])
+        if rows is None or cols is None:
+            return None
         plane = int(np.ravel_multi_index(tuple(int(i) for i in heads), self.shape[:lead])) \
             if lead else 0
-        inner: tuple = (0, slice(0, h), slice(0, w))
-        if samples:
-            inner += (index[lead + 2],)
-        else:
-            inner += (0,)
-        return plane, ty * across + tx, inner
+        sample = index[lead + 2] if tiles.samples else 0
+        return plane, rows[0] * tiles.across + cols[0], (0, slice(0, rows[1]),
+                                                         slice(0, cols[1]), sample)
 
     def __getitem__(self, index: tuple) -> np.ndarray:
-        found = self._tile_of(index) if self._plan is not None else None
+        tiles = self._tiles
+        found = self._tile_of(tiles, index) if tiles is not None else None
         if found is None:
             with self._lock:
                 return self.array[index]
         plane, i, inner = found
-        offsets, counts, decode = self._plan[5:]  # type: ignore[index]
-        count = int(counts[plane, i])
+        count = int(tiles.counts[plane, i])  # type: ignore[union-attr]
         if count == 0:  # a tile the writer left out: the fill value
-            shape = tuple(s.stop - s.start for s in inner[1:3])
-            return np.zeros(shape, self.dtype)
-        seg = decode(self._read(int(offsets[plane, i]), count), i)  # type: ignore[misc]
+            return np.zeros((inner[1].stop, inner[2].stop), self.dtype)
+        data = self._read(int(tiles.offsets[plane, i]), count)  # type: ignore[misc, union-attr]
         self.direct += 1
-        return seg[inner]
-
+        return tiles.decode(data, i)[inner]  # type: ignore[union-attr]
