@@ -128,3 +128,13 @@ def test_zstd_frames_decode_as_numcodecs_does() -> None:
     assert frames.decode(sizeless) == data
     with pytest.raises(ValueError, match="zstd"):
         frames.decode(plain[:-9] + b"\0" * 9)
+
+
+def test_a_zstd_frame_claiming_more_than_a_chunk_is_refused() -> None:
+    import zstandard
+
+    from engine.science.chunks import ZstdFrames
+
+    big = zstandard.ZstdCompressor().compress(bytes(1 << 20))  # says 1 MiB in its header
+    with pytest.raises(ValueError, match="claims more"):
+        ZstdFrames(128 * 1024).decode(big)

@@ -206,3 +206,21 @@ def test_a_server_without_ranges_is_read_through_the_store(tmp_path: Path) -> No
         httpd.shutdown()
         httpd.server_close()
         thread.join()
+
+
+def test_a_tile_claiming_gigabytes_is_a_typed_error_not_an_allocation(tmp_path: Path) -> None:
+    """A damaged or hostile tile table: the byte count is checked against what a tile can
+    take before anything is read."""
+    levels = ome_levels()
+    path = tmp_path / "z.tif"
+    tifffile.imwrite(path, levels[0], tile=(128, 128), compression="zlib",
+                     photometric="minisblack", metadata={"axes": "CYX"})
+    source = open_tiff(str(path))
+    try:
+        level0 = source._arrays[0]
+        level0._tiles.counts[0, 0] = 1 << 40
+        with pytest.raises(ImageSourceError, match=r"level 0 tile \(0, 0\).*claims"):
+            source.read_tile(0, 0, 0, 0)
+        assert np.array_equal(source.read_tile(0, 0, 0, 1), expected(levels, 0, 0, 0, 1, 128))
+    finally:
+        source.close()

@@ -45,6 +45,9 @@ class ZstdFrames:
         if ctx is None:
             ctx = self._local.ctx = zstandard.ZstdDecompressor()
         try:
+            # a frame that claims more than a chunk would make decompress allocate it
+            if zstandard.frame_content_size(raw) > self.nbytes:
+                raise ValueError(f"zstd frame claims more than the chunk's {self.nbytes} bytes")
             return ctx.decompress(raw, max_output_size=self.nbytes)
         except zstandard.ZstdError as exc:  # the reader's type for a damaged chunk
             raise ValueError(f"zstd: {exc}") from exc

@@ -75,6 +75,9 @@ class TileTable:
     offsets: np.ndarray
     counts: np.ndarray
     decode: Callable[[bytes, int], np.ndarray]
+    #: the most bytes a tile's compressed data may claim (a damaged or hostile table could
+    #: otherwise make a read allocate gigabytes): twice its decoded size, plus 64 KiB
+    most: int
 
 
 class TiffLevel:
@@ -118,8 +121,10 @@ class TiffLevel:
                 return None
             decode = key.decode
             jpegtables = getattr(key, "jpegtables", None)
+            samples = int(key.samplesperpixel) if rest else 1
             return TileTable(lead, rest == "S", tile_h, tile_w, across, offsets, counts,
-                             lambda data, i: decode(data, i, jpegtables=jpegtables)[0])
+                             lambda data, i: decode(data, i, jpegtables=jpegtables)[0],
+                             2 * tile_h * tile_w * samples * self.dtype.itemsize + (64 << 10))
         except (AttributeError, ValueError, TypeError, NotImplementedError) as exc:
             log.debug("TIFF tiles read through zarr: %s", exc)
             return None
@@ -156,6 +161,8 @@ class TiffLevel:
         count = int(tiles.counts[plane, i])  # type: ignore[union-attr]
         if count == 0:  # a tile the writer left out: the fill value
             return np.zeros((inner[1].stop, inner[2].stop), self.dtype)
+        if count > tiles.most:  # type: ignore[union-attr]
+            raise ValueError(f"tile {i} claims {count} bytes, more than a tile can take")
         data = self._read(int(tiles.offsets[plane, i]), count)  # type: ignore[misc, union-attr]
         self.direct += 1
         return tiles.decode(data, i)[inner]  # type: ignore[union-attr]
