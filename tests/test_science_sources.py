@@ -8,6 +8,8 @@ import threading
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 zarr = pytest.importorskip("zarr")
 
@@ -22,6 +24,8 @@ from engine.science.plan import (  # noqa: E402
     cover,
     level_for,
     max_tiles,
+    tile_rect,
+    tiles_in,
     visible_tiles,
 )
 from engine.science.reads import TileReader  # noqa: E402
@@ -147,19 +151,56 @@ def test_the_most_tiles_a_screen_meets_bounds_every_position_and_is_reached():
 
 def test_a_missing_tile_is_drawn_from_its_resident_ancestors_clipped():
     key = TileKey(0, 0, 1, 3)  # level-0 x 768..1024, y 256..512
-    have = {TileKey(2, 0, 0, 1)}  # not the tile over it: nothing to draw from
-    assert cover(LEVELS, 256, key, have.__contains__) == []
-    have = {TileKey(2, 0, 0, 0)}
-    pieces = cover(LEVELS, 256, key, have.__contains__)
-    assert [(p.key, p.rect) for p in pieces] == [(TileKey(2, 0, 0, 0),
-                                                  (768.0, 256.0, 1024.0, 512.0))]
+    def pieces(have):
+        got = cover(LEVELS, 256, [key], have.__contains__)
+        return list(zip(got.keys, map(tuple, got.rects.tolist())))
+    assert pieces({TileKey(2, 0, 0, 1)}) == []  # not the tile over it: nothing to draw from
+    assert pieces({TileKey(2, 0, 0, 0)}) == [(TileKey(2, 0, 0, 0),
+                                              (768.0, 256.0, 1024.0, 512.0))]
     have = {TileKey(2, 0, 0, 0), TileKey(2, 0, 0, 1), TileKey(1, 0, 0, 1)}
-    pieces = cover(LEVELS, 256, key, have.__contains__)
-    assert [(p.key, p.rect) for p in pieces] == [(TileKey(1, 0, 0, 1),
-                                                  (768.0, 256.0, 1024.0, 512.0))]
-    assert cover(LEVELS, 256, key, lambda k: False) == []
-    pieces = cover(LEVELS, 256, key, lambda k: True)  # resident: itself, whole
-    assert [(p.key, p.rect) for p in pieces] == [(key, (768.0, 256.0, 1024.0, 512.0))]
+    assert pieces(have) == [(TileKey(1, 0, 0, 1), (768.0, 256.0, 1024.0, 512.0))]
+    assert pieces(set()) == []
+
+
+def _walk(levels, tile, key, resident):
+    """The reference: one tile, a level at a time, each coarser tile over it asked."""
+    rect = tile_rect(levels, tile, key.level, key.ty, key.tx)
+    for level in range(key.level + 1, len(levels)):
+        keys = [TileKey(level, key.channel, ty, tx)
+                for ty, tx in tiles_in(levels, tile, level, rect)]
+        if keys and all(resident(k) for k in keys):
+            out = []
+            for k in keys:
+                r = tile_rect(levels, tile, level, k.ty, k.tx)
+                c = (max(rect[0], r[0]), max(rect[1], r[1]), min(rect[2], r[2]),
+                     min(rect[3], r[3]))
+                if c[0] < c[2] and c[1] < c[3]:
+                    out.append((k, c))
+            return out
+    return []
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from([(1000, 1500, 2), (1000, 1500, 3), (777, 2049, 2), (4096, 4096, 2)]),
+       st.sampled_from([64, 100, 256]), st.integers(0, 2**32 - 1), st.floats(0.0, 1.0))
+def test_many_missing_tiles_are_covered_as_one_at_a_time(pyr, tile, seed, share):
+    """Every missing tile of several channels and levels gets the pieces the one-tile walk
+    gives, in the order asked, whatever is resident (pyramids of 2x and 3x steps)."""
+    h, w, step = pyr
+    levels = [LevelInfo((h, w))]
+    while min(levels[-1].shape) > tile // 2 and len(levels) < 6:
+        y, x = levels[-1].shape
+        levels.append(LevelInfo((-(-y // step), -(-x // step))))
+    rng = np.random.default_rng(seed)
+    every = [TileKey(lv, ch, ty, tx) for lv, info in enumerate(levels) for ch in range(3)
+             for ty in range(info.grid(tile)[0]) for tx in range(info.grid(tile)[1])]
+    have = {k for k in every if rng.random() < share}
+    missing = [k for k in every if k not in have and k.level < len(levels) - 1]
+    asked = [missing[i] for i in rng.permutation(len(missing))[:200]]
+    pieces = cover(levels, tile, asked, have.__contains__)
+    got = list(zip(pieces.keys, map(tuple, pieces.rects.tolist())))
+    assert got == [piece for k in asked for piece in _walk(levels, tile, k,
+                                                            have.__contains__)]
 
 
 def test_slots_evict_the_least_recently_used_never_one_drawn_this_frame():

@@ -13,6 +13,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from .source import LevelInfo, TileKey
 
 
@@ -101,37 +103,112 @@ def max_tiles(levels: Sequence[LevelInfo], tile: int, level: int, vp: Viewport) 
     return min(rows, down) * min(cols, across)
 
 
-@dataclass(frozen=True)
-class Piece:
-    """Part of the picture: resident tile `key` drawn over level-0 rectangle `rect`."""
+@dataclass
+class Pieces:
+    """Parts of the picture: resident tile `keys[i]` drawn over level-0 rectangle
+    `rects[i]` (x0, y0, x1, y1)."""
 
-    key: TileKey
-    rect: tuple[float, float, float, float]
-
-
-def _clip(a, b):
-    r = (max(a[0], b[0]), max(a[1], b[1]), min(a[2], b[2]), min(a[3], b[3]))
-    return r if r[0] < r[2] and r[1] < r[3] else None
+    keys: list[TileKey]
+    rects: np.ndarray
 
 
-def cover(levels: Sequence[LevelInfo], tile: int, key: TileKey,
-          resident: Callable[[TileKey], bool]) -> list[Piece]:
-    """How to draw tile `key`: itself when resident, else the tiles of the finest coarser
-    level that are all resident over its rectangle, clipped to it; [] when none is."""
-    rect = tile_rect(levels, tile, key.level, key.ty, key.tx)
-    if resident(key):  # the common case, answered without walking the levels
-        return [Piece(key, rect)]
-    for level in range(key.level + 1, len(levels)):
-        keys = [TileKey(level, key.channel, ty, tx)
-                for ty, tx in tiles_in(levels, tile, level, rect)]
-        if keys and all(resident(k) for k in keys):
-            pieces = []
-            for k in keys:
-                clipped = _clip(rect, tile_rect(levels, tile, level, k.ty, k.tx))
-                if clipped is not None:
-                    pieces.append(Piece(k, clipped))
-            return pieces
-    return []
+def cover(levels: Sequence[LevelInfo], tile: int, keys: Sequence[TileKey],
+          resident: Callable[[TileKey], bool]) -> Pieces:
+    """How to draw missing tiles `keys`: each from the tiles of the finest coarser level
+    that are all resident over its rectangle, clipped to it (none for a tile no level
+    covers); pieces in the order of `keys`.
+
+    Why in numpy, a level at a time: after a jump every tile under the screen is missing
+    and the walk up the levels for each (a thousand at 20 channels) was most of a frame's
+    CPU. A level's residency is looked up once over the box the tiles meet, and a summed
+    table answers "all resident?" for every tile's range at once."""
+    found = []  # arrays of (index into keys, level, channel, ty, tx, x0, y0, x1, y1)
+    by_level: dict[int, list[int]] = {}
+    for i, k in enumerate(keys):
+        by_level.setdefault(k.level, []).append(i)
+    for level, index in by_level.items():
+        asked = np.array(index, np.int64)
+        _, ch, ty, tx = np.array([keys[i] for i in index], np.int64).reshape(-1, 4).T
+        rects = _rects(levels, tile, level, ty, tx)
+        rows = np.arange(len(index))  # the tiles not covered yet, into asked, ch and rects
+        for coarse in range(level + 1, len(levels)):
+            if not rows.size:
+                break
+            ranges = _ranges(levels, tile, coarse, rects[rows])
+            full = _all_resident(coarse, ch[rows], ranges, resident)
+            for dy, dx in _offsets(ranges[full]):
+                hit = rows[full]
+                cy, cx = ranges[full, 0] + dy, ranges[full, 2] + dx
+                inside = (cy <= ranges[full, 1]) & (cx <= ranges[full, 3])
+                hit, cy, cx = hit[inside], cy[inside], cx[inside]
+                r, t = rects[hit], _rects(levels, tile, coarse, cy, cx)
+                clip = np.concatenate([np.maximum(r[:, :2], t[:, :2]),
+                                       np.minimum(r[:, 2:], t[:, 2:])], axis=1)
+                keep = (clip[:, 0] < clip[:, 2]) & (clip[:, 1] < clip[:, 3])
+                n = int(keep.sum())
+                found.append(np.column_stack([
+                    asked[hit[keep]], np.full(n, coarse), ch[hit[keep]], cy[keep], cx[keep],
+                    clip[keep]]))
+            rows = rows[~full]
+    if not found:
+        return Pieces([], np.zeros((0, 4)))
+    table = np.concatenate(found)
+    table = table[np.argsort(table[:, 0], kind="stable")]
+    return Pieces(list(map(TileKey._make, table[:, 1:5].astype(np.int64).tolist())),
+                  table[:, 5:])
+
+
+def _rects(levels: Sequence[LevelInfo], tile: int, level: int, ty: np.ndarray,
+           tx: np.ndarray) -> np.ndarray:
+    """Level-0 rectangles (x0, y0, x1, y1) of tiles of `level`, as `tile_rect`."""
+    dy, dx = downsample(levels, level)
+    h, w = levels[level].shape
+    return np.stack([tx * tile * dx, ty * tile * dy, np.minimum(w, (tx + 1) * tile) * dx,
+                     np.minimum(h, (ty + 1) * tile) * dy], axis=1).astype(np.float64)
+
+
+def _offsets(ranges: np.ndarray) -> list[tuple[int, int]]:
+    """(row, column) steps from a range's first tile that reach every tile of the largest
+    range, row by row (one step where each range is one tile, as in a 2x pyramid)."""
+    if not len(ranges):
+        return []
+    rows = int((ranges[:, 1] - ranges[:, 0]).max()) + 1
+    cols = int((ranges[:, 3] - ranges[:, 2]).max()) + 1
+    return [(r, c) for r in range(rows) for c in range(cols)]
+
+
+def _ranges(levels: Sequence[LevelInfo], tile: int, level: int,
+            rects: np.ndarray) -> np.ndarray:
+    """Rows of (ty0, ty1, tx0, tx1): the tiles of `level` meeting each level-0 rectangle
+    (as `tiles_in`; ty1 < ty0 where none)."""
+    dy, dx = downsample(levels, level)
+    rows, cols = levels[level].grid(tile)
+    x0, y0, x1, y1 = rects.T
+    return np.stack([np.maximum(0, np.floor(y0 / dy / tile)),
+                     np.minimum(rows - 1, np.ceil(y1 / dy / tile) - 1),
+                     np.maximum(0, np.floor(x0 / dx / tile)),
+                     np.minimum(cols - 1, np.ceil(x1 / dx / tile) - 1)], axis=1).astype(np.int64)
+
+
+def _all_resident(level: int, channels: np.ndarray, ranges: np.ndarray,
+                  resident: Callable[[TileKey], bool]) -> np.ndarray:
+    """For each row, whether every tile of `level` in its range of its channel is resident
+    (False for an empty range): residency read once over the box all ranges meet."""
+    y0, x0 = ranges[:, 0].min(), ranges[:, 2].min()
+    y1, x1 = ranges[:, 1].max(), ranges[:, 3].max()
+    if y1 < y0 or x1 < x0:
+        return np.zeros(len(ranges), bool)
+    chans, which = np.unique(channels, return_inverse=True)
+    have = np.array([[[resident(TileKey(level, c, r, x)) for x in range(x0, x1 + 1)]
+                      for r in range(y0, y1 + 1)] for c in chans.tolist()], np.int64)
+    table = np.zeros((len(chans), have.shape[1] + 1, have.shape[2] + 1), np.int64)
+    table[:, 1:, 1:] = have.cumsum(1).cumsum(2)  # table[c, r, x]: resident above and left
+    a, b = ranges[:, 0] - y0, ranges[:, 1] - y0 + 1
+    c, d = ranges[:, 2] - x0, ranges[:, 3] - x0 + 1
+    ok = (b > a) & (d > c)
+    a, b, c, d = (np.where(ok, v, 0) for v in (a, b, c, d))
+    count = table[which, b, d] - table[which, a, d] - table[which, b, c] + table[which, a, c]
+    return ok & (count == (b - a) * (d - c))
 
 
 class SlotCache:

@@ -37,7 +37,6 @@ from .gpu import (
     slot_grid,
 )
 from .plan import (
-    Piece,
     SlotCache,
     Viewport,
     cover,
@@ -384,18 +383,22 @@ class ScienceView:
         rows = np.full(self.source.channels, -1.0)
         rows[visible] = np.arange(len(visible))
         keys: list[TileKey] = []  # tiles drawn from themselves, then the pieces' tiles
-        pieces: list[Piece] = []  # parts of missing tiles drawn from coarser ones
+        missing: dict[int, list[TileKey]] = {}  # by layer
         for k in draw:
             if k in slots:
                 keys.append(k)
-                continue
-            src = self.source.source_of(k.channel)
-            got = cover(src.levels, src.tile, k, slots.__contains__)
-            for p in got:
-                slots.use(p.key)
-            pieces += got
-        keys += [p.key for p in pieces]
-        vertices = self._vertices(keys, [p.rect for p in pieces], rows)
+            else:
+                missing.setdefault(self.source.layer_of(k.channel), []).append(k)
+        pieces = []  # parts of missing tiles drawn from coarser ones
+        for layer, ks in missing.items():
+            src = self.source.sources[layer]
+            pieces.append(cover(src.levels, src.tile, ks, slots.__contains__))
+        drawn_from = [k for p in pieces for k in p.keys]
+        for k in dict.fromkeys(drawn_from):
+            slots.use(k)
+        keys += drawn_from
+        rects = np.concatenate([p.rects for p in pieces]) if pieces else np.zeros((0, 4))
+        vertices = self._vertices(keys, rects, rows)
         vp = self.viewport
         self.target.begin()
         self.painter.draw(vertices, [self.displays[c] for c in visible], self.cache,
@@ -439,7 +442,7 @@ class ScienceView:
         for k in [k for k in arrived if k not in wanted_set]:
             del arrived[k]
 
-    def _vertices(self, keys: list[TileKey], rects: list[tuple[float, float, float, float]],
+    def _vertices(self, keys: list[TileKey], rects: np.ndarray,
                   rows: np.ndarray) -> np.ndarray:
         """Six vertices (two triangles) of FLOATS_PER_VERTEX floats for each tile in `keys`,
         over its whole rectangle, or for the last len(rects) over those rectangles; in
@@ -450,7 +453,7 @@ class ScienceView:
         fx, fy = tx * tile, ty * tile
         lx, ly = np.minimum(w, fx + tile), np.minimum(h, fy + tile)
         rect = np.stack([fx * dx, fy * dy, lx * dx, ly * dy], axis=1)
-        if rects:
+        if len(rects):
             rect[n - len(rects):] = rects
         slot = np.fromiter(map(self.slots.slot, keys), np.int64, n)
         cache = self.cache
