@@ -213,6 +213,25 @@ def test_slots_evict_the_least_recently_used_never_one_drawn_this_frame():
     assert cache.place(c) == cache.slot(c) and b not in cache and cache.evictions == 1
 
 
+def test_a_resized_slot_cache_keeps_the_most_recently_used_tiles():
+    cache = SlotCache(4)
+    keys = [TileKey(0, 0, 0, x) for x in range(4)]
+    for k in keys:
+        cache.place(k)
+    cache.new_frame()
+    cache.use(keys[0])  # order now 1, 2, 3, 0
+    grown, moves = cache.resized(6)
+    assert grown.slots == 6 and len(grown) == 4 and len(moves) == 4
+    assert sorted(a for a, _ in moves) == [0, 1, 2, 3]
+    assert {cache.slot(k): grown.slot(k) for k in keys} == dict(moves)
+    shrunk, moves = cache.resized(2)
+    assert list(shrunk._where) == [keys[3], keys[0]]  # the two most recent, in order
+    assert moves == [(cache.slot(keys[3]), shrunk.slot(keys[3])),
+                     (cache.slot(keys[0]), shrunk.slot(keys[0]))]
+    shrunk.new_frame()
+    assert shrunk.place(keys[1]) == shrunk.slot(keys[1]) and keys[3] not in shrunk  # LRU out
+
+
 def test_colormaps_and_displays_check_their_values():
     assert lut("gray")[128].tolist() == [128, 128, 128]
     assert lut("#ff0000")[255].tolist() == [255, 0, 0] and lut("red")[0].tolist() == [0, 0, 0]

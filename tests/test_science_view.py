@@ -251,3 +251,25 @@ def test_the_cache_is_made_once_for_a_still_view(dev, sources):
         assert view.cache is first and stats.missing == 0
         need = math.ceil(view._most_wanted(view._visible()) * view_module.SLACK)
         assert need <= first.slots < need + first.slots_x, (need, first.slots)
+
+
+@pytest.mark.parametrize("copies", [True, False])
+def test_a_cache_that_grows_keeps_its_tiles_where_the_gpu_copies(dev, sources, copies,
+                                                                 monkeypatch):
+    """A larger view needs more slots: where the GPU copies images (GL 4.3) the tiles move
+    to the new cache and only the new ones are read; elsewhere every tile is read again.
+    Either way the picture and the picks equal the source's."""
+    location, levels = sources["zarr2-uint16"]
+    monkeypatch.setattr(dev, "caps", replace(dev.caps, copy_image=dev.caps.copy_image and copies))
+    with _viewing(dev, location, budget=1 << 30) as view:
+        view.set_view(320, 256, 1.0)
+        view.settle(20)
+        before, reads, old = set(view.slots._where), view.reader.reads, view.cache
+        view.resize((400, 300))
+        stats = view.settle(20)
+        assert view.cache is not old and view.cache.slots > old.slots and stats.missing == 0
+        now = set(view.slots._where)
+        assert before <= now
+        assert view.reader.reads - reads == len(now - before if copies else now)
+        _check_picture(view, levels, stats)
+        _check_picks(view, levels, [(5, 5), (200, 150), (390, 290)])

@@ -13,6 +13,8 @@ import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import moderngl
+
 from ..errors import GLError
 from ..memory.sizes import level_bytes, mip_dims
 from . import constants as K
@@ -223,6 +225,21 @@ class Commands:
                                          w, h, src.layers * src.faces)
         self._alloc.check_errors(
             f"copy of levels {list(chain_levels)} '{src.label}' -> '{dst.label}'")
+
+    def copy_squares(self, src: GpuTexture | moderngl.Texture,
+                     dst: GpuTexture | moderngl.Texture,
+                     squares: Sequence[tuple[tuple[int, int], tuple[int, int], int]]) -> None:
+        """GPU-side copy of square texel regions of level 0, ((x, y) in `src`, (x, y) in
+        `dst`, size) each: how slot caches change size and keep what they hold. (A moderngl
+        texture is a 2D one.)"""
+        self._thread.require("copy_squares")
+        if not self._copy_image:
+            raise GLError("glCopyImageSubData is not available (needs GL 4.3 / ARB_copy_image)")
+        (a, at), (b, bt) = ((t.glo, getattr(t, "target", K.TEXTURE_2D)) for t in (src, dst))
+        for (ax, ay), (bx, by), n in squares:
+            self._raw.glCopyImageSubData(a, at, 0, ax, ay, 0, b, bt, 0, bx, by, 0, n, n, 1)
+        if squares:
+            self._alloc.check_errors(f"copy of {len(squares)} texture regions")
 
     # ------------------------------------------------------------------ read-backs
     def read_level(self, tex: GpuTexture, chain_level: int, face: int = 0,

@@ -159,12 +159,7 @@ class PageCache:
                      regions: list[tuple[tuple[int, int], tuple[int, int], int]]) -> None:
         """Copy square texel regions of `src` here: ((x, y) there, (x, y) here, size)
         each (the packed cells of small levels, several to a slot)."""
-        raw = _raw(self.device)
-        for (ax, ay), (bx, by), n in regions:
-            raw.glCopyImageSubData(src.tex.glo, src.tex.target, 0, ax, ay, 0,
-                                   self.tex.glo, self.tex.target, 0, bx, by, 0, n, n, 1)
-        if regions:
-            self.device.check_errors(f"copy of {len(regions)} page-cache regions")
+        self.device.commands.copy_squares(src.tex, self.tex, regions)
 
     def slot_origin(self, slot: int) -> tuple[int, int]:
         return (slot % self.slots_x) * self.slot_texels, (slot // self.slots_x) * self.slot_texels

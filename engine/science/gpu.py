@@ -89,6 +89,12 @@ class ValueCache:
         self.tex.write(data.tobytes(), viewport=(x, y, w, h), alignment=1)
         self.uploads += 1
 
+    def copy_slots(self, src: ValueCache, moves: list[tuple[int, int]]) -> None:
+        """Copy tiles of `src` into this cache on the GPU, `moves` being (slot there, slot
+        here): what lets the cache change size without reading the tiles it keeps again."""
+        self.device.commands.copy_squares(
+            src.tex, self.tex, [(src.origin(a), self.origin(b), self.tile) for a, b in moves])
+
     def release(self) -> None:
         self.device.release(self.tex)
 

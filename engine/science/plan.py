@@ -255,3 +255,15 @@ class SlotCache:
         self._where[key] = slot
         self._frame_used.add(key)
         return slot
+
+    def resized(self, slots: int) -> tuple[SlotCache, list[tuple[int, int]]]:
+        """A cache of `slots` slots holding the most recently used tiles that fit, in the
+        same order, and the (old slot, new slot) moves that carry their values over."""
+        new = SlotCache(slots)
+        kept = list(self._where.items())[max(0, len(self._where) - new.slots):]
+        moves = []
+        for key, old in kept:
+            slot = new._free.pop()
+            new._where[key] = slot
+            moves.append((old, slot))
+        return new, moves

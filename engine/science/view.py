@@ -322,10 +322,18 @@ class ScienceView:
         allow = split.pool_allowance // self._slot_bytes
         have = self.cache.slots if self.cache is not None else 0
         if have > allow or (have < need and have < allow):
-            want = min(allow, max(need, 2 * have))
-            if math.prod(slot_grid(want, allow, self.source.tile,
-                                   self.device.caps.max_texture_size)) == have:
+            # where the GPU copies tiles, a new size keeps them and the cache is made the
+            # size needed; elsewhere it doubles, to be remade (every tile read again) seldom
+            copies = self.device.caps.copy_image
+            want = min(allow, need if copies else max(need, 2 * have))
+            size = math.prod(slot_grid(want, allow, self.source.tile,
+                                       self.device.caps.max_texture_size))
+            if size == have:
                 return have >= len(visible)  # the grid allowed is the one held
+            if copies and have and want >= len(visible) and \
+                    (have + size) * self._slot_bytes <= split.pool_allowance:
+                self._move_cache(want, allow)
+                return True
             self._drop_cache()
             if want >= max(1, len(visible)):
                 self.cache = ValueCache(self.device, self.source.dtype, self.source.tile,
@@ -334,6 +342,18 @@ class ScienceView:
                 log.info("science cache: %d slots (%d bytes)", self.cache.slots,
                          self.cache.nbytes)
         return self.cache is not None and self.cache.slots >= len(visible)
+
+    def _move_cache(self, want: int, allow: int) -> None:
+        """Remake the value cache at `want` slots, the most recently drawn tiles copied over
+        on the GPU (both caches are held for the copy: the caller checked they fit)."""
+        old = self.cache
+        cache = ValueCache(self.device, self.source.dtype, self.source.tile, want, allow)
+        self.slots, moves = self.slots.resized(cache.slots)
+        cache.copy_slots(old, moves)
+        old.release()
+        self.cache, self._drawn_as = cache, None
+        log.info("science cache: %d slots (%d bytes), %d tiles kept", cache.slots,
+                 cache.nbytes, len(moves))
 
     def _drop_cache(self) -> None:
         if self.cache is not None:
