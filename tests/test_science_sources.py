@@ -19,6 +19,7 @@ from engine.errors import ImageSourceError, UnsupportedFormatError, UsageError  
 from engine.science.colormaps import lut  # noqa: E402
 from engine.science.display import ChannelDisplay, shade  # noqa: E402
 from engine.science.plan import (  # noqa: E402
+    CoverCache,
     SlotCache,
     Viewport,
     cover,
@@ -201,6 +202,30 @@ def test_many_missing_tiles_are_covered_as_one_at_a_time(pyr, tile, seed, share)
     got = list(zip(pieces.keys, map(tuple, pieces.rects.tolist())))
     assert got == [piece for k in asked for piece in _walk(levels, tile, k,
                                                             have.__contains__)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_covers_kept_between_frames_equal_covers_asked_again(seed):
+    """Frames of a view that loads and evicts tiles at every level: the kept answers are
+    always those `cover` gives when asked afresh (a coarse tile that came in, or one that
+    went, is seen)."""
+    rng = np.random.default_rng(seed)
+    levels = [LevelInfo((1000, 1500)), LevelInfo((500, 750)), LevelInfo((250, 375)),
+              LevelInfo((125, 188))]
+    every = [TileKey(lv, ch, ty, tx) for lv, info in enumerate(levels) for ch in range(2)
+             for ty in range(info.grid(100)[0]) for tx in range(info.grid(100)[1])]
+    slots, covers = SlotCache(int(rng.integers(4, 60))), CoverCache()
+    for _ in range(12):
+        slots.new_frame()
+        for i in rng.choice(len(every), int(rng.integers(0, 12)), replace=False):
+            slots.place(every[i])
+        level = int(rng.integers(0, 3))
+        asked = [k for k in every if k.level == level and k not in slots]
+        asked = [asked[i] for i in rng.permutation(len(asked))[:40]]
+        keys, rects = covers.cover(levels, 100, asked, slots)
+        fresh = cover(levels, 100, asked, slots.__contains__)
+        assert keys == fresh.keys and rects == [tuple(r) for r in fresh.rects.tolist()]
 
 
 def test_slots_evict_the_least_recently_used_never_one_drawn_this_frame():

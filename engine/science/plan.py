@@ -106,10 +106,11 @@ def max_tiles(levels: Sequence[LevelInfo], tile: int, level: int, vp: Viewport) 
 @dataclass
 class Pieces:
     """Parts of the picture: resident tile `keys[i]` drawn over level-0 rectangle
-    `rects[i]` (x0, y0, x1, y1)."""
+    `rects[i]` (x0, y0, x1, y1), a part of the asked tile number `owners[i]`."""
 
     keys: list[TileKey]
     rects: np.ndarray
+    owners: np.ndarray
 
 
 def cover(levels: Sequence[LevelInfo], tile: int, keys: Sequence[TileKey],
@@ -151,11 +152,57 @@ def cover(levels: Sequence[LevelInfo], tile: int, keys: Sequence[TileKey],
                     clip[keep]]))
             rows = rows[~full]
     if not found:
-        return Pieces([], np.zeros((0, 4)))
+        return Pieces([], np.zeros((0, 4)), np.zeros(0, np.int64))
     table = np.concatenate(found)
     table = table[np.argsort(table[:, 0], kind="stable")]
     return Pieces(list(map(TileKey._make, table[:, 1:5].astype(np.int64).tolist())),
-                  table[:, 5:])
+                  table[:, 5:], table[:, 0].astype(np.int64))
+
+
+class CoverCache:
+    """`cover` answers kept from frame to frame, per asked tile.
+
+    Why: while a view loads or pans, the same missing tiles are covered frame after frame
+    from the same coarse tiles; asking again costs numpy calls that let the reader threads
+    take the GIL. An answer stands while the tiles it draws from stay resident and no tile
+    coarser than the asked one has come in since (one might cover it better); `cover` is
+    asked only for the others."""
+
+    def __init__(self) -> None:
+        self._known: dict[TileKey, tuple[list[TileKey], list[tuple[float, ...]]]] = {}
+        self._stamps: dict[int, int] = {}  # level -> coarser placements the answers saw
+
+    def cover(self, levels: Sequence[LevelInfo], tile: int, keys: Sequence[TileKey],
+              slots: SlotCache) -> tuple[list[TileKey], list[tuple[float, ...]]]:
+        """The pieces of missing tiles `keys`, in their order: (tile keys, rectangles)."""
+        known = self._known
+        for level in {k.level for k in keys}:
+            stamp = slots.placed_above(level)
+            if self._stamps.get(level) != stamp:
+                self._stamps[level] = stamp
+                for k in [k for k in known if k.level == level]:
+                    del known[k]
+        ask = [k for k in keys if k not in known or
+               not all(p in slots for p in known[k][0])]
+        if ask:
+            got = cover(levels, tile, ask, slots.__contains__)
+            answers: dict[TileKey, tuple[list, list]] = {k: ([], []) for k in ask}
+            for i, key, rect in zip(got.owners.tolist(), got.keys, got.rects.tolist()):
+                ks, rs = answers[ask[i]]
+                ks.append(key)
+                rs.append(tuple(rect))
+            known.update(answers)
+        out_keys: list[TileKey] = []
+        out_rects: list[tuple[float, ...]] = []
+        for k in keys:
+            ks, rs = known[k]
+            out_keys += ks
+            out_rects += rs
+        return out_keys, out_rects
+
+    def clear(self) -> None:
+        self._known.clear()
+        self._stamps.clear()
 
 
 def _rects(levels: Sequence[LevelInfo], tile: int, level: int, ty: np.ndarray,
@@ -221,6 +268,7 @@ class SlotCache:
         self._free = list(range(self.slots - 1, -1, -1))
         self._frame_used: set[TileKey] = set()
         self.evictions = 0
+        self._placed: dict[int, int] = {}  # level -> tiles placed there
 
     def __contains__(self, key: TileKey) -> bool:
         return key in self._where
@@ -254,12 +302,18 @@ class SlotCache:
             self.evictions += 1
         self._where[key] = slot
         self._frame_used.add(key)
+        self._placed[key.level] = self._placed.get(key.level, 0) + 1
         return slot
+
+    def placed_above(self, level: int) -> int:
+        """Tiles placed so far at levels coarser than `level`."""
+        return sum(n for lv, n in self._placed.items() if lv > level)
 
     def resized(self, slots: int) -> tuple[SlotCache, list[tuple[int, int]]]:
         """A cache of `slots` slots holding the most recently used tiles that fit, in the
         same order, and the (old slot, new slot) moves that carry their values over."""
         new = SlotCache(slots)
+        new._placed = dict(self._placed)
         kept = list(self._where.items())[max(0, len(self._where) - new.slots):]
         moves = []
         for key, old in kept:

@@ -37,9 +37,9 @@ from .gpu import (
     slot_grid,
 )
 from .plan import (
+    CoverCache,
     SlotCache,
     Viewport,
-    cover,
     downsample,
     fit,
     level_for,
@@ -147,6 +147,7 @@ class ScienceView:
         self.size = (w, h)
         self.viewport = fit(w, h, self.source.extent)
         self.slots = SlotCache(0)
+        self._covers = CoverCache()
         self.cache: ValueCache | None = None
         self._slot_bytes = slot_bytes(self.source.dtype, self.source.tile)
         self.reader = TileReader(self.source, workers)
@@ -352,6 +353,7 @@ class ScienceView:
         cache.copy_slots(old, moves)
         old.release()
         self.cache, self._drawn_as = cache, None
+        self._covers.clear()
         log.info("science cache: %d slots (%d bytes), %d tiles kept", cache.slots,
                  cache.nbytes, len(moves))
 
@@ -360,6 +362,7 @@ class ScienceView:
             self.cache.release()
         self.cache = None
         self.slots = SlotCache(0)
+        self._covers.clear()
         self._drawn_as = None
 
     def _needs_draw(self, state: tuple) -> bool:
@@ -409,16 +412,17 @@ class ScienceView:
                 keys.append(k)
             else:
                 missing.setdefault(self.source.layer_of(k.channel), []).append(k)
-        pieces = []  # parts of missing tiles drawn from coarser ones
+        drawn_from: list[TileKey] = []  # the tiles parts of missing ones are drawn from
+        rects: list[tuple[float, ...]] = []
         for layer, ks in missing.items():
             src = self.source.sources[layer]
-            pieces.append(cover(src.levels, src.tile, ks, slots.__contains__))
-        drawn_from = [k for p in pieces for k in p.keys]
+            got, where = self._covers.cover(src.levels, src.tile, ks, slots)
+            drawn_from += got
+            rects += where
         for k in dict.fromkeys(drawn_from):
             slots.use(k)
         keys += drawn_from
-        rects = np.concatenate([p.rects for p in pieces]) if pieces else np.zeros((0, 4))
-        vertices = self._vertices(keys, rects, rows)
+        vertices = self._vertices(keys, np.array(rects, np.float64).reshape(-1, 4), rows)
         vp = self.viewport
         self.target.begin()
         self.painter.draw(vertices, [self.displays[c] for c in visible], self.cache,
