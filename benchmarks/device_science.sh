@@ -5,11 +5,12 @@
 # (disk; http: the same over HTTP from localhost; tiff and tiff-http: the same image as an
 # OME-TIFF, from disk and by HTTP byte ranges); at 16384^2 and below, then the same image
 # opened five times as five layers (20 channels) panned. One device call, time-boxed under
-# 9.5 minutes; the image is generated on one process a core (16384^2: about 10 s). 65536^2
-# (45 GB) does not fit a call: on the H200 host (2026-12-06) 25 GB of it were written in the
-# 570 s the call allowed, so no run followed. napari does not run there (Qt and its dependencies exceed
-# what a call may carry; no X server: see device_viewers.sh): its row says unavailable, and
-# the side-by-side figures are llvmpipe's (docs/benchmarks.md).
+# 9.5 minutes; the image is generated on one process a core (16384^2: about 10 s). The
+# host's disk writes about 44 MB/s (25 of 65536^2's 45 GB in 570 s), so images over 16384^2
+# are made in RAM (/dev/shm: 128 GB there; 65536^2 in 67 s on the H100 host). napari does
+# not run there (Qt and its dependencies exceed what a call may carry; no X server: see
+# device_viewers.sh): its row says unavailable, and the side-by-side figures are llvmpipe's
+# (docs/benchmarks.md).
 # Prepare here, then carry .gl, .whl and .devsrc.tar:
 #   ../shared/tools/device-prep.sh tqdm nvidia-ml-py zarr==3.1.6 numcodecs donfig \
 #     google-crc32c fsspec typing-extensions packaging crc32c tifffile aiohttp requests \
@@ -22,7 +23,7 @@
 set -uo pipefail
 edge=${1:-16384}
 sources=${2:-disk,http,tiff,tiff-http}
-ENGINE_CACHE=/tmp/science-cache
+ENGINE_CACHE=$([ "$edge" -le 16384 ] && echo /tmp || echo /dev/shm)/science-cache
 source "$(dirname "$0")/device_env.sh"
 nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total --format=csv > "$OUT/gpu.csv" 2>&1
 layers=$([ "$edge" -le 16384 ] && echo 1 || echo 0)
