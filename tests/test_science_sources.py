@@ -29,12 +29,7 @@ from engine.science.plan import (  # noqa: E402
     tiles_in,
     visible_tiles,
 )
-from engine.science.reads import (  # noqa: E402
-    LOCAL_WORKERS,
-    REMOTE_WORKERS,
-    TileReader,
-    reader_threads,
-)
+from engine.science.reads import TileReader  # noqa: E402
 from engine.science.readers import open_image_source  # noqa: E402
 from engine.science.source import LevelInfo, TileKey  # noqa: E402
 
@@ -288,9 +283,3 @@ def test_the_cache_grid_holds_what_is_wanted_within_what_is_allowed(wanted):
     assert sx * sy <= wanted
     sx, sy = slot_grid(wanted, 10 * wanted, 256, 1024)  # 4 x 4 slots at most
     assert max(sx, sy) <= 4 and sx * sy >= min(wanted, 16)
-
-
-def test_reader_threads_follow_where_the_sources_are():
-    assert reader_threads(["/data/a.zarr", "b.ome.tif"]) == LOCAL_WORKERS == 2
-    assert reader_threads(["/data/a.zarr", "https://example.org/b.zarr"]) == REMOTE_WORKERS
-    assert REMOTE_WORKERS > LOCAL_WORKERS

@@ -29,7 +29,6 @@ from science_helpers import (  # noqa: E402
 from engine.errors import UsageError  # noqa: E402
 from lab.http_files import served  # noqa: E402
 from engine.science.display import ChannelDisplay  # noqa: E402
-from engine.science.reads import LOCAL_WORKERS, REMOTE_WORKERS  # noqa: E402
 from engine.science.view import ScienceView  # noqa: E402
 
 SIZE = (200, 150)
@@ -211,7 +210,6 @@ def test_a_source_over_http(dev, sources, server, name):
     pytest.importorskip("aiohttp")
     location, levels = sources[name]
     with _viewing(dev, f"{server}/{location.name}") as view:
-        assert len(view.reader._threads) == REMOTE_WORKERS  # reads that wait for a server
         view.set_view(200, 300, 0.5)
         stats = view.settle(20)
         assert stats.missing == 0
@@ -247,7 +245,6 @@ def test_the_cache_is_made_once_for_a_still_view(dev, sources):
 
     location, _ = sources["zarr2-uint16"]
     with _viewing(dev, location, budget=1 << 30) as view:
-        assert len(view.reader._threads) == LOCAL_WORKERS
         view.frame()
         first = view.cache
         stats = view.settle(20)

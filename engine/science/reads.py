@@ -14,30 +14,18 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from .readers import is_url
 from .source import ChunkedSource, TileKey
 
 log = logging.getLogger(__name__)
 
-#: Reader threads for local files: a tile is read and decoded in a fraction of a millisecond
-#: with the GIL released, and each return to Python is a chance to take the GIL from the
-#: frame; two read a GPU host's 16 cores' worth faster than four and leave the main thread
-#: its speed (docs/benchmarks.md, "Scientific images").
-LOCAL_WORKERS = 2
-#: Reader threads where a source is a URL: a tile waits tens of milliseconds for its server,
-#: and four reads in flight hide that.
-REMOTE_WORKERS = 4
-
-
-def reader_threads(names: Iterable[str]) -> int:
-    """Reader threads for sources at `names` (paths or URLs)."""
-    return REMOTE_WORKERS if any(is_url(n) for n in names) else LOCAL_WORKERS
+#: worker threads: enough to keep an HTTP server busy, few enough for a laptop
+DEFAULT_WORKERS = 4
 
 
 class TileReader:
     """Worker threads reading the tiles `want` last named, first named first."""
 
-    def __init__(self, source: ChunkedSource, workers: int = LOCAL_WORKERS) -> None:
+    def __init__(self, source: ChunkedSource, workers: int = DEFAULT_WORKERS) -> None:
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
         self.source = source

@@ -47,7 +47,7 @@ from .plan import (
     visible_tiles,
 )
 from .layers import Layers
-from .reads import TileReader, reader_threads
+from .reads import DEFAULT_WORKERS, TileReader
 from .readers import open_image_source
 from .source import ChunkedSource, TileKey
 
@@ -121,7 +121,7 @@ class ScienceView:
                  size: tuple[int, int] = (1280, 720),
                  budget: Governor | Budget | str | int = "256MiB",
                  displays: list[ChannelDisplay] | None = None,
-                 workers: int | None = None, sampling: str = "nearest") -> None:
+                 workers: int = DEFAULT_WORKERS, sampling: str = "nearest") -> None:
         w, h = int(size[0]), int(size[1])
         if w < 1 or h < 1:
             raise UsageError(f"view size {size}: need at least 1x1 pixels")
@@ -150,8 +150,6 @@ class ScienceView:
         self._covers = CoverCache()
         self.cache: ValueCache | None = None
         self._slot_bytes = slot_bytes(self.source.dtype, self.source.tile)
-        if workers is None:  # by where the sources are (engine.science.reads)
-            workers = reader_threads(s.name for s in self.source.sources)
         self.reader = TileReader(self.source, workers)
         try:
             self.target = ColorTarget(device, self.size, label="science.output")
