@@ -176,7 +176,9 @@ def summarise(result: dict[str, Any]) -> dict[str, Any]:
 
 def run(size: int, screen: tuple[int, int], zooms: int, budget: str, viewers: list[str],
         timeout_s: float, wait_s: float, sources: tuple[str, ...] = ("disk",),
-        layers: int = 1) -> dict[str, Any]:
+        layers: int = 1, checkpoint: Path | None = None) -> dict[str, Any]:
+    """Each viewer and source in a child; with `checkpoint`, the rows so far are written
+    there after each, so a run cut off by its time box still leaves what it measured."""
     root = cache_root() / "bench-science"
     root.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
@@ -185,7 +187,20 @@ def run(size: int, screen: tuple[int, int], zooms: int, budget: str, viewers: li
     spec = {"part": "science", "path": str(path), "levels": levels, "shape": [size, size],
             "channels": CHANNELS, "size": list(screen), "zooms": zooms, "budget": budget,
             "limits": list(LIMITS), "wait_s": wait_s, "layers": layers}
-    rows = []
+    rows: list[dict[str, Any]] = []
+    out = {"image": {"size": size, "channels": CHANNELS, "dtype": "uint16", "levels": levels,
+                     "made_s": round(made_s, 2)}, "layers": layers,
+           "screen": list(screen), "budget": budget, "viewers": rows,
+           "date": time.strftime("%Y-%m-%d")}
+
+    def save() -> None:
+        if checkpoint is not None:
+            checkpoint.write_text(json.dumps(out, indent=1))
+
+    def add(result: dict[str, Any]) -> None:
+        rows.append({**summarise(result), "raw": result})
+        save()
+
     with tempfile.TemporaryDirectory(prefix="bench-science-") as work:
         for viewer in viewers:
             display = qt_display() if viewer == "napari" else None
@@ -196,7 +211,7 @@ def run(size: int, screen: tuple[int, int], zooms: int, budget: str, viewers: li
             finally:
                 if display is not None:
                     display.close()
-            rows.append({**summarise(result), "raw": result})
+            add(result)
         if "engine" in viewers and set(sources) & set(OTHER_SOURCES):
             tiff = make_tiff(root, size) if {"tiff", "tiff-http"} & set(sources) else None
             with served(root) as base:
@@ -208,11 +223,9 @@ def run(size: int, screen: tuple[int, int], zooms: int, budget: str, viewers: li
                     result = run_child("engine", {**spec, "path": where[source],
                                                   "source": source},
                                        timeout_s, Path(work), module="lab.science_children")
-                    rows.append({**summarise(result), "raw": result})
-    return {"image": {"size": size, "channels": CHANNELS, "dtype": "uint16", "levels": levels,
-                      "made_s": round(made_s, 2)}, "layers": layers,
-            "screen": list(screen), "budget": budget, "viewers": rows,
-            "date": time.strftime("%Y-%m-%d")}
+                    add(result)
+    save()
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -235,10 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING)
     w, h = (int(v) for v in args.screen.lower().split("x"))
     out = run(args.size, (w, h), args.zooms, args.budget, args.viewers.split(","),
-              args.timeout, args.wait, tuple(args.sources.split(",")), args.layers)
-    text = json.dumps(out, indent=1)
-    if args.json is not None:
-        args.json.write_text(text)
+              args.timeout, args.wait, tuple(args.sources.split(",")), args.layers, args.json)
     print(json.dumps([{k: v for k, v in r.items() if k != "raw"} for r in out["viewers"]],
                      indent=1))
     return 0
