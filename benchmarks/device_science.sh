@@ -17,18 +17,20 @@
 #     multidict yarl frozenlist aiosignal propcache attrs aiohappyeyeballs idna \
 #     charset-normalizer urllib3 certifi msgspec
 #   git archive -o .devsrc.tar HEAD
-#   bash benchmarks/device_science.sh [EDGE [SOURCES]]     (16384 disk,http,tiff,tiff-http)
+#   bash benchmarks/device_science.sh [EDGE [SOURCES [VIEWERS]]]
+#     (16384 disk,http,tiff,tiff-http engine,napari; engine-bc4: the engine keeping BC4 tiles)
 # Writes under $OUT: science-EDGE.json and science_layers-EDGE.json (rows and each child's
 # raw figures), gpu.csv, disk.txt.
 set -uo pipefail
 edge=${1:-16384}
 sources=${2:-disk,http,tiff,tiff-http}
+viewers=${3:-engine,napari}
 ENGINE_CACHE=$([ "$edge" -le 16384 ] && echo /tmp || echo /dev/shm)/science-cache
 source "$(dirname "$0")/device_env.sh"
 nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total --format=csv > "$OUT/gpu.csv" 2>&1
 layers=$([ "$edge" -le 16384 ] && echo 1 || echo 0)
 timeout $(left $([ "$layers" = 1 ] && echo 400 || echo 570)) python3 -m lab.science \
-  --size "$edge" --screen 1920x1080 --zooms 12 --budget 512MiB --viewers engine,napari \
+  --size "$edge" --screen 1920x1080 --zooms 12 --budget 512MiB --viewers "$viewers" \
   --sources "$sources" --timeout 90 --wait 20 --json "$OUT/science-$edge.json"
 echo "science rc $? at $(( $(date +%s) - t0 )) s"
 df -h /tmp > "$OUT/disk.txt"; du -sh "$ENGINE_CACHE"/bench-science/* >> "$OUT/disk.txt" 2>&1

@@ -3,8 +3,8 @@
 
     python -m lab.science_children VIEWER SPEC.json OUT.json
 
-VIEWER is engine (a ScienceView, headless) or napari (one multiscale layer a channel,
-additive, in a Qt window); SPEC's `layers` opens the image that many times, as layers. The
+VIEWER is engine (a ScienceView, headless), engine-bc4 (the same keeping BC4 tiles) or
+napari (one multiscale layer a channel, additive, in a Qt window); SPEC's `layers` opens the image that many times, as layers. The
 same moves for both: the first frame of the whole image fitted, then zooms to one image
 pixel per screen pixel at fixed points, each timed until every channel shows level 0
 completely ("sharp"), then a pan at one to one, a frame a step (the engine: planned and
@@ -35,7 +35,7 @@ def zoom_points(width: int, height: int, count: int) -> list[tuple[float, float]
 def run_engine(spec: dict[str, Any], rec: Recorder) -> None:
     from engine.gl.device import Device
     from engine.gl.timing import GpuTimer
-    from engine.science.gpu import ValueCache
+    from engine.science.gpu import EncodedValueCache, ValueCache
     from engine.science.display import ChannelDisplay
     from engine.science.view import ScienceView
 
@@ -43,19 +43,21 @@ def run_engine(spec: dict[str, Any], rec: Recorder) -> None:
     lo, hi = spec["limits"]
     layers = spec.get("layers", 1)
     displays = [ChannelDisplay(lo, hi, colormap=c) for c in COLOURS[:spec["channels"]]]
+    encoding = spec.get("encoding", "exact")
     view = ScienceView([spec["path"]] * layers, device, size=tuple(spec["size"]),
-                       budget=spec["budget"], displays=displays * layers)
+                       budget=spec["budget"], displays=displays * layers, encoding=encoding)
     timer = GpuTimer(device)
     peak = 0
     uploading = [0, 0.0]  # tiles uploaded and the seconds it took, this frame
-    upload = ValueCache.upload
+    cache_type = EncodedValueCache if encoding == "bc4" else ValueCache
+    upload = cache_type.upload
 
     def timed_upload(cache, slot, values):
         start = time.perf_counter()
         upload(cache, slot, values)
         uploading[0] += 1
         uploading[1] += time.perf_counter() - start
-    ValueCache.upload = timed_upload
+    cache_type.upload = timed_upload
 
     def frame():
         nonlocal peak
@@ -192,7 +194,11 @@ def run_napari(spec: dict[str, Any], rec: Recorder) -> None:
         viewer.close()
 
 
-RUNNERS = {"engine": run_engine, "napari": run_napari}
+def run_engine_bc4(spec: dict[str, Any], rec: Recorder) -> None:
+    run_engine({**spec, "encoding": "bc4"}, rec)
+
+
+RUNNERS = {"engine": run_engine, "engine-bc4": run_engine_bc4, "napari": run_napari}
 NEEDS = {"napari": ("napari", "zarr")}
 
 

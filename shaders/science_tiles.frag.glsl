@@ -5,8 +5,10 @@
 // keeps the values as they are: R8UI..R32F), read with texelFetch. LINEAR 0: the nearest
 // texel; 1 (float data): the four around the pixel centre, weighted bilinearly, each
 // clamped to the tile's own texels (the neighbour tile sits in another slot, or nowhere).
+// ENCODED 1: BC4 slots, read as [0, 1] and mapped back by the slot's low and span.
 #define VALUE_SAMPLER sampler2D
 #define LINEAR 0
+#define ENCODED 0
 #define MAX_CHANNELS 16
 uniform VALUE_SAMPLER u_values;
 uniform sampler2D u_luts;       // 256 x channels, RGBA8
@@ -15,10 +17,17 @@ in vec2 v_texel;
 flat in ivec2 v_shift;
 flat in ivec4 v_tile;           // the tile's first and last texel in its level
 flat in int v_channel;
+#if ENCODED
+flat in vec2 v_range;
+#endif
 out vec4 f_color;
 
 float value_at(ivec2 texel) {
+#if ENCODED
+    return v_range.x + texelFetch(u_values, texel + v_shift, 0).r * v_range.y;
+#else
     return float(texelFetch(u_values, texel + v_shift, 0).r);
+#endif
 }
 
 void main() {

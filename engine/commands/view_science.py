@@ -27,7 +27,7 @@ from ..cli_args import examples
 from ..errors import ContextError, UsageError
 from ..gl.device import Device
 from ..science.display import ChannelDisplay
-from ..science.gpu import SAMPLING
+from ..science.gpu import ENCODINGS, SAMPLING
 from ..science.readers import TIFF_SUFFIXES, ZARR_SUFFIXES, is_url, open_image_source
 from ..science.source import ChunkedSource
 from ..science.view import ScienceView, default_displays
@@ -42,9 +42,12 @@ SETTLE_S = 120.0
 
 def wants_science(paths: list[str], args: argparse.Namespace) -> bool:
     """Paths that are each a URL, an OME-Zarr, an OME-TIFF or a slide (a TIFF too when a
-    channel option is given): one image, or several as layers of one view."""
+    channel, sampling or encoding option is given): one image, or several as layers of one
+    view."""
     given = any(getattr(args, k, None) is not None
-                for k in ("channels", "contrast", "colormap", "gamma"))
+                for k in ("channels", "contrast", "colormap", "gamma")) or (
+        getattr(args, "sampling", "nearest"), getattr(args, "encoding", "exact")) != (
+        "nearest", "exact")
     return bool(paths) and all(
         is_url(p) or p.rstrip("/").lower().endswith(SCIENCE_SUFFIXES) or (
             given and p.rstrip("/").lower().endswith(TIFF_SUFFIXES)) for p in paths)
@@ -141,6 +144,9 @@ def add_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--sampling", choices=SAMPLING, default="nearest",
                    help="nearest: each texel's own value (default); linear: bilinear "
                         "between texels, float data only (pick stays exact)")
+    g.add_argument("--encoding", choices=ENCODINGS, default="exact",
+                   help="exact: tiles in the source's own format (default); bc4: a quarter "
+                        "of a 16-bit cache's GPU bytes, lossy on screen (pick stays exact)")
     g.add_argument("--colormap", type=colormap_arg,
                    help="gray, viridis, magma, inferno, red, green, ..., #rrggbb or a "
                         "matplotlib/cmap name; all channels or 0=green,1=magenta")
@@ -204,7 +210,8 @@ def _window(args: argparse.Namespace, source: list[ChunkedSource],
 
     def make(device: Device) -> ScienceView:
         return ScienceView(source, device, size=args.size, budget=args.budget,
-                           displays=displays, sampling=args.sampling)
+                           displays=displays, sampling=args.sampling,
+                           encoding=args.encoding)
 
     name = " + ".join(s.name for s in source)
     summary = run_window(make, size=args.size, frames=args.frames or 0,
@@ -219,7 +226,8 @@ def _headless(args: argparse.Namespace, source: list[ChunkedSource],
     try:
         with device.leak_check():
             view = ScienceView(source, device, size=args.size, budget=args.budget,
-                               displays=displays, sampling=args.sampling)
+                               displays=displays, sampling=args.sampling,
+                           encoding=args.encoding)
             try:
                 summary = {"source": view.source.name, "dtype": view.source.dtype.name,
                            "channels": view.source.channels, "layers": len(source),

@@ -51,7 +51,8 @@ class ScienceFrames:
         self.device = device
         self.frame = 0
         self.view = ScienceView(scene.source, device, size=_valid(size), budget=budget,
-                                displays=scene.displays)
+                                displays=scene.displays, sampling=scene.sampling,
+                                encoding=scene.encoding)
 
     @property
     def loop(self) -> ScienceFrames:
@@ -97,11 +98,14 @@ class ScienceFrames:
 
 @dataclass(frozen=True)
 class ScienceScene:
-    """What a host shows: a source (a path, a URL or a ChunkedSource) and its channels'
-    looks (None: the coarsest level's percentiles). Hosts drive it with ScienceFrames."""
+    """What a host shows: a source (a path, a URL or a ChunkedSource), its channels'
+    looks (None: the coarsest level's percentiles), and how values are read and kept
+    (ScienceView's `sampling` and `encoding`). Hosts drive it with ScienceFrames."""
 
     source: str | ChunkedSource
     displays: Sequence[ChannelDisplay] | None = None
+    sampling: str = "nearest"
+    encoding: str = "exact"
 
     host_frames = ScienceFrames
 

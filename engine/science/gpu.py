@@ -16,11 +16,14 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .. import formats
 from ..gl.device import Device
 from ..gl.shaders import load as load_shader
 from ..gl.constants import NEAREST
-from ..gl.vt import cache_grid
+from ..gl.vt import PageCache, cache_grid
 from ..memory.ledger import Category
+from ..memory.sizes import level_bytes
+from .bc4 import EncodedTile, pitch_for
 from .colormaps import lut
 from .display import ChannelDisplay
 
@@ -34,13 +37,18 @@ GL_DTYPES = {"uint8": ("u1", "usampler2D"), "uint16": ("u2", "usampler2D"),
              "int16": ("i2", "isampler2D"), "int32": ("i4", "isampler2D"),
              "float16": ("f2", "sampler2D"), "float32": ("f4", "sampler2D")}
 #: level-0 x, y; level texel x, y; shift to the slot x, y; the tile's first and last texel
-#: x0, y0, x1, y1; row
-FLOATS_PER_VERTEX = 11
+#: x0, y0, x1, y1; row; the slot's map to values (low, span: BC4 only)
+FLOATS_PER_VERTEX = 13
 #: how values are read: the nearest texel, or bilinear between four (float data only)
 SAMPLING = ("nearest", "linear")
+#: how tiles are kept: exact (the source's own format), or BC4 when the user asks for a
+#: quarter of a 16-bit cache's bytes and accepts lossy values on screen (pick stays exact)
+ENCODINGS = ("exact", "bc4")
 
 
-def slot_bytes(dtype: np.dtype, tile: int) -> int:
+def slot_bytes(dtype: np.dtype, tile: int, encoding: str = "exact") -> int:
+    if encoding == "bc4":
+        return level_bytes("BC4", pitch_for(tile), pitch_for(tile))
     return tile * tile * np.dtype(dtype).itemsize
 
 
@@ -56,30 +64,40 @@ def slot_grid(wanted: int, most: int, tile: int, max_texture_size: int) -> tuple
     return cache_grid(most, tile, max_texture_size)
 
 
-class ValueCache:
-    """One texture of at least `slots` square slots of `tile` texels in the source's own
-    format, and at most `most` (see slot_grid)."""
+class _Slots:
+    """A grid of at least `slots` square slots of `pitch` texels, and at most `most` (see
+    slot_grid), with each slot's map back to values (low, span)."""
+
+    def __init__(self, device: Device, pitch: int, slots: int, most: int) -> None:
+        self.device = device
+        self.pitch = int(pitch)
+        self.slots_x, self.slots_y = slot_grid(slots, most, self.pitch,
+                                               device.caps.max_texture_size)
+        self.slots = self.slots_x * self.slots_y
+        self.ranges = np.zeros((self.slots, 2), np.float32)
+        self.ranges[:, 1] = 1.0
+        self.uploads = 0
+
+    def origin(self, slot: int) -> tuple[int, int]:
+        return (slot % self.slots_x) * self.pitch, (slot // self.slots_x) * self.pitch
+
+
+class ValueCache(_Slots):
+    """Tiles of `tile` texels kept exactly: one texture in the source's own format."""
 
     def __init__(self, device: Device, dtype: np.dtype, tile: int, slots: int, most: int,
                  label: str = "science.tiles") -> None:
-        self.device = device
+        super().__init__(device, tile, slots, most)
         self.dtype = np.dtype(dtype)
         self.tile = int(tile)
-        self.slots_x, self.slots_y = slot_grid(slots, most, self.tile,
-                                               device.caps.max_texture_size)
-        self.slots = self.slots_x * self.slots_y
         code, _ = GL_DTYPES[self.dtype.name]
         self.tex = device.texture((self.slots_x * self.tile, self.slots_y * self.tile), 1,
                                   dtype=code, category=Category.STREAMED, label=label)
         self.tex.filter = (NEAREST, NEAREST)  # integer textures are incomplete otherwise
-        self.uploads = 0
 
     @property
     def nbytes(self) -> int:
         return self.slots * slot_bytes(self.dtype, self.tile)
-
-    def origin(self, slot: int) -> tuple[int, int]:
-        return (slot % self.slots_x) * self.tile, (slot // self.slots_x) * self.tile
 
     def upload(self, slot: int, values: np.ndarray) -> None:
         """Write one tile (edge tiles smaller than a slot) at the slot's corner."""
@@ -97,6 +115,45 @@ class ValueCache:
 
     def release(self) -> None:
         self.device.release(self.tex)
+
+
+class EncodedValueCache(_Slots):
+    """Tiles of `tile` texels as BC4 (engine.science.bc4): a page cache of BC4 slots of
+    whole blocks, each slot's low and span beside it."""
+
+    def __init__(self, device: Device, tile: int, slots: int, most: int,
+                 label: str = "science.tiles") -> None:
+        super().__init__(device, pitch_for(tile), slots, most)
+        self.tile = int(tile)
+        self.pages = PageCache(device, formats.get("BC4"), self.slots_x, self.slots_y,
+                               self.pitch, label=label)
+        self.tex = self.pages.tex
+
+    @property
+    def nbytes(self) -> int:
+        return self.pages.nbytes
+
+    def upload(self, slot: int, tile: EncodedTile) -> None:
+        self.pages.upload_tile(slot, tile.data)
+        self.ranges[slot] = (tile.low, tile.span)
+        self.uploads += 1
+
+    def copy_slots(self, src: EncodedValueCache, moves: list[tuple[int, int]]) -> None:
+        """As ValueCache.copy_slots, the slots' ranges with them."""
+        self.pages.copy_slots(src.pages, moves)
+        for a, b in moves:
+            self.ranges[b] = src.ranges[a]
+
+    def release(self) -> None:
+        self.pages.release()
+
+
+def value_cache(device: Device, dtype: np.dtype, tile: int, slots: int, most: int,
+                encoding: str) -> ValueCache | EncodedValueCache:
+    """The cache a view's encoding keeps its tiles in."""
+    if encoding == "bc4":
+        return EncodedValueCache(device, tile, slots, most)
+    return ValueCache(device, dtype, tile, slots, most)
 
 
 class LutTexture:
@@ -127,22 +184,28 @@ class TilePainter:
     more)."""
 
     def __init__(self, device: Device, dtype: np.dtype, sampling: str = "nearest",
-                 label: str = "science.quads") -> None:
+                 encoding: str = "exact", label: str = "science.quads") -> None:
         self.device = device
         self.label = label
-        _, sampler = GL_DTYPES[np.dtype(dtype).name]
-        linear = int(sampling == "linear")
-        frag = load_shader("science_tiles.frag.glsl").replace(
-            "#define VALUE_SAMPLER sampler2D", f"#define VALUE_SAMPLER {sampler}").replace(
-            "#define LINEAR 0", f"#define LINEAR {linear}").replace(
-            "#define MAX_CHANNELS 16", f"#define MAX_CHANNELS {MAX_CHANNELS}")
+        # BC4 slots are normalised: a float sampler whatever the source's dtype
+        sampler = "sampler2D" if encoding == "bc4" else GL_DTYPES[np.dtype(dtype).name][1]
+        linear, encoded = int(sampling == "linear"), int(encoding == "bc4")
+        defines = {"#define VALUE_SAMPLER sampler2D": f"#define VALUE_SAMPLER {sampler}",
+                   "#define LINEAR 0": f"#define LINEAR {linear}",
+                   "#define ENCODED 0": f"#define ENCODED {encoded}",
+                   "#define MAX_CHANNELS 16": f"#define MAX_CHANNELS {MAX_CHANNELS}"}
+        vert, frag = (load_shader(f"science_tiles.{k}.glsl") for k in ("vert", "frag"))
+        for old, new in defines.items():
+            vert, frag = vert.replace(old, new), frag.replace(old, new)
         self.program = device.shared_program(
-            vertex_shader=load_shader("science_tiles.vert.glsl"), fragment_shader=frag,
-            label=f"science.{sampler}.{sampling}")
-        # the tile's texel range feeds linear sampling only (nearest's program drops it)
-        self._layout = (("2f 2f 2f 4f 1f", "in_world", "in_texel", "in_shift", "in_tile",
-                         "in_channel") if linear else
-                        ("2f 2f 2f 16x 1f", "in_world", "in_texel", "in_shift", "in_channel"))
+            vertex_shader=vert, fragment_shader=frag,
+            label=f"science.{sampler}.{sampling}.{encoding}")
+        # the tile's texel range feeds linear sampling only, the slot's map to values BC4
+        # only (the programs without them drop them)
+        tile, tiles = ("4f", ["in_tile"]) if linear else ("16x", [])
+        value, values = ("2f", ["in_range"]) if encoded else ("8x", [])
+        self._layout = (f"2f 2f 2f {tile} 1f {value}", "in_world", "in_texel", "in_shift",
+                        *tiles, "in_channel", *values)
         self.luts = LutTexture(device)
         self._vbo = self._vao = None
         self._capacity = 0
@@ -161,7 +224,7 @@ class TilePainter:
         self._capacity = cap
 
     def draw(self, vertices: np.ndarray, displays: Sequence[ChannelDisplay],
-             cache: ValueCache, center: tuple[float, float], scale: float,
+             cache: ValueCache | EncodedValueCache, center: tuple[float, float], scale: float,
              screen: tuple[int, int]) -> None:
         """Draw `vertices` ((6 * quads, FLOATS_PER_VERTEX) float32) into the bound target;
         displays[r] is channel row r's look."""

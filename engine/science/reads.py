@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -23,16 +24,19 @@ DEFAULT_WORKERS = 4
 
 
 class TileReader:
-    """Worker threads reading the tiles `want` last named, first named first."""
+    """Worker threads reading the tiles `want` last named, first named first; `prepare`
+    turns each tile into what the cache uploads (a BC4 encoding), on the worker too."""
 
-    def __init__(self, source: ChunkedSource, workers: int = DEFAULT_WORKERS) -> None:
+    def __init__(self, source: ChunkedSource, workers: int = DEFAULT_WORKERS,
+                 prepare: Callable[[np.ndarray], Any] | None = None) -> None:
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
         self.source = source
+        self._prepare = prepare
         self._cond = threading.Condition()
         self._queue: list[TileKey] = []
         self._busy: set[TileKey] = set()
-        self._done: list[tuple[TileKey, np.ndarray]] = []
+        self._done: list[tuple[TileKey, Any]] = []
         self.failed: dict[TileKey, str] = {}
         self.cancelled = 0
         self.reads = 0
@@ -54,7 +58,7 @@ class TileReader:
             if fresh:
                 self._cond.notify_all()
 
-    def collect(self) -> list[tuple[TileKey, np.ndarray]]:
+    def collect(self) -> list[tuple[TileKey, Any]]:
         """Tiles read since the last call."""
         with self._cond:
             done, self._done = self._done, []
@@ -82,6 +86,8 @@ class TileReader:
                 self._busy.add(key)
             try:
                 tile = self.source.read_tile(*key)
+                if self._prepare is not None:
+                    tile = self._prepare(tile)
                 error = None
             except Exception as exc:  # a bad chunk or a dropped connection: report, go on
                 tile, error = None, f"{type(exc).__name__}: {exc}"

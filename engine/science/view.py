@@ -27,14 +27,18 @@ from ..gl.vt import ColorTarget
 from ..memory.budget import Budget
 from ..memory.governor import Governor
 from .display import ChannelDisplay, default_colormap
+from .bc4 import encode_tile, pitch_for
 from .gpu import (
+    ENCODINGS,
     FLOATS_PER_VERTEX,
     MAX_CHANNELS,
     SAMPLING,
+    EncodedValueCache,
     TilePainter,
     ValueCache,
     slot_bytes,
     slot_grid,
+    value_cache,
 )
 from .plan import (
     CoverCache,
@@ -115,18 +119,23 @@ Sources = ChunkedSource | str | Sequence[ChunkedSource | str]
 class ScienceView:
     """A chunked image, or several as layers (engine.science.layers: their channels one
     after another, first layer drawn first), viewed at `size` pixels on `device`, in
-    `budget` (a Governor, a Budget or a spec such as "256MiB")."""
+    `budget` (a Governor, a Budget or a spec such as "256MiB"). `encoding="bc4"` keeps
+    tiles as BC4 in a quarter of a 16-bit cache's bytes, lossy on screen (engine.science.bc4;
+    `pick` still reads the source's values)."""
 
     def __init__(self, source: Sources, device: Device, *,
                  size: tuple[int, int] = (1280, 720),
                  budget: Governor | Budget | str | int = "256MiB",
                  displays: list[ChannelDisplay] | None = None,
-                 workers: int = DEFAULT_WORKERS, sampling: str = "nearest") -> None:
+                 workers: int = DEFAULT_WORKERS, sampling: str = "nearest",
+                 encoding: str = "exact") -> None:
         w, h = int(size[0]), int(size[1])
         if w < 1 or h < 1:
             raise UsageError(f"view size {size}: need at least 1x1 pixels")
         if sampling not in SAMPLING:
             raise UsageError(f"sampling {sampling!r}; accepted: {', '.join(SAMPLING)}")
+        if encoding not in ENCODINGS:
+            raise UsageError(f"encoding {encoding!r}; accepted: {', '.join(ENCODINGS)}")
         many = source if isinstance(source, (list, tuple)) else [source]
         opened: list[ChunkedSource] = []
         try:
@@ -142,25 +151,28 @@ class ScienceView:
             for s in opened:
                 s.close()
             raise
-        self.sampling = sampling
+        self.sampling, self.encoding = sampling, encoding
         self._geometry = self._geometry_table()
         self.size = (w, h)
         self.viewport = fit(w, h, self.source.extent)
         self.slots = SlotCache(0)
         self._covers = CoverCache()
-        self.cache: ValueCache | None = None
-        self._slot_bytes = slot_bytes(self.source.dtype, self.source.tile)
-        self.reader = TileReader(self.source, workers)
+        self.cache: ValueCache | EncodedValueCache | None = None
+        tile = self.source.tile
+        self._slot_bytes = slot_bytes(self.source.dtype, tile, encoding)
+        self._pitch = pitch = pitch_for(tile) if encoding == "bc4" else tile
+        self.reader = TileReader(self.source, workers, prepare=(
+            (lambda values: encode_tile(values, pitch)) if encoding == "bc4" else None))
         try:
             self.target = ColorTarget(device, self.size, label="science.output")
-            self.painter = TilePainter(device, self.source.dtype, sampling)
+            self.painter = TilePainter(device, self.source.dtype, sampling, encoding)
         except BaseException:
             self.release()
             raise
         self.frames = 0
         self._drawn_as: tuple | None = None  # what the target shows (see _needs_draw)
         self._stale = False  # tiles arrived since the last draw
-        self._arrived: dict[TileKey, np.ndarray] = {}  # read, not uploaded yet
+        self._arrived: dict[TileKey, Any] = {}  # read (and encoded), not uploaded yet
         self._last_draw = 0.0
 
     def _geometry_table(self) -> np.ndarray:
@@ -327,7 +339,7 @@ class ScienceView:
             # size needed; elsewhere it doubles, to be remade (every tile read again) seldom
             copies = self.device.caps.copy_image
             want = min(allow, need if copies else max(need, 2 * have))
-            size = math.prod(slot_grid(want, allow, self.source.tile,
+            size = math.prod(slot_grid(want, allow, self._pitch,
                                        self.device.caps.max_texture_size))
             if size == have:
                 return have >= len(visible)  # the grid allowed is the one held
@@ -337,8 +349,8 @@ class ScienceView:
                 return True
             self._drop_cache()
             if want >= max(1, len(visible)):
-                self.cache = ValueCache(self.device, self.source.dtype, self.source.tile,
-                                        want, allow)
+                self.cache = value_cache(self.device, self.source.dtype, self.source.tile,
+                                         want, allow, self.encoding)
                 self.slots = SlotCache(self.cache.slots)
                 log.info("science cache: %d slots (%d bytes)", self.cache.slots,
                          self.cache.nbytes)
@@ -348,7 +360,8 @@ class ScienceView:
         """Remake the value cache at `want` slots, the most recently drawn tiles copied over
         on the GPU (both caches are held for the copy: the caller checked they fit)."""
         old = self.cache
-        cache = ValueCache(self.device, self.source.dtype, self.source.tile, want, allow)
+        cache = value_cache(self.device, self.source.dtype, self.source.tile, want, allow,
+                            self.encoding)
         self.slots, moves = self.slots.resized(cache.slots)
         cache.copy_slots(old, moves)
         old.release()
@@ -481,14 +494,15 @@ class ScienceView:
             rect[n - len(rects):] = rects
         slot = np.fromiter(map(self.slots.slot, keys), np.int64, n)
         cache = self.cache
-        ox, oy = slot % cache.slots_x * cache.tile, slot // cache.slots_x * cache.tile
+        ox, oy = slot % cache.slots_x * cache.pitch, slot // cache.slots_x * cache.pitch
         xs = rect[:, [0, 2, 2, 0, 2, 0]]  # the corners of (x0, y0) (x1, y0) (x1, y1) and
         ys = rect[:, [1, 1, 3, 1, 3, 3]]  # (x0, y0) (x1, y1) (x0, y1)
         out = np.empty((n, 6, FLOATS_PER_VERTEX), np.float32)
         out[..., 0], out[..., 1] = xs, ys
         out[..., 2], out[..., 3] = xs / dx[:, None], ys / dy[:, None]
-        out[..., 4:] = np.stack([ox - fx, oy - fy, fx, fy, lx - 1, ly - 1, rows[channel]],
-                                axis=1)[:, None]
+        low, span = cache.ranges[slot].T
+        out[..., 4:] = np.stack([ox - fx, oy - fy, fx, fy, lx - 1, ly - 1, rows[channel],
+                                 low, span], axis=1)[:, None]
         return out.reshape(-1, FLOATS_PER_VERTEX)
 
     def settle(self, timeout: float = 30.0) -> FrameStats:

@@ -1,0 +1,83 @@
+"""BC4 (RGTC1) tiles of one channel's values: a quarter of a 16-bit cache's bytes, for a view
+that asks for it (`ScienceView(encoding="bc4")`; values are exact otherwise).
+
+Why each tile is scaled to its own range first: BC4 keeps two 8-bit endpoints a 4x4 block,
+so over a uint16 channel's whole range it would keep 256 levels of 65,536. A tile is mapped
+to [0, 1] by its own finite minimum and span (kept beside its slot and undone in the shader),
+and each block's endpoints are the floor and ceiling of its values in 255ths, with the
+eight-step mode between them: a block of close values keeps steps finer than a 255th.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+#: texels a side of a BC4 block, and its bytes
+BLOCK = 4
+BLOCK_BYTES = 8
+#: the BC4 index of the k-th of eight steps from red_1 (k = 0) to red_0 (k = 7), in the mode
+#: red_0 > red_1: index 0 is red_0, 1 is red_1, i = 2..7 is ((8 - i) red_0 + (i - 1) red_1) / 7
+_INDEX_OF_STEP = np.array([1, 7, 6, 5, 4, 3, 2, 0], np.uint64)
+_SHIFTS = np.arange(16, dtype=np.uint64) * np.uint64(3)
+
+
+@dataclass(frozen=True)
+class EncodedTile:
+    """A tile as BC4 blocks over a `pitch`^2 slot (edges repeated past the tile), and the
+    map back to values: value = low + decoded * span."""
+
+    data: bytes
+    low: float
+    span: float
+
+
+def pitch_for(tile: int) -> int:
+    """The slot side holding a `tile`-texel tile in whole blocks."""
+    return -(-int(tile) // BLOCK) * BLOCK
+
+
+def encode_tile(values: np.ndarray, pitch: int) -> EncodedTile:
+    """BC4 blocks of a 2D tile of values (at most pitch x pitch; NaN and infinities are
+    stored as the tile's minimum: BC4 has no such values)."""
+    h, w = values.shape
+    if pitch % BLOCK or h > pitch or w > pitch or not h or not w:
+        raise ValueError(f"a {h}x{w} tile in a {pitch}-texel BC4 slot")
+    v = values.astype(np.float64)
+    finite = np.isfinite(v)
+    low = float(v[finite].min()) if finite.any() else 0.0
+    high = float(v[finite].max()) if finite.any() else 0.0
+    span = high - low if high > low else 1.0
+    t = np.where(finite, (v - low) * (255.0 / span), 0.0)  # in 255ths of the tile's range
+    t = np.pad(t, ((0, pitch - h), (0, pitch - w)), mode="edge")
+    n = pitch // BLOCK
+    blocks = t.reshape(n, BLOCK, n, BLOCK).transpose(0, 2, 1, 3).reshape(n * n, BLOCK * BLOCK)
+    lo = np.clip(np.floor(blocks.min(axis=1)), 0, 255)
+    hi = np.clip(np.ceil(blocks.max(axis=1)), 0, 255)
+    width = np.maximum(hi - lo, 1.0)
+    steps = np.clip(np.rint((blocks - lo[:, None]) * (7.0 / width[:, None])), 0, 7)
+    index = _INDEX_OF_STEP[steps.astype(np.intp)]
+    bits = np.bitwise_or.reduce(index << _SHIFTS, axis=1)
+    words = hi.astype(np.uint64) | (lo.astype(np.uint64) << np.uint64(8)) | (bits << np.uint64(16))
+    return EncodedTile(words.astype("<u8").tobytes(), low, span)
+
+
+def decode_tile(tile: EncodedTile, pitch: int) -> np.ndarray:
+    """The values a BC4 slot holds (pitch x pitch, float64), decoded as the format defines
+    it: the reference tests hold the encoder and the GPU's picture to."""
+    n = pitch // BLOCK
+    words = np.frombuffer(tile.data, "<u8")
+    if words.size != n * n:
+        raise ValueError(f"{len(tile.data)} bytes for a {pitch}^2 BC4 slot")
+    r0 = (words & np.uint64(0xFF)).astype(np.float64)
+    r1 = ((words >> np.uint64(8)) & np.uint64(0xFF)).astype(np.float64)
+    index = ((words[:, None] >> (np.uint64(16) + _SHIFTS)) & np.uint64(7)).astype(np.intp)
+    i = np.arange(8, dtype=np.float64)
+    eight = np.where(i[None] >= 2, ((8 - i) * r0[:, None] + (i - 1) * r1[:, None]) / 7, 0)
+    six = np.where(i[None] >= 2, ((6 - i) * r0[:, None] + (i - 1) * r1[:, None]) / 5, 0)
+    six[:, 6], six[:, 7] = 0.0, 255.0
+    palette = np.where((r0 > r1)[:, None], eight, six)
+    palette[:, 0], palette[:, 1] = r0, r1
+    texels = np.take_along_axis(palette, index, axis=1) / 255.0
+    out = texels.reshape(n, n, BLOCK, BLOCK).transpose(0, 2, 1, 3).reshape(pitch, pitch)
+    return tile.low + out * tile.span
