@@ -3,6 +3,8 @@ picture a view of them must show."""
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -89,6 +91,31 @@ def reference(levels: list[np.ndarray], level: int, viewport, displays: list[Cha
     out = shade(values, displays)
     out[~inside] = 0
     return out
+
+
+def picture_difference(view, levels: list[np.ndarray], level: int) -> np.ndarray:
+    """Each pixel's largest channel difference between the view's picture and the numpy
+    picture of `levels` at `level`, the smallest over references taken a hair to each side
+    (a pixel centre that falls exactly on a texel edge: either texel is right; llvmpipe
+    interpolates texel positions to about 1e-3)."""
+    vp, got = view.viewport, view.picture().astype(np.int32)
+    e = 2e-3 * vp.scale
+    return np.min([np.abs(got - reference(levels, level, replace(vp, cx=vp.cx + ex,
+                                                                  cy=vp.cy + ey),
+                                          view.displays).astype(np.int32)).max(axis=2)
+                   for ex, ey in ((0, 0), (e, e), (-e, -e), (e, -e), (-e, e))], axis=0)
+
+
+def settled_stops(view, levels: list[np.ndarray]) -> Iterator:
+    """The view fitted (a coarse level), at one texel a pixel, and magnified at a corner,
+    each settled complete: its FrameStats."""
+    h, w = levels[0].shape[1:]
+    for at in (None, (w / 2, h / 2, 1.0), (w - 40, h - 30, 0.5)):
+        if at is not None:
+            view.set_view(*at)
+        stats = view.settle(20)
+        assert stats.missing == 0 and stats.pending == 0
+        yield stats
 
 
 def psnr(a: np.ndarray, b: np.ndarray) -> float:

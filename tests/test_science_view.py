@@ -17,10 +17,12 @@ pytest.importorskip("tifffile")
 
 from science_helpers import (  # noqa: E402
     bilinear_reference,
+    picture_difference,
     psnr,
     pyramid,
     reference,
     sample,
+    settled_stops,
     write_ome_tiff,
     write_ome_zarr,
     write_slide,
@@ -56,16 +58,9 @@ def sources(tmp_path_factory):
 
 
 def _check_picture(view, levels, stats):
-    """Equal to the numpy picture, up to what float rounding decides: a pixel centre that
-    falls exactly on a texel edge (either texel is right: the reference is also taken a
-    hair to each side), and a value one LUT entry off at an entry's edge."""
-    vp, got = view.viewport, view.picture().astype(np.int32)
-    e = 2e-3 * vp.scale  # llvmpipe interpolates texel positions to about 1e-3
-    diffs = [np.abs(got - reference(levels, stats.level,
-                                    replace(vp, cx=vp.cx + ex, cy=vp.cy + ey),
-                                    view.displays).astype(np.int32)).max(axis=2)
-             for ex, ey in ((0, 0), (e, e), (-e, -e), (e, -e), (-e, e))]
-    diff = np.min(diffs, axis=0)
+    """Equal to the numpy picture, up to what float rounding decides: a pixel centre on a
+    texel edge (picture_difference), and a value one LUT entry off at an entry's edge."""
+    diff = picture_difference(view, levels, stats.level)
     assert np.mean(diff > 4) < 0.001, (stats, np.mean(diff > 4))
     assert psnr(diff, np.zeros_like(diff)) > 45  # the distance to the nearest reference
 
@@ -98,13 +93,7 @@ def test_views_at_several_zooms_equal_the_source(dev, sources, name):
     budget = 32 << 20
     with _viewing(dev, location, budget=budget) as view:
         seen = set()
-        h, w = levels[0].shape[1:]
-        # fitted (a made or stored coarse level), one texel a pixel, magnified at a corner
-        for view_at in (None, (w / 2, h / 2, 1.0), (w - 40, h - 30, 0.5)):
-            if view_at is not None:
-                view.set_view(*view_at)
-            stats = view.settle(20)
-            assert stats.missing == 0 and stats.pending == 0
+        for stats in settled_stops(view, levels):  # the fitted one a made or stored level
             assert dev.ledger.total <= budget
             seen.add(stats.level)
             _check_picture(view, levels, stats)
