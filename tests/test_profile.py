@@ -7,7 +7,7 @@ import pytest
 
 from engine.errors import UnsupportedFormatError
 from engine.formats import get
-from engine.gl.profile import at_version, decide, describe, parse_glsl_version
+from engine.gl.profile import at_version, decide, describe, parse_glsl_version, software_renderer
 from engine.textures.decode import decode_image
 from engine.textures.encode import encode_image
 from engine.textures.quality import psnr
@@ -35,6 +35,18 @@ def profile(gl: int, glsl: int, exts=(), missing=frozenset(), **kw):
                 sparse=False)
     args.update(kw)
     return decide(gl, glsl, exts, sampler(set(missing)), **args)
+
+
+def test_compute_passes_run_on_the_gpu_only_where_compute_runs_on_one():
+    """The feedback reduction and BC4 tile encoding: on a GPU with compute; not below GL
+    4.3 (macOS's 4.1), nor on a software rasterizer, where compute runs on the CPU."""
+    for gl, software, where in ((460, False, "gpu"), (410, False, "cpu"), (330, False, "cpu"),
+                                (450, True, "cpu")):
+        p = profile(gl, gl, software=software)
+        assert (p.feedback_reduce, p.tile_encode) == (where, where)
+        assert p.as_dict()["tile_encode"] == where
+    assert software_renderer("llvmpipe (LLVM 15.0.6, 256 bits)")
+    assert not software_renderer("NVIDIA H200/PCIe/SSE2")
 
 
 def test_full_driver_gets_the_batched_frame_and_every_format_as_itself():

@@ -5,6 +5,7 @@ uint16 cache's bytes, and a cache that grows keeping its tiles."""
 from __future__ import annotations
 
 import contextlib
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -245,3 +246,64 @@ def test_a_host_scene_asks_for_bc4_tiles(dev, source):
             assert isinstance(frames.view.cache, EncodedValueCache)
         finally:
             frames.release()
+
+
+# ------------------------------------------------------------------ encoded on the GPU
+@pytest.fixture
+def gpu_encoding(dev):
+    """The profile's choice of the compute encoder, on llvmpipe too (it keeps the CPU's)."""
+    if not dev.profile.compute:
+        pytest.skip("no compute shaders (GL 4.3)")
+    saved = dev.profile
+    dev.profile = replace(saved, tile_encode="gpu")
+    yield
+    dev.profile = saved
+
+
+@pytest.mark.parametrize("dtype", ["uint16", "float32", "int16", "uint8"])
+def test_the_gpu_encoder_writes_the_cpu_encoders_bytes(dev, dtype):
+    from engine import formats
+    from engine.gl.vt import PageCache
+    from engine.science.gpu_encode import RING, GpuTileEncoder
+
+    rng = np.random.default_rng(5)
+    yy, xx = np.mgrid[0:64, 0:64]
+    smooth = np.sin(xx / 9) * np.cos(yy / 7) * 100 + rng.normal(0, 3, (64, 64))
+    info = np.iinfo(dtype) if dtype != "float32" else None
+    lo, hi = (info.min, info.max) if info else (-1e4, 1e4)
+    tiles = [np.clip(smooth * (hi - lo) / 400 + (lo + hi) / 2, lo, hi).astype(dtype),
+             rng.uniform(lo, hi, (64, 64)).astype(dtype),
+             np.clip(smooth[:37, :50] + (lo + hi) / 2, lo, hi).astype(dtype),  # an edge tile
+             np.full((64, 64), lo + 3, dtype)]
+    if dtype == "float32":
+        tiles[1][5, 7], tiles[1][9, 1] = np.nan, -np.inf
+    with dev.leak_check():
+        encoder = GpuTileEncoder(dev, np.dtype(dtype), 64)
+        pages = PageCache(dev, formats.get("BC4"), 3, 2, 64, label="test.bc4")
+        try:
+            ranges = [encoder.encode_into(pages, slot, t) for slot, t in enumerate(tiles)]
+            stored = np.frombuffer(dev.commands.read_level(pages.tex, 0), "<u8").reshape(
+                2 * 16, 3 * 16)
+            for slot, (t, got_range) in enumerate(zip(tiles, ranges, strict=True)):
+                want = encode_tile(t, 64)
+                x, y = pages.slot_origin(slot)
+                got = stored[y // 4:y // 4 + 16, x // 4:x // 4 + 16].tobytes()
+                assert got == want.data, (dtype, slot)
+                assert got_range == (want.low, want.span)
+            assert len(tiles) == RING  # every staging place used once
+        finally:
+            pages.release()
+            encoder.release()
+
+
+def test_a_view_encoding_on_the_gpu_shows_the_same_picture(dev, source, gpu_encoding):
+    from engine.science.gpu import EncodedValueCache
+
+    location, levels = source
+    with _viewing(dev, location) as view:
+        assert view.reader._prepare is None and view._encoder is not None
+        decoded = _decoded(levels, view.source.tile)
+        for stats in settled_stops(view, levels):
+            assert isinstance(view.cache, EncodedValueCache)
+            _check_picture(view, decoded, stats)
+

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 from engine.gl.feedback_reduce import FeedbackReadback, FeedbackReducer, entries
-from engine.gl.profile import decide, software_renderer
 from engine.gl.vt import DepthFeedbackTarget
 from engine.render.vt_feedback import feedback_specs, vt_feedback_size
 from engine.streaming.virtual import keys as tile_keys
@@ -167,19 +166,6 @@ def test_the_reduction_is_priced_with_the_feedback_pass(device) -> None:
             assert target.nbytes - target.reducer.nbytes == cpu_only
         finally:
             target.release()
-
-
-def test_the_profile_reduces_on_the_gpu_only_where_compute_runs_on_one() -> None:
-    def profile(gl: int, software: bool):
-        return decide(gl, gl, (), lambda f: True, entry_points=lambda n: True,
-                      buffer_storage=gl >= 440, bindless=False, sparse=False,
-                      software=software)
-    assert profile(460, False).feedback_reduce == "gpu"
-    assert profile(410, False).feedback_reduce == "cpu"  # no compute (macOS's GL 4.1)
-    assert profile(330, False).feedback_reduce == "cpu"
-    assert profile(450, True).feedback_reduce == "cpu"  # compute would run on the CPU
-    assert software_renderer("llvmpipe (LLVM 15.0.6, 256 bits)")
-    assert not software_renderer("NVIDIA H200/PCIe/SSE2")
 
 
 def test_a_driver_without_compute_gets_no_reducer(device) -> None:

@@ -15,6 +15,7 @@ frame changed are written.
 """
 from __future__ import annotations
 
+import ctypes as C
 import logging
 import math
 from functools import partial
@@ -125,6 +126,30 @@ class PageCache:
         finally:
             raw.glPixelStorei(K.UNPACK_ALIGNMENT, 4)
             raw.glBindTexture(target, 0)
+
+    def upload_tile_from_buffer(self, slot: int, buffer_glo: int, offset: int) -> None:
+        """Write one slot from a buffer's bytes at `offset` (a compute encoder's output), on
+        the GPU: no trip through the CPU."""
+        f, n = self.fmt, self.slot_texels
+        want = (n // f.block_w) * (n // f.block_h) * f.block_bytes
+        if not 0 <= slot < self.slots:
+            raise ValueError(f"slot {slot} outside the cache's {self.slots}")
+        x, y = self.slot_origin(slot)
+        raw, target = _raw(self.device), self.tex.target
+        raw.glBindBuffer(K.PIXEL_UNPACK_BUFFER, buffer_glo)
+        raw.glBindTexture(target, self.tex.glo)
+        try:
+            if f.compressed:
+                raw.glCompressedTexSubImage2D(target, 0, x, y, n, n, f.gl_internal, want,
+                                              C.c_void_p(offset))
+            else:
+                raw.glTexSubImage2D(target, 0, x, y, n, n, f.gl_format, f.gl_type,
+                                    C.c_void_p(offset))
+        finally:
+            raw.glBindTexture(target, 0)
+            raw.glBindBuffer(K.PIXEL_UNPACK_BUFFER, 0)
+        self.uploaded_bytes += want
+        self.uploads += 1
 
     def upload_region(self, x: int, y: int, size: int, data: bytes) -> None:
         """Write a size x size texel square at (x, y) (block-aligned): a tail cell."""

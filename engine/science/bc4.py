@@ -18,11 +18,12 @@ BLOCK = 4
 BLOCK_BYTES = 8
 #: the BC4 index of the k-th of eight steps from red_1 (k = 0) to red_0 (k = 7), in the mode
 #: red_0 > red_1: index 0 is red_0, 1 is red_1, i = 2..7 is ((8 - i) red_0 + (i - 1) red_1) / 7
-_INDEX_OF_STEP = np.array([1, 7, 6, 5, 4, 3, 2, 0], np.uint64)
-_SHIFTS = np.arange(16, dtype=np.uint64) * np.uint64(3)
-#: where texel (y, x) of a block keeps its index: bits 3 (4y + x) up of the 48 after the
-#: endpoints, laid out as (1, y, 1, x) against a tile viewed as (rows, y, cols, x)
-_TEXEL_SHIFTS = _SHIFTS.reshape(1, BLOCK, 1, BLOCK)
+_INDEX_OF_STEP = np.array([1, 7, 6, 5, 4, 3, 2, 0], np.uint32)
+#: texel (y, x) of a block keeps its index at bit 3 (4y + x) of the 48 after the endpoints:
+#: rows 0-1 in the first 24, rows 2-3 in the next, each half built in uint32 against a tile
+#: viewed as (block row, y, block column, x)
+_HALF_SHIFTS = (np.uint32(3) * (np.arange(4, dtype=np.uint32)[:, None] % 2 * 4
+                                + np.arange(4, dtype=np.uint32))).reshape(1, 4, 1, 4)
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,13 @@ def _blockwise(t: np.ndarray, op: np.ufunc) -> np.ndarray:
     return op(op(r[:, 0::4], r[:, 1::4]), op(r[:, 2::4], r[:, 3::4]))
 
 
+def tile_range(finite: np.ndarray) -> tuple[float, float]:
+    """A tile's low and span from its finite values (span 1 when they are all one value or
+    there are none): the map both encoders use, and the shader undoes."""
+    low, high = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 0.0)
+    return low, (high - low if high > low else 1.0)
+
+
 def encode_tile(values: np.ndarray, pitch: int) -> EncodedTile:
     """BC4 blocks of a 2D tile of values (at most pitch x pitch; NaN and infinities are
     stored as the tile's minimum: BC4 has no such values)."""
@@ -55,9 +63,7 @@ def encode_tile(values: np.ndarray, pitch: int) -> EncodedTile:
     if pitch % BLOCK or h > pitch or w > pitch or not h or not w:
         raise ValueError(f"a {h}x{w} tile in a {pitch}-texel BC4 slot")
     finite = np.isfinite(values) if values.dtype.kind == "f" else None
-    shown = values if finite is None else values[finite]
-    low, high = (float(shown.min()), float(shown.max())) if shown.size else (0.0, 0.0)
-    span = high - low if high > low else 1.0
+    low, span = tile_range(values if finite is None else values[finite])
     t = (values.astype(np.float32) - np.float32(low)) * np.float32(255.0 / span)  # 255ths
     if finite is not None:
         t[~finite] = 0.0
@@ -68,10 +74,14 @@ def encode_tile(values: np.ndarray, pitch: int) -> EncodedTile:
     n = pitch // BLOCK
     scale = np.float32(7.0) / np.maximum(hi - lo, np.float32(1.0))
     t4 = t.reshape(n, BLOCK, n, BLOCK)  # (block row, y, block column, x): no copy
-    steps = np.rint((t4 - lo[:, None, :, None]) * scale[:, None, :, None])
-    placed = _INDEX_OF_STEP[np.clip(steps, 0, 7).astype(np.intp)] << _TEXEL_SHIFTS
-    bits = _blockwise(placed.reshape(pitch, pitch), np.bitwise_or)
-    words = hi.astype(np.uint64) | (lo.astype(np.uint64) << np.uint64(8)) | (bits << np.uint64(16))
+    steps = np.rint((t4 - lo[:, None, :, None]) * scale[:, None, :, None]).astype(np.uint8)
+    np.minimum(steps, 7, out=steps)  # values are within [lo, hi]: only rounding reaches 8
+    placed = _INDEX_OF_STEP.take(steps) << _HALF_SHIFTS
+    rows = placed[..., 0] | placed[..., 1] | placed[..., 2] | placed[..., 3]  # (n, y, n)
+    first = (rows[:, 0] | rows[:, 1]).astype(np.uint64)
+    second = (rows[:, 2] | rows[:, 3]).astype(np.uint64)
+    words = (hi.astype(np.uint64) | (lo.astype(np.uint64) << np.uint64(8))
+             | (first << np.uint64(16)) | (second << np.uint64(40)))
     return EncodedTile(words.reshape(-1).astype("<u8").tobytes(), low, span)
 
 
@@ -84,7 +94,8 @@ def decode_tile(tile: EncodedTile, pitch: int) -> np.ndarray:
         raise ValueError(f"{len(tile.data)} bytes for a {pitch}^2 BC4 slot")
     r0 = (words & np.uint64(0xFF)).astype(np.float64)
     r1 = ((words >> np.uint64(8)) & np.uint64(0xFF)).astype(np.float64)
-    index = ((words[:, None] >> (np.uint64(16) + _SHIFTS)) & np.uint64(7)).astype(np.intp)
+    shifts = np.uint64(16) + np.arange(16, dtype=np.uint64) * np.uint64(3)
+    index = ((words[:, None] >> shifts) & np.uint64(7)).astype(np.intp)
     i = np.arange(8, dtype=np.float64)
     eight = np.where(i[None] >= 2, ((8 - i) * r0[:, None] + (i - 1) * r1[:, None]) / 7, 0)
     six = np.where(i[None] >= 2, ((6 - i) * r0[:, None] + (i - 1) * r1[:, None]) / 5, 0)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -26,6 +27,9 @@ from ..memory.sizes import level_bytes
 from .bc4 import EncodedTile, pitch_for
 from .colormaps import lut
 from .display import ChannelDisplay
+
+if TYPE_CHECKING:
+    from .gpu_encode import GpuTileEncoder
 
 log = logging.getLogger(__name__)
 
@@ -119,12 +123,14 @@ class ValueCache(_Slots):
 
 class EncodedValueCache(_Slots):
     """Tiles of `tile` texels as BC4 (engine.science.bc4): a page cache of BC4 slots of
-    whole blocks, each slot's low and span beside it."""
+    whole blocks, each slot's low and span beside it. Tiles arrive encoded (on the reader
+    threads), or as values that `encoder` encodes on the GPU."""
 
     def __init__(self, device: Device, tile: int, slots: int, most: int,
-                 label: str = "science.tiles") -> None:
+                 encoder: GpuTileEncoder | None = None, label: str = "science.tiles") -> None:
         super().__init__(device, pitch_for(tile), slots, most)
         self.tile = int(tile)
+        self.encoder = encoder
         self.pages = PageCache(device, formats.get("BC4"), self.slots_x, self.slots_y,
                                self.pitch, label=label)
         self.tex = self.pages.tex
@@ -133,9 +139,12 @@ class EncodedValueCache(_Slots):
     def nbytes(self) -> int:
         return self.pages.nbytes
 
-    def upload(self, slot: int, tile: EncodedTile) -> None:
-        self.pages.upload_tile(slot, tile.data)
-        self.ranges[slot] = (tile.low, tile.span)
+    def upload(self, slot: int, tile: EncodedTile | np.ndarray) -> None:
+        if isinstance(tile, EncodedTile):
+            self.pages.upload_tile(slot, tile.data)
+            self.ranges[slot] = (tile.low, tile.span)
+        else:
+            self.ranges[slot] = self.encoder.encode_into(self.pages, slot, tile)
         self.uploads += 1
 
     def copy_slots(self, src: EncodedValueCache, moves: list[tuple[int, int]]) -> None:
@@ -149,10 +158,11 @@ class EncodedValueCache(_Slots):
 
 
 def value_cache(device: Device, dtype: np.dtype, tile: int, slots: int, most: int,
-                encoding: str) -> ValueCache | EncodedValueCache:
+                encoding: str, encoder: GpuTileEncoder | None = None
+                ) -> ValueCache | EncodedValueCache:
     """The cache a view's encoding keeps its tiles in."""
     if encoding == "bc4":
-        return EncodedValueCache(device, tile, slots, most)
+        return EncodedValueCache(device, tile, slots, most, encoder)
     return ValueCache(device, dtype, tile, slots, most)
 
 

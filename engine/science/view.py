@@ -40,6 +40,7 @@ from .gpu import (
     slot_grid,
     value_cache,
 )
+from .gpu_encode import GpuTileEncoder
 from .plan import (
     CoverCache,
     SlotCache,
@@ -161,9 +162,15 @@ class ScienceView:
         tile = self.source.tile
         self._slot_bytes = slot_bytes(self.source.dtype, tile, encoding)
         self._pitch = pitch = pitch_for(tile) if encoding == "bc4" else tile
+        # BC4 is encoded on the GPU where the profile says so, else on the reader threads
+        on_gpu = encoding == "bc4" and device.profile.tile_encode == "gpu"
         self.reader = TileReader(self.source, workers, prepare=(
-            (lambda values: encode_tile(values, pitch)) if encoding == "bc4" else None))
+            (lambda values: encode_tile(values, pitch)) if encoding == "bc4" and not on_gpu
+            else None))
+        self._encoder: GpuTileEncoder | None = None
         try:
+            if on_gpu:
+                self._encoder = GpuTileEncoder(device, self.source.dtype, tile)
             self.target = ColorTarget(device, self.size, label="science.output")
             self.painter = TilePainter(device, self.source.dtype, sampling, encoding)
         except BaseException:
@@ -350,7 +357,7 @@ class ScienceView:
             self._drop_cache()
             if want >= max(1, len(visible)):
                 self.cache = value_cache(self.device, self.source.dtype, self.source.tile,
-                                         want, allow, self.encoding)
+                                         want, allow, self.encoding, self._encoder)
                 self.slots = SlotCache(self.cache.slots)
                 log.info("science cache: %d slots (%d bytes)", self.cache.slots,
                          self.cache.nbytes)
@@ -361,7 +368,7 @@ class ScienceView:
         on the GPU (both caches are held for the copy: the caller checked they fit)."""
         old = self.cache
         cache = value_cache(self.device, self.source.dtype, self.source.tile, want, allow,
-                            self.encoding)
+                            self.encoding, self._encoder)
         self.slots, moves = self.slots.resized(cache.slots)
         cache.copy_slots(old, moves)
         old.release()
@@ -542,7 +549,7 @@ class ScienceView:
         self.reader.close()
         self._arrived.clear()
         self._drop_cache()
-        for name in ("painter", "target"):
+        for name in ("painter", "target", "_encoder"):
             obj = self.__dict__.pop(name, None)
             if obj is not None:
                 obj.release()
