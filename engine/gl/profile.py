@@ -47,10 +47,6 @@ class DeviceProfile:
     #: pass, engine/gl/feedback_reduce.py) needs compute on a real GPU; a software rasterizer
     #: runs compute on the CPU, slower than the numpy reduction, so it keeps "cpu"
     feedback_reduce: Literal["gpu", "cpu"] = "cpu"
-    #: where scientific tiles asked for as BC4 are encoded: "gpu" (a compute pass,
-    #: engine/science/gpu_encode.py) on a real GPU, whose reader threads would otherwise
-    #: wait on each other for the GIL; a software rasterizer keeps "cpu" (the same bytes)
-    tile_encode: Literal["gpu", "cpu"] = "cpu"
     #: source format -> the format it is held in on the GPU ("-": cannot be served)
     served: dict[str, str] = field(default_factory=dict)
     missing: tuple[str, ...] = ()
@@ -67,8 +63,7 @@ class DeviceProfile:
         return {"gl_version": self.gl_version, "glsl_version": self.glsl_version,
                 "draw_path": self.draw_path, "feedback_path": self.feedback_path,
                 "compute": self.compute, "staging": self.staging,
-                "feedback_reduce": self.feedback_reduce, "tile_encode": self.tile_encode,
-                "bindless": self.bindless,
+                "feedback_reduce": self.feedback_reduce, "bindless": self.bindless,
                 "sparse": self.sparse, "served": dict(self.served),
                 "missing": list(self.missing)}
 
@@ -123,7 +118,6 @@ def decide(gl_version: int, glsl_version: int, extensions: Iterable[str],
                          feedback_path=path, compute=compute,
                          staging="persistent" if buffer_storage else "plain",
                          feedback_reduce="gpu" if compute and not software else "cpu",
-                         tile_encode="gpu" if compute and not software else "cpu",
                          bindless=bindless and batched, sparse=sparse, served=served,
                          missing=tuple(dict.fromkeys(missing)))
 

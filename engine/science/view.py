@@ -162,8 +162,10 @@ class ScienceView:
         tile = self.source.tile
         self._slot_bytes = slot_bytes(self.source.dtype, tile, encoding)
         self._pitch = pitch = pitch_for(tile) if encoding == "bc4" else tile
-        # BC4 is encoded on the GPU where the profile says so, else on the reader threads
-        on_gpu = encoding == "bc4" and device.profile.tile_encode == "gpu"
+        # BC4 is encoded by a compute pass where the driver has one (llvmpipe's included:
+        # its threads, unlike numpy's calls on the readers, do not wait for the GIL), else
+        # on the reader threads
+        on_gpu = encoding == "bc4" and device.profile.compute
         self.reader = TileReader(self.source, workers, prepare=(
             (lambda values: encode_tile(values, pitch)) if encoding == "bc4" and not on_gpu
             else None))
