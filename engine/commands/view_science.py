@@ -29,13 +29,14 @@ from ..gl.device import Device
 from ..science.display import ChannelDisplay
 from ..science.gpu import ENCODINGS, SAMPLING
 from ..science.readers import TIFF_SUFFIXES, ZARR_SUFFIXES, is_url, open_image_source
+from ..science.slides import OPENSLIDE_SUFFIXES
 from ..science.source import ChunkedSource
 from ..science.view import ScienceView, default_displays
 
 log = logging.getLogger(__name__)
 #: suffixes `engine view` always shows as scientific images (a plain .tif stays a picture
 #: unless a channel option is given)
-SCIENCE_SUFFIXES = ZARR_SUFFIXES + (".ome.tif", ".ome.tiff", ".svs")
+SCIENCE_SUFFIXES = ZARR_SUFFIXES + (".ome.tif", ".ome.tiff", ".svs") + OPENSLIDE_SUFFIXES
 #: the longest a headless run waits for a complete picture
 SETTLE_S = 120.0
 

@@ -1,5 +1,6 @@
 """Open OME-Zarr (OME-NGFF multiscales, zarr v2 and v3) and tiled TIFF (OME-TIFF, pyramidal
-TIFF, SVS-like slides) as `ArraySource`s, from a local path or an http(s) URL.
+TIFF, SVS-like slides) as `ArraySource`s, from a local path or an http(s) URL (and the slide
+formats only OpenSlide reads, engine.science.slides).
 
 Both go through zarr-python's lazy arrays: an OME-Zarr's own, and for a TIFF tifffile's zarr
 store over its tiled pages (one per series level), so a tile read decodes only the chunks
@@ -20,6 +21,7 @@ from typing import Any
 
 from ..errors import ImageSourceError, install_hint
 from .chunks import direct_chunks
+from .slides import OPENSLIDE_SUFFIXES, open_slide
 from .source import ArraySource, Axes, ChunkedSource
 from .tiff_pages import RangeRead, TiffLevel, file_ranges, url_ranges
 
@@ -57,12 +59,15 @@ def open_image_source(location: str | os.PathLike | ChunkedSource) -> ChunkedSou
         return open_ome_zarr(text)
     if name.endswith(TIFF_SUFFIXES):
         return open_tiff(text)
+    if name.endswith(OPENSLIDE_SUFFIXES):
+        return open_slide(text)
     if not is_url(text):
         if os.path.isdir(text):
             return open_ome_zarr(text)
         return open_tiff(text)
-    raise ImageSourceError(text, "unknown kind of source; accepted: an OME-Zarr (.zarr) or a "
-                                 "TIFF (.tif, .tiff, .ome.tif, .svs)")
+    raise ImageSourceError(text, "unknown kind of source; accepted: an OME-Zarr (.zarr), a "
+                                 "TIFF (.tif, .tiff, .ome.tif, .svs) or a slide OpenSlide "
+                                 "reads (.mrxs, .vms, .svslide, .dcm)")
 
 
 def _multiscale(location: str, attrs: Mapping[str, Any]) -> Mapping[str, Any]:
