@@ -419,8 +419,10 @@ class Device(FaultInjection):
         return int(self._ctx.max_samples)
 
     def finish(self) -> None:
-        """Wait for the GPU: honest frame times and deterministic read-backs."""
-        self._ctx.finish()
+        """Wait for the GPU: honest frame times and deterministic read-backs. Through the
+        raw entry point, which leaves the GIL to other threads while it waits (moderngl's
+        keeps it: on a software rasterizer, for the whole rasterization)."""
+        self._raw.glFinish()
 
     def default_framebuffer(self) -> Any:
         """The window's framebuffer, or GL name 0 wrapped (headless: binding it is valid)."""

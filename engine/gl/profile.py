@@ -47,6 +47,9 @@ class DeviceProfile:
     #: pass, engine/gl/feedback_reduce.py) needs compute on a real GPU; a software rasterizer
     #: runs compute on the CPU, slower than the numpy reduction, so it keeps "cpu"
     feedback_reduce: Literal["gpu", "cpu"] = "cpu"
+    #: a software rasterizer (llvmpipe): its draws run when something waits for them, and a
+    #: wait inside a moderngl call holds the GIL for the whole rasterization
+    software: bool = False
     #: source format -> the format it is held in on the GPU ("-": cannot be served)
     served: dict[str, str] = field(default_factory=dict)
     missing: tuple[str, ...] = ()
@@ -63,7 +66,8 @@ class DeviceProfile:
         return {"gl_version": self.gl_version, "glsl_version": self.glsl_version,
                 "draw_path": self.draw_path, "feedback_path": self.feedback_path,
                 "compute": self.compute, "staging": self.staging,
-                "feedback_reduce": self.feedback_reduce, "bindless": self.bindless,
+                "feedback_reduce": self.feedback_reduce, "software": self.software,
+                "bindless": self.bindless,
                 "sparse": self.sparse, "served": dict(self.served),
                 "missing": list(self.missing)}
 
@@ -118,6 +122,7 @@ def decide(gl_version: int, glsl_version: int, extensions: Iterable[str],
                          feedback_path=path, compute=compute,
                          staging="persistent" if buffer_storage else "plain",
                          feedback_reduce="gpu" if compute and not software else "cpu",
+                         software=software,
                          bindless=bindless and batched, sparse=sparse, served=served,
                          missing=tuple(dict.fromkeys(missing)))
 
