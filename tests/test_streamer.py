@@ -241,3 +241,44 @@ def test_eviction_with_no_room_for_a_copy_goes_through_the_host(device, gov, fil
             assert device.commands.read_level(tex, lvl) == tf.read_level(lvl)
     finally:
         s.release()
+
+
+def test_a_shrink_through_the_host_survives_gl_out_of_memory(device, gov, files):
+    """The budget falls below what is resident, so textures shrink through the host (no room
+    for old and new storage at once), and the new storage cannot be made: such a texture
+    keeps its coarsest level alone (one whose shrink by a GPU copy fails keeps its old
+    storage). The frames go on, every texture binds, the plan's state says what the GPU
+    holds, and each failure is reported once."""
+    s = LevelStreamer(device, backend="realloc", io_workers=0)
+    events = []
+    unsubscribe = device.faults.subscribe(events.append)
+    try:
+        for i, p in enumerate(files[:6]):
+            s.register(f"t{i}", p)
+        for f in range(60):
+            step(device, gov, s, row_view(f, (3.0, 0.0, 1.2), 6))
+        loaded = [it.base for it in s.items]
+        assert min(loaded) == 0
+        last = len(s.items[0].tf.levels) - 1
+        tail = s.registry.tail(s.items[0])
+        device.fault_injector = lambda what, nbytes: "'t" in what and f"@{tail}'" in what
+        try:
+            others = device.ledger.total - device.ledger.category_total("texture.streamed")
+            gov.set_budget(others + 20_000)
+            for f in range(60, 70):
+                step(device, gov, s, row_view(f, (3.0, 0.0, 1.2), 6))
+                for t in range(6):
+                    s.bind(t, 0)
+                s.resident_textures()
+        finally:
+            device.fault_injector = None
+        bases = [it.base for it in s.items]
+        failed = [t for t, b in enumerate(loaded) if b < tail]
+        assert failed and len(events) == len(failed)
+        for t in failed:
+            assert bases[t] in (last, loaded[t])
+            assert s._state.resident_base[t] == bases[t]
+        assert last in bases and all(it.tex is not None for it in s.items)
+    finally:
+        unsubscribe()
+        s.release()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from ...errors import GLError
 from ...gl.device import Device
 from ...gl.sparse import SparseLayout, commit, sparse_texture
 from ...gl.staging import StagingRing
@@ -169,16 +170,31 @@ class ReallocBackend:
         self.device.release(old)
         item.tex, item.base = new, new_base
 
-    def shrink_through_host(self, item: Streamed, new_base: int, up: Uploader) -> None:
+    def shrink_through_host(self, item: Streamed, new_base: int,
+                            up: Uploader) -> GLError | None:
         """Shrink to new_base without old and new storage at once: the kept levels are read
         back, the old storage released, the new one made and filled. For a frame whose
-        memory has no room for even a tail-sized copy; it stalls on the read-back."""
+        memory has no room for even a tail-sized copy; it stalls on the read-back. The
+        coarsest level alone (a block or two) is made first, in memory the old storage gave
+        back: where the new storage then cannot be made (a GL out-of-memory) the texture
+        keeps it (`item.base`) and shows its average colour, and the error is returned.
+        Only if GL cannot make even that block does the error leave it without storage."""
         old = item.tex
-        kept = [(lvl, self.device.commands.read_level(old, lvl))
-                for lvl in range(new_base, len(item.tf.levels))]
+        last = len(item.tf.levels) - 1
+        kept = {lvl: self.device.commands.read_level(old, lvl)
+                for lvl in range(new_base, last + 1)}
         self.device.release(old)
         item.tex = None
-        self.create(item, new_base, dict(kept).__getitem__, up)
+        self.create(item, last, kept.__getitem__, up)
+        if new_base == last:
+            return None
+        coarsest = item.tex
+        try:
+            self.create(item, new_base, kept.__getitem__, up)
+        except GLError as exc:
+            return exc
+        self.device.release(coarsest)
+        return None
 
     # A load in three steps, so a big level can be uploaded in bands over several frames:
     # the new storage exists (and is ledgered) from begin_load to finish/abort.

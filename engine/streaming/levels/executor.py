@@ -101,7 +101,11 @@ class Executor:
                         continue
                 elif data is None and op.realloc and item.tf.faces == 1 and \
                         streamed + op.transient_bytes > ceiling:
-                    backend.shrink_through_host(item, op.new_base, self.uploader)
+                    failed = backend.shrink_through_host(item, op.new_base, self.uploader)
+                    if failed is not None:  # it kept its coarsest level alone: the op says so
+                        self.upload_failed(op.texture, failed)
+                        op = replace(op, new_base=item.base,
+                                     new_bytes=backend.storage_bytes(item.tf, item.base))
                 else:
                     backend.change(item, op.new_base, data, self.uploader)
             except Exception as exc:  # GL OOM etc.: keep what is resident, report once
