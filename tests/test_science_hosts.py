@@ -127,3 +127,42 @@ def test_engine_view_opens_a_zarr_in_a_window(xvfb_display, tmp_path):
     assert seen["wheel"] == pytest.approx(scale / 1.2 ** 2)
     # the wheel at the centre keeps cx; the drag moves it 30 screen pixels
     assert seen["drag"][0] == pytest.approx(seen["right"][0] - 30 * seen["wheel"])
+
+
+def test_image_view_of_a_scientific_image_is_a_science_scene(dev, image, tmp_path):
+    """`engine.ImageView(path)` of an OME-Zarr (or a URL, a slide, a source object) is the
+    scene hosts drive a ScienceView with; a picture stays a picture; bad options are refused
+    when it is made, as `engine view` refuses them."""
+    import engine
+    from engine.errors import UsageError
+    from engine.hosts.frames import frames_for
+    from engine.hosts.science import ScienceFrames, ScienceScene
+    from engine.science.gpu import EncodedValueCache
+    from engine.science.readers import open_image_source
+
+    path, _ = image
+    scene = engine.ImageView(path, encoding="bc4")
+    assert isinstance(scene, ScienceScene) and scene.source == str(path)
+    assert frames_for(scene) is ScienceFrames
+    with dev.leak_check():
+        frames = frames_for(scene)(dev, scene, (64, 48), budget=16 << 20)
+        try:
+            frames.render()
+            assert isinstance(frames.view.cache, EncodedValueCache)
+        finally:
+            frames.release()
+    source = open_image_source(str(path))
+    try:
+        assert isinstance(engine.ImageView(source), ScienceScene)
+    finally:
+        source.close()
+    assert isinstance(engine.ImageView("https://example.org/x.ome.zarr"), ScienceScene)
+    with pytest.raises(UsageError, match="encoding 'bc7'"):
+        engine.ImageView(path, encoding="bc7")
+    with pytest.raises(UsageError, match=r"not \['chunk'\]"):
+        engine.ImageView(path, chunk=256)
+    from PIL import Image
+    Image.new("RGB", (8, 8)).save(tmp_path / "p.png")
+    picture = engine.ImageView(tmp_path / "p.png", workers=1, detail=False, progress=False,
+                               cache_dir=tmp_path / "cache")
+    assert type(picture) is engine.ImageView and len(picture.items) == 1

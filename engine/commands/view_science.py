@@ -28,15 +28,11 @@ from ..errors import ContextError, UsageError
 from ..gl.device import Device
 from ..science.display import ChannelDisplay
 from ..science.gpu import ENCODINGS, SAMPLING
-from ..science.readers import TIFF_SUFFIXES, ZARR_SUFFIXES, is_url, open_image_source
-from ..science.slides import OPENSLIDE_SUFFIXES
+from ..science.readers import TIFF_SUFFIXES, is_science_location, open_image_source
 from ..science.source import ChunkedSource
 from ..science.view import ScienceView, default_displays
 
 log = logging.getLogger(__name__)
-#: suffixes `engine view` always shows as scientific images (a plain .tif stays a picture
-#: unless a channel option is given)
-SCIENCE_SUFFIXES = ZARR_SUFFIXES + (".ome.tif", ".ome.tiff", ".svs") + OPENSLIDE_SUFFIXES
 #: the longest a headless run waits for a complete picture
 SETTLE_S = 120.0
 
@@ -50,8 +46,8 @@ def wants_science(paths: list[str], args: argparse.Namespace) -> bool:
         getattr(args, "sampling", "nearest"), getattr(args, "encoding", "exact")) != (
         "nearest", "exact")
     return bool(paths) and all(
-        is_url(p) or p.rstrip("/").lower().endswith(SCIENCE_SUFFIXES) or (
-            given and p.rstrip("/").lower().endswith(TIFF_SUFFIXES)) for p in paths)
+        is_science_location(p) or (given and p.rstrip("/").lower().endswith(TIFF_SUFFIXES))
+        for p in paths)
 
 
 def _per_channel(text: str, parse, what: str) -> dict[int | None, Any]:

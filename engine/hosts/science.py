@@ -27,6 +27,7 @@ from ..errors import UsageError
 from ..gl.device import Device
 from ..science.controls import ScienceControls
 from ..science.display import ChannelDisplay
+from ..science.gpu import ENCODINGS, SAMPLING
 from ..science.source import ChunkedSource
 from ..science.view import ScienceView
 
@@ -108,6 +109,13 @@ class ScienceScene:
     encoding: str = "exact"
 
     host_frames = ScienceFrames
+
+    def __post_init__(self) -> None:
+        """Refused when made, as `engine view` refuses them, not when a host first draws."""
+        for name, value, accepted in (("sampling", self.sampling, SAMPLING),
+                                      ("encoding", self.encoding, ENCODINGS)):
+            if value not in accepted:
+                raise UsageError(f"{name} {value!r}; accepted: {', '.join(accepted)}")
 
 
 def _valid(size: tuple[int, int]) -> tuple[int, int]:

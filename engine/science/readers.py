@@ -30,12 +30,24 @@ log = logging.getLogger(__name__)
 ZARR_SUFFIXES = (".zarr", ".ome.zarr")
 TIFF_SUFFIXES = (".tif", ".tiff", ".ome.tif", ".ome.tiff", ".svs", ".btf", ".tf8", ".ndpi",
                  ".scn")
+#: what `engine view` and `engine.ImageView` show as scientific images by their name alone (a
+#: plain .tif stays a picture unless asked otherwise)
+SCIENCE_SUFFIXES = ZARR_SUFFIXES + (".ome.tif", ".ome.tiff", ".svs") + OPENSLIDE_SUFFIXES
 #: axes assumed when an OME-Zarr's multiscales has none (NGFF before 0.4), by dimensions
 DEFAULT_AXES = {2: "yx", 3: "cyx", 4: "czyx", 5: "tczyx"}
 
 
 def is_url(location: str) -> bool:
     return location.startswith(("http://", "https://"))
+
+
+def is_science_location(location: str | os.PathLike | ChunkedSource) -> bool:
+    """Whether `location` is shown as a scientific image by its name alone: a source
+    object, a URL, an OME-Zarr, an OME-TIFF or a slide."""
+    if isinstance(location, ChunkedSource):
+        return True
+    text = os.fspath(location)
+    return is_url(text) or text.rstrip("/").lower().endswith(SCIENCE_SUFFIXES)
 
 
 def _need(module: str, location: str, extra: str) -> Any:

@@ -757,7 +757,24 @@ def _start_once(thread: threading.Thread) -> None:
 
 class ImageView(ImageWall):
     """One image in a deep-zoom view: a larger thumbnail for the first frame, the camera fitted
-    to the image, zoom down to its pixels."""
+    to the image, zoom down to its pixels. A scientific image (an OME-Zarr, OME-TIFF, slide,
+    URL or `ChunkedSource`: `engine.science.readers.is_science_location`) is a
+    `ScienceScene` instead, its raw values shown as `engine view` shows them, in any host;
+    it takes `displays`, `sampling` and `encoding`."""
+
+    def __new__(cls, path: Any, **kwargs: Any) -> Any:
+        from ..science.readers import is_science_location
+
+        if not is_science_location(path):
+            return super().__new__(cls)
+        from ..hosts.science import ScienceScene
+
+        extra = sorted(set(kwargs) - {"displays", "sampling", "encoding"})
+        if extra:
+            raise UsageError(f"a scientific image takes displays=, sampling= and encoding=, "
+                             f"not {extra}")
+        return ScienceScene(path if not isinstance(path, os.PathLike) else os.fspath(path),
+                            **kwargs)
 
     def __init__(self, path: str | os.PathLike[str], **kwargs: Any) -> None:
         kwargs.setdefault("thumb_edge", VIEW_THUMB_EDGE)
