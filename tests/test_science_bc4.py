@@ -258,7 +258,8 @@ def cpu_encoding(dev):
     dev.profile = saved
 
 
-@pytest.mark.parametrize("dtype", ["uint16", "float32", "int16", "uint8"])
+@pytest.mark.parametrize("dtype", ["uint8", "uint16", "uint32", "int8", "int16", "int32",
+                                   "float16", "float32"])
 def test_the_gpu_encoder_writes_the_cpu_encoders_bytes(dev, dtype):
     from engine import formats
     from engine.gl.vt import PageCache
@@ -267,13 +268,13 @@ def test_the_gpu_encoder_writes_the_cpu_encoders_bytes(dev, dtype):
     rng = np.random.default_rng(5)
     yy, xx = np.mgrid[0:64, 0:64]
     smooth = np.sin(xx / 9) * np.cos(yy / 7) * 100 + rng.normal(0, 3, (64, 64))
-    info = np.iinfo(dtype) if dtype != "float32" else None
-    lo, hi = (info.min, info.max) if info else (-1e4, 1e4)
+    floats = np.dtype(dtype).kind == "f"
+    lo, hi = (-1e4, 1e4) if floats else (int(np.iinfo(dtype).min), int(np.iinfo(dtype).max))
     tiles = [np.clip(smooth * (hi - lo) / 400 + (lo + hi) / 2, lo, hi).astype(dtype),
              rng.uniform(lo, hi, (64, 64)).astype(dtype),
              np.clip(smooth[:37, :50] + (lo + hi) / 2, lo, hi).astype(dtype),  # an edge tile
              np.full((64, 64), lo + 3, dtype)]
-    if dtype == "float32":
+    if floats:
         tiles[1][5, 7], tiles[1][9, 1] = np.nan, -np.inf
     with dev.leak_check():
         encoder = GpuTileEncoder(dev, np.dtype(dtype), 64)
