@@ -281,6 +281,12 @@ class Commands:
         self._alloc.check_errors("GL_TEXTURE_COMPRESSED_IMAGE_SIZE query")
         return n
 
+    def unbind(self, unit: int, layered: bool = False) -> None:
+        """Bind no texture to `unit` (its 2D or 2D-array target): what a texture that lost
+        its storage samples (black), instead of the last texture bound there."""
+        self._raw.glActiveTexture(0x84C0 + unit)
+        self._raw.glBindTexture(K.TEXTURE_2D_ARRAY if layered else K.TEXTURE_2D, 0)
+
     # ------------------------------------------------------------------ parameters
     def set_min_lod(self, tex: GpuTexture, lod: float) -> None:
         """Clamp sampling to storage levels >= `lod` (the streamer's fade-in)."""

@@ -178,7 +178,8 @@ class ReallocBackend:
         coarsest level alone (a block or two) is made first, in memory the old storage gave
         back: where the new storage then cannot be made (a GL out-of-memory) the texture
         keeps it (`item.base`) and shows its average colour, and the error is returned.
-        Only if GL cannot make even that block does the error leave it without storage."""
+        Only if GL cannot make even that block is the error raised with no storage left
+        (the streamer then binds nothing for it: it samples black)."""
         old = item.tex
         last = len(item.tf.levels) - 1
         kept = {lvl: self.device.commands.read_level(old, lvl)

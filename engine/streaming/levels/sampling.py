@@ -57,6 +57,8 @@ class Sampling:
             self._touched = []
         for t in changed:
             item = items[t]
+            if item.tex is None:  # no storage (a GL out-of-memory): nothing to clamp
+                continue
             # GL measures MIN_LOD from the texture's base level: storage level 0 for a
             # reallocated texture (chain level item.base), GL_TEXTURE_BASE_LEVEL = item.base
             # for a sparse one. Either way the offset is the finest resident chain level.

@@ -225,7 +225,11 @@ class LevelStreamer:
         self.uploader.resize(self.reads.pending_bytes(), self._pool - self._held())
 
     def bind(self, texture_id: int, unit: int) -> None:
-        self.items[texture_id].tex.use(unit)
+        item = self.items[texture_id]
+        if item.tex is None:  # its storage lost to a GL out-of-memory (shrink_through_host)
+            self.device.commands.unbind(unit, layered=item.tf.layers > 1)
+            return
+        item.tex.use(unit)
 
     def resident_textures(self) -> ResidentTextures:
         """All ids at once (the batched renderer's per-frame read); the texture list is
