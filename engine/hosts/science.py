@@ -27,9 +27,8 @@ from ..errors import UsageError
 from ..gl.device import Device
 from ..science.controls import ScienceControls
 from ..science.display import ChannelDisplay
-from ..science.gpu import ENCODINGS, SAMPLING
 from ..science.source import ChunkedSource
-from ..science.view import ScienceView
+from ..science.view import ScienceView, check_reading
 
 log = logging.getLogger(__name__)
 
@@ -112,10 +111,7 @@ class ScienceScene:
 
     def __post_init__(self) -> None:
         """Refused when made, as `engine view` refuses them, not when a host first draws."""
-        for name, value, accepted in (("sampling", self.sampling, SAMPLING),
-                                      ("encoding", self.encoding, ENCODINGS)):
-            if value not in accepted:
-                raise UsageError(f"{name} {value!r}; accepted: {', '.join(accepted)}")
+        check_reading(self.sampling, self.encoding)
 
 
 def _valid(size: tuple[int, int]) -> tuple[int, int]:

@@ -49,9 +49,10 @@ def _blockwise(t: np.ndarray, op: np.ufunc) -> np.ndarray:
     return op(op(r[:, 0::4], r[:, 1::4]), op(r[:, 2::4], r[:, 3::4]))
 
 
-def tile_range(finite: np.ndarray) -> tuple[float, float]:
-    """A tile's low and span from its finite values (span 1 when they are all one value or
+def tile_range(values: np.ndarray) -> tuple[float, float]:
+    """A tile's low and span over its finite values (span 1 when they are all one value or
     there are none): the map both encoders use, and the shader undoes."""
+    finite = values[np.isfinite(values)] if values.dtype.kind == "f" else values
     low, high = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 0.0)
     return low, (high - low if high > low else 1.0)
 
@@ -62,11 +63,10 @@ def encode_tile(values: np.ndarray, pitch: int) -> EncodedTile:
     h, w = values.shape
     if pitch % BLOCK or h > pitch or w > pitch or not h or not w:
         raise ValueError(f"a {h}x{w} tile in a {pitch}-texel BC4 slot")
-    finite = np.isfinite(values) if values.dtype.kind == "f" else None
-    low, span = tile_range(values if finite is None else values[finite])
+    low, span = tile_range(values)
     t = (values.astype(np.float32) - np.float32(low)) * np.float32(255.0 / span)  # 255ths
-    if finite is not None:
-        t[~finite] = 0.0
+    if values.dtype.kind == "f":
+        t[~np.isfinite(values)] = 0.0
     if (h, w) != (pitch, pitch):
         t = np.pad(t, ((0, pitch - h), (0, pitch - w)), mode="edge")
     lo = np.clip(np.floor(_blockwise(t, np.minimum)), 0, 255)

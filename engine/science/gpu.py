@@ -129,7 +129,6 @@ class EncodedValueCache(_Slots):
     def __init__(self, device: Device, tile: int, slots: int, most: int,
                  encoder: GpuTileEncoder | None = None, label: str = "science.tiles") -> None:
         super().__init__(device, pitch_for(tile), slots, most)
-        self.tile = int(tile)
         self.encoder = encoder
         self.pages = PageCache(device, formats.get("BC4"), self.slots_x, self.slots_y,
                                self.pitch, label=label)

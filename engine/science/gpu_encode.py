@@ -56,8 +56,7 @@ class GpuTileEncoder:
         """Encode one tile (edge tiles smaller than a slot) into `pages`' slot; its (low,
         span)."""
         h, w = values.shape
-        finite = values[np.isfinite(values)] if values.dtype.kind == "f" else values
-        low, span = tile_range(finite)
+        low, span = tile_range(values)
         place, self._next = self._next, (self._next + 1) % RING
         data = np.ascontiguousarray(values, self.dtype)
         self.values.write(data.tobytes(), viewport=(0, place * self.pitch, w, h), alignment=1)

@@ -117,6 +117,15 @@ def default_displays(source: ChunkedSource) -> list[ChannelDisplay]:
 Sources = ChunkedSource | str | Sequence[ChunkedSource | str]
 
 
+def check_reading(sampling: str, encoding: str) -> None:
+    """How values are read and kept, refused with the accepted ones named (the view, the
+    hosts' ScienceScene and `engine view` alike)."""
+    for name, value, accepted in (("sampling", sampling, SAMPLING),
+                                  ("encoding", encoding, ENCODINGS)):
+        if value not in accepted:
+            raise UsageError(f"{name} {value!r}; accepted: {', '.join(accepted)}")
+
+
 class ScienceView:
     """A chunked image, or several as layers (engine.science.layers: their channels one
     after another, first layer drawn first), viewed at `size` pixels on `device`, in
@@ -133,10 +142,7 @@ class ScienceView:
         w, h = int(size[0]), int(size[1])
         if w < 1 or h < 1:
             raise UsageError(f"view size {size}: need at least 1x1 pixels")
-        if sampling not in SAMPLING:
-            raise UsageError(f"sampling {sampling!r}; accepted: {', '.join(SAMPLING)}")
-        if encoding not in ENCODINGS:
-            raise UsageError(f"encoding {encoding!r}; accepted: {', '.join(ENCODINGS)}")
+        check_reading(sampling, encoding)
         many = source if isinstance(source, (list, tuple)) else [source]
         opened: list[ChunkedSource] = []
         try:
