@@ -258,6 +258,7 @@ def cpu_encoding(dev):
     dev.profile = saved
 
 
+@pytest.mark.needs("compute shaders")
 @pytest.mark.parametrize("dtype", ["uint8", "uint16", "uint32", "int8", "int16", "int32",
                                    "float16", "float32"])
 def test_the_gpu_encoder_writes_the_cpu_encoders_bytes(dev, dtype):
