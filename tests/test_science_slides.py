@@ -119,3 +119,7 @@ def test_engine_view_opens_a_slide(slide, capsys):
     assert main(["view", str(path), "--size", "120x90", "--headless"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["complete"] and summary["channels"] == 3 and summary["dtype"] == "uint8"
+    # a mistyped path is the user's mistake, one line and status 2, as for a picture
+    assert main(["view", str(path.with_name("typo.svslide")), "--headless"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"error: {path.with_name('typo.svslide')}: no such file or folder"]

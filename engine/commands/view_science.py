@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 import time
 from dataclasses import replace
@@ -28,7 +29,12 @@ from ..errors import ContextError, UsageError
 from ..gl.device import Device
 from ..science.display import ChannelDisplay
 from ..science.gpu import ENCODINGS, SAMPLING
-from ..science.readers import TIFF_SUFFIXES, is_science_location, open_image_source
+from ..science.readers import (
+    TIFF_SUFFIXES,
+    is_science_location,
+    is_url,
+    open_image_source,
+)
 from ..science.source import ChunkedSource
 from ..science.view import ScienceView, default_displays
 
@@ -247,6 +253,8 @@ def run(args: argparse.Namespace) -> int:
     summary: dict[str, Any] | None = None
     try:
         for path in args.paths:  # several: layers, their channels numbered in turn
+            if not is_url(path) and not os.path.exists(path):  # a typo, like a picture's
+                raise UsageError(f"{path}: no such file or folder")
             sources.append(open_image_source(path))
         displays = _apply([d for s in sources for d in default_displays(s)], args)
         if not headless_wanted(args.headless):
