@@ -91,6 +91,23 @@ class PageCache:
     def size(self) -> tuple[int, int]:
         return self.slots_x * self.slot_texels, self.slots_y * self.slot_texels
 
+    def _bytes(self, size: int) -> int:
+        """Bytes of a size x size square of the cache format."""
+        f = self.fmt
+        return (size // f.block_w) * (size // f.block_h) * f.block_bytes
+
+    def _sub_image(self, raw, x: int, y: int, size: int, nbytes: int, pixels) -> None:
+        """One square's write into the bound cache texture (`pixels`: client bytes, or an
+        offset into the bound unpack buffer)."""
+        f, target = self.fmt, self.tex.target
+        if f.compressed:
+            raw.glCompressedTexSubImage2D(target, 0, x, y, size, size, f.gl_internal, nbytes,
+                                          pixels)
+        else:
+            raw.glTexSubImage2D(target, 0, x, y, size, size, f.gl_format, f.gl_type, pixels)
+        self.uploaded_bytes += nbytes
+        self.uploads += 1
+
     def upload_tile(self, slot: int, data: bytes | memoryview) -> None:
         """Write one slot's bytes (SLOT_TEXELS^2 texels of the cache format)."""
         self.upload_tiles([(slot, data)])
@@ -101,8 +118,8 @@ class PageCache:
         share the bind and pixel-store calls."""
         if not items:
             return
-        f, n = self.fmt, self.slot_texels
-        want = (n // f.block_w) * (n // f.block_h) * f.block_bytes
+        n = self.slot_texels
+        want = self._bytes(n)
         raw = _raw(self.device)
         target = self.tex.target
         raw.glBindTexture(target, self.tex.glo)
@@ -113,16 +130,10 @@ class PageCache:
                     raise ValueError(f"slot {slot} outside the cache's {self.slots}")
                 buf = memoryview(data).cast("B")
                 if buf.nbytes != want:
-                    raise ValueError(f"a {f.name} slot is {want} bytes, got {buf.nbytes}")
+                    raise ValueError(f"a {self.fmt.name} slot is {want} bytes, got "
+                                     f"{buf.nbytes}")
                 cbuf = buf.obj if isinstance(buf.obj, bytes) else bytes(buf)
-                x, y = (slot % self.slots_x) * n, (slot // self.slots_x) * n
-                if f.compressed:
-                    raw.glCompressedTexSubImage2D(target, 0, x, y, n, n, f.gl_internal, want,
-                                                  cbuf)
-                else:
-                    raw.glTexSubImage2D(target, 0, x, y, n, n, f.gl_format, f.gl_type, cbuf)
-                self.uploaded_bytes += want
-                self.uploads += 1
+                self._sub_image(raw, *self.slot_origin(slot), n, want, cbuf)
         finally:
             raw.glPixelStorei(K.UNPACK_ALIGNMENT, 4)
             raw.glBindTexture(target, 0)
@@ -130,48 +141,33 @@ class PageCache:
     def upload_tile_from_buffer(self, slot: int, buffer_glo: int, offset: int) -> None:
         """Write one slot from a buffer's bytes at `offset` (a compute encoder's output), on
         the GPU: no trip through the CPU."""
-        f, n = self.fmt, self.slot_texels
-        want = (n // f.block_w) * (n // f.block_h) * f.block_bytes
         if not 0 <= slot < self.slots:
             raise ValueError(f"slot {slot} outside the cache's {self.slots}")
-        x, y = self.slot_origin(slot)
+        n = self.slot_texels
         raw, target = _raw(self.device), self.tex.target
         raw.glBindBuffer(K.PIXEL_UNPACK_BUFFER, buffer_glo)
         raw.glBindTexture(target, self.tex.glo)
         try:
-            if f.compressed:
-                raw.glCompressedTexSubImage2D(target, 0, x, y, n, n, f.gl_internal, want,
-                                              C.c_void_p(offset))
-            else:
-                raw.glTexSubImage2D(target, 0, x, y, n, n, f.gl_format, f.gl_type,
-                                    C.c_void_p(offset))
+            self._sub_image(raw, *self.slot_origin(slot), n, self._bytes(n),
+                            C.c_void_p(offset))
         finally:
             raw.glBindTexture(target, 0)
             raw.glBindBuffer(K.PIXEL_UNPACK_BUFFER, 0)
-        self.uploaded_bytes += want
-        self.uploads += 1
 
     def upload_region(self, x: int, y: int, size: int, data: bytes) -> None:
         """Write a size x size texel square at (x, y) (block-aligned): a tail cell."""
         f = self.fmt
-        want = (size // f.block_w) * (size // f.block_h) * f.block_bytes
+        want = self._bytes(size)
         if len(data) != want or x % f.block_w or y % f.block_h:
             raise ValueError(f"region {size}^2 at ({x}, {y}) needs {want} aligned bytes")
         raw = _raw(self.device)
         raw.glBindTexture(self.tex.target, self.tex.glo)
         raw.glPixelStorei(K.UNPACK_ALIGNMENT, 1)
         try:
-            if f.compressed:
-                raw.glCompressedTexSubImage2D(self.tex.target, 0, x, y, size, size,
-                                              f.gl_internal, want, bytes(data))
-            else:
-                raw.glTexSubImage2D(self.tex.target, 0, x, y, size, size, f.gl_format,
-                                    f.gl_type, bytes(data))
+            self._sub_image(raw, x, y, size, want, bytes(data))
         finally:
             raw.glPixelStorei(K.UNPACK_ALIGNMENT, 4)
             raw.glBindTexture(self.tex.target, 0)
-        self.uploaded_bytes += want
-        self.uploads += 1
 
     def copy_slots(self, src: "PageCache", moves: list[tuple[int, int]]) -> None:
         """Copy slots of `src` into this cache on the GPU (glCopyImageSubData, GL 4.3 or
