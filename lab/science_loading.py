@@ -2,7 +2,7 @@
 lab.science opened five times as five layers at 1920x1080, settled, then made to jump to an
 unloaded place and pan 40 frames at one to one (twice), with four reader threads and with
 two. Per frame: the CPU part (planned, uploaded, drawn), the main thread's own CPU time and
-the whole frame; per phase (uploads, vertices, covering missing tiles, the plan, the
+the whole frame; per phase (uploads, the quad table, covering missing tiles, the plan, the
 draw), medians over the frames with more than 100 tiles pending. And how much of the GIL
 the readers take: a pure-Python loop's speed on the main thread while they read 6,400
 tiles, against its speed alone.
@@ -31,7 +31,7 @@ from .science import LIMITS, make_image
 
 COLOURS = ("green", "magenta", "cyan", "yellow")
 LAYERS = 5
-PHASES = ("_upload", "_plan", "_vertices", "_size_cache")
+PHASES = ("_upload", "_plan", "_quads", "_size_cache")
 
 
 def spin(seconds: float) -> int:
@@ -117,7 +117,7 @@ def loading_frames(path: Path, size: int, workers: int) -> dict[str, Any]:
                               for k in ("cpu_ms", "own_cpu_ms")} if loading else {},
         "loading_phase_median_ms": {
             p: statistics.median(f["phases_ms"].get(p, 0.0) for f in loading)
-            for p in ("upload", "vertices", "cover", "plan", "draw", "size_cache")}
+            for p in ("upload", "quads", "cover", "plan", "draw", "size_cache")}
         if loading else {}}
 
 

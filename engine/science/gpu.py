@@ -40,9 +40,10 @@ GL_DTYPES = {"uint8": ("u1", "usampler2D"), "uint16": ("u2", "usampler2D"),
              "uint32": ("u4", "usampler2D"), "int8": ("i1", "isampler2D"),
              "int16": ("i2", "isampler2D"), "int32": ("i4", "isampler2D"),
              "float16": ("f2", "sampler2D"), "float32": ("f4", "sampler2D")}
-#: level-0 x, y; level texel x, y; shift to the slot x, y; the tile's first and last texel
-#: x0, y0, x1, y1; row; the slot's map to values (low, span: BC4 only)
-FLOATS_PER_VERTEX = 13
+#: a tile piece's instance: its level-0 rectangle x0, y0, x1, y1; the same in its level's
+#: texels; shift to the slot x, y; the tile's first and last texel x0, y0, x1, y1; row; the
+#: slot's map to values (low, span: BC4 only)
+FLOATS_PER_QUAD = 17
 #: how values are read: the nearest texel, or bilinear between four (float data only)
 SAMPLING = ("nearest", "linear")
 #: how tiles are kept: exact (the source's own format), or BC4 when the user asks for a
@@ -189,8 +190,8 @@ class LutTexture:
 
 
 class TilePainter:
-    """The program and a vertex buffer of tile quads (grown by doubling when a frame needs
-    more)."""
+    """The program and a buffer of tile quads, one instance each (grown by doubling when a
+    frame needs more)."""
 
     def __init__(self, device: Device, dtype: np.dtype, sampling: str = "nearest",
                  encoding: str = "exact", label: str = "science.quads") -> None:
@@ -213,7 +214,7 @@ class TilePainter:
         # only (the programs without them drop them)
         tile, tiles = ("4f", ["in_tile"]) if linear else ("16x", [])
         value, values = ("2f", ["in_range"]) if encoded else ("8x", [])
-        self._layout = (f"2f 2f 2f {tile} 1f {value}", "in_world", "in_texel", "in_shift",
+        self._layout = (f"4f 4f 2f {tile} 1f {value}/i", "in_world", "in_texel", "in_shift",
                         *tiles, "in_channel", *values)
         self.luts = LutTexture(device)
         self._vbo = self._vao = None
@@ -225,19 +226,19 @@ class TilePainter:
             return
         self._release_buffers()
         cap = max(64, 1 << (quads - 1).bit_length())
-        self._vbo = self.device.buffer(reserve=cap * 6 * FLOATS_PER_VERTEX * 4, dynamic=True,
+        self._vbo = self.device.buffer(reserve=cap * FLOATS_PER_QUAD * 4, dynamic=True,
                                        category=Category.BUFFER, label=self.label)
         self._vao = self.device.vertex_array(
             self.program, [(self._vbo, *self._layout)],
             label=f"{self.label}.vao")
         self._capacity = cap
 
-    def draw(self, vertices: np.ndarray, displays: Sequence[ChannelDisplay],
+    def draw(self, quads_table: np.ndarray, displays: Sequence[ChannelDisplay],
              cache: ValueCache | EncodedValueCache, center: tuple[float, float], scale: float,
              screen: tuple[int, int]) -> None:
-        """Draw `vertices` ((6 * quads, FLOATS_PER_VERTEX) float32) into the bound target;
+        """Draw `quads_table` ((quads, FLOATS_PER_QUAD) float32) into the bound target;
         displays[r] is channel row r's look."""
-        quads = len(vertices) // 6
+        quads = len(quads_table)
         params = np.zeros((MAX_CHANNELS, 4), np.float32)
         for row, d in enumerate(displays):
             params[row] = (d.low, d.high, d.gamma, row)
@@ -245,7 +246,7 @@ class TilePainter:
         if not quads:
             return
         self.reserve(quads)
-        self._vbo.write(np.ascontiguousarray(vertices, np.float32).tobytes())
+        self._vbo.write(np.ascontiguousarray(quads_table, np.float32).tobytes())
         prog = self.program
         prog["u_center"].value = (float(center[0]), float(center[1]))
         prog["u_scale"].value = float(scale)
@@ -256,7 +257,7 @@ class TilePainter:
         prog["u_values"].value = 0
         prog["u_luts"].value = 1
         self.device.set_state(additive=True)
-        self._vao.render(vertices=6 * quads)  # triangles, the default mode
+        self._vao.render(vertices=6, instances=quads)  # triangles, the default mode
 
     def _release_buffers(self) -> None:
         for obj in (self._vao, self._vbo):

@@ -30,7 +30,7 @@ from .display import ChannelDisplay, default_colormap
 from .bc4 import encode_tile, pitch_for
 from .gpu import (
     ENCODINGS,
-    FLOATS_PER_VERTEX,
+    FLOATS_PER_QUAD,
     MAX_CHANNELS,
     SAMPLING,
     EncodedValueCache,
@@ -450,10 +450,10 @@ class ScienceView:
         for k in dict.fromkeys(drawn_from):
             slots.use(k)
         keys += drawn_from
-        vertices = self._vertices(keys, np.array(rects, np.float64).reshape(-1, 4), rows)
+        quads = self._quads(keys, np.array(rects, np.float64).reshape(-1, 4), rows)
         vp = self.viewport
         self.target.begin()
-        self.painter.draw(vertices, [self.displays[c] for c in visible], self.cache,
+        self.painter.draw(quads, [self.displays[c] for c in visible], self.cache,
                           (vp.cx, vp.cy), vp.scale, self.size)
         if self.device.profile.software:
             # rasterize now, the GIL left to the readers: else the next frame's first upload
@@ -499,11 +499,10 @@ class ScienceView:
         for k in [k for k in arrived if k not in wanted_set]:
             del arrived[k]
 
-    def _vertices(self, keys: list[TileKey], rects: np.ndarray,
-                  rows: np.ndarray) -> np.ndarray:
-        """Six vertices (two triangles) of FLOATS_PER_VERTEX floats for each tile in `keys`,
-        over its whole rectangle, or for the last len(rects) over those rectangles; in
-        numpy, a row a tile (a frame draws a tile a channel: a thousand at 20 channels)."""
+    def _quads(self, keys: list[TileKey], rects: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """A quad of FLOATS_PER_QUAD floats for each tile in `keys`, over its whole
+        rectangle, or for the last len(rects) over those rectangles; in numpy, a row a tile
+        (a frame draws a tile a channel: a thousand at 20 channels)."""
         n = len(keys)
         level, channel, ty, tx = np.array(keys, np.int64).reshape(n, 4).T
         tile, dy, dx, h, w = self._geometry[channel, level].T
@@ -515,15 +514,13 @@ class ScienceView:
         slot = np.fromiter(map(self.slots.slot, keys), np.int64, n)
         cache = self.cache
         ox, oy = slot % cache.slots_x * cache.pitch, slot // cache.slots_x * cache.pitch
-        xs = rect[:, [0, 2, 2, 0, 2, 0]]  # the corners of (x0, y0) (x1, y0) (x1, y1) and
-        ys = rect[:, [1, 1, 3, 1, 3, 3]]  # (x0, y0) (x1, y1) (x0, y1)
-        out = np.empty((n, 6, FLOATS_PER_VERTEX), np.float32)
-        out[..., 0], out[..., 1] = xs, ys
-        out[..., 2], out[..., 3] = xs / dx[:, None], ys / dy[:, None]
+        out = np.empty((n, FLOATS_PER_QUAD), np.float32)
+        out[:, 0:4] = rect
+        out[:, 4:8] = rect / np.stack([dx, dy, dx, dy], axis=1)
         low, span = cache.ranges[slot].T
-        out[..., 4:] = np.stack([ox - fx, oy - fy, fx, fy, lx - 1, ly - 1, rows[channel],
-                                 low, span], axis=1)[:, None]
-        return out.reshape(-1, FLOATS_PER_VERTEX)
+        out[:, 8:] = np.stack([ox - fx, oy - fy, fx, fy, lx - 1, ly - 1, rows[channel],
+                               low, span], axis=1)
+        return out
 
     def settle(self, timeout: float = 30.0) -> FrameStats:
         """Draw frames until every wanted tile is drawn from itself (a complete picture)
