@@ -13,7 +13,9 @@ image pixel per screen pixel at fixed points, each timed until all four channels
 0 completely, then a pan at one to one, a frame a step. `--layers N` opens the image N
 times as N layers (4N channels, each layer read and cached on its own). Per viewer: process
 start to first frame, zoom-to-sharp p50/p95, pan frame p50/p95 (and the engine's CPU and GPU
-parts of it), peak GPU bytes (engine: its ledger; napari: its texture uploads; NVML's
+parts of it), peak GPU bytes (engine: its ledger, by category; napari: its texture uploads,
+and apart the framebuffer its canvas draws into and the driver's census of every GL object
+its canvas's share group holds, Qt's own included, sampled after each zoom; NVML's
 per-process figure where it sees the child) and peak RSS. `--sources disk,http` runs the
 engine a second time on the same image served over HTTP by a server this process starts on
 localhost (the reads go through fsspec, as a user's remote store would); with `tiff`, on the
@@ -170,6 +172,9 @@ def summarise(result: dict[str, Any]) -> dict[str, Any]:
             "paced_pan_ms_p95": _percentile(paced, 95),
             "paced_pan_over_60hz": sum(ms > 1e3 / 60 for ms in paced) if paced else None,
             "gpu_bytes_peak": result.get("gpu_bytes_peak"),
+            "gpu_bytes_by_category": result.get("gpu_bytes_by_category"),
+            "framebuffer_bytes": (result.get("framebuffer") or {}).get("bytes"),
+            "gpu_census_peak_bytes": (result.get("gpu_census") or {}).get("bytes"),
             "nvml_peak_bytes": result.get("nvml_peak_bytes"),
             "rss_peak_bytes": result.get("vmhwm_bytes")}
 

@@ -9,7 +9,9 @@ same moves for both: the first frame of the whole image fitted, then zooms to on
 pixel per screen pixel at fixed points, each timed until every channel shows level 0
 completely ("sharp"), then a pan at one to one, a frame a step (the engine: planned and
 submitted, then finished; napari: its canvas repainted). GPU memory: the engine's ledger;
-napari's texture bytes as vispy allocates them (viewer_children.VispyTextures). RSS: VmHWM.
+napari's texture bytes as vispy allocates them (viewer_children.VispyTextures), the
+framebuffer its canvas draws into, and the driver's census of every GL object in its
+canvas's share group (Qt's compositing textures too), sampled after each zoom. RSS: VmHWM.
 """
 from __future__ import annotations
 
@@ -18,7 +20,8 @@ import time
 from typing import Any
 
 from . import viewer_children
-from .viewer_children import Recorder, VispyTextures, fit_qt_canvas
+from .viewer_children import (Recorder, VispyTextures, fit_qt_canvas, gl_census,
+                              qt_canvas_framebuffer)
 
 #: the colour of each of the four channels in both viewers
 COLOURS = ("green", "magenta", "cyan", "yellow")
@@ -60,11 +63,17 @@ def run_engine(spec: dict[str, Any], rec: Recorder) -> None:
     cache_type.upload = timed_upload
 
     def frame():
-        nonlocal peak
         stats = view.frame()
         device.finish()
-        peak = max(peak, device.ledger.total)
+        note_peak()
         return stats
+
+    def note_peak() -> None:
+        """The ledger's peak, and its split by category at that peak."""
+        nonlocal peak
+        if device.ledger.total > peak:
+            peak = device.ledger.total
+            rec.data["gpu_bytes_by_category"] = device.ledger.by_category()
 
     def sharp(wait_s: float) -> bool:
         end = time.monotonic() + wait_s
@@ -78,7 +87,6 @@ def run_engine(spec: dict[str, Any], rec: Recorder) -> None:
         """PAN_FRAMES frames panning right from (x, y) at one to one: each frame's time,
         its CPU part, GPU time and uploads; `paced`: a frame starts every 1/60 s, as on a
         60 Hz display (the time a frame leaves is the readers')."""
-        nonlocal peak
         out: dict[str, list] = {"pan_ms": [], "pan_cpu_ms": [], "pan_uploads": []}
         timer.results.clear()
         tick = time.perf_counter()
@@ -96,7 +104,7 @@ def run_engine(spec: dict[str, Any], rec: Recorder) -> None:
             device.finish()
             done = time.perf_counter()
             timer.poll()
-            peak = max(peak, device.ledger.total)
+            note_peak()
             out["pan_cpu_ms"].append((submitted - start) * 1e3)
             out["pan_ms"].append((done - start) * 1e3)
             out["pan_uploads"].append((uploading[0], uploading[1] * 1e3, stats.pending))
@@ -128,7 +136,7 @@ def run_engine(spec: dict[str, Any], rec: Recorder) -> None:
                 reads=view.reader.reads, cancelled=view.reader.cancelled, layers=layers,
                 cache_bytes=view.cache.nbytes if view.cache else 0)
     finally:
-        ValueCache.upload = upload
+        cache_type.upload = upload
         timer.release()
         view.release()
         device.shutdown()
@@ -157,6 +165,12 @@ def run_napari(spec: dict[str, Any], rec: Recorder) -> None:
         QApplication.processEvents()
         return viewer.screenshot(canvas_only=True, flash=False)
 
+    def census() -> None:
+        """The driver's count of the process's GL objects, kept where it is the largest."""
+        now = gl_census(canvas)
+        if now["bytes"] > rec.data.get("gpu_census", {}).get("bytes", 0):
+            rec.set(gpu_census=now)
+
     def sharp(wait_s: float) -> bool:
         start = time.perf_counter()
         while time.perf_counter() - start < wait_s:
@@ -172,7 +186,8 @@ def run_napari(spec: dict[str, Any], rec: Recorder) -> None:
         draw()
         rec.set(first_frame_s=time.time() - spec["spawn"], napari=napari.__version__,
                 gpu_bytes_source="vispy texture uploads (shape x internal format)",
-                gpu_bytes_peak=textures.peak)
+                gpu_bytes_peak=textures.peak, framebuffer=qt_canvas_framebuffer(canvas))
+        census()
         for x, y in zoom_points(hw, hh, spec["zooms"]):
             viewer.camera.center = (y, x)
             viewer.camera.zoom = 1.0
@@ -181,6 +196,7 @@ def run_napari(spec: dict[str, Any], rec: Recorder) -> None:
             rec.data["zooms"].append({"point": (x, y), "reached": reached,
                                       "seconds": time.perf_counter() - start})
             rec.set(gpu_bytes_peak=textures.peak)
+            census()
         x, y = zoom_points(hw, hh, 1)[0]
         pan = rec.data["pan_ms"] = []
         for i in range(PAN_FRAMES):
