@@ -119,6 +119,10 @@ def make_image(root: Path, size: int) -> tuple[Path, int]:
 
 #: the engine's runs after the OME-Zarr from disk, by `--sources` name
 OTHER_SOURCES = ("tiff", "http", "tiff-http")
+#: the sources each viewer reads (napari: through zarr, local or over fsspec's HTTP, and
+#: tifffile's zarr store of a local OME-TIFF)
+SOURCES_READ = {"engine": ("disk", *OTHER_SOURCES), "engine-bc4": ("disk", *OTHER_SOURCES),
+                "napari": ("disk", "http", "tiff")}
 
 
 def make_tiff(root: Path, size: int) -> Path:
@@ -207,28 +211,30 @@ def run(size: int, screen: tuple[int, int], zooms: int, budget: str, viewers: li
         save()
 
     with tempfile.TemporaryDirectory(prefix="bench-science-") as work:
-        for viewer in viewers:
+        def child(viewer: str, source: str, where: str) -> None:
             display = qt_display() if viewer == "napari" else None
             try:
-                result = run_child(viewer, spec, timeout_s, Path(work),
+                result = run_child(viewer, {**spec, "path": where}, timeout_s, Path(work),
                                    env=display.env if display else None,
                                    module="lab.science_children")
+                add({**result, "source": source})
             finally:
                 if display is not None:
                     display.close()
-            add(result)
-        if "engine" in viewers and set(sources) & set(OTHER_SOURCES):
-            tiff = make_tiff(root, size) if {"tiff", "tiff-http"} & set(sources) else None
+
+        if "disk" in sources:
+            for viewer in viewers:
+                child(viewer, "disk", str(path))
+        others = [s for s in OTHER_SOURCES if s in sources]
+        if others:
+            tiff = make_tiff(root, size) if {"tiff", "tiff-http"} & set(others) else None
             with served(root) as base:
                 where = {"http": f"{base}/{path.name}",
                          "tiff": str(tiff), "tiff-http": f"{base}/{tiff.name if tiff else ''}"}
-                for source in OTHER_SOURCES:
-                    if source not in sources:
-                        continue
-                    result = run_child("engine", {**spec, "path": where[source],
-                                                  "source": source},
-                                       timeout_s, Path(work), module="lab.science_children")
-                    add(result)
+                for source in others:
+                    for viewer in viewers:
+                        if source in SOURCES_READ[viewer]:
+                            child(viewer, source, where[source])
     save()
     return out
 

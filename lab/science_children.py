@@ -1,11 +1,11 @@
-"""One viewer on the science bench's OME-Zarr, in its own process, for
-`python -m lab.science`.
+"""One viewer on the science bench's image (its OME-Zarr or OME-TIFF, from disk or over
+HTTP), in its own process, for `python -m lab.science`.
 
     python -m lab.science_children VIEWER SPEC.json OUT.json
 
 VIEWER is engine (a ScienceView, headless), engine-bc4 (the same keeping BC4 tiles) or
-napari (one multiscale layer a channel, additive, in a Qt window); SPEC's `layers` opens the image that many times, as layers. The
-same moves for both: the first frame of the whole image fitted, then zooms to one image
+napari (one multiscale layer a channel, additive, in a Qt window); SPEC's `layers` opens
+the image that many times, as layers. The same moves for all: the first frame of the whole image fitted, then zooms to one image
 pixel per screen pixel at fixed points, each timed until every channel shows level 0
 completely ("sharp"), then a pan at one to one, a frame a step (the engine: planned and
 submitted, then finished; napari: its canvas repainted). GPU memory: the engine's ledger;
@@ -132,7 +132,7 @@ def run_engine(spec: dict[str, Any], rec: Recorder) -> None:
         first, second = zoom_points(*spec["shape"][::-1], 2)
         rec.data.update(pan(*first, paced=False))
         rec.data.update({f"paced_{k}": v for k, v in pan(*second, paced=True).items()})
-        rec.set(budget_bytes=view.governor.budget_bytes, source=spec.get("source", "disk"),
+        rec.set(budget_bytes=view.governor.budget_bytes,
                 reads=view.reader.reads, cancelled=view.reader.cancelled, layers=layers,
                 cache_bytes=view.cache.nbytes if view.cache else 0)
     finally:
@@ -142,16 +142,27 @@ def run_engine(spec: dict[str, Any], rec: Recorder) -> None:
         device.shutdown()
 
 
+def napari_levels(path: str, count: int) -> list[Any]:
+    """The image's levels, finest first, as napari's users open them: an OME-Zarr (a folder or
+    a URL) through zarr, an OME-TIFF through tifffile's zarr store of its SubIFDs."""
+    import tifffile
+    import zarr
+
+    if path.endswith((".tif", ".tiff")):
+        group = zarr.open(tifffile.imread(path, aszarr=True), mode="r")
+    else:
+        group = zarr.open_group(path, mode="r")
+    return [group[str(i)] for i in range(count)]
+
+
 def run_napari(spec: dict[str, Any], rec: Recorder) -> None:
     import napari
-    import zarr
     from qtpy.QtWidgets import QApplication
 
     textures = VispyTextures()
     viewer = napari.Viewer(show=True)
     w, h = spec["size"]
-    group = zarr.open_group(spec["path"], mode="r")
-    levels = [group[str(i)] for i in range(spec["levels"])]
+    levels = napari_levels(spec["path"], spec["levels"])
     layers = []
     for _ in range(spec.get("layers", 1)):
         layers += viewer.add_image(levels, channel_axis=0, multiscale=True,
