@@ -20,8 +20,8 @@ import time
 from typing import Any
 
 from . import viewer_children
-from .viewer_children import (Recorder, VispyTextures, fit_qt_canvas, gl_census,
-                              qt_canvas_framebuffer)
+from .peer_gl import gl_census, qt_canvas_framebuffer
+from .viewer_children import Recorder, VispyTextures, fit_qt_canvas
 
 #: the colour of each of the four channels in both viewers
 COLOURS = ("green", "magenta", "cyan", "yellow")

@@ -50,7 +50,7 @@ GL_ONLY_MODULES = ("moderngl", "moderngl_window", "glcontext")
 LAB_PEER_MODULES = ("moderngl_window",)
 #: Lab modules that measure the driver's raw entry points themselves (sparse page commits,
 #: which the engine's own code does not make page by page): they reach the raw table on purpose.
-LAB_RAW_GL_PROBES = ("lab.vt_sparse_probe",)
+LAB_RAW_GL_PROBES = ("lab.vt_sparse_probe", "lab.peer_gl")
 #: Packages of one layer that must not import each other.
 WINGS: tuple[tuple[str, str], ...] = (("engine.streaming.levels", "engine.streaming.virtual"),)
 PRIVATE_GL_ATTRS = ("_ctx", "_raw", "_alloc", "_thread")
