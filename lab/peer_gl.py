@@ -55,10 +55,11 @@ def qt_canvas_framebuffer(native: Any) -> dict[str, Any]:
         native.doneCurrent()
 
 
-def gl_census(native: Any, misses: int = 512) -> dict[str, int]:
+def gl_census(native: Any, misses: int = 4096) -> dict[str, int]:
     """Bytes of every texture, renderbuffer and buffer in a Qt GL canvas's share group (its
     own objects, and any its toolkit shares with it), as the driver reports them (GL 4.5
-    direct state access): names are probed from 1 until `misses` in a row hold nothing.
+    direct state access): names are probed from 1 until `misses` in a row hold nothing
+    (Mesa hands out names above the highest in use, so deleted objects leave gaps).
     Counts what a peer's own bookkeeping might miss."""
     import numpy as np
     from OpenGL import GL

@@ -178,7 +178,7 @@ def run_napari(spec: dict[str, Any], rec: Recorder) -> None:
 
     def census() -> None:
         """The driver's count of the process's GL objects, kept where it is the largest."""
-        now = gl_census(canvas)
+        now = {**gl_census(canvas), "vispy_textures": textures.now}
         if now["bytes"] > rec.data.get("gpu_census", {}).get("bytes", 0):
             rec.set(gpu_census=now)
 
