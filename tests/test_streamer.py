@@ -289,3 +289,41 @@ def test_a_shrink_through_the_host_survives_gl_out_of_memory(device, gov, files,
     finally:
         unsubscribe()
         s.release()
+
+
+def test_a_failed_upload_streams_again_after_its_back_off(device, gov, files):
+    """GL refuses a texture's finer storage (out of memory) for a while: it keeps what it
+    has, reported once, and tries again after a back-off that doubles; once the refusal has
+    passed it streams to the detail the view wants, with no second report. The streamer's
+    clock is driven by hand (a frame is 1/60 s)."""
+    clock = [0.0]
+    s = LevelStreamer(device, backend="realloc", io_workers=0, clock=lambda: clock[0])
+    events = []
+    unsubscribe = device.faults.subscribe(events.append)
+
+    def frames(n: int, start: int) -> None:
+        for f in range(start, start + n):
+            clock[0] += 1 / 60
+            step(device, gov, s, row_view(f, (0.0, 0.0, 1.2), 4))
+
+    try:
+        for i, p in enumerate(files[:4]):
+            s.register(f"t{i}", p)
+        tail = s.registry.tail(s.items[0])
+        device.fault_injector = lambda what, nbytes: "t0@" in what
+        try:
+            refused = device.ledger.total
+            frames(210, 0)  # 3.5 s: the first try, retries at 1 s and 3 s
+            assert s.items[0].base == tail and s.items[0].failed
+            assert min(it.base for it in s.items[1:]) == 0  # the others went on
+            assert s.executor.retries.failures[0] == 3
+            assert device.ledger.total >= refused
+        finally:
+            device.fault_injector = None
+        frames(300, 210)  # the next retry is due at 7 s
+        assert s.items[0].base == 0 and not s.items[0].failed
+        assert 0 not in s.executor.retries.failures
+        assert len(events) == 1 and "t0" in str(events[0])
+    finally:
+        unsubscribe()
+        s.release()

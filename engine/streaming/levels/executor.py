@@ -4,7 +4,8 @@ frame's upload time, never over the granted pool.
 The planner decides against a model of memory; this is where the model meets the driver.
 It re-checks every op against the ledger (refusing what the plan promised wrongly), spreads
 big loads over frames (engine.streaming.levels.bands), and keeps what is resident when an
-upload fails, so a fault costs detail, never a crash or a broken texture.
+upload fails, so a fault costs detail, never a crash or a broken texture; such a texture
+streams again after a back-off (engine.streaming.levels.retry).
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from .bands import BandedLoads
 from .ops import MipOp, Plan
 from .reads import ReadLevels
 from .registry import Registry
+from .retry import UploadRetries
 from .state import Planner, PolicyConfig, StreamerState, TextureTable, apply_ops
 
 log = logging.getLogger(__name__)
@@ -44,11 +46,18 @@ class Executor:
         self.held = held
         self.max_upload_ms = max_upload_ms
         self.budget_violations = 0
+        self.retries = UploadRetries()
+        self._reported: set[int] = set()  # textures whose upload failure was reported
+        self._now = 0.0
 
     def run(self, st: StreamerState, table: TextureTable, planner: Planner,
             config: PolicyConfig, frame: int, pool: int, now: float,
             clock: Callable[[], float]) -> tuple[StreamerState, list[MipOp]]:
         """Plan and run this frame's ops: the state after them, and the ops really done."""
+        self._now = now
+        for t in self.retries.ready(now):
+            if self.registry.clear_failed(t):
+                log.debug("retrying %s after a failed upload", self.registry.items[t].key)
         ready_bytes, partials = self.reads.ready, self.bands.partials
         # Ready: the next finer level's bytes are in hand (or nothing finer exists, or a banded
         # load is under way). Built from the few ready keys, not a loop over every texture.
@@ -123,6 +132,9 @@ class Executor:
                     sink.instant("evict", "eviction", {**what, "from_level": op.old_base})
             done.append(op)
         self.uploader.end_frame()
+        for op in done:
+            if op.is_load:
+                self.retries.succeeded(op.texture)
         state = apply_ops(st, done, now)
         self.reads.request(plan.requests, state.resident_base)
         self._count(plan, done, pool, in_flight)
@@ -142,12 +154,19 @@ class Executor:
         s.deferred_loads = plan.deferred_loads
 
     def upload_failed(self, t: int, exc: Exception) -> None:
-        """An upload or allocation failed: the texture keeps what is resident, reported once."""
+        """An upload or allocation failed: the texture keeps what is resident (reported
+        once) and tries again after a back-off, unless its storage is gone."""
         item = self.registry.items[t]
-        if not item.failed:
+        if t not in self._reported:
+            self._reported.add(t)
             log.warning("streaming %s failed: %s", item.key, exc)
             self.device.faults.report(FaultKind.LEVEL_UPLOAD, item.key, exc)
-        self.registry.mark_failed(t)
+        if item.tex is None:  # nothing left to load into (shrink_through_host)
+            self.registry.mark_failed(t)
+            self.retries.forget(t)
+            return
+        self.registry.mark_failed(t, passing=True)
+        log.debug("%s retries in %.0f s", item.key, self.retries.failed(t, self._now) - self._now)
 
     def _fit_eviction(self, op: MipOp, table: TextureTable, ceiling: int) -> MipOp:
         """A realloc eviction holds the old and the new storage at once. The plan keeps that

@@ -59,6 +59,8 @@ class Registry:
     ids: dict[str, int] = field(default_factory=dict)
     #: per texture: a read or upload failed, it stays at what it has
     failed: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+    #: the textures whose failure lasts (a read: the file is bad); an upload's passes
+    lasting: set[int] = field(default_factory=set)
     #: per texture, made once at its first `tables()`: (storage bytes per finest level,
     #: tail, width, height), so a registration costs the new textures, not all of them
     _rows: list[tuple[list[int], int, int, int]] = field(default_factory=list)
@@ -135,9 +137,21 @@ class Registry:
         descriptors, no open/close per read; anything else the usual way)."""
         return self.files.read_level(self.items[tid].tf, level)
 
-    def mark_failed(self, t: int) -> None:
+    def mark_failed(self, t: int, passing: bool = False) -> None:
+        """Hold texture t at what it has; `passing`: until `clear_failed` (a GL upload
+        failure, retried later: retry.py), else for good."""
         self.items[t].failed = True
         self.failed[t] = True
+        if not passing:
+            self.lasting.add(t)
+
+    def clear_failed(self, t: int) -> bool:
+        """Let texture t stream again after a passing failure; False where it lasts."""
+        if t in self.lasting:
+            return False
+        self.items[t].failed = False
+        self.failed[t] = False
+        return True
 
     def tables(self) -> tuple[TextureTable, TextureArrays]:
         """The planner's table (exact storage per finest level, tails) and the estimator's
