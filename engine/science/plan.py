@@ -174,7 +174,8 @@ class CoverCache:
 
     def cover(self, levels: Sequence[LevelInfo], tile: int, keys: Sequence[TileKey],
               slots: SlotCache) -> tuple[list[TileKey], list[tuple[float, ...]]]:
-        """The pieces of missing tiles `keys`, in their order: (tile keys, rectangles)."""
+        """The pieces of missing tiles `keys` (of layers whose pyramid is `levels` and
+        `tile`), in their order: (tile keys, rectangles)."""
         known = self._known
         for level in {k.level for k in keys}:
             stamp = slots.placed_above(level)

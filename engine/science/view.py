@@ -54,7 +54,7 @@ from .plan import (
 from .layers import Layers
 from .reads import DEFAULT_WORKERS, TileReader
 from .readers import open_image_source
-from .source import ChunkedSource, TileKey
+from .source import ChunkedSource, LevelInfo, TileKey
 
 log = logging.getLogger(__name__)
 
@@ -434,17 +434,20 @@ class ScienceView:
         rows = np.full(self.source.channels, -1.0)
         rows[visible] = np.arange(len(visible))
         keys: list[TileKey] = []  # tiles drawn from themselves, then the pieces' tiles
-        missing: dict[int, list[TileKey]] = {}  # by layer
+        # missing tiles by their layer's pyramid: layers alike (the usual acquisitions of one
+        # field) are covered in one call, whose numpy work costs about the same for one
+        # layer's tiles as for all of theirs
+        pyramids = [(src.tile, tuple(src.levels)) for src in self.source.sources]
+        missing: dict[tuple[int, tuple[LevelInfo, ...]], list[TileKey]] = {}
         for k in draw:
             if k in slots:
                 keys.append(k)
             else:
-                missing.setdefault(self.source.layer_of(k.channel), []).append(k)
+                missing.setdefault(pyramids[self.source.layer_of(k.channel)], []).append(k)
         drawn_from: list[TileKey] = []  # the tiles parts of missing ones are drawn from
         rects: list[tuple[float, ...]] = []
-        for layer, ks in missing.items():
-            src = self.source.sources[layer]
-            got, where = self._covers.cover(src.levels, src.tile, ks, slots)
+        for (tile, levels), ks in missing.items():
+            got, where = self._covers.cover(levels, tile, ks, slots)
             drawn_from += got
             rects += where
         for k in dict.fromkeys(drawn_from):
