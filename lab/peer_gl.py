@@ -9,18 +9,21 @@ from typing import Any
 from .viewer_children import GL_TEXEL_BYTES
 
 
+def query(get: Any, *args: Any) -> int:
+    """One integer a GL getter (PyOpenGL) writes."""
+    import numpy as np
+
+    out = np.zeros(1, np.int32)
+    get(*args, out)
+    return int(out[0])
+
+
 def qt_canvas_framebuffer(native: Any) -> dict[str, Any]:
     """The framebuffer a Qt GL canvas (a QOpenGLWidget) draws into, as its driver reports
     it: each attachment's size, internal format and samples, and their bytes (an image
     attached at two points counted once). napari's texture figure leaves this out, while
     the engine's ledger counts its own output target."""
-    import numpy as np
     from OpenGL import GL
-
-    def query(get, *args) -> int:
-        out = np.zeros(1, np.int32)
-        get(*args, out)
-        return int(out[0])
 
     native.makeCurrent()
     try:
@@ -61,13 +64,7 @@ def gl_census(native: Any, misses: int = 4096) -> dict[str, int]:
     direct state access): names are probed from 1 until `misses` in a row hold nothing
     (Mesa hands out names above the highest in use, so deleted objects leave gaps).
     Counts what a peer's own bookkeeping might miss."""
-    import numpy as np
     from OpenGL import GL
-
-    def query(get, *args) -> int:
-        out = np.zeros(1, np.int32)
-        get(*args, out)
-        return int(out[0])
 
     def texture_bytes(name: int) -> int:
         total = 0
