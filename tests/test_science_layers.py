@@ -120,3 +120,27 @@ def test_twenty_layers_draw_at_once_and_a_pan_keeps_the_cache(dev, layers):
                 assert view.cache is cache and dev.ledger.total <= BUDGET
         finally:
             view.release()
+
+
+def test_missing_tiles_of_layers_alike_are_covered_in_one_call(dev, layers):
+    """A frame covers the missing tiles of every layer with the same pyramid at once (one
+    numpy pass, not one a layer): layers 0 and 2 of one image and layer 1 of another make
+    two calls, whose channels are those layers'."""
+    (pa, _), (pb, _) = layers["a"], layers["b"]
+    with dev.leak_check():
+        view = ScienceView([str(pa), str(pb), str(pa)], dev, size=SIZE, budget=BUDGET,
+                           displays=[RED, GREEN, RED], workers=1)
+        calls = []
+        real = view._covers.cover
+
+        def counted(levels, tile, keys, slots):
+            calls.append({k.channel for k in keys})
+            return real(levels, tile, keys, slots)
+
+        view._covers.cover = counted
+        try:
+            view.set_view(60.0, 40.0, 1.0)
+            view.frame()  # the first frame: every tile missing
+            assert sorted(map(sorted, calls)) == [[0, 2], [1]]
+        finally:
+            view.release()
