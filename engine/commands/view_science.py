@@ -230,7 +230,7 @@ def _headless(args: argparse.Namespace, source: list[ChunkedSource],
         with device.leak_check():
             view = ScienceView(source, device, size=args.size, budget=args.budget,
                                displays=displays, sampling=args.sampling,
-                           encoding=args.encoding)
+                               encoding=args.encoding)
             try:
                 summary = {"source": view.source.name, "dtype": view.source.dtype.name,
                            "channels": view.source.channels, "layers": len(source),

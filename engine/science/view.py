@@ -115,6 +115,8 @@ def default_displays(source: ChunkedSource) -> list[ChannelDisplay]:
 
 
 Sources = ChunkedSource | str | Sequence[ChunkedSource | str]
+#: a layer's tile size and levels: layers alike share covers (ScienceView.frame)
+Pyramid = tuple[int, tuple[LevelInfo, ...]]
 
 
 def check_reading(sampling: str, encoding: str) -> None:
@@ -160,6 +162,8 @@ class ScienceView:
             raise
         self.sampling, self.encoding = sampling, encoding
         self._geometry = self._geometry_table()
+        self._pyramids: list[Pyramid] = [(src.tile, tuple(src.levels))
+                                         for src in self.source.sources]
         self.size = (w, h)
         self.viewport = fit(w, h, self.source.extent)
         self.slots = SlotCache(0)
@@ -437,13 +441,13 @@ class ScienceView:
         # missing tiles by their layer's pyramid: layers alike (the usual acquisitions of one
         # field) are covered in one call, whose numpy work costs about the same for one
         # layer's tiles as for all of theirs
-        pyramids = [(src.tile, tuple(src.levels)) for src in self.source.sources]
-        missing: dict[tuple[int, tuple[LevelInfo, ...]], list[TileKey]] = {}
+        missing: dict[Pyramid, list[TileKey]] = {}
         for k in draw:
             if k in slots:
                 keys.append(k)
             else:
-                missing.setdefault(pyramids[self.source.layer_of(k.channel)], []).append(k)
+                missing.setdefault(self._pyramids[self.source.layer_of(k.channel)],
+                                   []).append(k)
         drawn_from: list[TileKey] = []  # the tiles parts of missing ones are drawn from
         rects: list[tuple[float, ...]] = []
         for (tile, levels), ks in missing.items():
